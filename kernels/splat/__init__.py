@@ -1,0 +1,1 @@
+"""Differentiable Gaussian-splatting rasterizer (DESIGN.md, "Gaussian rasterizer conventions")."""

@@ -1,0 +1,60 @@
+"""Argument checks shared by ``render`` and the torch reference ``_render``."""
+
+import torch
+
+
+def check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, width, height, background):
+    """Raise one clear ``ValueError`` for the first bad argument of a render call.
+
+    means [G, 3], scales [G, 3], quats [G, 4], opacities [G], colors [G, 3], viewmat [4, 4], K [3, 3]
+    and background [3] (or None) must be finite float32 torch tensors on one device; width and
+    height positive ints; no quaternion may have zero norm.
+    """
+    for name, value in (("width", width), ("height", height)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if not isinstance(means, torch.Tensor) or means.ndim != 2 or means.shape[1] != 3:
+        raise ValueError(f"means must be a torch tensor of shape [G, 3], got {_describe(means)}")
+    count = means.shape[0]
+    expected = {
+        "means": (count, 3),
+        "scales": (count, 3),
+        "quats": (count, 4),
+        "opacities": (count,),
+        "colors": (count, 3),
+        "viewmat": (4, 4),
+        "K": (3, 3),
+    }
+    tensors = {
+        "means": means,
+        "scales": scales,
+        "quats": quats,
+        "opacities": opacities,
+        "colors": colors,
+        "viewmat": viewmat,
+        "K": K,
+    }
+    if background is not None:
+        expected["background"] = (3,)
+        tensors["background"] = background
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError(f"{name} must be a torch tensor, got {_describe(tensor)}")
+        if tuple(tensor.shape) != expected[name]:
+            raise ValueError(f"{name} must have shape {list(expected[name])}, got {list(tensor.shape)}")
+        if tensor.dtype != torch.float32:
+            raise ValueError(f"{name} must be float32, got {tensor.dtype}")
+        if tensor.device != means.device:
+            raise ValueError(f"{name} is on {tensor.device} but means is on {means.device}")
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{name} contains NaN or inf")
+    if count and not bool((quats.detach().norm(dim=1) > 0).all()):
+        raise ValueError("quats contains a zero quaternion (it cannot be normalised)")
+    if not (float(K[0, 0]) > 0 and float(K[1, 1]) > 0):
+        raise ValueError("K must have positive focal lengths K[0, 0] and K[1, 1]")
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor of shape {list(value.shape)}"
+    return type(value).__name__
