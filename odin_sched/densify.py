@@ -1,0 +1,133 @@
+"""Adaptive density control of 3DGS: clone and split by positional gradient, prune by opacity.
+
+Follows ``GaussianModel.densify_and_prune`` of the reference 3DGS code:
+
+* the screen-space (NDC) positional gradient norm of each Gaussian is accumulated over the steps in
+  which it is visible, and averaged;
+* a Gaussian whose average reaches ``grad_threshold`` is *cloned* (an identical copy is added) when its
+  largest scale is at most ``percent_dense`` x scene extent, and *split* otherwise (replaced by two
+  Gaussians sampled from it, scales divided by 1.6);
+* Gaussians with activated opacity below ``min_opacity`` are pruned;
+* new Gaussians start with zero optimizer state (``VisibleAdam.replace`` with source -1).
+
+The renderer reports gradients for the 3D means only, so the screen-space gradient is recovered from
+them through the pinhole projection: camera x enters the image only through u = fx x / z + cx, so
+dL/du = (z / fx) dL/dx in camera coordinates (likewise for v), and NDC units multiply by W / 2 (H / 2),
+as 3DGS measures it. Only the small contribution of the mean to the projected covariance (through the
+EWA Jacobian) makes this an approximation.
+"""
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class DensifyConfig:
+    """When and how to densify (defaults of the reference 3DGS code)."""
+
+    interval: int = 100           # densify every `interval` steps ...
+    start: int = 500              # ... from this step ...
+    stop: int = 15_000            # ... until this step (exclusive)
+    grad_threshold: float = 0.0002
+    percent_dense: float = 0.01
+    min_opacity: float = 0.005
+
+    def __post_init__(self):
+        if self.interval < 1:
+            raise ValueError(f"densify interval must be >= 1, got {self.interval}")
+        if self.start < 0 or self.stop < self.start:
+            raise ValueError(f"densify steps must satisfy 0 <= start <= stop, got {self.start}, {self.stop}")
+        if self.grad_threshold <= 0 or self.percent_dense <= 0 or not 0 <= self.min_opacity < 1:
+            raise ValueError("densify thresholds must be positive (min_opacity in [0, 1))")
+
+    def due(self, step: int) -> bool:
+        """Whether to densify after training step ``step`` (1-based)."""
+        return self.start <= step < self.stop and step % self.interval == 0
+
+
+def screen_grad_norm(means: torch.Tensor, means_grad: torch.Tensor, viewmat: torch.Tensor,
+                     K: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    """Norm of the NDC screen-space gradient of each Gaussian's projected mean.
+
+    means: torch.Tensor       # [G, 3] world positions
+    means_grad: torch.Tensor  # [G, 3] dL/dmeans
+    viewmat: torch.Tensor     # [4, 4] world-to-camera
+    K: torch.Tensor           # [3, 3] intrinsics
+    Returns torch.Tensor      # [G]
+    """
+    rot = viewmat[:3, :3]
+    z = means @ rot[2] + viewmat[2, 3]
+    g_cam = means_grad @ rot.T
+    gu = g_cam[:, 0] * z / K[0, 0] * (0.5 * width)
+    gv = g_cam[:, 1] * z / K[1, 1] * (0.5 * height)
+    return torch.sqrt(gu * gu + gv * gv)
+
+
+class GradAccumulator:
+    """Running sum of screen-space gradient norms and visibility counts per Gaussian."""
+
+    def __init__(self, num_gaussians: int):
+        self.total = torch.zeros(num_gaussians, dtype=torch.float32)
+        self.count = torch.zeros(num_gaussians, dtype=torch.int64)
+
+    def add(self, grad_norm: torch.Tensor, visible: torch.Tensor) -> None:
+        """Accumulate ``grad_norm`` ([G]) for the ``visible`` ([G] bool) Gaussians."""
+        self.total[visible] += grad_norm[visible].to(torch.float32)
+        self.count[visible] += 1
+
+    def average(self) -> torch.Tensor:
+        """Mean gradient norm per Gaussian over its visible steps (0 if never visible)."""
+        return self.total / self.count.clamp(min=1)
+
+
+def quat_to_rotmat(quats: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices of (w, x, y, z) quaternions (normalised here).
+
+    quats: torch.Tensor  # [G, 4]
+    Returns torch.Tensor # [G, 3, 3]
+    """
+    w, x, y, z = torch.nn.functional.normalize(quats, dim=-1).unbind(-1)
+    return torch.stack([
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ], dim=-1).reshape(-1, 3, 3)
+
+
+@torch.no_grad()
+def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, config: DensifyConfig,
+                      generator: torch.Generator) -> tuple[dict, torch.Tensor]:
+    """One round of clone / split / prune.
+
+    params: dict name -> torch.Tensor  # [G, ...] means, scales (log), quats, opacities (logit), colors
+    grad_avg: torch.Tensor             # [G] average screen-space gradient norm (GradAccumulator)
+    Returns (new_params, source): new_params [G', ...]; source [G'] int64, the old row a new row keeps
+    the optimizer state of, or -1 for a new Gaussian (see ``VisibleAdam.replace``).
+    """
+    g = grad_avg.shape[0]
+    means, scales, quats = params["means"], params["scales"], params["quats"]
+    big_grad = grad_avg >= config.grad_threshold
+    large = torch.exp(scales).amax(dim=1) > config.percent_dense * extent
+    clone = big_grad & ~large
+    split = big_grad & large
+
+    clone_idx = torch.nonzero(clone).squeeze(1)
+    split_idx = torch.nonzero(split).squeeze(1).repeat(2)
+    keep_idx = torch.nonzero(~split).squeeze(1)
+
+    stds = torch.exp(scales[split_idx])
+    offsets = torch.randn(stds.shape, generator=generator, dtype=stds.dtype) * stds
+    split_means = means[split_idx] + torch.einsum("gij,gj->gi", quat_to_rotmat(quats[split_idx]), offsets)
+    split_scales = scales[split_idx] - torch.log(torch.tensor(0.8 * 2, dtype=scales.dtype))
+
+    order = torch.cat([keep_idx, clone_idx, split_idx])
+    new = {name: value[order].clone() for name, value in params.items()}
+    n_old = keep_idx.shape[0] + clone_idx.shape[0]
+    new["means"][n_old:] = split_means
+    new["scales"][n_old:] = split_scales
+    source = torch.cat([keep_idx, torch.full((order.shape[0] - keep_idx.shape[0],), -1, dtype=torch.int64)])
+
+    alive = torch.sigmoid(new["opacities"]) >= config.min_opacity
+    if g and not alive.any():
+        alive[torch.argmax(new["opacities"])] = True
+    return {name: value[alive] for name, value in new.items()}, source[alive]

@@ -1,0 +1,130 @@
+"""Visible (selective) Adam for Gaussian parameters.
+
+A training step updates only the Gaussians its camera sees: their parameters, their first and second
+moments and their step counts. Every other Gaussian keeps its parameters and optimizer state bit for bit.
+This is the property the barrier-free scheduler relies on (two steps that see disjoint Gaussians commute).
+
+Each Gaussian carries its own step count, so a Gaussian evolves exactly as if ``torch.optim.Adam`` had
+been run on it alone, over the steps in which it was visible (torch's formula, including where epsilon is
+added). Learning rates are per parameter group, with the defaults of the reference 3DGS code
+(``arguments/__init__.py`` of graphdeco-inria/gaussian-splatting, original release): means 1.6e-4 times
+the scene extent (decayed to 1.6e-6 times the extent by the trainer), log-scales 5e-3, quaternions
+1e-3, opacity logits 5e-2, colours (the DC colour ``feature_lr``) 2.5e-3.
+"""
+import torch
+
+PARAM_NAMES = ("means", "scales", "quats", "opacities", "colors")
+
+DEFAULT_LR = {
+    "means": 1.6e-4,  # multiplied by the scene extent
+    "scales": 5e-3,
+    "quats": 1e-3,
+    "opacities": 5e-2,
+    "colors": 2.5e-3,
+}
+
+
+def default_lrs(extent: float) -> dict[str, float]:
+    """The 3DGS learning rates for a scene of the given spatial extent (the means' rate scales with it)."""
+    lrs = dict(DEFAULT_LR)
+    lrs["means"] = DEFAULT_LR["means"] * float(extent)
+    return lrs
+
+
+class VisibleAdam:
+    """Adam over a dict of per-Gaussian parameter tensors that steps only the visible rows.
+
+    params: dict name -> torch.Tensor  # [G, ...] float32, leaf tensors; ``requires_grad`` is set here
+    lrs: dict name -> float            # learning rate per parameter (may be changed between steps)
+    """
+
+    def __init__(self, params: dict, lrs: dict, betas=(0.9, 0.999), eps: float = 1e-15):
+        missing = set(params) - set(lrs)
+        if missing:
+            raise ValueError(f"lrs: no learning rate for {sorted(missing)}")
+        sizes = {p.shape[0] for p in params.values()}
+        if len(sizes) != 1:
+            raise ValueError(f"params: leading dimensions differ ({sorted(sizes)}); all must be G")
+        self.lrs = dict(lrs)
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.params = {}
+        self.exp_avg = {}
+        self.exp_avg_sq = {}
+        self._install(params)
+        self.step_count = torch.zeros(self.num_gaussians, dtype=torch.int64)
+
+    @property
+    def num_gaussians(self) -> int:
+        return next(iter(self.params.values())).shape[0]
+
+    def _install(self, params: dict) -> None:
+        for name, value in params.items():
+            self.params[name] = value.detach().clone().requires_grad_(True)
+            self.exp_avg[name] = torch.zeros_like(self.params[name])
+            self.exp_avg_sq[name] = torch.zeros_like(self.params[name])
+
+    def zero_grad(self) -> None:
+        """Drop the gradients of all parameters."""
+        for p in self.params.values():
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, visible: torch.Tensor) -> None:
+        """One Adam step on the visible Gaussians, using each parameter's ``.grad``.
+
+        visible: torch.Tensor  # [G] bool, the Gaussians seen in this step
+        A parameter without a gradient is left alone (as torch's Adam does).
+        """
+        if visible.shape != (self.num_gaussians,) or visible.dtype != torch.bool:
+            raise ValueError(f"visible: expected a bool tensor of shape ({self.num_gaussians},), "
+                             f"got {visible.dtype} {tuple(visible.shape)}")
+        idx = torch.nonzero(visible).squeeze(1)
+        if idx.numel() == 0:
+            return
+        t = self.step_count[idx] + 1
+        self.step_count[idx] = t
+        t = t.to(torch.float64)
+        bias1 = 1.0 - self.beta1 ** t
+        bias2_sqrt = torch.sqrt(1.0 - self.beta2 ** t)
+        for name, p in self.params.items():
+            if p.grad is None:
+                continue
+            g = p.grad[idx]
+            shape = (-1,) + (1,) * (g.dim() - 1)
+            m = torch.lerp(self.exp_avg[name][idx], g, 1.0 - self.beta1)
+            v = self.exp_avg_sq[name][idx] * self.beta2 + (1.0 - self.beta2) * g * g
+            step_size = (self.lrs[name] / bias1).to(p.dtype).view(shape)
+            denom = v.sqrt() / bias2_sqrt.to(p.dtype).view(shape) + self.eps
+            self.exp_avg[name][idx] = m
+            self.exp_avg_sq[name][idx] = v
+            p[idx] = p[idx] - step_size * m / denom
+
+    def replace(self, params: dict, source: torch.Tensor) -> None:
+        """Swap in a new set of Gaussians (after densification) and carry the optimizer state over.
+
+        params: dict name -> torch.Tensor  # [G', ...] the new parameter values
+        source: torch.Tensor               # [G'] int64, the old row whose moments and step count row i
+                                           # inherits, or -1 for a new Gaussian (zero state)
+        """
+        if set(params) != set(self.params):
+            raise ValueError(f"params: expected {sorted(self.params)}, got {sorted(params)}")
+        n = source.shape[0]
+        for name, value in params.items():
+            if value.shape[0] != n:
+                raise ValueError(f"params[{name!r}]: {value.shape[0]} rows but source has {n}")
+        if n and (source.min() < -1 or source.max() >= self.num_gaussians):
+            raise ValueError(f"source: indices must be in [-1, {self.num_gaussians})")
+        fresh = source < 0
+        src = source.clamp(min=0)
+        for name, value in params.items():
+            m = self.exp_avg[name][src]
+            v = self.exp_avg_sq[name][src]
+            m[fresh] = 0.0
+            v[fresh] = 0.0
+            self.params[name] = value.detach().clone().requires_grad_(True)
+            self.exp_avg[name] = m
+            self.exp_avg_sq[name] = v
+        steps = self.step_count[src]
+        steps[fresh] = 0
+        self.step_count = steps

@@ -1,0 +1,228 @@
+"""Read, write and validate HDF5 scene files (format "pregel-scene", version 1, see DESIGN.md).
+
+The v1 datasets are::
+
+    /gaussians/means      float32 [G, 3]
+    /gaussians/scales     float32 [G, 3]     log scale
+    /gaussians/quats      float32 [G, 4]     (w, x, y, z), normalised at use
+    /gaussians/opacities  float32 [G]        logit
+    /gaussians/colors     float32 [G, 3]     RGB
+    /cameras/viewmats     float32 [C, 4, 4]  world-to-camera
+    /cameras/Ks           float32 [C, 3, 3]  pinhole intrinsics
+    /images               uint8   [C, H, W, 3]
+    root attributes: format = "pregel-scene", version = 1, width = W, height = H
+
+Optional extras written by this project (readers of plain v1 files may ignore them):
+
+    /init/means        float32 [P, 3]  initial point cloud for training (as structure-from-motion gives)
+    /init/colors       float32 [P, 3]  its RGB colours; both or neither
+    /cameras/heldout   bool    [C]     True for cameras held out of training (used for evaluation)
+    /metrics/<name>    any numeric 1D  training record, e.g. /metrics/psnr_steps, /metrics/psnr
+    further root attributes (str, int, float, bool), e.g. the training steps, seed and wall time
+
+Every problem found is raised as one ``InputError`` naming the file, the dataset and what is wrong.
+Writing is atomic: the file is written under a temporary name in the same directory, then renamed.
+"""
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import h5py
+import numpy as np
+
+from pregel.errors import InputError
+
+FORMAT = "pregel-scene"
+VERSION = 1
+
+# name -> trailing shape after the leading G (all float32)
+GAUSSIAN_DATASETS = {
+    "means": (3,),
+    "scales": (3,),
+    "quats": (4,),
+    "opacities": (),
+    "colors": (3,),
+}
+
+
+@dataclass
+class Scene:
+    """A scene in memory: Gaussians, cameras, images and the optional extras (NumPy arrays)."""
+
+    means: np.ndarray        # [G, 3] float32
+    scales: np.ndarray       # [G, 3] float32, log scale
+    quats: np.ndarray        # [G, 4] float32, (w, x, y, z)
+    opacities: np.ndarray    # [G] float32, logit
+    colors: np.ndarray       # [G, 3] float32
+    viewmats: np.ndarray     # [C, 4, 4] float32
+    Ks: np.ndarray           # [C, 3, 3] float32
+    images: np.ndarray       # [C, H, W, 3] uint8
+    width: int
+    height: int
+    init_means: np.ndarray | None = None   # [P, 3] float32
+    init_colors: np.ndarray | None = None  # [P, 3] float32
+    heldout: np.ndarray | None = None      # [C] bool
+    metrics: dict = field(default_factory=dict)  # name -> 1D numeric array
+    attrs: dict = field(default_factory=dict)    # extra root attributes
+
+    @property
+    def num_gaussians(self) -> int:
+        return int(self.means.shape[0])
+
+    @property
+    def num_cameras(self) -> int:
+        return int(self.viewmats.shape[0])
+
+    def gaussians(self) -> dict:
+        """The five Gaussian parameter arrays by name (means, scales, quats, opacities, colors)."""
+        return {name: getattr(self, name) for name in GAUSSIAN_DATASETS}
+
+
+def _check_array(path, name: str, arr: np.ndarray, dtype, tail: tuple) -> None:
+    """Dtype, rank, trailing dimensions and finiteness of one array."""
+    if arr.dtype != np.dtype(dtype):
+        raise InputError.at(path, name, f"dtype is {arr.dtype}, expected {np.dtype(dtype)}")
+    if arr.ndim != 1 + len(tail) or tuple(arr.shape[1:]) != tail:
+        want = "[N" + "".join(f", {d}" for d in tail) + "]"
+        raise InputError.at(path, name, f"shape is {list(arr.shape)}, expected {want}")
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        bad = int(np.count_nonzero(~np.isfinite(arr)))
+        raise InputError.at(path, name, f"contains {bad} NaN or infinite values")
+
+
+def _check_count(path, name: str, arr: np.ndarray, expected: int, what: str) -> None:
+    if arr.shape[0] != expected:
+        raise InputError.at(path, name, f"has {arr.shape[0]} rows but {what} is {expected}")
+
+
+def validate(scene: Scene, path="<scene>") -> None:
+    """Check a Scene for everything the format requires; raise InputError on the first problem."""
+    for attr in ("width", "height"):
+        value = getattr(scene, attr)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise InputError.at(path, None, f"attribute {attr} must be a positive integer, got {value!r}")
+    for name, tail in GAUSSIAN_DATASETS.items():
+        _check_array(path, f"/gaussians/{name}", getattr(scene, name), np.float32, tail)
+    g = scene.num_gaussians
+    if g == 0:
+        raise InputError.at(path, "/gaussians/means", "the scene has no Gaussians")
+    for name in GAUSSIAN_DATASETS:
+        _check_count(path, f"/gaussians/{name}", getattr(scene, name), g, "the number of Gaussians in /gaussians/means")
+    norms = np.linalg.norm(scene.quats.astype(np.float64), axis=1)
+    if np.any(norms < 1e-8):
+        raise InputError.at(path, "/gaussians/quats",
+                            f"{int(np.count_nonzero(norms < 1e-8))} quaternions have zero length and cannot be normalised")
+
+    _check_array(path, "/cameras/viewmats", scene.viewmats, np.float32, (4, 4))
+    _check_array(path, "/cameras/Ks", scene.Ks, np.float32, (3, 3))
+    if scene.images.ndim == 4 and scene.images.shape[1:3] != (scene.height, scene.width):
+        raise InputError.at(path, "/images", f"images are {scene.images.shape[2]} x {scene.images.shape[1]} "
+                            f"but the attributes say width x height = {scene.width} x {scene.height}")
+    _check_array(path, "/images", scene.images, np.uint8, (scene.height, scene.width, 3))
+    c = scene.num_cameras
+    if c == 0:
+        raise InputError.at(path, "/cameras/viewmats", "the scene has no cameras")
+    _check_count(path, "/cameras/Ks", scene.Ks, c, "the number of cameras in /cameras/viewmats")
+    _check_count(path, "/images", scene.images, c, "the number of cameras in /cameras/viewmats")
+    if not np.all(scene.Ks[:, 0, 0] > 0) or not np.all(scene.Ks[:, 1, 1] > 0):
+        raise InputError.at(path, "/cameras/Ks", "focal lengths K[0, 0] and K[1, 1] must be positive")
+
+    if (scene.init_means is None) != (scene.init_colors is None):
+        raise InputError.at(path, "/init", "needs both means and colors, or neither")
+    if scene.init_means is not None:
+        _check_array(path, "/init/means", scene.init_means, np.float32, (3,))
+        _check_array(path, "/init/colors", scene.init_colors, np.float32, (3,))
+        _check_count(path, "/init/colors", scene.init_colors, scene.init_means.shape[0],
+                     "the number of points in /init/means")
+        if scene.init_means.shape[0] == 0:
+            raise InputError.at(path, "/init/means", "the initial point cloud is empty")
+    if scene.heldout is not None:
+        _check_array(path, "/cameras/heldout", scene.heldout, np.bool_, ())
+        _check_count(path, "/cameras/heldout", scene.heldout, c, "the number of cameras in /cameras/viewmats")
+    for name, values in scene.metrics.items():
+        arr = np.asarray(values)
+        if arr.ndim != 1 or arr.dtype.kind not in "biuf":
+            raise InputError.at(path, f"/metrics/{name}", f"must be a 1D numeric array, got {arr.dtype} {list(arr.shape)}")
+
+
+def _read_dataset(f: h5py.File, path, name: str) -> np.ndarray:
+    if name not in f:
+        raise InputError.at(path, name, "dataset is missing")
+    obj = f[name]
+    if not isinstance(obj, h5py.Dataset):
+        raise InputError.at(path, name, "is a group, expected a dataset")
+    return obj[()]
+
+
+def read_scene(path) -> Scene:
+    """Read and validate a scene file; raise InputError with a one-line message on any problem."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputError.at(path, None, "file not found")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise InputError.at(path, None, f"cannot be opened as HDF5 ({exc})") from None
+    with f:
+        fmt = f.attrs.get("format")
+        if isinstance(fmt, bytes):
+            fmt = fmt.decode()
+        if fmt != FORMAT:
+            raise InputError.at(path, None, f"attribute format is {fmt!r}, expected {FORMAT!r}")
+        version = f.attrs.get("version")
+        if version is None or int(version) != VERSION:
+            raise InputError.at(path, None, f"attribute version is {version!r}, only version {VERSION} is supported")
+        dims = {}
+        for attr in ("width", "height"):
+            value = f.attrs.get(attr)
+            if value is None or np.ndim(value) != 0 or not np.issubdtype(np.asarray(value).dtype, np.integer):
+                raise InputError.at(path, None, f"attribute {attr} must be an integer, got {value!r}")
+            dims[attr] = int(value)
+        arrays = {name: _read_dataset(f, path, f"/gaussians/{name}") for name in GAUSSIAN_DATASETS}
+        arrays["viewmats"] = _read_dataset(f, path, "/cameras/viewmats")
+        arrays["Ks"] = _read_dataset(f, path, "/cameras/Ks")
+        arrays["images"] = _read_dataset(f, path, "/images")
+        if "init" in f:
+            arrays["init_means"] = _read_dataset(f, path, "/init/means")
+            arrays["init_colors"] = _read_dataset(f, path, "/init/colors")
+        if "cameras/heldout" in f:
+            arrays["heldout"] = _read_dataset(f, path, "/cameras/heldout")
+        metrics = {name: _read_dataset(f, path, f"/metrics/{name}") for name in f.get("metrics", {})}
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v.item() if isinstance(v, np.generic) else v)
+                 for k, v in f.attrs.items() if k not in ("format", "version", "width", "height")}
+    scene = Scene(**arrays, **dims, metrics=metrics, attrs=attrs)
+    validate(scene, path)
+    return scene
+
+
+def write_scene(path, scene: Scene) -> None:
+    """Validate ``scene`` and write it to ``path`` atomically (temporary file, then rename)."""
+    path = os.fspath(path)
+    validate(scene, path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".h5", dir=directory)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["format"] = FORMAT
+            f.attrs["version"] = VERSION
+            f.attrs["width"] = int(scene.width)
+            f.attrs["height"] = int(scene.height)
+            for key, value in scene.attrs.items():
+                f.attrs[key] = value
+            for name in GAUSSIAN_DATASETS:
+                f.create_dataset(f"gaussians/{name}", data=getattr(scene, name))
+            f.create_dataset("cameras/viewmats", data=scene.viewmats)
+            f.create_dataset("cameras/Ks", data=scene.Ks)
+            f.create_dataset("images", data=scene.images, chunks=(1,) + scene.images.shape[1:])
+            if scene.heldout is not None:
+                f.create_dataset("cameras/heldout", data=scene.heldout)
+            if scene.init_means is not None:
+                f.create_dataset("init/means", data=scene.init_means)
+                f.create_dataset("init/colors", data=scene.init_colors)
+            for name, values in scene.metrics.items():
+                f.create_dataset(f"metrics/{name}", data=np.asarray(values))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,113 @@
+"""Scene files: round trip, atomic write, and a one-line InputError for each kind of bad input."""
+import h5py
+import numpy as np
+import pytest
+
+from odin_sched.scene_io import Scene, read_scene, write_scene
+from pregel.errors import InputError
+
+
+def small_scene(g=6, c=3, h=5, w=7):
+    rng = np.random.default_rng(0)
+    return Scene(
+        means=rng.standard_normal((g, 3)).astype(np.float32),
+        scales=rng.standard_normal((g, 3)).astype(np.float32),
+        quats=rng.standard_normal((g, 4)).astype(np.float32),
+        opacities=rng.standard_normal(g).astype(np.float32),
+        colors=rng.random((g, 3)).astype(np.float32),
+        viewmats=np.tile(np.eye(4, dtype=np.float32), (c, 1, 1)),
+        Ks=np.tile(np.array([[10, 0, 3], [0, 10, 2], [0, 0, 1]], np.float32), (c, 1, 1)),
+        images=rng.integers(0, 256, (c, h, w, 3), dtype=np.uint8),
+        width=w, height=h,
+        init_means=rng.standard_normal((4, 3)).astype(np.float32),
+        init_colors=rng.random((4, 3)).astype(np.float32),
+        heldout=np.array([False, False, True]),
+        metrics={"psnr": np.array([10.0, 20.0])},
+        attrs={"steps": 5, "note": "x"},
+    )
+
+
+def test_round_trip(tmp_path):
+    scene = small_scene()
+    path = tmp_path / "s.h5"
+    write_scene(path, scene)
+    back = read_scene(path)
+    for name in ("means", "scales", "quats", "opacities", "colors", "viewmats", "Ks", "images",
+                 "init_means", "init_colors", "heldout"):
+        a, b = getattr(scene, name), getattr(back, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert (back.width, back.height) == (7, 5)
+    assert np.array_equal(back.metrics["psnr"], [10.0, 20.0])
+    assert back.attrs == {"steps": 5, "note": "x"}
+    with h5py.File(path) as f:  # the v1 layout as DESIGN.md specifies it
+        assert f.attrs["format"] == "pregel-scene" and f.attrs["version"] == 1
+        assert f["gaussians/opacities"].shape == (6,) and f["images"].dtype == np.uint8
+    assert [p.name for p in tmp_path.iterdir()] == ["s.h5"]  # no temporary file left
+
+
+def test_failed_write_leaves_old_file(tmp_path):
+    path = tmp_path / "s.h5"
+    write_scene(path, small_scene())
+    bad = small_scene()
+    bad.means = bad.means.astype(np.float64)
+    with pytest.raises(InputError):
+        write_scene(path, bad)
+    read_scene(path)
+    assert [p.name for p in tmp_path.iterdir()] == ["s.h5"]
+
+
+def edit(path, fn):
+    with h5py.File(path, "r+") as f:
+        fn(f)
+
+
+def replace(name, data):
+    def fn(f):
+        del f[name]
+        f[name] = data
+    return fn
+
+
+def set_attr(key, value):
+    def fn(f):
+        f.attrs[key] = value
+    return fn
+
+
+CASES = [
+    (lambda f: f.__delitem__("gaussians/colors"), "/gaussians/colors: dataset is missing"),
+    (set_attr("format", "pregel-graph"), "attribute format"),
+    (set_attr("version", 2), "only version 1"),
+    (set_attr("width", 8), "attributes say width x height = 8 x 5"),
+    (replace("gaussians/means", np.zeros((6, 3))), "/gaussians/means: dtype is float64"),
+    (replace("gaussians/quats", np.zeros((6, 3), np.float32)), "/gaussians/quats: shape is [6, 3]"),
+    (replace("gaussians/opacities", np.zeros(5, np.float32)), "/gaussians/opacities: has 5 rows"),
+    (replace("cameras/Ks", np.tile(np.eye(3, dtype=np.float32), (2, 1, 1))), "/cameras/Ks: has 2 rows"),
+    (replace("images", np.zeros((2, 5, 7, 3), np.uint8)), "/images: has 2 rows"),
+    (replace("images", np.zeros((3, 5, 7, 3), np.float32)), "/images: dtype is float32"),
+    (replace("gaussians/scales", np.full((6, 3), np.nan, np.float32)), "NaN or infinite"),
+    (replace("cameras/viewmats", np.full((3, 4, 4), np.inf, np.float32)), "/cameras/viewmats: contains"),
+    (replace("gaussians/quats", np.zeros((6, 4), np.float32)), "cannot be normalised"),
+    (lambda f: f.__delitem__("init/colors"), "/init/colors: dataset is missing"),
+    (replace("cameras/heldout", np.zeros(2, bool)), "/cameras/heldout: has 2 rows"),
+]
+
+
+@pytest.mark.parametrize("mutate, message", CASES)
+def test_bad_files_give_one_line_errors(tmp_path, mutate, message):
+    path = tmp_path / "s.h5"
+    write_scene(path, small_scene())
+    edit(path, mutate)
+    with pytest.raises(InputError) as info:
+        read_scene(path)
+    text = str(info.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
+def test_missing_and_non_hdf5_file(tmp_path):
+    with pytest.raises(InputError, match="file not found"):
+        read_scene(tmp_path / "nope.h5")
+    junk = tmp_path / "junk.h5"
+    junk.write_bytes(b"not hdf5")
+    with pytest.raises(InputError, match="cannot be opened as HDF5"):
+        read_scene(junk)
