@@ -1,0 +1,32 @@
+# Pregel-MPI: everything a fresh clone needs, from Python 3.11 and pip alone.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEMO   := demo_out
+# One thread per rank: ranks, not threads, are the unit of parallelism.
+export OMP_NUM_THREADS := 1
+export NUMBA_NUM_THREADS := 1
+export MKL_NUM_THREADS := 1
+
+.PHONY: demo test venv clean
+
+venv: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+	NUMBA_ENABLE_CUDASIM=1 $(BIN)/python -m pytest -q tests/cudasim
+
+demo: $(STAMP)
+	mkdir -p $(DEMO)
+	$(BIN)/pregel generate --kind powerlaw --nodes 20000 --avg-degree 8 --features 16 --labels 4 --seed 1 --out $(DEMO)/graph.h5
+	$(BIN)/pregel inspect $(DEMO)/graph.h5
+
+clean:
+	rm -rf $(VENV) $(DEMO) *.egg-info

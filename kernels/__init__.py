@@ -1,0 +1,12 @@
+"""Numba compute kernels for Pregel-MPI.
+
+Every kernel comes in three versions with the same arguments:
+
+* a Numba CPU version (``@njit``),
+* a Numba CUDA version (``numba.cuda.jit``),
+* a reference twin in plain NumPy or torch, named with a leading underscore, that tests compare with.
+
+A single public dispatch function per kernel picks the CUDA version for device arrays (anything that
+exposes ``__cuda_array_interface__``) and the CPU version otherwise. This package imports nothing
+from ``pregel``, ``vertex_programs`` or ``odin_sched``.
+"""

@@ -1,0 +1,136 @@
+"""The ``pregel`` command: one entry point with a subcommand per job.
+
+This is the one file of ``pregel/`` that knows the other packages; it imports a subcommand's
+package only when that subcommand runs, so ``pregel inspect`` never pays for torch or the
+rasterizer. Bad input (``InputError``) ends the command with one line on stderr and exit status 2.
+"""
+
+import os
+
+# One thread per process: parallelism comes from MPI ranks. Must be set before numba/torch load.
+for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from pregel.errors import InputError  # noqa: E402
+
+EXIT_BAD_INPUT = 2
+
+
+# ---------------------------------------------------------------- graphs: generate, convert, inspect
+
+def _add_generate(sub) -> None:
+    from pregel.generate import DEFAULT_EXPONENT, KINDS
+
+    p = sub.add_parser("generate", help="generate a synthetic graph file",
+                       description="Generate a power-law (Chung-Lu), Erdős–Rényi or grid graph.")
+    p.add_argument("--kind", choices=KINDS, default="powerlaw")
+    p.add_argument("--nodes", type=int, required=True, help="number of vertices N")
+    p.add_argument("--avg-degree", type=float, default=10.0, help="mean out-degree (E = N * D)")
+    p.add_argument("--exponent", type=float, default=DEFAULT_EXPONENT,
+                   help="power-law degree exponent (smaller = heavier hubs; default %(default)s)")
+    p.add_argument("--undirected", action="store_true", help="store both directions of each edge")
+    p.add_argument("--weights", action="store_true", help="add uniform random weights in (0, 1]")
+    p.add_argument("--features", type=int, default=0, metavar="F", help="float32 node features")
+    p.add_argument("--labels", type=int, default=0, metavar="C", help="int64 labels in [0, C)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=_run_generate)
+
+
+def _run_generate(args) -> None:
+    import numpy as np
+
+    from pregel.generate import generate_graph, random_features
+    from pregel.graph_io import GraphData, write_graph
+
+    _require(args.nodes >= 1, "--nodes must be at least 1")
+    _require(args.avg_degree >= 0, "--avg-degree must be non-negative")
+    _require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
+    _require(args.exponent > 1, "--exponent must be greater than 1")
+    started = time.perf_counter()
+    indptr, indices = generate_graph(args.kind, args.nodes, args.avg_degree, seed=args.seed,
+                                     exponent=args.exponent, undirected=args.undirected)
+    rng = np.random.default_rng([args.seed, 1])
+    num_nodes = len(indptr) - 1
+    weights = (1.0 - rng.random(len(indices))).astype(np.float32) if args.weights else None
+    labels = rng.integers(0, args.labels, size=num_nodes) if args.labels else None
+    features = random_features(labels, num_nodes, args.features, rng) if args.features else None
+    directed = not (args.undirected or args.kind == "grid")
+    write_graph(args.out, GraphData(indptr, indices, weights, features, labels, directed))
+    print(f"wrote {args.out}: {args.kind} graph, {num_nodes:,} vertices, {len(indices):,} edges "
+          f"in {time.perf_counter() - started:.1f} s")
+
+
+def _add_convert(sub) -> None:
+    p = sub.add_parser("convert", help="convert an edge list to a graph file",
+                       description="Convert a whitespace edge list (src dst [weight] per line, "
+                                   "'#' comments) to the HDF5 graph format.")
+    p.add_argument("edges", help="edge-list text file")
+    p.add_argument("--out", required=True)
+    p.add_argument("--num-nodes", type=int, default=None, help="default: largest id + 1")
+    p.add_argument("--undirected", action="store_true",
+                   help="each line is an undirected edge; store both directions")
+    p.set_defaults(run=_run_convert)
+
+
+def _run_convert(args) -> None:
+    from pregel.convert import read_edge_list
+    from pregel.graph_io import write_graph
+
+    graph = read_edge_list(args.edges, args.num_nodes, directed=not args.undirected)
+    write_graph(args.out, graph)
+    print(f"wrote {args.out}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges"
+          f"{', weighted' if graph.weights is not None else ''}")
+
+
+def _add_inspect(sub) -> None:
+    p = sub.add_parser("inspect", help="validate a graph file and print its statistics")
+    p.add_argument("graph", help="HDF5 graph file")
+    p.add_argument("--top", type=int, default=5, help="how many hubs to list")
+    p.set_defaults(run=_run_inspect)
+
+
+def _run_inspect(args) -> None:
+    from pregel.inspect_graph import format_summary, summarize
+
+    print(format_summary(summarize(args.graph), top=args.top))
+
+
+# ---------------------------------------------------------------- entry point
+
+SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="pregel", description="Pregel-style graph computing on MPI. "
+                                   "Launch with `mpiexec -n P pregel <command> ...`.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InputError(message)
+
+
+def main(argv=None) -> int:
+    """Run the ``pregel`` command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except InputError as err:
+        print(f"pregel {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Synthetic graphs for demos, tests and benchmarks.
+
+Three kinds, all returned as an out-edge CSR ``(indptr, indices)`` without duplicate edges or
+self-loops:
+
+* ``powerlaw`` — Chung-Lu: the vertex of rank ``r`` gets weight ``w_r ∝ r ** (-1 / (exponent - 1))``
+  and both endpoints of every edge are drawn with probability proportional to the weights, so in- and
+  out-degrees follow a power law with the given exponent and the heaviest vertices are real hubs
+  (on 1M vertices with 10 edges each, the largest hubs have degrees in the tens of thousands at the
+  default exponent 2.5). Vertex ids are shuffled so hubs are spread over the id range.
+* ``er`` — Erdős–Rényi G(n, m): uniformly random directed edges.
+* ``grid`` — a square 2-D grid with 4-neighbour edges in both directions (undirected).
+
+For ``powerlaw`` and ``er``, ``avg_degree`` is the mean out-degree, so ``E = N · avg_degree``; with
+``undirected=True`` both directions of ``N · avg_degree / 2`` undirected edges are stored.
+"""
+
+import numpy as np
+
+KINDS = ("powerlaw", "er", "grid")
+DEFAULT_EXPONENT = 2.5
+
+
+def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,
+                   exponent: float = DEFAULT_EXPONENT, undirected: bool = False):
+    """Generate a graph of ``kind`` and return its out-edge CSR.
+
+    Returns ``(indptr, indices)``: ``indptr`` int64 [N + 1], ``indices`` int64 [E] (destinations,
+    sorted within each row). ``grid`` ignores ``avg_degree``, ``exponent`` and ``undirected`` (it is
+    always undirected) and rounds ``num_nodes`` down to a square.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown graph kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if num_nodes < 1:
+        raise ValueError(f"num_nodes must be at least 1, got {num_nodes}")
+    rng = np.random.default_rng(seed)
+    if kind == "grid":
+        src, dst, num_nodes = _grid_edges(num_nodes)
+    else:
+        if avg_degree < 0:
+            raise ValueError(f"avg_degree must be non-negative, got {avg_degree}")
+        if kind == "powerlaw" and exponent <= 1.0:
+            raise ValueError(f"the power-law exponent must be greater than 1, got {exponent}")
+        sampler = _PowerLawSampler(num_nodes, exponent, rng) if kind == "powerlaw" else None
+        num_edges = int(round(num_nodes * avg_degree / (2 if undirected else 1)))
+        src, dst = _sample_simple_edges(num_nodes, num_edges, sampler, rng, undirected)
+        if undirected:
+            src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    return edges_to_csr(num_nodes, src, dst)
+
+
+def edges_to_csr(num_nodes: int, src: np.ndarray, dst: np.ndarray, weights: np.ndarray | None = None):
+    """Sort an edge list into an out-edge CSR.
+
+    ``src``, ``dst``: [E] integer vertex ids; ``weights``: [E] or None. Returns
+    ``(indptr int64 [N + 1], indices int64 [E])`` or, with weights, also the permuted ``weights``.
+    Edges are ordered by (source, destination); the sort is stable, so parallel edges keep their order.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=num_nodes), out=indptr[1:])
+    key = src * num_nodes + dst
+    if key.size and np.any(key[1:] < key[:-1]):
+        order = np.argsort(key, kind="stable")
+        dst = dst[order]
+        weights = None if weights is None else np.asarray(weights)[order]
+    if weights is None:
+        return indptr, dst
+    return indptr, dst, np.asarray(weights)
+
+
+def random_features(labels: np.ndarray | None, num_nodes: int, num_features: int, rng,
+                    noise: float = 1.0) -> np.ndarray:
+    """Gaussian node features [N, F] float32; with ``labels`` [N], each class gets its own mean.
+
+    The class means are drawn at unit scale, so a classifier can learn the labels from the features
+    (useful for GNN demos) while ``noise`` keeps it from being trivial.
+    """
+    features = rng.normal(0.0, noise, size=(num_nodes, num_features)).astype(np.float32)
+    if labels is not None:
+        centroids = rng.normal(0.0, 1.0, size=(int(labels.max()) + 1, num_features)).astype(np.float32)
+        features += centroids[labels]
+    return features
+
+
+class _PowerLawSampler:
+    """Draws vertex ids with probability ∝ rank ** -b, b = 1 / (exponent - 1), ranks on shuffled ids.
+
+    Ranks come from the inverse CDF of the continuous density x ** -b on [1, N + 1) (one power per
+    sample instead of a binary search over N weights), then ``floor`` and a fixed random
+    permutation of ids so hubs are spread over the id range.
+    """
+
+    def __init__(self, num_nodes: int, exponent: float, rng):
+        self.num_nodes = num_nodes
+        self.b = 1.0 / (exponent - 1.0)
+        self.id_of_rank = rng.permutation(num_nodes)
+
+    def __call__(self, rng, size: int) -> np.ndarray:
+        u = rng.random(size)
+        top = float(self.num_nodes + 1)
+        if abs(self.b - 1.0) < 1e-12:
+            x = np.exp(u * np.log(top))
+        else:
+            one_minus_b = 1.0 - self.b
+            x = (1.0 + u * (top ** one_minus_b - 1.0)) ** (1.0 / one_minus_b)
+        ranks = np.minimum(x.astype(np.int64) - 1, self.num_nodes - 1)
+        return self.id_of_rank[ranks]
+
+
+def _sample_simple_edges(num_nodes: int, num_edges: int, sample_ids, rng, undirected: bool):
+    """Draw ``num_edges`` distinct non-loop edges; endpoints from ``sample_ids(rng, size)`` or uniform.
+
+    Returns (src [E], dst [E]) int64 sorted by (src, dst). Duplicates and loops are dropped and the
+    shortfall redrawn until the count is met; with ``undirected`` an edge and its reverse count as
+    the same edge (returned once, as src < dst).
+    """
+    max_edges = num_nodes * (num_nodes - 1) // (2 if undirected else 1)
+    if num_edges > max_edges:
+        raise ValueError(f"{num_edges} distinct edges do not fit in a simple graph on {num_nodes} vertices")
+    if sample_ids is None:
+        def sample_ids(generator, size):
+            return generator.integers(0, num_nodes, size=size)
+    keys = np.empty(0, dtype=np.int64)
+    while keys.size < num_edges:
+        draw = int((num_edges - keys.size) * 1.1) + 16
+        src, dst = sample_ids(rng, draw), sample_ids(rng, draw)
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+        if undirected:
+            src, dst = np.minimum(src, dst), np.maximum(src, dst)
+        keys = np.sort(np.concatenate([keys, src * num_nodes + dst]))
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    surplus = keys.size - num_edges
+    if surplus:
+        keys = np.delete(keys, rng.choice(keys.size, size=surplus, replace=False))
+    return keys // num_nodes, keys % num_nodes
+
+
+def _grid_edges(num_nodes: int):
+    """4-neighbour edges of the largest square grid with at most ``num_nodes`` vertices, both directions."""
+    side = int(np.sqrt(num_nodes))
+    ids = np.arange(side * side, dtype=np.int64).reshape(side, side)
+    right = (ids[:, :-1].ravel(), ids[:, 1:].ravel())
+    down = (ids[:-1, :].ravel(), ids[1:, :].ravel())
+    src = np.concatenate([right[0], down[0], right[1], down[1]])
+    dst = np.concatenate([right[1], down[1], right[0], down[0]])
+    return src, dst, side * side
