@@ -1,0 +1,65 @@
+"""The graph subcommands end to end, as a user runs them (subprocesses of the installed command)."""
+import re
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+from pregel.convert import to_networkx
+from pregel.graph_io import read_graph
+
+PREGEL = [shutil.which("pregel") or sys.executable, *([] if shutil.which("pregel") else ["-m", "pregel.cli"])]
+
+
+def run(*args, check=True):
+    result = subprocess.run([*PREGEL, *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_generate_then_inspect_reports_networkx_degrees(tmp_path):
+    out = tmp_path / "g.h5"
+    run("generate", "--kind", "powerlaw", "--nodes", 3000, "--avg-degree", 6, "--features", 8,
+        "--labels", 3, "--weights", "--seed", 5, "--out", out)
+    graph = read_graph(out)
+    assert graph.features.shape == (3000, 8) and set(np.unique(graph.labels)) == {0, 1, 2}
+    assert graph.weights.min() > 0 and graph.weights.max() <= 1
+    report = run("inspect", out).stdout
+    g = to_networkx(graph)
+    max_in = max(d for _, d in g.in_degree())
+    max_out = max(d for _, d in g.out_degree())
+    assert re.search(rf"out-degree .* max {max_out:,}", report)
+    assert re.search(rf"in-degree .* max {max_in:,}", report)
+    hub = max(g.in_degree(), key=lambda vd: (vd[1], -vd[0]))[0]
+    assert f"top: {hub} ({max_in:,})" in report
+    assert f"edges       {g.number_of_edges():,} (directed)" in report
+
+
+def test_convert_edge_list(tmp_path):
+    (tmp_path / "e.txt").write_text("# toy\n0 1 1.5\n1 2 2.5\n")
+    run("convert", tmp_path / "e.txt", "--out", tmp_path / "e.h5")
+    graph = read_graph(tmp_path / "e.h5")
+    assert graph.indices.tolist() == [1, 2] and graph.weights.tolist() == [1.5, 2.5]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    out = tmp_path / "g.h5"
+    run("generate", "--kind", "er", "--nodes", 100, "--avg-degree", 3, "--out", out)
+    with h5py.File(out, "r+") as f:
+        f["graph/indices"][4] = 1000
+    result = run("inspect", out, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert str(out) in result.stderr and "/graph/indices" in result.stderr and "outside [0, 100)" in result.stderr
+    missing = run("inspect", tmp_path / "none.h5", check=False)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_generate_refuses_bad_options_without_writing(tmp_path):
+    out = tmp_path / "g.h5"
+    result = run("generate", "--nodes", 0, "--out", out, check=False)
+    assert result.returncode == 2 and "--nodes must be at least 1" in result.stderr
+    assert not out.exists()

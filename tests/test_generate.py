@@ -1,0 +1,72 @@
+"""Generators: the graphs have the promised size, shape and degree distribution."""
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from pregel.generate import edges_to_csr, generate_graph
+
+
+def _edges(indptr, indices):
+    return np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)), indices
+
+
+@pytest.mark.parametrize("kind", ["powerlaw", "er"])
+@pytest.mark.parametrize("undirected", [False, True])
+def test_simple_graph_of_requested_size(kind, undirected):
+    indptr, indices = generate_graph(kind, 2000, 6, seed=3, undirected=undirected)
+    src, dst = _edges(indptr, indices)
+    assert len(indices) == 2000 * 6
+    assert not np.any(src == dst), "no self-loops"
+    assert len(np.unique(src * 2000 + dst)) == len(src), "no duplicate edges"
+    adjacency = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(2000, 2000))
+    assert np.array_equal(adjacency.indptr, indptr) and np.array_equal(adjacency.indices, indices)
+    if undirected:
+        assert abs(adjacency - adjacency.T).nnz == 0
+
+
+def test_same_seed_same_graph_and_other_seed_other_graph():
+    a = generate_graph("powerlaw", 500, 4, seed=7)
+    b = generate_graph("powerlaw", 500, 4, seed=7)
+    c = generate_graph("powerlaw", 500, 4, seed=8)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not np.array_equal(a[1], c[1])
+
+
+def test_powerlaw_has_hubs_and_exponent_controls_them():
+    heavy = generate_graph("powerlaw", 100_000, 10, seed=0, exponent=2.1)
+    light = generate_graph("powerlaw", 100_000, 10, seed=0, exponent=3.5)
+    er = generate_graph("er", 100_000, 10, seed=0)
+    max_in = [np.bincount(g[1]).max() for g in (heavy, light, er)]
+    max_out = [np.diff(g[0]).max() for g in (heavy, light, er)]
+    assert max_in[0] > max_in[1] > max_in[2] and max_out[0] > max_out[1] > max_out[2]
+    assert max_in[0] > 5000 and max_out[0] > 5000, "heavy tail: a hub holds >0.5% of all edges"
+    assert max_in[2] < 40, "uniform graphs have no hubs"
+
+
+def test_grid_matches_networkx():
+    indptr, indices = generate_graph("grid", 30, 0)  # rounds down to 5 x 5
+    src, dst = _edges(indptr, indices)
+    ours = nx.Graph(list(zip(src.tolist(), dst.tolist())))
+    expected = nx.convert_node_labels_to_integers(nx.grid_2d_graph(5, 5), ordering="sorted")
+    assert nx.utils.graphs_equal(ours, expected)
+    assert len(indices) == 2 * expected.number_of_edges()
+
+
+def test_edges_to_csr_sorts_and_carries_weights():
+    src = np.array([2, 0, 2, 1, 0])
+    dst = np.array([0, 2, 1, 1, 1])
+    w = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    indptr, indices, weights = edges_to_csr(3, src, dst, w)
+    assert indptr.tolist() == [0, 2, 3, 5]
+    assert indices.tolist() == [1, 2, 1, 0, 1]
+    assert weights.tolist() == [5.0, 2.0, 4.0, 1.0, 3.0]
+
+
+def test_rejects_impossible_requests():
+    with pytest.raises(ValueError, match="kind"):
+        generate_graph("tree", 10, 2)
+    with pytest.raises(ValueError, match="do not fit"):
+        generate_graph("er", 5, 10)
+    with pytest.raises(ValueError, match="exponent"):
+        generate_graph("powerlaw", 10, 2, exponent=1.0)
