@@ -4,8 +4,6 @@ Images are torch float tensors ``[H, W, 3]`` with values in [0, 1]. SSIM uses an
 window with sigma 1.5, zero padding of 5 pixels and the constants C1 = 0.01^2, C2 = 0.03^2, averaged over
 all pixels and channels, exactly like ``utils/loss_utils.py::ssim`` of 3DGS.
 """
-import math
-
 import torch
 import torch.nn.functional as F
 
@@ -55,7 +53,3 @@ def ssim(image: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     den = (mu_x ** 2 + mu_y ** 2 + SSIM_C1) * (var_x + var_y + SSIM_C2)
     return torch.mean(num / den)
 
-
-def psnr_from_mse(mse: float) -> float:
-    """PSNR in dB for a mean squared error of images in [0, 1] (inf for 0)."""
-    return math.inf if mse <= 0.0 else -10.0 * math.log10(mse)

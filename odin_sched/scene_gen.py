@@ -1,0 +1,208 @@
+"""Synthetic ground-truth scenes for training (the logic behind ``pregel generate-scene``).
+
+Two layouts, both seeded and deterministic (world z is up):
+
+* ``objects``: a few textured objects (sphere, box, cylinder, cone) made of Gaussians standing on a
+  checkered ground disc; cameras on a ring around them, looking at the centre.
+* ``city``: a grid of city blocks, each a small cluster (a building of random height on its own ground
+  patch) spread over a large area; cameras fly along the streets low over it, looking ahead and down,
+  so that each camera sees only a small part of the scene.
+
+Images are rendered from the ground truth with ``kernels.splat.render`` (black background). The
+initial point cloud for training imitates structure from motion: a random subsample of the
+ground-truth means with positional noise, coloured with the ground-truth colours plus noise. Every
+8th camera (index 0, 8, 16, ...) is held out of training for evaluation.
+"""
+import math
+
+import numpy as np
+import torch
+
+from odin_sched.scene_io import Scene
+from pregel.errors import InputError
+
+LAYOUTS = ("objects", "city")
+HOLDOUT_EVERY = 8
+FOCAL_FACTOR = 0.9  # focal length in units of the image width (about 58 degrees field of view)
+
+
+def _random_quats(rng, n):
+    q = rng.standard_normal((n, 4))
+    return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def _surfels(points, colors, spacing, rng):
+    """Gaussians at surface points: isotropic-ish, sized to overlap neighbours ``spacing`` apart."""
+    n = points.shape[0]
+    scales = np.log(spacing * rng.uniform(0.45, 0.7, size=(n, 3)))
+    opacity = rng.uniform(0.85, 0.98, size=n)
+    return {
+        "means": points,
+        "scales": scales,
+        "quats": _random_quats(rng, n),
+        "opacities": np.log(opacity / (1.0 - opacity)),
+        "colors": np.clip(colors, 0.0, 1.0),
+    }
+
+
+def _concat(parts):
+    return {k: np.concatenate([p[k] for p in parts]).astype(np.float32) for k in parts[0]}
+
+
+def _ground(n, center, size, palette, cell, rng):
+    """Checkered square of side ``size`` at z = 0 around ``center`` (x, y)."""
+    xy = center + rng.uniform(-0.5 * size, 0.5 * size, size=(n, 2))
+    checker = (np.floor(xy[:, 0] / cell) + np.floor(xy[:, 1] / cell)).astype(int) % 2
+    pts = np.column_stack([xy, np.zeros(n)])
+    return pts, palette[checker] + rng.normal(0, 0.02, (n, 3)), math.sqrt(size * size / n)
+
+
+def _sphere(n, center, radius, palette, rng):
+    d = rng.standard_normal((n, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    band = (np.floor((d[:, 2] + 1.0) * 2.5)).astype(int) % len(palette)  # latitude bands
+    return center + radius * d, palette[band], math.sqrt(4 * math.pi * radius ** 2 / n)
+
+
+def _box(n, center, half, palette, rng):
+    """Points on the surface of an axis-aligned box (faces picked by area), vertical stripes."""
+    areas = np.array([half[1] * half[2], half[1] * half[2], half[0] * half[2], half[0] * half[2],
+                      half[0] * half[1], half[0] * half[1]])
+    face = rng.choice(6, size=n, p=areas / areas.sum())
+    u = rng.uniform(-1, 1, size=(n, 3)) * half
+    axis, sign = face // 2, np.where(face % 2 == 0, -1.0, 1.0)
+    u[np.arange(n), axis] = sign * half[axis]
+    stripe = (np.floor((u[:, 0] + u[:, 1]) / (0.5 * max(half[0], half[1]))).astype(int)) % len(palette)
+    return center + u, palette[stripe], math.sqrt(4 * areas.sum() / n)
+
+
+def _cylinder(n, center, radius, height, palette, rng, cone=False):
+    """Side surface of a vertical cylinder (or cone) standing on z = center z, horizontal rings."""
+    h = height * (1 - np.sqrt(rng.uniform(0, 1, n))) if cone else rng.uniform(0, height, n)
+    r = radius * (1 - h / height) if cone else np.full(n, radius)
+    phi = rng.uniform(0, 2 * math.pi, n)
+    pts = center + np.column_stack([r * np.cos(phi), r * np.sin(phi), h])
+    ring = (np.floor(4 * h / height).astype(int) + (phi > math.pi)) % len(palette)
+    area = math.pi * radius * (math.hypot(radius, height) if cone else 2 * height)
+    return pts, palette[ring], math.sqrt(area / n)
+
+
+def _look_at(eye, target, up=(0.0, 0.0, 1.0)):
+    """World-to-camera matrix [4, 4] of a camera at ``eye`` looking at ``target`` (OpenCV axes:
+    x right, y down, z forward)."""
+    forward = target - eye
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, np.asarray(up))
+    right /= np.linalg.norm(right)
+    down = np.cross(forward, right)
+    rot = np.stack([right, down, forward])
+    view = np.eye(4)
+    view[:3, :3] = rot
+    view[:3, 3] = -rot @ eye
+    return view
+
+
+def _objects_layout(g, c, rng):
+    palettes = [np.array(p, float) for p in (
+        [[0.85, 0.2, 0.15], [0.95, 0.8, 0.2], [0.2, 0.3, 0.8]],
+        [[0.2, 0.7, 0.3], [0.9, 0.9, 0.85]],
+        [[0.6, 0.3, 0.7], [0.95, 0.55, 0.1], [0.15, 0.6, 0.65]],
+        [[0.9, 0.45, 0.55], [0.3, 0.25, 0.2]],
+    )]
+    ground_palette = np.array([[0.45, 0.45, 0.4], [0.7, 0.68, 0.6]])
+    n_ground = int(0.4 * g)
+    n_obj = np.full(4, (g - n_ground) // 4)
+    n_obj[: (g - n_ground) % 4] += 1
+    shapes = [
+        _sphere(n_obj[0], np.array([0.9, 0.6, 0.8]), 0.8, palettes[0], rng),
+        _box(n_obj[1], np.array([-1.0, 0.7, 0.6]), np.array([0.6, 0.5, 0.6]), palettes[1], rng),
+        _cylinder(n_obj[2], np.array([-0.6, -1.1, 0.0]), 0.5, 1.6, palettes[2], rng),
+        _cylinder(n_obj[3], np.array([1.0, -1.0, 0.0]), 0.6, 1.4, palettes[3], rng, cone=True),
+        _ground(n_ground, np.zeros(2), 6.0, ground_palette, 1.0, rng),
+    ]
+    gaussians = _concat([_surfels(p, col, s, rng) for p, col, s in shapes])
+    angles = 2 * math.pi * np.arange(c) / c
+    heights = 2.6 + 0.6 * np.sin(3 * angles)
+    eyes = np.column_stack([5.5 * np.cos(angles), 5.5 * np.sin(angles), heights])
+    viewmats = np.stack([_look_at(e, np.array([0.0, 0.0, 0.5])) for e in eyes])
+    return gaussians, viewmats
+
+
+def _city_layout(g, c, rng):
+    blocks_per_side = max(2, int(round(math.sqrt(g / 300))))  # about 300 Gaussians per block
+    pitch = 10.0  # block spacing (block 6 wide, streets 4 wide)
+    n_blocks = blocks_per_side ** 2
+    counts = np.full(n_blocks, g // n_blocks)
+    counts[: g % n_blocks] += 1
+    ground_palette = np.array([[0.35, 0.35, 0.38], [0.5, 0.5, 0.48]])
+    parts = []
+    for b in range(n_blocks):  # a handful of clusters, each built vectorised
+        center = (np.array([b % blocks_per_side, b // blocks_per_side], float) + 0.5) * pitch
+        n_ground = counts[b] // 3
+        height = rng.uniform(2.0, 6.0)
+        half = np.array([rng.uniform(1.5, 2.8), rng.uniform(1.5, 2.8), height / 2])
+        palette = rng.uniform(0.15, 0.95, size=(3, 3))
+        for pts, col, s in (_ground(n_ground, center, 6.0, ground_palette, 1.5, rng),
+                            _box(counts[b] - n_ground, np.append(center, height / 2), half, palette, rng)):
+            parts.append(_surfels(pts, col, s, rng))
+    gaussians = _concat(parts)
+    # fly-through: along the streets between block rows, in a serpentine, looking ahead and down
+    span = blocks_per_side * pitch
+    t = (np.arange(c) + 0.5) / c * blocks_per_side
+    row = np.minimum(np.floor(t), blocks_per_side - 1)
+    frac = t - row
+    direction = np.where(row % 2 == 0, 1.0, -1.0)
+    x = np.where(direction > 0, frac, 1 - frac) * span
+    y = (row + 1.0) * pitch  # street between block rows
+    eyes = np.column_stack([x, y, np.full(c, 12.0)])
+    targets = eyes + np.column_stack([6.0 * direction, np.zeros(c), np.full(c, -8.0)])
+    viewmats = np.stack([_look_at(e, tgt) for e, tgt in zip(eyes, targets)])
+    return gaussians, viewmats
+
+
+def generate_scene(gaussians: int, cameras: int, width: int, height: int, seed: int = 0,
+                   layout: str = "objects", init_fraction: float = 0.5, init_noise: float = 0.5) -> Scene:
+    """Build a ground-truth scene, render its images and draw the initial point cloud.
+
+    gaussians: number of ground-truth Gaussians G; cameras: number of cameras C (>= 2);
+    width, height: image size; layout: 'objects' or 'city';
+    init_fraction: share of the ground-truth means kept in the initial point cloud;
+    init_noise: standard deviation of its positional noise, in units of the mean ground-truth scale.
+    Returns a Scene (G Gaussians, C cameras and uint8 images, /init point cloud, held-out cameras).
+    """
+    from kernels.splat import render
+
+    if layout not in LAYOUTS:
+        raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if gaussians < 16:
+        raise InputError(f"--gaussians must be at least 16, got {gaussians}")
+    if cameras < 2:
+        raise InputError(f"--cameras must be at least 2 (one is held out), got {cameras}")
+    if width < 1 or height < 1:
+        raise InputError(f"--width and --height must be positive, got {width} x {height}")
+    if not 0.0 < init_fraction <= 1.0 or init_noise < 0.0:
+        raise InputError("init_fraction must be in (0, 1] and init_noise >= 0")
+    rng = np.random.default_rng(seed)
+    gauss, viewmats = (_objects_layout if layout == "objects" else _city_layout)(gaussians, cameras, rng)
+    viewmats = viewmats.astype(np.float32)
+    focal = FOCAL_FACTOR * width
+    K = np.array([[focal, 0, 0.5 * width], [0, focal, 0.5 * height], [0, 0, 1]], np.float32)
+    Ks = np.tile(K, (cameras, 1, 1))
+
+    tensors = {k: torch.from_numpy(v) for k, v in gauss.items()}
+    images = np.empty((cameras, height, width, 3), np.uint8)
+    with torch.no_grad():
+        for i in range(cameras):
+            image, _ = render(**tensors, viewmat=torch.from_numpy(viewmats[i]), K=torch.from_numpy(Ks[i]),
+                              width=width, height=height)
+            images[i] = np.round(np.clip(image.numpy(), 0.0, 1.0) * 255.0).astype(np.uint8)
+
+    n_init = max(1, int(round(init_fraction * gaussians)))
+    pick = np.sort(rng.choice(gaussians, size=n_init, replace=False))
+    sigma = init_noise * float(np.exp(gauss["scales"]).mean())
+    init_means = gauss["means"][pick] + rng.normal(0.0, sigma, (n_init, 3))
+    init_colors = np.clip(gauss["colors"][pick] + rng.normal(0.0, 0.05, (n_init, 3)), 0.0, 1.0)
+    return Scene(**gauss, viewmats=viewmats, Ks=Ks, images=images, width=width, height=height,
+                 init_means=init_means.astype(np.float32), init_colors=init_colors.astype(np.float32),
+                 heldout=np.arange(cameras) % HOLDOUT_EVERY == 0,
+                 attrs={"layout": layout, "seed": seed, "generator": "odin_sched.scene_gen"})
