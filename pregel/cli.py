@@ -100,9 +100,67 @@ def _run_inspect(args) -> None:
     print(format_summary(summarize(args.graph), top=args.top))
 
 
+# ---------------------------------------------------------------- scenes and training (odin_sched)
+
+def _add_generate_scene(sub) -> None:
+    p = sub.add_parser("generate-scene", help="generate a synthetic Gaussian-splatting scene file",
+                       description="Ground-truth Gaussians, cameras, rendered images and a noisy initial "
+                                   "point cloud (as structure from motion gives) for training.")
+    p.add_argument("--gaussians", type=int, required=True, help="ground-truth Gaussians G")
+    p.add_argument("--cameras", type=int, required=True, help="cameras C (every 8th is held out)")
+    p.add_argument("--width", type=int, default=128)
+    p.add_argument("--height", type=int, default=128)
+    p.add_argument("--layout", choices=("objects", "city"), default="objects",
+                   help="objects on a ground plane with a camera ring, or a city-block grid with a "
+                        "low fly-through (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=_run_generate_scene)
+
+
+def _run_generate_scene(args) -> None:
+    from odin_sched.scene_gen import generate_scene
+    from odin_sched.scene_io import write_scene
+
+    started = time.perf_counter()
+    scene = generate_scene(args.gaussians, args.cameras, args.width, args.height, seed=args.seed,
+                           layout=args.layout)
+    write_scene(args.out, scene)
+    print(f"wrote {args.out}: {args.layout} scene, {scene.num_gaussians:,} Gaussians, {scene.num_cameras} "
+          f"cameras at {args.width} x {args.height}, {scene.init_means.shape[0]:,} initial points "
+          f"in {time.perf_counter() - started:.1f} s")
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="train Gaussians on a scene file (one process)",
+                       description="Train from the scene's initial point cloud with visible Adam; "
+                                   "held-out PSNR is printed and saved.")
+    p.add_argument("--scene", required=True, help="scene file from generate-scene")
+    p.add_argument("--steps", type=int, required=True, help="training steps (one image each)")
+    p.add_argument("--out", required=True, help="trained scene file")
+    p.add_argument("--ply", default=None, help="also export a 3DGS .ply")
+    p.add_argument("--png", default=None, help="held-out view beside its ground truth "
+                                               "(default: the --out name with .png)")
+    p.add_argument("--ssim-weight", type=float, default=0.2, help="loss (1-w) L1 + w (1-SSIM)")
+    p.add_argument("--eval-every", type=int, default=100, help="held-out PSNR every N steps")
+    p.add_argument("--seed", type=int, default=0, help="camera order and densification sampling")
+    p.add_argument("--densify", action="store_true", help="clone/split/prune as 3DGS does")
+    p.add_argument("--densify-from", type=int, default=500)
+    p.add_argument("--densify-until", type=int, default=15_000)
+    p.add_argument("--densify-interval", type=int, default=100)
+    p.add_argument("--densify-grad-threshold", type=float, default=0.0002)
+    p.set_defaults(run=_run_train)
+
+
+def _run_train(args) -> None:
+    from odin_sched.train import main as train_main
+
+    train_main(args)
+
+
 # ---------------------------------------------------------------- entry point
 
-SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect)
+SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_generate_scene, _add_train)
 
 
 def build_parser() -> argparse.ArgumentParser:
