@@ -1,1 +1,13 @@
-"""Differentiable Gaussian-splatting rasterizer (DESIGN.md, "Gaussian rasterizer conventions")."""
+"""Differentiable Gaussian-splatting rasterizer (DESIGN.md, "Gaussian rasterizer conventions").
+
+``render(means, scales, quats, opacities, colors, viewmat, K, width, height, background=None)``
+returns (image [H, W, 3], visible [G]) and is differentiable with ``loss.backward()``. It chains the
+kernels below (each with a CPU and a CUDA version behind one dispatch function):
+``projection.project`` / ``project_backward``, ``binning.bin_tiles`` (vectorised torch),
+``rasterize_forward.rasterize_forward`` and ``rasterize_backward.rasterize_backward``.
+``reference._render`` is the dense pure-torch twin that the tests compare with.
+"""
+
+from .render import render
+
+__all__ = ["render"]

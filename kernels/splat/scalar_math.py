@@ -286,3 +286,12 @@ def pixel_extent(ca, cb, cc, opacity):
         return -1.0, -1.0
     e = 2.0 * math.log(level)
     return math.sqrt(e * cc / det) + 1.0, math.sqrt(e * ca / det) + 1.0
+
+
+@njit(cache=True)
+def pixel_span(centre, half_width, origin, size):
+    """Local pixel indices [lo, hi) of a tile row/column (pixels origin .. origin + size - 1) whose
+    centres lie within centre +- half_width."""
+    lo = max(0.0, math.ceil(centre - half_width - 0.5 - origin))
+    hi = min(float(size), math.floor(centre + half_width - 0.5 - origin) + 1.0)
+    return int(lo), int(max(lo, hi))
