@@ -128,15 +128,16 @@ def check_weights(weights, num_edges: int, dtype):
 # Kernels
 # ---------------------------------------------------------------------------------------------
 
+@njit(cache=True, inline="always")
 def _edge_weight(weights, e):
-    """``weights[e]``, or 1 when there are no weights (the branch is pruned at compile time)."""
+    """``weights[e]``, or 1 when there are no weights (the branch is pruned at compile time).
+
+    (The CUDA kernel inlines this test: under the simulator, device arrays cannot be passed to
+    ``@njit`` functions.)
+    """
     if weights is None:
         return np.float32(1.0)
     return weights[e]
-
-
-_edge_weight_cpu = njit(cache=True, inline="always")(_edge_weight)
-_edge_weight_cuda = cuda.jit(device=True)(_edge_weight)
 
 
 @njit(cache=True)
@@ -157,12 +158,12 @@ def _gather_reduce_1d_cpu(indptr, indices, x, weights, op, out):
         if op == SUM or op == MEAN:
             acc = np.float32(0.0)  # Numba widens it to float64 when x is float64
             for e in range(start, end):
-                acc += _edge_weight_cpu(weights, e) * x[np.uint64(indices[e])]
+                acc += _edge_weight(weights, e) * x[np.uint64(indices[e])]
             out[r] = acc / (end - start) if op == MEAN else acc
         else:
-            acc = sign * _edge_weight_cpu(weights, start) * x[np.uint64(indices[start])]
+            acc = sign * _edge_weight(weights, start) * x[np.uint64(indices[start])]
             for e in range(start + np.uint64(1), end):
-                value = sign * _edge_weight_cpu(weights, e) * x[np.uint64(indices[e])]
+                value = sign * _edge_weight(weights, e) * x[np.uint64(indices[e])]
                 if value > acc:
                     acc = value
             out[r] = sign * acc
@@ -184,7 +185,7 @@ def _gather_reduce_2d_cpu(indptr, indices, x, weights, op, out):
         acc = out[r]
         if op == SUM or op == MEAN:
             for e in range(start, end):
-                w = _edge_weight_cpu(weights, e)
+                w = _edge_weight(weights, e)
                 src = x[np.uint64(indices[e])]
                 for f in range(num_features):
                     acc[f] += w * src[f]
@@ -193,12 +194,12 @@ def _gather_reduce_2d_cpu(indptr, indices, x, weights, op, out):
                 for f in range(num_features):
                     acc[f] /= count
         else:
-            w = sign * _edge_weight_cpu(weights, start)
+            w = sign * _edge_weight(weights, start)
             src = x[np.uint64(indices[start])]
             for f in range(num_features):
                 acc[f] = w * src[f]
             for e in range(start + np.uint64(1), end):
-                w = sign * _edge_weight_cpu(weights, e)
+                w = sign * _edge_weight(weights, e)
                 src = x[np.uint64(indices[e])]
                 for f in range(num_features):
                     value = w * src[f]
@@ -226,18 +227,21 @@ def _gather_reduce_cuda(indptr, indices, x, weights, op, out):
     if start == end:
         out[r, f] = 0
         return
-    if op == SUM or op == MEAN:
-        acc = np.float32(0.0)  # Numba widens it to float64 when x is float64
-        for e in range(start, end):
-            acc += _edge_weight_cuda(weights, e) * x[indices[e], f]
-        out[r, f] = acc / (end - start) if op == MEAN else acc
+    sign = np.float32(-1.0) if op == MIN else np.float32(1.0)
+    acc = np.float32(0.0)  # Numba widens it to float64 when x is float64
+    for e in range(start, end):
+        value = x[indices[e], f]
+        if weights is not None:  # pruned at compile time when weights is None
+            value = value * weights[e]
+        if op == SUM or op == MEAN:  # the same branch for the whole grid: no divergence
+            acc += value
+        elif e == start or sign * value > acc:
+            acc = sign * value
+    if op == SUM:
+        out[r, f] = acc
+    elif op == MEAN:
+        out[r, f] = acc / (end - start)
     else:
-        sign = np.float32(-1.0) if op == MIN else np.float32(1.0)
-        acc = sign * _edge_weight_cuda(weights, start) * x[indices[start], f]
-        for e in range(start + 1, end):
-            value = sign * _edge_weight_cuda(weights, e) * x[indices[e], f]
-            if value > acc:
-                acc = value
         out[r, f] = sign * acc
 
 

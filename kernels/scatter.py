@@ -15,6 +15,21 @@ from kernels.gather import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, as_array
 THREADS_PER_BLOCK = 256
 
 
+@njit(cache=True, inline="always")
+def _finish_segment(value, count, op):
+    """A segment's final value: 0 when untouched, sum / count for mean, sign flip back for min.
+
+    Called by the CPU and the CUDA kernels alike (numba-cuda compiles ``@njit`` functions for the GPU).
+    """
+    if count == 0:
+        return 0
+    if op == MEAN:
+        return value / count
+    if op == MIN:
+        return -value
+    return value
+
+
 @njit(cache=True)
 def _scatter_reduce_cpu(index, values, op, out, counts):
     """CPU scatter. index: [M]; values: [M, F]; out: [S, F]; counts: [S] int64 zeros.
@@ -39,22 +54,7 @@ def _scatter_reduce_cpu(index, values, op, out, counts):
                     out[s, f] = value
     for s in range(out.shape[0]):
         for f in range(num_features):
-            out[s, f] = _finish(out[s, f], counts[s], op)
-
-
-def _finish_segment(value, count, op):
-    """A segment's final value: 0 when untouched, sum / count for mean, sign flip back for min."""
-    if count == 0:
-        return 0
-    if op == MEAN:
-        return value / count
-    if op == MIN:
-        return -value
-    return value
-
-
-_finish = njit(cache=True, inline="always")(_finish_segment)
-_finish_cuda = cuda.jit(device=True)(_finish_segment)
+            out[s, f] = _finish_segment(out[s, f], counts[s], op)
 
 
 @cuda.jit
@@ -96,7 +96,7 @@ def _finish_segments_cuda(op, out, counts):
     if tid < out.shape[0] * num_features:
         s = tid // num_features
         f = tid - s * num_features
-        out[s, f] = _finish_cuda(out[s, f], counts[s], op)
+        out[s, f] = _finish_segment(out[s, f], counts[s], op)
 
 
 def _scatter_reduce(index, values, num_segments, op):

@@ -61,8 +61,9 @@ def _segment_softmax_cuda(indptr, logits, out):
     row_max = logits[start, h]
     for e in range(start + 1, end):
         row_max = max(row_max, logits[e, h])
-    row_sum = np.float32(0.0)  # Numba widens it to float64 when logits are float64
-    for e in range(start, end):
+    row_sum = math.exp(logits[start, h] - row_max)  # the sum starts in the logits' precision
+    out[start, h] = row_sum
+    for e in range(start + 1, end):
         value = math.exp(logits[e, h] - row_max)
         out[e, h] = value
         row_sum += value
