@@ -195,11 +195,22 @@ def read_scene(path) -> Scene:
     return scene
 
 
+def check_output_path(path) -> str:
+    """Raise InputError unless ``path`` can be created: its directory exists and it is not a directory.
+    Returns the directory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InputError.at(path, None, f"cannot write: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise InputError.at(path, None, "cannot write: is a directory")
+    return directory
+
+
 def write_scene(path, scene: Scene) -> None:
     """Validate ``scene`` and write it to ``path`` atomically (temporary file, then rename)."""
     path = os.fspath(path)
     validate(scene, path)
-    directory = os.path.dirname(os.path.abspath(path))
+    directory = check_output_path(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".h5", dir=directory)
     os.close(fd)
     try:

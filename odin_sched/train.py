@@ -29,7 +29,7 @@ from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune
 from odin_sched.metrics import psnr, ssim
 from odin_sched.optim import DEFAULT_LR, VisibleAdam, default_lrs
 from odin_sched.ply import write_ply
-from odin_sched.scene_io import Scene, read_scene, write_scene
+from odin_sched.scene_io import Scene, check_output_path, read_scene, write_scene
 from odin_sched.scene_gen import HOLDOUT_EVERY
 from pregel.errors import InputError
 
@@ -157,6 +157,10 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         raise InputError(f"--ssim-weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
         raise InputError(f"eval_every must be at least 1, got {eval_every}")
+    png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
+    for path in (out_path, ply_path, png_path):
+        if path is not None:
+            check_output_path(path)
     scene = read_scene(scene_path)
     if scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "
@@ -221,7 +225,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         write_ply(ply_path, **params)
     with torch.no_grad():
         view, _ = _render_view(render, opt.params, scene, int(test_ids[0]))
-    save_comparison_png(png_path or os.path.splitext(os.fspath(out_path))[0] + ".png", view, targets[int(test_ids[0])])
+    save_comparison_png(png_path, view, targets[int(test_ids[0])])
     return result
 
 

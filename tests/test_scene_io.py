@@ -111,3 +111,10 @@ def test_missing_and_non_hdf5_file(tmp_path):
     junk.write_bytes(b"not hdf5")
     with pytest.raises(InputError, match="cannot be opened as HDF5"):
         read_scene(junk)
+
+
+def test_unwritable_output_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        write_scene(tmp_path / "no" / "s.h5", small_scene())
+    with pytest.raises(InputError, match="is a directory"):
+        write_scene(tmp_path, small_scene())
