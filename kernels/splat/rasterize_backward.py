@@ -17,7 +17,7 @@ from .rasterize_forward import THREADS_PER_BLOCK, check_raster_inputs
 from .scalar_math import pixel_alpha, pixel_alpha_vjp, pixel_extent, pixel_span
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _rasterize_backward_cpu(
     tile_offsets,  # [T + 1] int32
     gauss_ids,  # [I] int32

@@ -18,7 +18,7 @@ from .scalar_math import pixel_alpha, pixel_extent, pixel_span
 THREADS_PER_BLOCK = TILE_SIZE * TILE_SIZE  # one thread per pixel of a tile
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _rasterize_forward_cpu(
     tile_offsets,  # [T + 1] int32
     gauss_ids,  # [I] int32, per tile in depth order
