@@ -93,7 +93,7 @@ class GraphSlice:
 
 def write_graph(path, graph: GraphData) -> None:
     """Write ``graph`` to ``path`` in format v1, atomically; the arrays are checked first."""
-    _check_in_memory(graph)
+    check_in_memory(graph)
     with atomic_h5(path) as f:
         f.attrs["format"] = FORMAT
         f.attrs["version"] = VERSION
@@ -136,26 +136,60 @@ class atomic_h5:
         return False
 
 
+class GraphFile:
+    """An open graph file: its checked ``header``, ``indptr_at(v)`` and validated slices.
+
+    Opening checks the attributes and every dataset's presence, dtype and shape (not the values:
+    those are checked slice by slice as they are read). Use as a context manager or ``close()``.
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.file = _open(path)
+        try:
+            self.header = _header(self.file, self.path)
+        except InputError:
+            self.file.close()
+            raise
+        self._indptr = self.file["graph/indptr"]
+
+    def indptr_at(self, v: int) -> int:
+        """``indptr[v]``, read alone (for balanced partitioning by binary search)."""
+        return int(self._indptr[v])
+
+    def read(self, start: int, stop: int, features: bool = True) -> "GraphSlice":
+        """Read and validate vertices ``[start, stop)`` with their out-edges (and feature rows)."""
+        return _read_slice(self.file, self.header, start, stop, features)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
 def read_header(path) -> GraphHeader:
     """Open ``path`` and check its attributes and its datasets' presence, dtypes and shapes."""
-    with _open(path) as f:
-        return _header(f, str(path))
+    with GraphFile(path) as f:
+        return f.header
 
 
 def read_slice(path, start: int, stop: int, features: bool = True) -> GraphSlice:
     """Read and validate vertices ``[start, stop)`` with their out-edges (and feature rows)."""
-    with _open(path) as f:
-        header = _header(f, str(path))
-        return _read_slice(f, header, start, stop, features)
+    with GraphFile(path) as f:
+        return f.read(start, stop, features)
 
 
 def read_graph(path) -> GraphData:
     """Read and validate a whole graph file."""
-    with _open(path) as f:
-        header = _header(f, str(path))
-        part = _read_slice(f, header, 0, header.num_nodes, features=True)
-    return GraphData(part.indptr, part.indices, part.weights, part.features, part.labels,
-                     header.directed)
+    with GraphFile(path) as f:
+        part = f.read(0, f.header.num_nodes)
+        return GraphData(part.indptr, part.indices, part.weights, part.features, part.labels,
+                         f.header.directed)
 
 
 def scan_graph(path, on_chunk=None, chunk_rows: int = SCAN_CHUNK_ROWS) -> GraphHeader:
@@ -164,13 +198,13 @@ def scan_graph(path, on_chunk=None, chunk_rows: int = SCAN_CHUNK_ROWS) -> GraphH
     ``on_chunk(part: GraphSlice)``, if given, sees every validated chunk in vertex order (for
     statistics). Raises ``InputError`` at the first problem.
     """
-    with _open(path) as f:
-        header = _header(f, str(path))
-        for start in range(0, max(header.num_nodes, 1), chunk_rows):
-            part = _read_slice(f, header, start, min(start + chunk_rows, header.num_nodes), True)
+    with GraphFile(path) as f:
+        n = f.header.num_nodes
+        for start in range(0, max(n, 1), chunk_rows):
+            part = f.read(start, min(start + chunk_rows, n))
             if on_chunk is not None:
                 on_chunk(part)
-    return header
+        return f.header
 
 
 def _open(path) -> h5py.File:
@@ -270,7 +304,7 @@ def _check_finite(values, path, name, offset):
         raise InputError.at(path, name, f"row {row} holds NaN or inf")
 
 
-def _check_in_memory(graph: GraphData) -> None:
+def check_in_memory(graph: GraphData) -> None:
     """Reject arrays that would make an invalid file (ValueError: these are programming errors)."""
     indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
     n, e = len(indptr) - 1, len(indices)

@@ -1,0 +1,142 @@
+"""A thin layer over mpi4py: buffer (upper-case) methods for data, pickling only for control values.
+
+With one rank every method returns early without calling MPI, so a single process works without
+``mpiexec`` (mpi4py is still imported: it initialises a singleton MPI world, which MPICH allows).
+"""
+
+import numpy as np
+
+from pregel.errors import InputError
+
+
+class Comm:
+    """The communicator of a Pregel job: ``rank``, ``size`` and the collectives the engine uses."""
+
+    def __init__(self, mpi_comm=None):
+        if mpi_comm is None:
+            from mpi4py import MPI
+
+            mpi_comm = MPI.COMM_WORLD
+        self.mpi = mpi_comm
+        self.rank = mpi_comm.Get_rank()
+        self.size = mpi_comm.Get_size()
+
+    # ------------------------------------------------------------------ data (buffers)
+
+    def alltoallv(self, send: np.ndarray, send_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exchange variable-sized blocks: rank r gets block ``r`` of everyone's ``send``.
+
+        ``send``: [sum(send_counts), ...] contiguous, blocks ordered by destination rank;
+        ``send_counts``: [size] rows for each destination. Returns ``(received, recv_counts)`` with
+        ``received`` ordered by source rank. Rows may have trailing dimensions (sent as a unit).
+        """
+        send = np.ascontiguousarray(send)
+        send_counts = np.asarray(send_counts, dtype=np.int64)
+        if self.size == 1:
+            return send, send_counts
+        recv_counts = self.alltoall_counts(send_counts)
+        row = int(np.prod(send.shape[1:], dtype=np.int64))
+        received = np.empty((int(recv_counts.sum()),) + send.shape[1:], dtype=send.dtype)
+        self._alltoallv_rows(send, send_counts * row, received, recv_counts * row)
+        return received, recv_counts
+
+    def alltoallv_known(self, send: np.ndarray, send_counts, recv_counts) -> np.ndarray:
+        """``alltoallv`` when the receive counts [size] are already known (no count exchange)."""
+        send = np.ascontiguousarray(send)
+        if self.size == 1:
+            return send
+        recv_counts = np.asarray(recv_counts, dtype=np.int64)
+        row = int(np.prod(send.shape[1:], dtype=np.int64))
+        received = np.empty((int(recv_counts.sum()),) + send.shape[1:], dtype=send.dtype)
+        self._alltoallv_rows(send, np.asarray(send_counts, dtype=np.int64) * row, received,
+                             recv_counts * row)
+        return received
+
+    def alltoall_counts(self, send_counts: np.ndarray) -> np.ndarray:
+        """Each rank sends one int64 (or one row of int64s) to every rank: [size] or [size, k]."""
+        send_counts = np.ascontiguousarray(send_counts, dtype=np.int64)
+        if self.size == 1:
+            return send_counts.copy()
+        received = np.empty_like(send_counts)
+        self.mpi.Alltoall(send_counts, received)
+        return received
+
+    def _alltoallv_rows(self, send, send_items, received, recv_items):
+        from mpi4py import MPI
+
+        send_bytes = send.reshape(-1).view(np.uint8) if send.size else np.empty(0, np.uint8)
+        recv_bytes = received.reshape(-1).view(np.uint8) if received.size else np.empty(0, np.uint8)
+        item = send.dtype.itemsize
+        s_counts, r_counts = send_items * item, recv_items * item
+        s_displ = np.concatenate([[0], np.cumsum(s_counts)[:-1]])
+        r_displ = np.concatenate([[0], np.cumsum(r_counts)[:-1]])
+        if max(s_counts.sum(), r_counts.sum()) >= 2**31:
+            raise ValueError("a single exchange over 2 GiB per rank: use more ranks")
+        self.mpi.Alltoallv([send_bytes, (s_counts, s_displ), MPI.BYTE],
+                           [recv_bytes, (r_counts, r_displ), MPI.BYTE])
+
+    def allreduce_array(self, values: np.ndarray, op: str = "sum") -> np.ndarray:
+        """Element-wise reduction of ``values`` (any shape, numeric) over all ranks."""
+        values = np.ascontiguousarray(values)
+        if self.size == 1:
+            return values.copy()
+        from mpi4py import MPI
+
+        result = np.empty_like(values)
+        self.mpi.Allreduce(values, result, op={"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}[op])
+        return result
+
+    def gather_rows(self, rows: np.ndarray, root: int = 0) -> np.ndarray | None:
+        """Concatenate every rank's ``rows`` [n_r, ...] in rank order on ``root`` (None elsewhere)."""
+        rows = np.ascontiguousarray(rows)
+        if self.size == 1:
+            return rows
+        from mpi4py import MPI
+
+        counts = np.asarray(self.mpi.allgather(len(rows)), dtype=np.int64)
+        row = int(np.prod(rows.shape[1:], dtype=np.int64))
+        out = None
+        if self.rank == root:
+            out = np.empty((int(counts.sum()),) + rows.shape[1:], dtype=rows.dtype)
+        item_counts = counts * row * rows.dtype.itemsize
+        displ = np.concatenate([[0], np.cumsum(item_counts)[:-1]])
+        send = rows.reshape(-1).view(np.uint8) if rows.size else np.empty(0, np.uint8)
+        recv = None
+        if self.rank == root:
+            recv = [out.reshape(-1).view(np.uint8) if out.size else np.empty(0, np.uint8),
+                    (item_counts, displ), MPI.BYTE]
+        self.mpi.Gatherv([send, MPI.BYTE], recv, root=root)
+        return out
+
+    # ------------------------------------------------------------------ control values (pickled)
+
+    def allgather(self, value) -> list:
+        """Every rank's small ``value`` (pickled), in rank order."""
+        return [value] if self.size == 1 else self.mpi.allgather(value)
+
+    def bcast(self, value, root: int = 0):
+        """``value`` from ``root`` on every rank."""
+        return value if self.size == 1 else self.mpi.bcast(value, root=root)
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            self.mpi.Barrier()
+
+    def agree(self, error: Exception | None) -> None:
+        """Collective check before continuing: if any rank hit an ``InputError``, all raise it.
+
+        Every rank must call this at the same point. The first failing rank's message is raised
+        everywhere, so the job ends cleanly with that message instead of hanging in a later
+        collective that a failed rank never reaches.
+        """
+        messages = self.allgather(None if error is None else str(error))
+        failed = [m for m in messages if m is not None]
+        if failed:
+            if error is not None:
+                raise error
+            raise InputError(failed[0])
+
+    def abort(self, code: int) -> None:
+        """End every rank of the job now (after an unexpected exception on this rank)."""
+        if self.size > 1:
+            self.mpi.Abort(code)

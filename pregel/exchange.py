@@ -1,0 +1,181 @@
+"""The per-superstep message exchange: one ``Alltoall`` of counts, one ``Alltoallv`` of payloads.
+
+What rank ``r`` sends to rank ``q`` in one superstep, packed into one byte block:
+
+* ghost values — the message values of the owned vertices that ``q`` holds as ghosts (the
+  exchange plan), each sent once however many of ``q``'s edges it has: with every vertex sending,
+  just the rows in plan order; otherwise the slots (positions in the plan) of the senders, then
+  their rows;
+* direct messages — messages to arbitrary vertices owned by ``q``, already combined per
+  destination on ``r``: global ids, then per-message counts (for ``mean``), then the rows.
+
+The header ``(ghost rows, slots present, direct rows, dtype code, row width)`` goes first, so each
+side knows every block's layout. Rows are float32 or float64, ``[F]`` or scalar (width 0); every
+rank that sends must send the same kind of row.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_ID = np.dtype(np.int64)
+WIRE_DTYPES = (None, np.dtype(np.float32), np.dtype(np.float64))  # header code -> dtype
+_WIRE_CODE = {np.dtype(np.float32): 1, np.dtype(np.float64): 2}
+
+
+@dataclass
+class Outgoing:
+    """What this rank sends in one superstep.
+
+    values: [n] / [n, F] float32/float64 message values of the owned vertices, or None when this
+    rank sends nothing along edges; senders: [n] bool, or None when every owned vertex sends; direct_ids: [k] int64 global destination ids (unique after the
+    sender-side combine); direct_values: [k] / [k, F]; direct_counts: [k] int64 (mean only) or None.
+    """
+
+    values: np.ndarray
+    senders: np.ndarray | None
+    direct_ids: np.ndarray
+    direct_values: np.ndarray
+    direct_counts: np.ndarray | None
+
+
+@dataclass
+class Incoming:
+    """What this rank received in one superstep.
+
+    ghost_values: [g] / [g, F] (rows of ghosts that sent; others 0); ghost_sent: [g] bool or
+    None when every ghost sent; dtype, row_shape: the kind of row every sending rank sent (None
+    and () when no rank sent anything); direct_ids: [m] global ids owned here; direct_values: [m] / [m, F];
+    direct_counts: [m] int64 or None. The counters exclude what a rank sends to itself.
+    """
+
+    ghost_values: np.ndarray
+    ghost_sent: np.ndarray | None
+    dtype: np.dtype | None
+    row_shape: tuple
+    direct_ids: np.ndarray
+    direct_values: np.ndarray
+    direct_counts: np.ndarray | None
+    rows_sent: int
+    rows_received: int
+    bytes_sent: int
+    bytes_received: int
+
+
+def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
+    """Send ``out`` along the exchange plan of ``graph`` and receive this rank's messages."""
+    comm, size = graph.comm, graph.comm.size
+    dtype, row_shape = _row_kind(out)
+    send_offsets = np.concatenate([[0], np.cumsum(graph.send_counts)])
+    direct_owner = graph.partition.owner(out.direct_ids)
+    direct_order = np.argsort(direct_owner, kind="stable")
+    direct_offsets = np.concatenate([[0], np.cumsum(np.bincount(direct_owner, minlength=size))])
+
+    header = np.zeros((size, 5), dtype=np.int64)
+    header[:, 3] = 0 if dtype is None else _WIRE_CODE[dtype]
+    header[:, 4] = row_shape[0] if row_shape else 0
+    blocks = []
+    for q in range(size):
+        plan = graph.send_index[send_offsets[q]:send_offsets[q + 1]]
+        if out.values is None:
+            fields = [np.zeros(0, _ID)]
+        elif out.senders is None:
+            fields = [out.values[plan]]
+        else:
+            slots = np.flatnonzero(out.senders[plan])
+            fields = [slots, out.values[plan[slots]]]
+        picked = direct_order[direct_offsets[q]:direct_offsets[q + 1]]
+        fields.append(out.direct_ids[picked])
+        if with_counts:
+            fields.append(out.direct_counts[picked])
+        fields.append(out.direct_values[picked])
+        header[q, :3] = (len(fields[0]), out.values is None or out.senders is not None, len(picked))
+        blocks.append(_to_bytes(fields))
+    block_bytes = np.array([len(b) for b in blocks], dtype=np.int64)
+    recv_header = comm.alltoall_counts(header)
+    recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
+    payload = comm.alltoallv_known(np.concatenate(blocks), block_bytes, recv_bytes)
+
+    incoming = _unpack(graph, payload, recv_header, recv_bytes, with_counts, dtype, row_shape)
+    others = np.arange(size) != comm.rank
+    incoming.rows_sent = int((header[others, 0] + header[others, 2]).sum())
+    incoming.rows_received = int((recv_header[others, 0] + recv_header[others, 2]).sum())
+    incoming.bytes_sent = int(block_bytes[others].sum())
+    incoming.bytes_received = int(recv_bytes[others].sum())
+    return incoming
+
+
+def _row_kind(out: Outgoing):
+    """(dtype, row shape) of the rows this rank sends, or (None, ()) when it sends none."""
+    for values in (out.values, out.direct_values):
+        if values is not None and (len(values) or values is out.values):
+            if values.dtype not in _WIRE_CODE or values.ndim not in (1, 2):
+                raise ValueError(f"messages must be float32/float64 arrays [n] or [n, F], "
+                                 f"got {values.dtype} with shape {values.shape}")
+            return values.dtype, values.shape[1:]
+    return None, ()
+
+
+def _block_bytes(header_row, with_counts) -> int:
+    k, has_slots, m, code, width = (int(v) for v in header_row)
+    row_bytes = 0 if code == 0 else WIRE_DTYPES[code].itemsize * max(width, 1)
+    return (k * (row_bytes + has_slots * _ID.itemsize)
+            + m * (row_bytes + _ID.itemsize * (1 + with_counts)))
+
+
+def _unpack(graph, payload, recv_header, recv_bytes, with_counts, dtype, row_shape) -> Incoming:
+    senders = [(WIRE_DTYPES[c], (w,) if w else ()) for k, _, m, c, w in recv_header if c and (k or m)]
+    if dtype is None and senders:
+        dtype, row_shape = senders[0]
+    for kind in senders:
+        if kind != (dtype, row_shape):
+            raise ValueError(f"ranks send different messages: {dtype} rows of shape {row_shape} "
+                             f"and {kind[0]} rows of shape {kind[1]}; message() must return the "
+                             "same dtype and width on every rank")
+    g = graph.num_ghosts
+    ghost_values = np.zeros((g,) + row_shape, dtype=dtype or np.float64)
+    partial = bool(recv_header[:, 1].any())
+    ghost_sent = np.zeros(g, dtype=bool) if partial else None
+    ghost_offsets = np.concatenate([[0], np.cumsum(graph.ghost_counts)])
+    ids, counts, values = [np.zeros(0, _ID)], [np.zeros(0, _ID)], [np.zeros((0,) + row_shape, dtype or np.float64)]
+    position = 0
+    for p, (k, has_slots, m, _, _) in enumerate(recv_header):
+        reader = _Reader(payload[position:position + recv_bytes[p]])
+        position += int(recv_bytes[p])
+        base = ghost_offsets[p]
+        if has_slots:
+            slots = base + reader.take(_ID, k, ())
+            ghost_values[slots] = reader.take(dtype, k, row_shape)
+            ghost_sent[slots] = True
+        else:
+            ghost_values[base:base + k] = reader.take(dtype, k, row_shape)
+            if partial:
+                ghost_sent[base:base + k] = True
+        ids.append(reader.take(_ID, m, ()))
+        if with_counts:
+            counts.append(reader.take(_ID, m, ()))
+        values.append(reader.take(dtype, m, row_shape))
+    return Incoming(ghost_values, ghost_sent, dtype, row_shape, np.concatenate(ids),
+                    np.concatenate(values), np.concatenate(counts) if with_counts else None,
+                    0, 0, 0, 0)
+
+
+def _to_bytes(arrays) -> np.ndarray:
+    parts = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays if a.size]
+    return np.concatenate(parts) if parts else np.empty(0, np.uint8)
+
+
+class _Reader:
+    """Reads consecutive typed arrays out of a byte buffer (copied, so they are aligned)."""
+
+    def __init__(self, buffer: np.ndarray):
+        self.buffer, self.position = buffer, 0
+
+    def take(self, dtype, rows: int, row_shape) -> np.ndarray:
+        if not rows:
+            return np.zeros((0,) + tuple(row_shape), dtype=dtype or np.float64)
+        count = int(rows) * int(np.prod(row_shape, dtype=np.int64))
+        end = self.position + count * dtype.itemsize
+        out = self.buffer[self.position:end].copy().view(dtype).reshape((int(rows),) + tuple(row_shape))
+        self.position = end
+        return out

@@ -1,0 +1,185 @@
+"""``VertexProgram``, the class users subclass, and the ``Context`` the engine hands it.
+
+A vertex program is vectorised: every hook sees arrays over the rank's owned vertices (NumPy
+arrays or torch tensors), never one vertex at a time — like PyG's ``message(x_j)`` sees all edges.
+One superstep is::
+
+    values = message(ctx, state)            # what each owned vertex sends along its out-edges
+    (values travel once per rank that needs them, then are combined per destination)
+    state, active = apply(ctx, state, gathered)
+
+and the run ends when no vertex is active (a vertex that receives a message computes again), at
+``max_supersteps``, or when ``master`` says so. Every hook has a default that does nothing useful,
+so a program overrides only what it needs (PageRank overrides ``init``, ``message`` and ``apply``).
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+COMBINERS = ("sum", "min", "max", "mean", None)
+
+
+class VertexProgram:
+    """Base class of vertex programs. Override the hooks you need.
+
+    Class attributes:
+
+    * ``combiner`` — how messages to one vertex are combined: ``'sum'``, ``'min'``, ``'max'``,
+      ``'mean'`` (each with an identity element, so the sending rank pre-reduces them: *partial
+      gather*), or ``None``: ``apply`` then gets every message as ``Messages`` (a CSR by receiver).
+    * ``weighted`` — multiply each message by its edge's weight (GCN-style normalisation).
+    * ``symmetric`` — follow every edge both ways (the engine loads the reverse edges too).
+    * ``max_supersteps`` — a default cap, overridden by the ``run`` argument.
+
+    A built-in combiner gives the same result as ``combiner = None`` plus the same reduction in
+    ``apply``; for example ``'min'`` equals ``np.minimum.reduceat`` over ``Messages`` segments
+    (tests assert this).
+    """
+
+    combiner: str | None = "sum"
+    weighted: bool = False
+    symmetric: bool = False
+    max_supersteps: int | None = None
+
+    def check_input(self, ctx: "Context") -> str | None:
+        """Validate the program's options against the loaded graph before anything runs: return
+        a one-line problem (e.g. a source vertex out of range) or None. Called on every rank; if
+        any rank reports a problem, every rank stops with it (never a hang)."""
+        return None
+
+    def init(self, ctx: "Context"):
+        """Initial state of the owned vertices: an array [n] / [n, F] (NumPy or torch) or a dict of
+        them, optionally ``(state, active)`` with ``active`` a bool [n] array or a bool (default:
+        every vertex active)."""
+        return np.zeros(ctx.num_local)
+
+    def message(self, ctx: "Context", state):
+        """Value each owned vertex sends along all its out-edges: [n] or [n, F], or None to send
+        nothing. Only vertices in ``ctx.active`` send, unless ``(values, senders)`` is returned
+        with ``senders`` a bool [n] mask. Messages to arbitrary vertices: ``ctx.send_to``."""
+        return None
+
+    def edge_message(self, ctx: "Context", src_values, weights):
+        """Optional per-edge transform on the receiving rank: ``src_values`` [E_r] / [E_r, F] are the
+        senders' values on each local in-edge, ``weights`` [E_r] float32 (ones if the file has
+        none); returns the per-edge messages. Not overridden: messages are the values themselves
+        (times the weight if ``weighted``), reduced in one fused pass."""
+        return src_values
+
+    def apply(self, ctx: "Context", state, gathered):
+        """New state from the combined messages ``gathered`` ([n] / [n, F]; ``Messages`` when
+        ``combiner`` is None). Vertices that received nothing (``~ctx.received``) see the
+        combiner's identity: 0 for sum/mean, +inf for min, -inf for max. Returns
+        ``(state, active)``; vertices neither active nor receiving keep their state."""
+        return state, False
+
+    def master(self, ctx: "Context", aggregates: dict) -> bool:
+        """Global decision after each superstep, on rank 0 (broadcast): True stops the run.
+        ``aggregates`` holds this superstep's reduced aggregator values."""
+        return False
+
+    def output(self, ctx: "Context", state):
+        """The values written to ``/values``: [n] or [n, F] per owned vertex (default: the state)."""
+        return state
+
+
+@dataclass
+class Messages:
+    """All messages received by the owned vertices when a program has no combiner.
+
+    indptr: [n + 1] int64, values: [M] or [M, F]; the messages of local vertex ``i`` are
+    ``values[indptr[i]:indptr[i + 1]]``, in order of the sender's global id (direct messages last).
+    """
+
+    indptr: np.ndarray
+    values: np.ndarray
+
+
+@dataclass
+class Context:
+    """What a vertex program may read about the run and its rank's vertices.
+
+    global_ids, out_degree, in_degree: [n] int64; features: [n, F] float32 or None;
+    labels: [n] int64 or None; active: [n] bool before ``message``; received: [n] bool in
+    ``apply``; aggregated: the aggregator values reduced after the previous superstep (or init).
+    """
+
+    graph: object
+    superstep: int = 0
+    active: np.ndarray | None = None
+    received: np.ndarray | None = None
+    aggregated: dict = field(default_factory=dict)
+    _pending_aggregates: dict = field(default_factory=dict)
+    _direct: list = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return self.graph.comm.rank
+
+    @property
+    def size(self) -> int:
+        return self.graph.comm.size
+
+    @property
+    def num_vertices(self) -> int:
+        """Global number of vertices N."""
+        return self.graph.num_nodes
+
+    @property
+    def num_local(self) -> int:
+        return self.graph.num_local
+
+    @property
+    def global_ids(self) -> np.ndarray:
+        return self.graph.owned
+
+    @property
+    def out_degree(self) -> np.ndarray:
+        return self.graph.out_degree
+
+    @property
+    def in_degree(self) -> np.ndarray:
+        return self.graph.in_degree
+
+    @property
+    def features(self):
+        return self.graph.features
+
+    @property
+    def labels(self):
+        return self.graph.labels
+
+    def aggregate(self, name: str, value, op: str = "sum") -> None:
+        """Contribute ``value`` (a number or small array) to the global aggregator ``name``.
+
+        Call from ``init`` or ``apply``; every rank's contributions are reduced with ``op``
+        (sum, min or max) after the superstep and visible in ``aggregated`` (and to ``master``).
+        Several calls on one rank in one superstep are reduced too.
+        """
+        if op not in ("sum", "min", "max"):
+            raise ValueError(f"aggregator op must be sum, min or max, got {op!r}")
+        value = np.asarray(value)
+        if name in self._pending_aggregates:
+            previous_op, previous = self._pending_aggregates[name]
+            if previous_op != op:
+                raise ValueError(f"aggregator {name!r} used with ops {previous_op!r} and {op!r}")
+            value = _REDUCE[op](previous, value)
+        self._pending_aggregates[name] = (op, value)
+
+    def send_to(self, ids, values) -> None:
+        """Send messages to arbitrary global vertex ids (from ``message`` only).
+
+        ids: [k] int global ids; values: [k] or [k, F], same dtype and width as the edge messages.
+        They are combined with the program's combiner on this rank before they travel.
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        values = np.asarray(values)
+        if len(ids) != len(values):
+            raise ValueError(f"send_to got {len(ids)} ids and {len(values)} values")
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_vertices):
+            raise ValueError(f"send_to: ids must lie in [0, {self.num_vertices})")
+        self._direct.append((ids, values))
+
+
+_REDUCE = {"sum": np.add, "min": np.minimum, "max": np.maximum}

@@ -1,0 +1,57 @@
+"""Single-source shortest paths (Bellman-Ford in supersteps) and breadth-first search."""
+
+import numpy as np
+
+from pregel.program import VertexProgram
+
+
+class _FromSource(VertexProgram):
+    """Shared by SSSP and BFS: distances start at 0 at the source, inf elsewhere; a vertex whose
+    distance dropped is active and sends again; min-combined."""
+
+    combiner = "min"
+
+    def __init__(self, source: int):
+        self.source = source
+
+    def check_input(self, ctx):
+        if not 0 <= self.source < ctx.num_vertices:
+            return f"--source {self.source} is not a vertex (the graph has {ctx.num_vertices})"
+        return None
+
+    def init(self, ctx):
+        at_source = ctx.global_ids == self.source
+        return np.where(at_source, 0.0, np.inf), at_source
+
+    def apply(self, ctx, dist, gathered):
+        new = np.minimum(dist, gathered)
+        return new, new < dist
+
+
+class ShortestPaths(_FromSource):
+    """Distances along weighted out-edges (weight 1.0 where the file has none).
+
+    Weights must be non-negative. Output: float64 [N], ``inf`` where unreachable.
+    """
+
+    def check_input(self, ctx):
+        weights = ctx.graph.in_weights
+        if weights is not None and len(weights) and weights.min() < 0:
+            return "sssp needs non-negative edge weights; /graph/weights has negative values"
+        return super().check_input(ctx)
+
+    def message(self, ctx, dist):
+        return dist
+
+    def edge_message(self, ctx, src_values, weights):
+        return src_values + weights
+
+
+class BreadthFirst(_FromSource):
+    """Hop counts from the source along out-edges. Output: int64 [N], −1 where unreachable."""
+
+    def message(self, ctx, dist):
+        return dist + 1.0
+
+    def output(self, ctx, dist):
+        return np.where(np.isinf(dist), -1, dist).astype(np.int64)
