@@ -107,7 +107,7 @@ def _rasterize_forward_cuda(
     done = not inside
     for batch in range(start, end, THREADS_PER_BLOCK):
         # barrier before refilling shared memory; the whole block leaves once every pixel is done
-        if cuda.syncthreads_count(done) == THREADS_PER_BLOCK:
+        if cuda.syncthreads_and(numba.int32(1 if done else 0)):
             break
         k = batch + tid
         if k < end:
