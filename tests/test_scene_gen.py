@@ -1,0 +1,58 @@
+"""Generated scenes: valid files, deterministic, images match the renderer, city cameras see little."""
+import numpy as np
+import pytest
+import torch
+
+from kernels.splat.reference import _render
+from odin_sched.scene_gen import generate_scene
+from odin_sched.scene_io import read_scene, write_scene
+from pregel.errors import InputError
+
+
+def test_objects_scene_is_valid_and_deterministic(tmp_path):
+    a = generate_scene(300, 9, 20, 16, seed=3, layout="objects")
+    b = generate_scene(300, 9, 20, 16, seed=3, layout="objects")
+    c = generate_scene(300, 9, 20, 16, seed=4, layout="objects")
+    for name in ("means", "colors", "images", "init_means", "init_colors", "viewmats"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert not np.array_equal(a.means, c.means)
+    assert a.num_gaussians == 300 and a.num_cameras == 9 and a.images.shape == (9, 16, 20, 3)
+    assert a.heldout.tolist() == [True] + [False] * 7 + [True]
+    assert a.init_means.shape == (150, 3)
+    # the initial cloud is a noisy subsample: every point lies near some ground-truth mean
+    d = np.linalg.norm(a.init_means[:, None] - a.means[None], axis=2).min(axis=1)
+    assert 0 < np.median(d) < 0.5
+    assert a.images.mean() > 10  # the objects are in view
+    path = tmp_path / "s.h5"
+    write_scene(path, a)
+    assert read_scene(path).attrs["layout"] == "objects"
+
+
+def test_images_are_renders_of_the_ground_truth():
+    s = generate_scene(200, 2, 16, 16, seed=0, layout="objects")
+    g = {k: torch.from_numpy(v) for k, v in s.gaussians().items()}
+    ref, _ = _render(**g, viewmat=torch.from_numpy(s.viewmats[1]), K=torch.from_numpy(s.Ks[1]), width=16, height=16)
+    expected = np.round(np.clip(ref.numpy(), 0, 1) * 255)
+    assert np.abs(s.images[1].astype(float) - expected).max() <= 1
+
+
+def test_city_cameras_each_see_a_small_part():
+    s = generate_scene(12000, 8, 24, 24, seed=0, layout="city")
+    g = {k: torch.from_numpy(v) for k, v in s.gaussians().items()}
+    from kernels.splat import render
+    fractions = []
+    for i in range(s.num_cameras):
+        _, visible = render(**g, viewmat=torch.from_numpy(s.viewmats[i]), K=torch.from_numpy(s.Ks[i]),
+                            width=24, height=24)
+        fractions.append(visible.float().mean().item())
+    assert max(fractions) < 0.3 and min(fractions) > 0.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(gaussians=5), "--gaussians"), (dict(cameras=1), "--cameras"),
+    (dict(layout="forest"), "--layout"), (dict(width=0), "--width"),
+])
+def test_bad_arguments(kwargs, message):
+    args = dict(gaussians=100, cameras=4, width=8, height=8) | kwargs
+    with pytest.raises(InputError, match=message):
+        generate_scene(**args)
