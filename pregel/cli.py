@@ -100,6 +100,105 @@ def _run_inspect(args) -> None:
     print(format_summary(summarize(args.graph), top=args.top))
 
 
+# ---------------------------------------------------------------- vertex programs on the engine
+
+ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs")
+
+
+def _add_run(sub) -> None:
+    from pregel.partition import PARTITIONERS
+
+    p = sub.add_parser("run", help="run a graph algorithm on the superstep engine",
+                       description="Run a vertex program over a graph file on every MPI rank and "
+                                   "write /values in global vertex order.")
+    p.add_argument("algorithm", metavar="ALGORITHM",
+                   help=f"one of {', '.join(ALGORITHMS)}, or FILE.py:CLASS for your own VertexProgram "
+                        "subclass (constructed without arguments)")
+    p.add_argument("--graph", required=True, help="HDF5 graph file")
+    p.add_argument("--out", required=True, help="result file (written atomically)")
+    p.add_argument("--partition", choices=PARTITIONERS, default="range",
+                   help="vertex partitioner (default %(default)s: id ranges balanced by edges)")
+    p.add_argument("--max-supersteps", type=int, default=None, help="stop after N supersteps")
+    p.add_argument("--source", type=int, default=0, help="source vertex for sssp and bfs")
+    p.add_argument("--alpha", type=float, default=0.85, help="PageRank damping")
+    p.add_argument("--tol", type=float, default=1e-6, help="PageRank: stop when L1 change < N * tol")
+    p.add_argument("--max-iter", type=int, default=100, help="PageRank iteration cap")
+    p.add_argument("--stats", action="store_true", help="print per-superstep statistics")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_run_run)
+
+
+def _program(args):
+    import vertex_programs as vp
+
+    if args.algorithm not in ALGORITHMS:
+        return _user_program(args.algorithm)
+    if args.algorithm == "pagerank":
+        return vp.PageRank(alpha=args.alpha, tol=args.tol, max_iter=args.max_iter)
+    if args.algorithm == "sssp":
+        return vp.ShortestPaths(args.source)
+    if args.algorithm == "bfs":
+        return vp.BreadthFirst(args.source)
+    return vp.WeakComponents()
+
+
+def _run_run(args) -> None:
+    import numpy as np
+
+    from pregel.job import run_job
+    from pregel.stats import format_table
+
+    comm = _comm()
+    program, problem = None, None
+    try:
+        program = _program(args)
+    except InputError as err:
+        problem = err
+    comm.agree(problem)
+    report = run_job(comm, args.graph, program, args.out, algorithm=args.algorithm,
+                     partitioner=args.partition, max_supersteps=args.max_supersteps,
+                     progress=not args.quiet)
+    if comm.rank != 0:
+        return
+    result, graph = report.result, report.graph
+    print(f"{args.algorithm} on {args.graph}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges, "
+          f"{comm.size} rank(s), {args.partition} partition")
+    print(f"{result.supersteps} supersteps ({_STOPPED[result.stopped_by]}), load {report.load_seconds:.2f} s, "
+          f"compute {result.compute_seconds:.2f} s -> {args.out}")
+    if args.algorithm == "pagerank":
+        values = report.values
+        top = np.argsort(-values, kind="stable")[:5]
+        print("top vertices: " + ", ".join(f"{v} ({values[v]:.6f})" for v in top))
+    if args.algorithm == "pagerank" and result.stopped_by == "max_supersteps":
+        print(f"warning: PageRank did not converge within --max-iter {args.max_iter}", file=sys.stderr)
+    if args.stats:
+        print(format_table(report.stats_table))
+
+
+def _user_program(spec: str):
+    """Instantiate ``CLASS`` from ``FILE.py:CLASS`` (a ``VertexProgram`` subclass)."""
+    import importlib.util
+
+    from pregel.program import VertexProgram
+
+    path, _, name = spec.rpartition(":")
+    if not path.endswith(".py") or not name:
+        raise InputError(f"unknown algorithm {spec!r}: use one of {', '.join(ALGORITHMS)} or FILE.py:CLASS")
+    if not os.path.isfile(path):
+        raise InputError.at(path, None, "no such file")
+    module_spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    cls = getattr(module, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, VertexProgram)):
+        raise InputError.at(path, None, f"{name} is not a VertexProgram subclass defined there")
+    return cls()
+
+
+_STOPPED = {"halted": "all vertices halted", "master": "converged",
+            "max_supersteps": "superstep limit reached"}
+
+
 # ---------------------------------------------------------------- scenes and training (odin_sched)
 
 def _add_generate_scene(sub) -> None:
@@ -160,7 +259,7 @@ def _run_train(args) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_generate_scene, _add_train)
+SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_generate_scene, _add_train)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,15 +278,57 @@ def _require(condition: bool, message: str) -> None:
         raise InputError(message)
 
 
+def _comm():
+    """The job's communicator (MPI is only initialised by the commands that use it)."""
+    from pregel.comm import Comm
+
+    return Comm()
+
+
+def _mpi_world():
+    """(rank, size) when MPI is already initialised by this process, else (0, 1)."""
+    mpi4py = sys.modules.get("mpi4py.MPI")
+    if mpi4py is None or not mpi4py.Is_initialized() or mpi4py.Is_finalized():
+        return 0, 1
+    return mpi4py.COMM_WORLD.Get_rank(), mpi4py.COMM_WORLD.Get_size()
+
+
 def main(argv=None) -> int:
-    """Run the ``pregel`` command line; returns the exit status."""
+    """Run the ``pregel`` command line; returns the exit status.
+
+    Bad input: one line on stderr and exit status 2. When every rank raised the same error (the
+    collective checks), each exits cleanly and rank 0 alone prints it. Any other exception under
+    MPI is printed with its rank and aborts the whole job, so no rank waits forever.
+    """
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
     except InputError as err:
-        print(f"pregel {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        rank, size = _mpi_world()
+        if size == 1 or getattr(err, "collective", False):
+            if rank == 0:
+                print(f"pregel {args.command}: error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(f"pregel {args.command} [rank {rank}]: error: {err}", file=sys.stderr, flush=True)
+        _abort(EXIT_BAD_INPUT)
+    except Exception:
+        rank, size = _mpi_world()
+        if size == 1:
+            raise
+        import traceback
+
+        print(f"pregel {args.command} [rank {rank}]: unexpected error, aborting all {size} ranks:",
+              file=sys.stderr)
+        traceback.print_exc()
+        sys.stderr.flush()
+        _abort(1)
     return 0
+
+
+def _abort(code: int) -> None:
+    from mpi4py import MPI
+
+    MPI.COMM_WORLD.Abort(code)
 
 
 if __name__ == "__main__":

@@ -122,8 +122,8 @@ class Comm:
         if self.size > 1:
             self.mpi.Barrier()
 
-    def agree(self, error: Exception | None) -> None:
-        """Collective check before continuing: if any rank hit an ``InputError``, all raise it.
+    def agree(self, error: InputError | None) -> None:
+        """Collective check before continuing: if any rank hit an ``InputError``, all raise one.
 
         Every rank must call this at the same point. The first failing rank's message is raised
         everywhere, so the job ends cleanly with that message instead of hanging in a later
@@ -132,9 +132,9 @@ class Comm:
         messages = self.allgather(None if error is None else str(error))
         failed = [m for m in messages if m is not None]
         if failed:
-            if error is not None:
-                raise error
-            raise InputError(failed[0])
+            agreed = error if error is not None else InputError(failed[0])
+            agreed.collective = True  # every rank raises it: no rank is left waiting
+            raise agreed
 
     def abort(self, code: int) -> None:
         """End every rank of the job now (after an unexpected exception on this rank)."""

@@ -26,12 +26,14 @@ IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
 class RunResult:
     """Outcome of ``run`` on one rank.
 
-    state: the final state of the owned vertices; supersteps: how many ran; stats: [supersteps]
+    state: the final state of the owned vertices; values: ``program.output`` of it as a NumPy
+    array [n] / [n, F]; supersteps: how many ran; stats: [supersteps]
     ``SuperstepStats`` of this rank; aggregated: the last reduced aggregators; stopped_by: why the
     run ended ('halted', 'master' or 'max_supersteps'); compute_seconds: wall time of the loop.
     """
 
     state: object
+    values: np.ndarray
     supersteps: int
     stats: list
     aggregated: dict
@@ -54,8 +56,9 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
     state, active = _split_active(program.init(ctx), graph.num_local)
     ctx.aggregated, _ = _reduce_aggregates(comm, ctx, int(active.sum()))
     stats, stopped_by = [], "max_supersteps"
-    bar = tqdm(total=limit, desc="supersteps", unit="step", disable=not progress or comm.rank != 0,
-               leave=False)
+    quiet = not progress or comm.rank != 0
+    bar = tqdm(total=limit, desc="supersteps", unit="step", leave=False,
+               disable=True if quiet else None)  # None: only on a terminal
     gatherer = _Gatherer(graph, program)
     while limit is None or ctx.superstep < limit:
         step = SuperstepStats(edges_processed=len(graph.in_indices))
@@ -92,8 +95,9 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
             stopped_by = "halted"
             break
     bar.close()
-    return RunResult(state, ctx.superstep, stats, ctx.aggregated, stopped_by,
-                     time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    values = _as_numpy(program.output(ctx, state))
+    return RunResult(state, values, ctx.superstep, stats, ctx.aggregated, stopped_by, elapsed)
 
 
 def _split_active(result, n):

@@ -1,0 +1,84 @@
+"""One job from files to file: load a graph, run a vertex program, write ``/values`` and statistics.
+
+The result file holds ``/values`` ([N] or [N, F], global vertex order), ``/stats/per_superstep``
+([ranks, supersteps, fields], fields named in its ``fields`` attribute) and root attributes:
+``algorithm``, ``ranks``, ``partitioner``, ``supersteps``, ``stopped_by``, ``load_seconds``,
+``compute_seconds`` (wall time of the superstep loop on rank 0) and, per statistic, its total and
+its imbalance (max/mean over ranks). Rank 0 writes it from the gathered slices, atomically.
+"""
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pregel.dgraph import load_graph
+from pregel.engine import RunResult, run
+from pregel.errors import InputError
+from pregel.graph_io import atomic_h5
+from pregel.stats import FIELDS, summarize
+
+
+@dataclass
+class JobReport:
+    """What a job did, on every rank (``values`` and ``stats_table`` only on rank 0)."""
+
+    result: RunResult
+    graph: object
+    load_seconds: float
+    values: np.ndarray | None
+    stats_table: np.ndarray | None  # [ranks, supersteps, fields]
+
+
+def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, partitioner: str = "range",
+            max_supersteps: int | None = None, progress: bool = False,
+            extra_attrs: dict | None = None) -> JobReport:
+    """Load ``graph_source`` on every rank, run ``program``, and write the result to ``out_path``."""
+    problem = None
+    if out_path is not None and not Path(out_path).resolve().parent.is_dir():
+        problem = InputError.at(out_path, None, "cannot write: its folder does not exist")
+    comm.agree(problem)
+    started = time.perf_counter()
+    graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric)
+    load_seconds = time.perf_counter() - started
+    result = run(graph, program, max_supersteps, progress)
+    values = gather_values(graph, result.values)
+    table = comm.gather_rows(np.array([s.as_row() for s in result.stats]).reshape(-1, len(FIELDS)))
+    if table is not None:
+        table = table.reshape(comm.size, result.supersteps, len(FIELDS))
+    if comm.rank == 0 and out_path is not None:
+        attrs = {"algorithm": algorithm, "ranks": comm.size, "partitioner": partitioner,
+                 "supersteps": result.supersteps, "stopped_by": result.stopped_by,
+                 "load_seconds": load_seconds, "compute_seconds": result.compute_seconds,
+                 **(extra_attrs or {})}
+        write_values(out_path, values, attrs, table)
+    comm.barrier()  # the file is complete when every rank returns
+    return JobReport(result, graph, load_seconds, values, table)
+
+
+def gather_values(graph, values: np.ndarray) -> np.ndarray | None:
+    """Every rank's ``values`` [n, ...] in global vertex order [N, ...] on rank 0 (None elsewhere)."""
+    comm = graph.comm
+    gathered = comm.gather_rows(np.ascontiguousarray(values))
+    ids = comm.gather_rows(graph.owned)
+    if comm.rank != 0:
+        return None
+    if np.array_equal(ids, np.arange(len(ids))):
+        return gathered
+    ordered = np.empty_like(gathered)
+    ordered[ids] = gathered
+    return ordered
+
+
+def write_values(path, values: np.ndarray, attrs: dict, stats_table: np.ndarray) -> None:
+    """Write the result file (see the module docstring), atomically."""
+    with atomic_h5(path) as f:
+        f.create_dataset("values", data=values)
+        stats = f.create_dataset("stats/per_superstep", data=stats_table)
+        stats.attrs["fields"] = list(FIELDS)
+        for key, value in attrs.items():
+            f.attrs[key] = value
+        for key, value in summarize(stats_table).items():
+            if not key.endswith("_per_rank"):
+                f.attrs[f"stats_{key}"] = value

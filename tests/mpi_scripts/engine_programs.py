@@ -1,0 +1,129 @@
+"""Vertex programs that probe engine semantics (used by tests/mpi_scripts/run_programs.py)."""
+
+import numpy as np
+
+from pregel.program import VertexProgram
+from vertex_programs import BreadthFirst, PageRank, WeakComponents
+
+
+class MinLabelNoCombiner(WeakComponents):
+    """WCC with combiner None: the minimum is taken in apply (must equal combiner 'min')."""
+
+    combiner = None
+
+    def apply(self, ctx, label, messages):
+        counts = np.diff(messages.indptr)
+        gathered = np.full(ctx.num_local, np.inf)
+        has = counts > 0
+        if messages.values.size:
+            gathered[has] = np.minimum.reduceat(messages.values, messages.indptr[:-1][has])
+        return super().apply(ctx, label, gathered)
+
+
+class PageRankNoCombiner(PageRank):
+    """PageRank with combiner None: the sum is taken in apply (must equal combiner 'sum')."""
+
+    combiner = None
+
+    def apply(self, ctx, rank, messages):
+        counts = np.diff(messages.indptr)
+        gathered = np.zeros(ctx.num_local)
+        has = counts > 0
+        if messages.values.size:
+            gathered[has] = np.add.reduceat(messages.values, messages.indptr[:-1][has])
+        return super().apply(ctx, rank, gathered)
+
+
+class ComputeCounter(BreadthFirst):
+    """BFS whose output is how many supersteps each vertex computed (active or received)."""
+
+    def init(self, ctx):
+        dist, active = super().init(ctx)
+        return {"dist": dist, "computed": np.zeros(ctx.num_local)}, active
+
+    def message(self, ctx, state):
+        return state["dist"] + 1.0
+
+    def apply(self, ctx, state, gathered):
+        dist, active = super().apply(ctx, state["dist"], gathered)
+        return {"dist": dist, "computed": state["computed"] + 1}, active
+
+    def output(self, ctx, state):
+        return state["computed"]
+
+
+class Aggregates(VertexProgram):
+    """Runs 3 supersteps (stopped by master) and outputs, per vertex, the aggregator values seen:
+    [sum of out-degrees, max id, min id, superstep count at the stop]."""
+
+    def init(self, ctx):
+        self._contribute(ctx)
+        return np.zeros((ctx.num_local, 4))
+
+    def _contribute(self, ctx):
+        ctx.aggregate("degree_sum", ctx.out_degree.sum())
+        ctx.aggregate("max_id", ctx.global_ids.max(initial=-1), "max")
+        ctx.aggregate("min_id", ctx.global_ids.min(initial=ctx.num_vertices), "min")
+        ctx.aggregate("steps", 1 if ctx.rank == 0 else 0)
+        ctx.aggregate("steps", 0)  # several calls on a rank are reduced too
+
+    def apply(self, ctx, state, gathered):
+        seen = ctx.aggregated
+        row = [seen["degree_sum"], seen["max_id"], seen["min_id"], ctx.superstep]
+        self._contribute(ctx)
+        return np.tile(row, (ctx.num_local, 1)).astype(float), True
+
+    def master(self, ctx, aggregates):
+        return ctx.superstep >= 2
+
+
+class SendTo(VertexProgram):
+    """Superstep 0: vertex v sends v + 1 to vertex (7 v + 3) mod N with ``send_to``; output the
+    combined value per vertex (NaN where nothing arrived)."""
+
+    def __init__(self, combiner):
+        self.combiner = combiner
+
+    def init(self, ctx):
+        return np.full(ctx.num_local, np.nan)
+
+    def message(self, ctx, state):
+        ids = ctx.global_ids
+        ctx.send_to((7 * ids + 3) % ctx.num_vertices, ids + 1.0)
+        return None
+
+    def apply(self, ctx, state, gathered):
+        if self.combiner is None:  # sum the raw messages per receiver
+            receiver = np.repeat(np.arange(ctx.num_local), np.diff(gathered.indptr))
+            gathered = np.bincount(receiver, weights=gathered.values, minlength=ctx.num_local)
+        return np.where(ctx.received, gathered, np.nan), False
+
+
+class MeanOfNeighbours(VertexProgram):
+    """One superstep: the mean of in-neighbours' ids (0 with no in-neighbour), combiner 'mean'."""
+
+    combiner = "mean"
+
+    def init(self, ctx):
+        return ctx.global_ids.astype(float)
+
+    def message(self, ctx, ids):
+        return ids
+
+    def apply(self, ctx, ids, gathered):
+        return gathered, False
+
+
+class FeatureSum(VertexProgram):
+    """One superstep over [n, F] float32 rows: the weighted sum of in-neighbours' features."""
+
+    weighted = True
+
+    def init(self, ctx):
+        return ctx.features
+
+    def message(self, ctx, x):
+        return x
+
+    def apply(self, ctx, x, gathered):
+        return gathered, False

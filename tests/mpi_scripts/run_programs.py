@@ -1,0 +1,64 @@
+"""Run every test program on every graph file of a folder, at this job's size, both partitioners.
+
+Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/run_programs.py FOLDER
+Writes FOLDER/results_P.npz on rank 0 with one entry per (graph, partitioner, program):
+the values in global order, and the number of supersteps.
+"""
+
+import glob
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import engine_programs as ep  # noqa: E402
+from pregel.comm import Comm  # noqa: E402
+from pregel.graph_io import read_graph  # noqa: E402
+from pregel.job import run_job  # noqa: E402
+from vertex_programs import BreadthFirst, PageRank, ShortestPaths, WeakComponents  # noqa: E402
+
+PROGRAMS = {
+    "pagerank": lambda: PageRank(tol=1e-12, max_iter=300),
+    "pagerank_nocombiner": lambda: ep.PageRankNoCombiner(tol=1e-12, max_iter=300),
+    "sssp": lambda: ShortestPaths(0),
+    "bfs": lambda: BreadthFirst(0),
+    "wcc": WeakComponents,
+    "wcc_nocombiner": ep.MinLabelNoCombiner,
+    "compute_counter": lambda: ep.ComputeCounter(0),
+    "aggregates": ep.Aggregates,
+    "send_sum": lambda: ep.SendTo("sum"),
+    "send_min": lambda: ep.SendTo("min"),
+    "send_max": lambda: ep.SendTo("max"),
+    "send_mean": lambda: ep.SendTo("mean"),
+    "send_none": lambda: ep.SendTo(None),
+    "mean_neighbours": ep.MeanOfNeighbours,
+}
+
+
+def main(folder):
+    comm = Comm()
+    results = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.h5"))):
+        name = os.path.basename(path)[:-3]
+        for partitioner in ("range", "hash"):
+            programs = dict(PROGRAMS)
+            if name == "features":
+                programs = {"feature_sum": ep.FeatureSum}
+            for key, make in programs.items():
+                report = run_job(comm, path, make(), None, algorithm=key, partitioner=partitioner)
+                if comm.rank == 0:
+                    results[f"{name}/{partitioner}/{key}"] = report.values
+                    results[f"{name}/{partitioner}/{key}/supersteps"] = report.result.supersteps
+        if name == "hub":  # the same graph built in memory instead of read from the file
+            report = run_job(comm, read_graph(path), PageRank(tol=1e-12, max_iter=300), None,
+                             algorithm="pagerank")
+            if comm.rank == 0:
+                results[f"{name}/memory/pagerank"] = report.values
+    if comm.rank == 0:
+        np.savez(os.path.join(folder, f"results_{comm.size}.npz"), **results)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,44 @@
+"""`mpiexec -n 2 pregel run ...` end to end: the result file's values and attributes."""
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import networkx as nx
+import numpy as np
+
+from pregel.convert import to_networkx
+from pregel.generate import generate_graph
+from pregel.graph_io import GraphData, read_graph, write_graph
+
+BIN = os.path.dirname(sys.executable)
+
+
+def test_pagerank_file_with_attributes_and_stats(tmp_path):
+    indptr, indices = generate_graph("powerlaw", 1000, 5, seed=4)
+    graph_path, out = tmp_path / "g.h5", tmp_path / "pr.h5"
+    write_graph(graph_path, GraphData(indptr, indices))
+    result = subprocess.run(
+        [shutil.which("mpiexec", path=BIN), "-n", "2", shutil.which("pregel", path=BIN), "run", "pagerank",
+         "--graph", graph_path, "--out", out, "--tol", "1e-10", "--stats", "--partition", "hash"],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stderr
+    expected = nx.pagerank(to_networkx(read_graph(graph_path)), tol=1e-10)
+    with h5py.File(out) as f:
+        values = f["values"][:]
+        attrs = dict(f.attrs)
+        per_superstep = f["stats/per_superstep"][:]
+        fields = list(f["stats/per_superstep"].attrs["fields"])
+    assert np.abs(values - np.array([expected[v] for v in range(1000)])).sum() < 1e-8
+    assert attrs["algorithm"] == "pagerank" and attrs["ranks"] == 2 and attrs["partitioner"] == "hash"
+    assert attrs["stopped_by"] == "master" and attrs["supersteps"] == per_superstep.shape[1]
+    assert attrs["load_seconds"] > 0 and attrs["compute_seconds"] > 0
+    edges = per_superstep[:, :, fields.index("edges_processed")]
+    assert edges[:, 0].sum() == len(indices), "every edge is processed once per superstep"
+    assert attrs["stats_edges_processed_total"] == edges.sum()
+    assert attrs["stats_edges_processed_imbalance"] == edges.sum(axis=1).max() / edges.sum(axis=1).mean()
+    top = int(np.argmax(values))
+    assert f"{top} " in result.stdout.split("top vertices")[1].splitlines()[0]
+    assert "superstep  compute_s" in result.stdout

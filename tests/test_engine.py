@@ -1,0 +1,213 @@
+"""The superstep engine at P = 1, 2 and 3 with both partitioners, against networkx and NumPy oracles.
+
+One module-scoped fixture writes the test graphs and runs tests/mpi_scripts/run_programs.py once
+per P under mpiexec (each run covers every graph, partitioner and program), so the suite pays
+for three MPI launches, not hundreds.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from pregel.convert import from_networkx, to_networkx
+from pregel.generate import generate_graph, random_features
+from pregel.graph_io import GraphData, read_graph, write_graph
+
+SIZES = (1, 2, 3)
+PARTITIONERS = ("range", "hash")
+SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "run_programs.py")
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+
+
+def _weighted(graph: nx.Graph, seed: int) -> nx.Graph:
+    rng = np.random.default_rng(seed)
+    for u, v in graph.edges:
+        graph[u][v]["weight"] = float(np.float32(rng.uniform(0.1, 2.0)))
+    return graph
+
+
+def _graphs() -> dict[str, nx.Graph]:
+    rng = np.random.default_rng(0)
+    powerlaw = nx.DiGraph()
+    powerlaw.add_nodes_from(range(400))
+    indptr, indices = generate_graph("powerlaw", 400, 4, seed=1)
+    powerlaw.add_edges_from(zip(np.repeat(np.arange(400), np.diff(indptr)).tolist(), indices.tolist()))
+    components = nx.gnm_random_graph(120, 90, seed=2)  # undirected, many components
+    components.add_edges_from([(0, 0), (7, 7)])
+    dangling = nx.gnp_random_graph(150, 0.02, seed=3, directed=True)
+    dangling.add_edges_from([(3, 3), (0, 0)])  # self-loops, and many sinks at this density
+    hub = nx.DiGraph()  # vertex 5 holds most of the edges, in both directions
+    hub.add_nodes_from(range(200))
+    hub.add_edges_from((5, v) for v in range(200) if v != 5)
+    hub.add_edges_from((v, 5) for v in range(0, 200, 3) if v != 5)
+    hub.add_edges_from(zip(rng.integers(0, 200, 40).tolist(), rng.integers(0, 200, 40).tolist()))
+    isolated = nx.DiGraph()
+    isolated.add_nodes_from(range(10))
+    isolated.add_edge(0, 1)
+    return {name: _weighted(g, i) for i, (name, g) in enumerate(
+        {"powerlaw": powerlaw, "components": components, "dangling": dangling, "hub": hub,
+         "isolated": isolated}.items())}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("engine")
+    graphs = _graphs()
+    for name, graph in graphs.items():
+        write_graph(folder / f"{name}.h5", from_networkx(graph))
+    indptr, indices = generate_graph("er", 60, 3, seed=9)
+    rng = np.random.default_rng(9)
+    write_graph(folder / "features.h5", GraphData(
+        indptr, indices, rng.random(len(indices)).astype(np.float32),
+        random_features(None, 60, 5, rng)))
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    for size in SIZES:
+        subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder)],
+                       check=True, timeout=600, env=env)
+    results = {size: dict(np.load(folder / f"results_{size}.npz")) for size in SIZES}
+    graphs["features"] = read_graph(folder / "features.h5")
+    return graphs, results
+
+
+def _each(runs, name, key):
+    """(P, partitioner, values) for every run of program ``key`` on graph ``name``."""
+    _, results = runs
+    for size in SIZES:
+        for partitioner in PARTITIONERS:
+            yield size, partitioner, results[size][f"{name}/{partitioner}/{key}"]
+
+
+GRAPHS = ("powerlaw", "components", "dangling", "hub", "isolated")
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_pagerank_matches_networkx(runs, name):
+    graph = runs[0][name]
+    expected = nx.pagerank(graph, alpha=0.85, tol=1e-12, max_iter=300, weight=None)
+    expected = np.array([expected[v] for v in range(len(graph))])
+    for size, partitioner, values in _each(runs, name, "pagerank"):
+        assert np.abs(values - expected).sum() < 1e-8, (size, partitioner)
+    for key in ("pagerank", "pagerank_nocombiner"):
+        reference = runs[1][1][f"{name}/range/pagerank"]
+        for size, partitioner, values in _each(runs, name, key):
+            assert np.abs(values - reference).sum() < 1e-12, (key, size, partitioner)
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_sssp_matches_dijkstra_exactly(runs, name):
+    graph = runs[0][name]
+    lengths = nx.single_source_dijkstra_path_length(graph, 0, weight="weight")
+    expected = np.array([lengths.get(v, np.inf) for v in range(len(graph))])
+    for size, partitioner, values in _each(runs, name, "sssp"):
+        assert np.array_equal(values, expected), (size, partitioner)
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_bfs_matches_networkx_exactly(runs, name):
+    graph = runs[0][name]
+    hops = nx.single_source_shortest_path_length(graph, 0)
+    expected = np.array([hops.get(v, -1) for v in range(len(graph))])
+    for size, partitioner, values in _each(runs, name, "bfs"):
+        assert values.dtype == np.int64 and np.array_equal(values, expected), (size, partitioner)
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_wcc_matches_networkx_exactly(runs, name):
+    graph = runs[0][name]
+    parts = nx.weakly_connected_components(graph) if graph.is_directed() else nx.connected_components(graph)
+    expected = np.empty(len(graph), dtype=np.int64)
+    for part in parts:
+        expected[list(part)] = min(part)
+    for key in ("wcc", "wcc_nocombiner"):
+        for size, partitioner, values in _each(runs, name, key):
+            assert np.array_equal(values, expected), (key, size, partitioner)
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_halted_vertices_compute_again_when_a_message_arrives(runs, name):
+    """A vertex computes in superstep s iff it is active (first reached: BFS level s) or some
+    in-neighbour sends in s (in-neighbours send exactly at their own BFS level)."""
+    graph = runs[0][name]
+    digraph = graph if graph.is_directed() else graph.to_directed()
+    level = nx.single_source_shortest_path_length(digraph, 0)
+    expected = np.zeros(len(graph))
+    for v in digraph:
+        steps = {level[u] for u in digraph.predecessors(v) if u in level}
+        if v in level:
+            steps.add(level[v])
+        expected[v] = len(steps)
+    for size, partitioner, values in _each(runs, name, "compute_counter"):
+        assert np.array_equal(values, expected), (size, partitioner)
+
+
+def test_aggregators_and_master_stop(runs):
+    graph = runs[0]["powerlaw"]
+    edges, n = graph.number_of_edges(), len(graph)
+    for size, partitioner, values in _each(runs, "powerlaw", "aggregates"):
+        # rows: [degree sum, max id, min id, superstep]; the master stops after superstep 2
+        assert values.shape == (n, 4)
+        assert np.all(values[:, :3] == [edges, n - 1, 0]), (size, partitioner)
+        assert np.all(values[:, 3] == 2)
+        assert runs[1][size][f"powerlaw/{partitioner}/aggregates/supersteps"] == 3
+
+
+@pytest.mark.parametrize("combiner", ["sum", "min", "max", "mean", "none"])
+def test_messages_to_arbitrary_vertices(runs, combiner):
+    n = len(runs[0]["hub"])
+    ids = np.arange(n)
+    target, value = (7 * ids + 3) % n, ids + 1.0
+    expected = np.full(n, np.nan)
+    reduce = {"sum": np.add, "none": np.add, "min": np.fmin, "max": np.fmax}.get(combiner)
+    if combiner == "mean":
+        expected = np.bincount(target, value, n) / np.bincount(target, minlength=n)
+        expected[np.bincount(target, minlength=n) == 0] = np.nan
+    else:
+        start = np.where(combiner in ("sum", "none"), 0.0, np.nan)
+        expected[np.unique(target)] = start
+        reduce.at(expected, target, value)
+    for size, partitioner, values in _each(runs, "hub", f"send_{combiner}"):
+        np.testing.assert_allclose(values, expected, rtol=1e-12, err_msg=f"{size} {partitioner}")
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_mean_combiner(runs, name):
+    graph = runs[0][name]
+    digraph = graph if graph.is_directed() else graph.to_directed()
+    expected = np.array([np.mean(list(digraph.predecessors(v))) if digraph.in_degree(v) else 0.0
+                         for v in range(len(graph))])
+    # networkx merges parallel edges; the test graphs have none except undirected self-loops,
+    # which the file stores once
+    for size, partitioner, values in _each(runs, name, "mean_neighbours"):
+        np.testing.assert_allclose(values, expected, rtol=1e-12, err_msg=f"{size} {partitioner}")
+
+
+def test_float32_matrix_state_with_edge_weights(runs):
+    graph = runs[0]["features"]
+    n = graph.num_nodes
+    src = np.repeat(np.arange(n), np.diff(graph.indptr))
+    expected = np.zeros((n, 5))
+    np.add.at(expected, graph.indices, graph.weights[:, None].astype(np.float64) * graph.features[src])
+    for size, partitioner, values in _each(runs, "features", "feature_sum"):
+        assert values.dtype == np.float32 and values.shape == (n, 5)
+        np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-5, err_msg=f"{size} {partitioner}")
+
+
+def test_in_memory_graph_equals_file(runs):
+    _, results = runs
+    for size in SIZES:
+        np.testing.assert_allclose(results[size]["hub/memory/pagerank"],
+                                   results[size]["hub/range/pagerank"], rtol=0, atol=1e-15)
+
+
+def test_integer_results_identical_across_ranks_and_partitioners(runs):
+    _, results = runs
+    for name in GRAPHS:
+        for key in ("sssp", "bfs", "wcc", "compute_counter"):
+            reference = results[1][f"{name}/range/{key}"]
+            for size, partitioner, values in _each(runs, name, key):
+                assert np.array_equal(values, reference), (name, key, size, partitioner)
