@@ -166,8 +166,9 @@ def test_no_visible_gaussian_gives_background_and_zero_gradients():
     assert not visible.any() and not ref_visible.any()
     torch.testing.assert_close(image, background.expand(HEIGHT, WIDTH, 3), rtol=0, atol=0)
     torch.testing.assert_close(ref_image, image, rtol=0, atol=0)
-    for grad in grads:
+    for grad, ref_grad in zip(grads, ref_grads):
         assert grad is not None and not grad.any()
+        assert ref_grad is not None and not ref_grad.any()
 
 
 def test_behind_camera_gaussians_are_invisible_with_zero_gradient():
@@ -247,3 +248,15 @@ def test_visible_is_radius_positive_and_render_is_deterministic():
     assert visible.dtype == torch.bool and torch.equal(visible, radius > 0)
     assert torch.equal(image_a, image_b)
     assert not visible.all() and visible.any()
+
+
+@pytest.mark.parametrize("fn", [render, _render])
+def test_empty_scene_renders_background(fn):
+    leaves = [torch.zeros(shape, requires_grad=True) for shape in ((0, 3), (0, 3), (0, 4), (0,), (0, 3))]
+    _, viewmat, K = make_scene(1)
+    background = torch.tensor([0.25, 0.5, 0.75])
+    image, visible = fn(*leaves, viewmat, K, WIDTH, HEIGHT, background)
+    image.sum().backward()
+    assert visible.shape == (0,)
+    torch.testing.assert_close(image, background.expand(HEIGHT, WIDTH, 3), rtol=0, atol=0)
+    assert all(leaf.grad is not None and leaf.grad.numel() == 0 for leaf in leaves)

@@ -131,7 +131,8 @@ def _render(means, scales, quats, opacities, colors, viewmat, K, width, height, 
     )
     pix_x, pix_y = xs.flatten() + 0.5, ys.flatten() + 0.5
     if ids.numel() == 0:  # background only; tied to the inputs so that loss.backward() still runs
-        image = background[None, :].expand(height * width, 3) + 0 * (means.sum() + colors.sum())
+        tie = sum(t.sum() for t in (means, scales, quats, opacities, colors))
+        image = background[None, :].expand(height * width, 3) + 0 * tie
         return image.reshape(height, width, 3).contiguous(), visible
     chunk = max(1, _CHUNK_ELEMENTS // ids.numel())
     parts = []
