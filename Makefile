@@ -25,8 +25,9 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	mkdir -p $(DEMO)
-	$(BIN)/pregel generate --kind powerlaw --nodes 20000 --avg-degree 8 --features 16 --labels 4 --seed 1 --out $(DEMO)/graph.h5
+	$(BIN)/pregel generate --kind powerlaw --nodes 200000 --avg-degree 10 --features 16 --labels 4 --seed 1 --out $(DEMO)/graph.h5
 	$(BIN)/pregel inspect $(DEMO)/graph.h5
+	$(BIN)/mpiexec -n 2 $(BIN)/pregel run pagerank --graph $(DEMO)/graph.h5 --out $(DEMO)/pagerank.h5 --tol 1e-10 --stats --quiet
 
 clean:
 	rm -rf $(VENV) $(DEMO) *.egg-info

@@ -228,13 +228,13 @@ def _build_local(comm, partition, header, owned, edges, out_degree, feats, label
     def to_local(ids):
         return partition.local_index(ids, comm.rank)
 
-    order = np.lexsort((edges["src"], edges["dst"]))  # by destination, then global source id
-    edges = edges[order]
     dst_local = to_local(edges["dst"])
+    order = np.argsort(dst_local * header.num_nodes + edges["src"], kind="stable")  # by (dst, src)
+    dst_local, src = dst_local[order], edges["src"][order]
+    weights = edges["weight"][order] if header.has_weights else None
     in_indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst_local, minlength=n), out=in_indptr[1:])
 
-    src = edges["src"]
     src_owner = partition.owner(src)
     is_local = src_owner == comm.rank
     remote_ids, remote_pos = np.unique(src[~is_local], return_inverse=True)
@@ -249,11 +249,10 @@ def _build_local(comm, partition, header, owned, edges, out_degree, feats, label
     ghost_counts = np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
 
     wanted, send_counts = comm.alltoallv(ghost_ids, ghost_counts)
-    has_weights = header.has_weights
     return DistributedGraph(
         comm=comm, partition=partition, num_nodes=header.num_nodes, num_edges=header.num_edges,
         directed=header.directed, owned=owned, in_indptr=in_indptr, in_indices=in_indices,
-        in_weights=np.ascontiguousarray(edges["weight"]) if has_weights else None,
+        in_weights=weights,
         ghost_ids=ghost_ids, ghost_counts=ghost_counts, send_index=to_local(wanted),
         send_counts=send_counts, out_degree=np.asarray(out_degree, dtype=np.int64),
         features=feats, labels=labels)
