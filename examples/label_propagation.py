@@ -3,7 +3,9 @@
 Every vertex starts with its own id as label; in each superstep it takes the label that most of
 its neighbours hold (ties: the smallest label), following edges both ways. Because the mode of a
 multiset cannot be pre-combined, the program sets ``combiner = None`` and receives every message
-as a CSR (``Messages``), reduced here with vectorised NumPy — no Python loop over vertices.
+as a CSR (``Messages``), reduced here with vectorised NumPy — no Python loop over vertices. Every
+vertex sends each superstep (labels are synchronous); an aggregator counts the labels that
+changed and the master hook stops the run when none did.
 
 Run it on any graph file, with any number of ranks::
 
@@ -17,7 +19,7 @@ from pregel.program import VertexProgram
 
 
 class LabelPropagation(VertexProgram):
-    """Synchronous label propagation; a vertex stays active while its label changes."""
+    """Synchronous label propagation until no label changes (at most ``max_supersteps``)."""
 
     combiner = None
     symmetric = True
@@ -27,7 +29,7 @@ class LabelPropagation(VertexProgram):
         return ctx.global_ids.astype(np.float64)
 
     def message(self, ctx, labels):
-        return labels
+        return labels, np.ones(ctx.num_local, dtype=bool)  # every vertex sends, changed or not
 
     def apply(self, ctx, labels, messages):
         counts = np.diff(messages.indptr)
@@ -39,7 +41,11 @@ class LabelPropagation(VertexProgram):
         first = np.concatenate([[True], pairs[0][best][1:] != pairs[0][best][:-1]])
         new = labels.copy()
         new[pairs[0][best][first].astype(np.int64)] = pairs[1][best][first]
-        return new, new != labels
+        ctx.aggregate("changed", np.count_nonzero(new != labels))
+        return new, True
+
+    def master(self, ctx, aggregates):
+        return aggregates["changed"] == 0
 
     def output(self, ctx, labels):
         return labels.astype(np.int64)
