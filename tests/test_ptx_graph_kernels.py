@@ -24,10 +24,10 @@ def matrix(dtype):
 
 def launch_signatures():
     """(kernel, signature) for every kernel launch in kernels.gather / scatter / segment_softmax."""
-    for indptr, indices, dtype, weighted in itertools.product(INDEX, INDEX, FLOATS, [False, True]):
-        weights = vector(dtype) if weighted else types.none
+    for indptr, indices, dtype in itertools.product(INDEX, INDEX, FLOATS):
         yield gather._gather_reduce_cuda, types.void(
-            vector(indptr), vector(indices), matrix(dtype), weights, OP, matrix(dtype))
+            vector(indptr), vector(indices), matrix(dtype), vector(dtype), types.boolean, OP,
+            matrix(dtype))
     for dtype in FLOATS:
         yield scatter._fill_cuda, types.void(matrix(dtype), types.float64)
         yield scatter._finish_segments_cuda, types.void(OP, matrix(dtype), vector(types.int64))
