@@ -7,7 +7,8 @@ Follows ``GaussianModel.densify_and_prune`` of the reference 3DGS code:
 * a Gaussian whose average reaches ``grad_threshold`` is *cloned* (an identical copy is added) when its
   largest scale is at most ``percent_dense`` x scene extent, and *split* otherwise (replaced by two
   Gaussians sampled from it, scales divided by 1.6);
-* Gaussians with activated opacity below ``min_opacity`` are pruned;
+* Gaussians with activated opacity below ``min_opacity`` are pruned (the most opaque one is always
+  kept, so a scene never becomes empty);
 * new Gaussians start with zero optimizer state (``VisibleAdam.replace`` with source -1).
 
 The renderer reports gradients for the 3D means only, so the screen-space gradient is recovered from
