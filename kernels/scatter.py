@@ -9,7 +9,7 @@ import numpy as np
 from numba import cuda, njit
 
 from kernels._device import blocks_for
-from kernels.gather import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, as_arrays, check_dtype,
+from kernels._checks import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, as_arrays, check_dtype,
                             check_index_range, check_ndim, op_code)
 
 THREADS_PER_BLOCK = 256

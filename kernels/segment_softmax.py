@@ -10,7 +10,7 @@ import numpy as np
 from numba import cuda, njit
 
 from kernels._device import blocks_for
-from kernels.gather import FLOAT_DTYPES, as_arrays, check_csr, check_dtype, check_ndim
+from kernels._checks import FLOAT_DTYPES, as_arrays, check_csr, check_dtype, check_ndim
 
 THREADS_PER_BLOCK = 256
 

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from pregel.convert import from_networkx, to_networkx
+from pregel.convert import from_networkx
 from pregel.generate import generate_graph, random_features
 from pregel.graph_io import GraphData, read_graph, write_graph
 
