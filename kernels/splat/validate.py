@@ -2,6 +2,8 @@
 
 import torch
 
+from .arrays import check_size
+
 
 def check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, width, height, background):
     """Raise one clear ``ValueError`` for the first bad argument of a render call.
@@ -10,9 +12,7 @@ def check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, wid
     and background [3] (or None) must be finite float32 torch tensors on one device; width and
     height positive ints; no quaternion may have zero norm.
     """
-    for name, value in (("width", width), ("height", height)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_size(width, height)
     if not isinstance(means, torch.Tensor) or means.ndim != 2 or means.shape[1] != 3:
         raise ValueError(f"means must be a torch tensor of shape [G, 3], got {_describe(means)}")
     count = means.shape[0]
