@@ -4,6 +4,9 @@ These are ``@njit`` functions of scalars and tuples only: the CPU kernels call t
 CUDA kernels call them as device functions (numba-cuda compiles ``@njit`` functions for the GPU), so
 the formulas exist once. A 3 x 3 matrix is a row-major 9-tuple, a symmetric 3 x 3 matrix the 6-tuple
 (xx, xy, xz, yy, yz, zz), a view matrix the 12-tuple of its top three rows.
+
+Numba's on-disk cache of a kernel does not notice edits to these helpers (they live in another
+file): after changing this module, delete kernels/splat/__pycache__/*.nbi and *.nbc.
 """
 
 import math
