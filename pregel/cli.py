@@ -18,6 +18,7 @@ import time  # noqa: E402
 from pregel.errors import InputError  # noqa: E402
 
 EXIT_BAD_INPUT = 2
+ABORT_GRACE_SECONDS = 1.0
 
 
 # ---------------------------------------------------------------- graphs: generate, convert, inspect
@@ -326,8 +327,12 @@ def main(argv=None) -> int:
 
 
 def _abort(code: int) -> None:
+    """Abort every rank, after giving the launcher a moment to forward this rank's message (MPICH
+    drops output still in flight when the job is torn down)."""
     from mpi4py import MPI
 
+    sys.stderr.flush()
+    time.sleep(ABORT_GRACE_SECONDS)
     MPI.COMM_WORLD.Abort(code)
 
 

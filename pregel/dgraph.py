@@ -14,6 +14,14 @@ Loading (collective, once):
 4. ghosts are grouped by owner, and each owner learns which of its vertices each rank needs
    (the exchange plan, reused every superstep).
 
+Hubs (see ``HubOptions``). The in-edges of a vertex whose in-degree exceeds the hub threshold
+are not sent to its owner: each stays with the owner of its *source*, which pre-reduces the
+hub's share every superstep and sends one partial aggregate per hub (*partial gather*), so no
+rank carries a hub's whole fan-in. A high out-degree vertex is held as a ghost by every rank that
+has its out-neighbours (a *shadow copy*), which scatters to its local part; with shadow nodes
+switched off, its out-edges stay with its owner instead, which then carries its whole fan-out
+(an ablation for measurements).
+
 Within a row, edges are ordered by global source id, so every reduction sums in the same order
 whatever the number of ranks or the partitioner.
 """
@@ -27,8 +35,32 @@ from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
 
-_EDGE = np.dtype([("src", np.int64), ("dst", np.int64), ("weight", np.float32)])
+_EDGE = np.dtype([("src", np.int64), ("dst", np.int64), ("weight", np.float32),
+                  ("source_side", np.bool_)])
+_COUNT = np.dtype([("dst", np.int64), ("count", np.int64), ("loops", np.int64)])
 _VERTEX = np.dtype([("id", np.int64), ("out_degree", np.int64), ("label", np.int64)])
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    """How high-degree vertices are handled (both strategies on by default).
+
+    partial_gather: in-edges of in-hubs stay on their sources' owners, pre-reduced per hub;
+    shadow_nodes: out-hubs reach remote neighbours through ghost copies (off: their out-edges stay
+    on their owner); threshold: the degree above which a vertex is a hub (None: automatic,
+    ``max(100, 20 · E / N)``, and no hubs on one rank).
+    """
+
+    partial_gather: bool = True
+    shadow_nodes: bool = True
+    threshold: int | None = None
+
+    def resolved_threshold(self, num_nodes: int, num_edges: int, size: int) -> float:
+        if self.threshold is not None:
+            return self.threshold
+        if size == 1:
+            return np.inf
+        return max(100.0, 20.0 * num_edges / max(num_nodes, 1))
 
 
 class ArraySource:
@@ -97,13 +129,22 @@ class _ArraySlice:
 class DistributedGraph:
     """One rank's part of a graph.
 
-    owned: [n] int64 global ids of the owned vertices, ascending; in_indptr: [n + 1] int64 CSR over
-    owned vertices (destinations); in_indices: [E_r] int64 columns in the extended space
-    ``[0, n)`` owned, ``[n, n + g)`` ghosts; in_weights: [E_r] float32 or None; ghost_ids: [g] int64
-    global ids of the ghosts, grouped by owner rank; ghost_counts: [size] ghosts per owner;
-    send_index: [s] int64 local ids of owned vertices to send, grouped by destination rank;
-    send_counts: [size]; out_degree: [n] int64 (in the file's graph); features: [n, F] float32
-    or None; labels: [n] int64 or None.
+    owned: [n] int64 global ids of the owned vertices, ascending.
+    Destination-side edges (gathered by their destination's owner): in_indptr [n + 1] int64 CSR
+    over owned vertices; in_indices [E_d] int64 columns in the extended space ``[0, n)`` owned,
+    ``[n, n + g)`` ghosts; in_weights [E_d] float32 or None.
+    Source-side edges (partial gather; pre-reduced here, sent to the destination's owner):
+    part_indptr [h + 1] int64 CSR over part_dst [h] int64 global destination ids; part_src [E_s]
+    int64 local ids of the owned sources; part_weights [E_s] float32 or None.
+    ghost_ids [g] int64 global ids grouped by owner rank; ghost_counts [size]; send_index [s] int64
+    local ids of owned vertices to send, grouped by destination rank; send_counts [size].
+    The plan that brings destination terms to the source side (for programs with
+    ``destination_values``): dst_send_index [t] local ids to send, grouped by rank;
+    dst_send_counts [size]; dst_recv_counts [size]; dst_recv_rows [h] the ``part_dst`` row each
+    received row fills; any_source_side: whether any rank has source-side edges.
+    out_degree, in_degree, self_loops: [n] int64 over the whole graph (as loaded, so symmetric
+    graphs count both directions); features [n, F] float32 or None; labels [n] int64 or None;
+    in_hubs: [k] int64 global ids of the vertices whose in-edges are gathered partially.
     """
 
     comm: Comm
@@ -115,13 +156,25 @@ class DistributedGraph:
     in_indptr: np.ndarray
     in_indices: np.ndarray
     in_weights: np.ndarray | None
+    part_indptr: np.ndarray
+    part_dst: np.ndarray
+    part_src: np.ndarray
+    part_weights: np.ndarray | None
     ghost_ids: np.ndarray
     ghost_counts: np.ndarray
     send_index: np.ndarray
     send_counts: np.ndarray
+    dst_send_index: np.ndarray
+    dst_send_counts: np.ndarray
+    dst_recv_counts: np.ndarray
+    dst_recv_rows: np.ndarray
+    any_source_side: bool
     out_degree: np.ndarray
+    in_degree: np.ndarray
+    self_loops: np.ndarray
     features: np.ndarray | None
     labels: np.ndarray | None
+    in_hubs: np.ndarray
 
     @property
     def num_local(self) -> int:
@@ -132,9 +185,9 @@ class DistributedGraph:
         return len(self.ghost_ids)
 
     @property
-    def in_degree(self) -> np.ndarray:
-        """[n] int64 in-degree of each owned vertex (in the loaded, possibly symmetrised, graph)."""
-        return np.diff(self.in_indptr)
+    def num_local_edges(self) -> int:
+        """Edges this rank processes each superstep (destination-side and source-side)."""
+        return len(self.in_indices) + len(self.part_src)
 
     def local_index(self, ids: np.ndarray) -> np.ndarray:
         """Local positions [k] of global ids [k] owned by this rank."""
@@ -142,12 +195,14 @@ class DistributedGraph:
 
 
 def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool = False,
-               features: bool = True) -> DistributedGraph:
+               features: bool = True, hubs: HubOptions | None = None) -> DistributedGraph:
     """Collectively load ``source`` (a path, ``GraphData``, ``GraphFile`` or ``ArraySource``).
 
     ``symmetric`` adds the reverse of every edge (for programs that follow edges both ways, like
-    weak components). ``features`` reads ``/nodes/features`` when present.
+    weak components). ``features`` reads ``/nodes/features`` when present. ``hubs`` chooses the
+    hub strategies (default: both on, automatic threshold).
     """
+    hubs = hubs or HubOptions()
     error, src = None, None
     try:
         src = _as_source(source)
@@ -169,9 +224,19 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     partition = make_partition(partitioner, read_bounds, header.num_nodes, comm.size)
     owned = partition.owned(comm.rank)
     out_degree, feats, labels = _vertex_data(comm, partition, part, owned)
-    edges = _edges_to_owners(comm, partition, part, symmetric)
-    graph = _build_local(comm, partition, header, owned, edges, out_degree, feats, labels)
-    return graph
+    edges = _slice_edges(part, symmetric)
+    in_degree, self_loops = _count_in_edges(comm, partition, edges, len(owned))
+    threshold = hubs.resolved_threshold(header.num_nodes, header.num_edges * (1 + symmetric), comm.size)
+    in_hubs = np.zeros(0, np.int64)
+    if hubs.partial_gather:
+        in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
+    edges["source_side"] = np.isin(edges["dst"], in_hubs)
+    if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
+        row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
+        edges["source_side"][:len(row_degree)] |= row_degree > threshold
+    placed = _place_edges(comm, partition, edges)
+    return _build_local(comm, partition, header, owned, placed, out_degree, in_degree, self_loops,
+                        feats, labels, in_hubs)
 
 
 def _as_source(source):
@@ -204,17 +269,21 @@ def _vertex_data(comm, partition, part, owned):
     return received["out_degree"], feats, labels
 
 
-def _edges_to_owners(comm, partition, part, symmetric):
-    """All edges whose destination this rank owns: records of (src, dst, weight), [E_r]."""
+def _slice_edges(part, symmetric):
+    """The edges read by this rank as records [E_r] (the reverse edges appended if ``symmetric``)."""
     src = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
     dst = np.asarray(part.indices, dtype=np.int64)
     weights = np.ones(len(dst), np.float32) if part.weights is None else part.weights
     if symmetric:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
         weights = np.concatenate([weights, weights])
-    records = np.empty(len(src), dtype=_EDGE)
+    records = np.zeros(len(src), dtype=_EDGE)
     records["src"], records["dst"], records["weight"] = src, dst, weights
-    owners = partition.owner(dst)
+    return records
+
+
+def _send_to(comm, records, owners):
+    """Send each record to the rank ``owners`` [k] names; returns the records received."""
     if comm.size == 1:
         return records
     order = np.argsort(owners, kind="stable")
@@ -222,16 +291,45 @@ def _edges_to_owners(comm, partition, part, symmetric):
     return received
 
 
-def _build_local(comm, partition, header, owned, edges, out_degree, feats, labels):
+def _count_in_edges(comm, partition, edges, n):
+    """In-degree [n] and self-loop count [n] of the owned vertices, over every rank's edges."""
+    dst, first, counts = np.unique(edges["dst"], return_index=True, return_counts=True)
+    records = np.zeros(len(dst), dtype=_COUNT)
+    records["dst"], records["count"] = dst, counts
+    loops = edges["dst"][edges["src"] == edges["dst"]]
+    records["loops"] = np.bincount(np.searchsorted(dst, loops), minlength=len(dst)) if len(dst) else 0
+    received = _send_to(comm, records, partition.owner(dst))
+    local = partition.local_index(received["dst"], comm.rank)
+    return (np.bincount(local, weights=received["count"], minlength=n).astype(np.int64),
+            np.bincount(local, weights=received["loops"], minlength=n).astype(np.int64))
+
+
+def _place_edges(comm, partition, edges):
+    """Move each edge to the rank that processes it: its source's owner if source-side, else its
+    destination's owner."""
+    owners = np.where(edges["source_side"], partition.owner(edges["src"]), partition.owner(edges["dst"]))
+    return _send_to(comm, edges, owners)
+
+
+def _build_local(comm, partition, header, owned, edges, out_degree, in_degree, self_loops, feats,
+                 labels, in_hubs):
     n = len(owned)
 
     def to_local(ids):
         return partition.local_index(ids, comm.rank)
 
+    has_weights = header.has_weights
+    source_side = edges[edges["source_side"]]
+    order = np.lexsort((source_side["src"], source_side["dst"]))
+    source_side = source_side[order]
+    part_dst, part_counts = np.unique(source_side["dst"], return_counts=True)
+    part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
+
+    edges = edges[~edges["source_side"]]
     dst_local = to_local(edges["dst"])
     order = np.argsort(dst_local * header.num_nodes + edges["src"], kind="stable")  # by (dst, src)
     dst_local, src = dst_local[order], edges["src"][order]
-    weights = edges["weight"][order] if header.has_weights else None
+    weights = edges["weight"][order] if has_weights else None
     in_indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst_local, minlength=n), out=in_indptr[1:])
 
@@ -249,10 +347,19 @@ def _build_local(comm, partition, header, owned, edges, out_degree, feats, label
     ghost_counts = np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
 
     wanted, send_counts = comm.alltoallv(ghost_ids, ghost_counts)
+    part_owner = partition.owner(part_dst)
+    dst_recv_rows = np.lexsort((part_dst, part_owner))
+    dst_recv_counts = np.bincount(part_owner, minlength=comm.size).astype(np.int64)
+    dst_wanted, dst_send_counts = comm.alltoallv(part_dst[dst_recv_rows], dst_recv_counts)
+    any_source_side = any(comm.allgather(bool(len(part_dst))))
     return DistributedGraph(
         comm=comm, partition=partition, num_nodes=header.num_nodes, num_edges=header.num_edges,
         directed=header.directed, owned=owned, in_indptr=in_indptr, in_indices=in_indices,
-        in_weights=weights,
+        in_weights=weights, part_indptr=part_indptr, part_dst=part_dst,
+        part_src=to_local(source_side["src"]),
+        part_weights=np.ascontiguousarray(source_side["weight"]) if has_weights else None,
         ghost_ids=ghost_ids, ghost_counts=ghost_counts, send_index=to_local(wanted),
-        send_counts=send_counts, out_degree=np.asarray(out_degree, dtype=np.int64),
-        features=feats, labels=labels)
+        send_counts=send_counts, dst_send_index=to_local(dst_wanted), dst_send_counts=dst_send_counts,
+        dst_recv_counts=dst_recv_counts, dst_recv_rows=dst_recv_rows, any_source_side=any_source_side,
+        out_degree=np.asarray(out_degree, dtype=np.int64),
+        in_degree=in_degree, self_loops=self_loops, features=feats, labels=labels, in_hubs=in_hubs)

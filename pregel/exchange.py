@@ -9,9 +9,10 @@ What rank ``r`` sends to rank ``q`` in one superstep, packed into one byte block
 * direct messages — messages to arbitrary vertices owned by ``q``, already combined per
   destination on ``r``: global ids, then per-message counts (for ``mean``), then the rows.
 
-The header ``(ghost rows, slots present, direct rows, dtype code, row width)`` goes first, so each
-side knows every block's layout. Rows are float32 or float64, ``[F]`` or scalar (width 0); every
-rank that sends must send the same kind of row.
+The header ``(ghost rows, slots present, direct rows, ghost dtype code, ghost row width, direct
+dtype code, direct row width)`` goes first, so each side knows every block's layout. Rows are
+float32 or float64, ``[F]`` or scalar (width 0); every rank that sends must send the same kind of
+ghost row (and of direct row: partial softmax rows are wider than the messages).
 """
 
 from dataclasses import dataclass
@@ -65,15 +66,16 @@ class Incoming:
 def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
     """Send ``out`` along the exchange plan of ``graph`` and receive this rank's messages."""
     comm, size = graph.comm, graph.comm.size
-    dtype, row_shape = _row_kind(out)
+    ghost_kind = _row_kind(out.values, always=True)
+    direct_kind = _row_kind(out.direct_values, always=False)
     send_offsets = np.concatenate([[0], np.cumsum(graph.send_counts)])
     direct_owner = graph.partition.owner(out.direct_ids)
     direct_order = np.argsort(direct_owner, kind="stable")
     direct_offsets = np.concatenate([[0], np.cumsum(np.bincount(direct_owner, minlength=size))])
 
-    header = np.zeros((size, 5), dtype=np.int64)
-    header[:, 3] = 0 if dtype is None else _WIRE_CODE[dtype]
-    header[:, 4] = row_shape[0] if row_shape else 0
+    header = np.zeros((size, 7), dtype=np.int64)
+    header[:, 3:5] = _encode(ghost_kind)
+    header[:, 5:7] = _encode(direct_kind)
     blocks = []
     for q in range(size):
         plan = graph.send_index[send_offsets[q]:send_offsets[q + 1]]
@@ -96,7 +98,7 @@ def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
     recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
     payload = comm.alltoallv_known(np.concatenate(blocks), block_bytes, recv_bytes)
 
-    incoming = _unpack(graph, payload, recv_header, recv_bytes, with_counts, dtype, row_shape)
+    incoming = _unpack(graph, payload, recv_header, recv_bytes, with_counts, ghost_kind, direct_kind)
     others = np.arange(size) != comm.rank
     incoming.rows_sent = int((header[others, 0] + header[others, 2]).sum())
     incoming.rows_received = int((recv_header[others, 0] + recv_header[others, 2]).sum())
@@ -105,59 +107,77 @@ def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
     return incoming
 
 
-def _row_kind(out: Outgoing):
-    """(dtype, row shape) of the rows this rank sends, or (None, ()) when it sends none."""
-    for values in (out.values, out.direct_values):
-        if values is not None and (len(values) or values is out.values):
-            if values.dtype not in _WIRE_CODE or values.ndim not in (1, 2):
-                raise ValueError(f"messages must be float32/float64 arrays [n] or [n, F], "
-                                 f"got {values.dtype} with shape {values.shape}")
-            return values.dtype, values.shape[1:]
-    return None, ()
+def _row_kind(values, always: bool):
+    """(dtype, row shape) of ``values`` [k] / [k, F], or (None, ()) when there are none to send
+    (``always``: an empty array still tells the kind, as a rank without vertices has)."""
+    if values is None or not (len(values) or always):
+        return None, ()
+    if values.dtype not in _WIRE_CODE or values.ndim not in (1, 2):
+        raise ValueError(f"messages must be float32/float64 arrays [n] or [n, F], "
+                         f"got {values.dtype} with shape {values.shape}")
+    return values.dtype, values.shape[1:]
+
+
+def _encode(kind):
+    dtype, row_shape = kind
+    return (0 if dtype is None else _WIRE_CODE[dtype]), (row_shape[0] if row_shape else 0)
+
+
+def _decode(code, width):
+    return WIRE_DTYPES[int(code)], ((int(width),) if width else ())
+
+
+def _row_bytes(code, width) -> int:
+    return 0 if code == 0 else WIRE_DTYPES[int(code)].itemsize * max(int(width), 1)
 
 
 def _block_bytes(header_row, with_counts) -> int:
-    k, has_slots, m, code, width = (int(v) for v in header_row)
-    row_bytes = 0 if code == 0 else WIRE_DTYPES[code].itemsize * max(width, 1)
-    return (k * (row_bytes + has_slots * _ID.itemsize)
-            + m * (row_bytes + _ID.itemsize * (1 + with_counts)))
+    k, has_slots, m, ghost_code, ghost_width, direct_code, direct_width = (int(v) for v in header_row)
+    return (k * (_row_bytes(ghost_code, ghost_width) + has_slots * _ID.itemsize)
+            + m * (_row_bytes(direct_code, direct_width) + _ID.itemsize * (1 + with_counts)))
 
 
-def _unpack(graph, payload, recv_header, recv_bytes, with_counts, dtype, row_shape) -> Incoming:
-    senders = [(WIRE_DTYPES[c], (w,) if w else ()) for k, _, m, c, w in recv_header if c and (k or m)]
-    if dtype is None and senders:
-        dtype, row_shape = senders[0]
-    for kind in senders:
-        if kind != (dtype, row_shape):
-            raise ValueError(f"ranks send different messages: {dtype} rows of shape {row_shape} "
-                             f"and {kind[0]} rows of shape {kind[1]}; message() must return the "
-                             "same dtype and width on every rank")
+def _agreed_kind(mine, recv_header, code_column, what):
+    """The kind of row every sending rank uses (they must agree); (None, ()) when none sends."""
+    kinds = {_decode(h[code_column], h[code_column + 1]) for h in recv_header if h[code_column]}
+    if mine[0] is not None:
+        kinds.add((mine[0], tuple(mine[1])))
+    if len(kinds) > 1:
+        raise ValueError(f"ranks send different {what}: {sorted(map(str, kinds))}; message() must "
+                         "return the same dtype and width on every rank")
+    return kinds.pop() if kinds else (None, ())
+
+
+def _unpack(graph, payload, recv_header, recv_bytes, with_counts, ghost_kind, direct_kind) -> Incoming:
+    dtype, row_shape = _agreed_kind(ghost_kind, recv_header, 3, "message rows")
+    direct_dtype, direct_shape = _agreed_kind(direct_kind, recv_header, 5, "direct message rows")
+    direct_dtype = direct_dtype or np.dtype(np.float64)
     g = graph.num_ghosts
     ghost_values = np.zeros((g,) + row_shape, dtype=dtype or np.float64)
     partial = bool(recv_header[:, 1].any())
     ghost_sent = np.zeros(g, dtype=bool) if partial else None
     ghost_offsets = np.concatenate([[0], np.cumsum(graph.ghost_counts)])
-    ids, counts, values = [np.zeros(0, _ID)], [np.zeros(0, _ID)], [np.zeros((0,) + row_shape, dtype or np.float64)]
+    ids, counts, values = [np.zeros(0, _ID)], [np.zeros(0, _ID)], [np.zeros((0,) + direct_shape, direct_dtype)]
     position = 0
-    for p, (k, has_slots, m, _, _) in enumerate(recv_header):
+    for p, (k, has_slots, m, *_) in enumerate(recv_header):
         reader = _Reader(payload[position:position + recv_bytes[p]])
         position += int(recv_bytes[p])
         base = ghost_offsets[p]
         if has_slots:
             slots = base + reader.take(_ID, k, ())
-            ghost_values[slots] = reader.take(dtype, k, row_shape)
+            ghost_values[slots] = reader.take(ghost_values.dtype, k, row_shape)
             ghost_sent[slots] = True
         else:
-            ghost_values[base:base + k] = reader.take(dtype, k, row_shape)
+            ghost_values[base:base + k] = reader.take(ghost_values.dtype, k, row_shape)
             if partial:
                 ghost_sent[base:base + k] = True
         ids.append(reader.take(_ID, m, ()))
         if with_counts:
             counts.append(reader.take(_ID, m, ()))
-        values.append(reader.take(dtype, m, row_shape))
-    return Incoming(ghost_values, ghost_sent, dtype, row_shape, np.concatenate(ids),
-                    np.concatenate(values), np.concatenate(counts) if with_counts else None,
-                    0, 0, 0, 0)
+        values.append(reader.take(direct_dtype, m, direct_shape))
+    return Incoming(ghost_values, ghost_sent, dtype, row_shape,
+                    np.concatenate(ids), np.concatenate(values),
+                    np.concatenate(counts) if with_counts else None, 0, 0, 0, 0)
 
 
 def _to_bytes(arrays) -> np.ndarray:

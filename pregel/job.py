@@ -32,15 +32,18 @@ class JobReport:
 
 
 def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, partitioner: str = "range",
-            max_supersteps: int | None = None, progress: bool = False,
+            max_supersteps: int | None = None, progress: bool = False, hubs=None,
             extra_attrs: dict | None = None) -> JobReport:
-    """Load ``graph_source`` on every rank, run ``program``, and write the result to ``out_path``."""
+    """Load ``graph_source`` on every rank, run ``program``, and write the result to ``out_path``.
+
+    ``hubs``: a ``pregel.dgraph.HubOptions`` (default: both hub strategies on).
+    """
     problem = None
     if out_path is not None and not Path(out_path).resolve().parent.is_dir():
         problem = InputError.at(out_path, None, "cannot write: its folder does not exist")
     comm.agree(problem)
     started = time.perf_counter()
-    graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric)
+    graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric, hubs=hubs)
     load_seconds = time.perf_counter() - started
     result = run(graph, program, max_supersteps, progress)
     values = gather_values(graph, result.values)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-COMBINERS = ("sum", "min", "max", "mean", None)
+COMBINERS = ("sum", "min", "max", "mean", "softmax", None)
 
 
 class VertexProgram:
@@ -27,7 +27,10 @@ class VertexProgram:
 
     * ``combiner`` — how messages to one vertex are combined: ``'sum'``, ``'min'``, ``'max'``,
       ``'mean'`` (each with an identity element, so the sending rank pre-reduces them: *partial
-      gather*), or ``None``: ``apply`` then gets every message as ``Messages`` (a CSR by receiver).
+      gather*); ``'softmax'`` (attention: ``edge_message`` returns per-edge ``(logits [E, H],
+      values [E, H, C])`` and ``apply`` gets ``SoftmaxParts``, whose ``normalized()`` is
+      ``Σ softmax(logits) · values`` per head); or ``None``: ``apply`` then gets every message as
+      ``Messages`` (a CSR by receiver). It is read every superstep, so a program may change it.
     * ``weighted`` — multiply each message by its edge's weight (GCN-style normalisation).
     * ``symmetric`` — follow every edge both ways (the engine loads the reverse edges too).
     * ``max_supersteps`` — a default cap, overridden by the ``run`` argument.
@@ -60,12 +63,24 @@ class VertexProgram:
         with ``senders`` a bool [n] mask. Messages to arbitrary vertices: ``ctx.send_to``."""
         return None
 
-    def edge_message(self, ctx: "Context", src_values, weights):
-        """Optional per-edge transform on the receiving rank: ``src_values`` [E_r] / [E_r, F] are the
-        senders' values on each local in-edge, ``weights`` [E_r] float32 (ones if the file has
-        none); returns the per-edge messages. Not overridden: messages are the values themselves
-        (times the weight if ``weighted``), reduced in one fused pass."""
+    @property
+    def per_edge(self) -> bool:
+        """Whether ``edge_message`` transforms each edge's message this superstep (default: when
+        ``edge_message`` is overridden). Without it, messages are reduced in one fused pass."""
+        return type(self).edge_message is not VertexProgram.edge_message
+
+    def edge_message(self, ctx: "Context", src_values, dst_values, weights):
+        """Per-edge transform, vectorised over a batch of E edges: ``src_values`` [E] / [E, F] the
+        senders' values, ``dst_values`` [E, k] the receivers' ``destination_values`` (or None),
+        ``weights`` [E] float32 (ones if the file has none); ``ctx.edge_src`` / ``ctx.edge_dst``
+        hold the edges' global ids. Returns the per-edge messages (``(logits, values)`` for the
+        softmax combiner). Used only when ``per_edge`` is true."""
         return src_values
+
+    def destination_values(self, ctx: "Context", state):
+        """Optional per-vertex terms [n, k] that ``edge_message`` needs from the receiving end of
+        each edge (e.g. GAT's destination attention score); None when not needed."""
+        return None
 
     def apply(self, ctx: "Context", state, gathered):
         """New state from the combined messages ``gathered`` ([n] / [n, F]; ``Messages`` when
@@ -100,15 +115,18 @@ class Messages:
 class Context:
     """What a vertex program may read about the run and its rank's vertices.
 
-    global_ids, out_degree, in_degree: [n] int64; features: [n, F] float32 or None;
-    labels: [n] int64 or None; active: [n] bool before ``message``; received: [n] bool in
-    ``apply``; aggregated: the aggregator values reduced after the previous superstep (or init).
+    global_ids, out_degree, in_degree, self_loops: [n] int64 (over the whole graph);
+    features: [n, F] float32 or None; labels: [n] int64 or None; active: [n] bool before
+    ``message``; received: [n] bool in ``apply``; aggregated: the aggregator values reduced after
+    the previous superstep (or init); edge_src, edge_dst: [E] global ids, in ``edge_message``.
     """
 
     graph: object
     superstep: int = 0
     active: np.ndarray | None = None
     received: np.ndarray | None = None
+    edge_src: np.ndarray | None = None
+    edge_dst: np.ndarray | None = None
     aggregated: dict = field(default_factory=dict)
     _pending_aggregates: dict = field(default_factory=dict)
     _direct: list = field(default_factory=list)
@@ -141,6 +159,10 @@ class Context:
     @property
     def in_degree(self) -> np.ndarray:
         return self.graph.in_degree
+
+    @property
+    def self_loops(self) -> np.ndarray:
+        return self.graph.self_loops
 
     @property
     def features(self):

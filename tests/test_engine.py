@@ -1,4 +1,5 @@
-"""The superstep engine at P = 1, 2 and 3 with both partitioners, against networkx and NumPy oracles.
+"""The superstep engine at P = 1, 2 and 3 with both partitioners and with the hub strategies
+(partial gather, shadow nodes on/off), against networkx and NumPy oracles.
 
 One module-scoped fixture writes the test graphs and runs tests/mpi_scripts/run_programs.py once
 per P under mpiexec (each run covers every graph, partitioner and program), so the suite pays
@@ -19,7 +20,7 @@ from pregel.generate import generate_graph, random_features
 from pregel.graph_io import GraphData, read_graph, write_graph
 
 SIZES = (1, 2, 3)
-PARTITIONERS = ("range", "hash")
+LAYOUTS = ("range", "hash", "hubs", "noshadow")  # see tests/mpi_scripts/run_programs.py
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "run_programs.py")
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 
@@ -75,11 +76,11 @@ def runs(tmp_path_factory):
 
 
 def _each(runs, name, key):
-    """(P, partitioner, values) for every run of program ``key`` on graph ``name``."""
+    """(P, layout, values) for every run of program ``key`` on graph ``name``."""
     _, results = runs
     for size in SIZES:
-        for partitioner in PARTITIONERS:
-            yield size, partitioner, results[size][f"{name}/{partitioner}/{key}"]
+        for layout in LAYOUTS:
+            yield size, layout, results[size][f"{name}/{layout}/{key}"]
 
 
 GRAPHS = ("powerlaw", "components", "dangling", "hub", "isolated")
@@ -195,6 +196,26 @@ def test_float32_matrix_state_with_edge_weights(runs):
     for size, partitioner, values in _each(runs, "features", "feature_sum"):
         assert values.dtype == np.float32 and values.shape == (n, 5)
         np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-5, err_msg=f"{size} {partitioner}")
+
+
+def test_softmax_combiner_partial_attention(runs):
+    graph = runs[0]["features"]
+    n, x = graph.num_nodes, graph.features[:, :4].astype(np.float64)
+    src = np.repeat(np.arange(n), np.diff(graph.indptr))
+
+    def leaky(v):
+        return np.where(v > 0, v, 0.2 * v)
+
+    expected = np.zeros((n, 4))
+    for i in range(n):  # the oracle loops over receivers: plain softmax per head
+        senders = src[(graph.indices == i) & (src != i)]
+        logits = np.vstack([leaky(x[senders, :2] + x[i, 2:]), leaky(x[i, :2] + x[i, 2:])])
+        values = np.vstack([x[senders], x[i][None]]).reshape(-1, 2, 2)
+        weights = np.exp(logits - logits.max(axis=0))
+        weights /= weights.sum(axis=0)
+        expected[i] = (weights[:, :, None] * values).sum(axis=0).reshape(4)
+    for size, layout, values in _each(runs, "features", "attention"):
+        np.testing.assert_allclose(values, expected, rtol=1e-10, atol=1e-12, err_msg=f"{size} {layout}")
 
 
 def test_in_memory_graph_equals_file(runs):

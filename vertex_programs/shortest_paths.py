@@ -35,15 +35,15 @@ class ShortestPaths(_FromSource):
     """
 
     def check_input(self, ctx):
-        weights = ctx.graph.in_weights
-        if weights is not None and len(weights) and weights.min() < 0:
+        weights = np.concatenate([w for w in (ctx.graph.in_weights, ctx.graph.part_weights) if w is not None])
+        if len(weights) and weights.min() < 0:
             return "sssp needs non-negative edge weights; /graph/weights has negative values"
         return super().check_input(ctx)
 
     def message(self, ctx, dist):
         return dist
 
-    def edge_message(self, ctx, src_values, weights):
+    def edge_message(self, ctx, src_values, dst_values, weights):
         return src_values + weights
 
 

@@ -127,3 +127,33 @@ class FeatureSum(VertexProgram):
 
     def apply(self, ctx, x, gathered):
         return gathered, False
+
+
+class Attention(VertexProgram):
+    """One superstep of 2-head attention over [n, 4] float64 rows: per edge j -> i the logit is
+    leaky_relu(x_j[:2] + x_i[2:]) per head (self-loops in the graph masked out, then one self term
+    added), the value is x_j split into 2 heads of 2 channels; output the softmax-weighted sums."""
+
+    combiner = "softmax"
+
+    def init(self, ctx):
+        return ctx.features[:, :4].astype(np.float64)
+
+    def message(self, ctx, x):
+        return x
+
+    def destination_values(self, ctx, x):
+        return x[:, 2:]
+
+    def edge_message(self, ctx, src, dst, weights):
+        logits = _leaky(src[:, :2] + dst)
+        logits[ctx.edge_src == ctx.edge_dst] = -np.inf
+        return logits, src.reshape(-1, 2, 2)
+
+    def apply(self, ctx, x, parts):
+        own = parts.with_self(_leaky(x[:, :2] + x[:, 2:]), x.reshape(-1, 2, 2))
+        return own.normalized().reshape(-1, 4), False
+
+
+def _leaky(v):
+    return np.where(v > 0, v, 0.2 * v)

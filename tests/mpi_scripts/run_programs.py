@@ -1,8 +1,10 @@
-"""Run every test program on every graph file of a folder, at this job's size, both partitioners.
+"""Run every test program on every graph file of a folder, at this job's size, in every layout.
 
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/run_programs.py FOLDER
-Writes FOLDER/results_P.npz on rank 0 with one entry per (graph, partitioner, program):
-the values in global order, and the number of supersteps.
+Writes FOLDER/results_P.npz on rank 0 with one entry per (graph, layout, program): the values
+in global order, and the number of supersteps. Layouts: the two partitioners, and the range
+partitioner with a hub threshold of 3 so that most vertices are hubs (partial gather on, with
+shadow nodes on and off).
 """
 
 import glob
@@ -15,9 +17,17 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import engine_programs as ep  # noqa: E402
 from pregel.comm import Comm  # noqa: E402
+from pregel.dgraph import HubOptions  # noqa: E402
 from pregel.graph_io import read_graph  # noqa: E402
 from pregel.job import run_job  # noqa: E402
 from vertex_programs import BreadthFirst, PageRank, ShortestPaths, WeakComponents  # noqa: E402
+
+LAYOUTS = {
+    "range": ("range", HubOptions()),
+    "hash": ("hash", HubOptions()),
+    "hubs": ("range", HubOptions(threshold=3)),
+    "noshadow": ("hash", HubOptions(threshold=3, shadow_nodes=False)),
+}
 
 PROGRAMS = {
     "pagerank": lambda: PageRank(tol=1e-12, max_iter=300),
@@ -42,15 +52,15 @@ def main(folder):
     results = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.h5"))):
         name = os.path.basename(path)[:-3]
-        for partitioner in ("range", "hash"):
+        for layout, (partitioner, hubs) in LAYOUTS.items():
             programs = dict(PROGRAMS)
             if name == "features":
-                programs = {"feature_sum": ep.FeatureSum}
+                programs = {"feature_sum": ep.FeatureSum, "attention": ep.Attention}
             for key, make in programs.items():
-                report = run_job(comm, path, make(), None, algorithm=key, partitioner=partitioner)
+                report = run_job(comm, path, make(), None, algorithm=key, partitioner=partitioner, hubs=hubs)
                 if comm.rank == 0:
-                    results[f"{name}/{partitioner}/{key}"] = report.values
-                    results[f"{name}/{partitioner}/{key}/supersteps"] = report.result.supersteps
+                    results[f"{name}/{layout}/{key}"] = report.values
+                    results[f"{name}/{layout}/{key}/supersteps"] = report.result.supersteps
         if name == "hub":  # the same graph built in memory instead of read from the file
             report = run_job(comm, read_graph(path), PageRank(tol=1e-12, max_iter=300), None,
                              algorithm="pagerank")

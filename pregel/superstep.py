@@ -1,0 +1,279 @@
+"""The data path of one superstep: what a rank sends and how it combines what it receives.
+
+Sender side (``Superstep.outgoing``): the program's per-vertex message values; for source-side
+(hub) edges, the partial aggregate of each hub's share, reduced here (*partial gather*); and the
+messages to arbitrary vertices from ``ctx.send_to``, pre-reduced per destination. Receiver side
+(``Superstep.gather``): a segment reduction over the destination-side in-edges (one fused
+``gather_reduce`` pass when there is no per-edge transform), merged with the partial aggregates
+and direct messages that arrived.
+"""
+
+from functools import cached_property
+
+import numpy as np
+
+from kernels.gather import gather_reduce
+from kernels.scatter import scatter_reduce
+from pregel.exchange import Outgoing
+from pregel.program import COMBINERS, Messages, VertexProgram
+from pregel.softmax_parts import SoftmaxParts
+
+IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
+_COMBINE = {"sum": np.add, "min": np.minimum, "max": np.maximum}
+
+
+def as_numpy(values) -> np.ndarray:
+    """A NumPy view of a NumPy array or (CPU) torch tensor."""
+    return values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
+
+
+def wire(values) -> np.ndarray:
+    """Message rows as float32/float64 (integers and booleans are reduced in float64, exact below 2**53)."""
+    values = as_numpy(values)
+    if values.dtype not in (np.float32, np.float64):
+        values = values.astype(np.float64)
+    return np.ascontiguousarray(values)
+
+
+class EdgeIds:
+    """Per-edge index arrays of a rank's edges, built once per run and only when a path needs them."""
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    @cached_property
+    def dst_rows(self) -> np.ndarray:
+        """[E_d] local destination row of each destination-side edge."""
+        g = self.graph
+        return np.repeat(np.arange(g.num_local, dtype=np.int64), np.diff(g.in_indptr))
+
+    @cached_property
+    def dst_side(self) -> tuple:
+        """(weights, src ids, dst ids, dst rows) of the destination-side edges."""
+        g = self.graph
+        return (g.in_weights, np.concatenate([g.owned, g.ghost_ids])[g.in_indices],
+                g.owned[self.dst_rows], self.dst_rows)
+
+    @cached_property
+    def part_rows(self) -> np.ndarray:
+        """[E_s] row (position in ``part_dst``) of each source-side edge."""
+        g = self.graph
+        return np.repeat(np.arange(len(g.part_dst), dtype=np.int64), np.diff(g.part_indptr))
+
+    @cached_property
+    def src_side(self) -> tuple:
+        """(weights, src ids, dst ids, hub rows) of the source-side edges."""
+        g = self.graph
+        return g.part_weights, g.owned[g.part_src], g.part_dst[self.part_rows], self.part_rows
+
+
+class Superstep:
+    """One superstep's settings (read from the program each superstep) and both sides of its data path."""
+
+    def __init__(self, graph, program: VertexProgram, ctx, edge_ids: EdgeIds):
+        self.graph, self.program, self.ctx, self.edges = graph, program, ctx, edge_ids
+        self.combiner = program.combiner
+        if self.combiner not in COMBINERS:
+            raise ValueError(f"combiner must be one of {COMBINERS}, got {self.combiner!r}")
+        self.per_edge = program.per_edge
+        self.dst_values = None      # [n, k] destination terms for per-edge transforms
+        self.hub_dst_values = None  # [h, k] the same for this rank's source-side hub rows
+
+    @property
+    def with_counts(self) -> bool:
+        return self.combiner == "mean"
+
+    # ------------------------------------------------------------------ sender side
+
+    def outgoing(self, state, active) -> Outgoing:
+        """Call ``message`` (and ``destination_values``), reduce source-side partials, combine
+        direct messages; returns what this rank sends."""
+        ctx, g = self.ctx, self.graph
+        sent = self.program.message(ctx, state)
+        senders = active
+        if isinstance(sent, tuple):
+            sent, senders = sent
+            senders = np.asarray(senders, dtype=bool)
+        values = None
+        if sent is not None:
+            values = wire(sent)
+            if values.shape[0] != g.num_local:
+                raise ValueError(f"message() must return one row per owned vertex ({g.num_local}), "
+                                 f"got {values.shape[0]}")
+        if self.per_edge:
+            self._destination_values(state)
+        all_send = bool(senders.all())
+        parts = [] if values is None else [self._partials(values, None if all_send else senders)]
+        parts += [(ids, wire(v), np.ones(len(ids), np.int64)) for ids, v in ctx._direct]
+        ids, direct, counts = self._combine_direct(parts, values)
+        return Outgoing(values, None if all_send else senders, ids, direct, counts)
+
+    def _destination_values(self, state):
+        """The program's destination terms [n, k], and those of this rank's source-side rows [h, k]
+        (fetched from their owners through the plan computed at load)."""
+        dst = self.program.destination_values(self.ctx, state)
+        self.dst_values = None if dst is None else wire(dst)
+        g = self.graph
+        if self.dst_values is None or not g.any_source_side:
+            return
+        received = g.comm.alltoallv_known(self.dst_values[g.dst_send_index], g.dst_send_counts,
+                                          g.dst_recv_counts)
+        self.hub_dst_values = np.empty((len(g.part_dst),) + self.dst_values.shape[1:], self.dst_values.dtype)
+        self.hub_dst_values[g.dst_recv_rows] = received
+
+    def _partials(self, values, senders):
+        """Partial aggregates of this rank's source-side edges: (hub ids, rows, counts)."""
+        g = self.graph
+        if not len(g.part_src):
+            return np.zeros(0, np.int64), values[:0], np.zeros(0, np.int64)
+        sent_edge = None if senders is None else senders[g.part_src]
+        rows_of_edges = self.edges.part_rows
+        if self.combiner is None:
+            per_edge = self._edge_values(values[g.part_src], *self.edges.src_side, source_side=True)
+            keep = np.ones(len(per_edge), bool) if sent_edge is None else sent_edge
+            return g.part_dst[rows_of_edges][keep], per_edge[keep], np.ones(int(keep.sum()), np.int64)
+        counts = (np.diff(g.part_indptr) if sent_edge is None else
+                  np.bincount(rows_of_edges, weights=sent_edge, minlength=len(g.part_dst)).astype(np.int64))
+        if self.combiner == "softmax":
+            logits, vals = self._edge_values(values[g.part_src], *self.edges.src_side, source_side=True)
+            if sent_edge is not None:
+                logits = np.where(sent_edge[:, None], logits, -np.inf)
+            rows = SoftmaxParts.of_rows(g.part_indptr, logits, vals).to_rows()
+        else:
+            rows = self._reduce_edges(g.part_indptr, g.part_src, values, senders, self.edges.src_side,
+                                      source_side=True)
+        keep = counts > 0
+        return g.part_dst[keep], rows[keep], counts[keep]
+
+    def _combine_direct(self, parts, values):
+        """Concatenate (ids, rows, counts) parts; pre-reduce per destination with the combiner."""
+        ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        counts = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
+        row_shape = () if values is None else values.shape[1:]
+        dtype = np.float64 if values is None else values.dtype
+        rows = (np.concatenate([p[1].reshape((len(p[0]),) + p[1].shape[1:]) for p in parts])
+                if parts and len(ids) else np.zeros((0,) + row_shape, dtype))
+        mean = self.combiner == "mean"
+        if self.combiner in (None, "softmax") or not len(ids):
+            if self.combiner == "softmax" and self.ctx._direct:
+                raise ValueError("send_to cannot be used with the softmax combiner")
+            return ids, rows, (counts if mean else None)
+        unique, inverse = np.unique(ids, return_inverse=True)
+        if len(unique) == len(ids):
+            return ids, rows, (counts if mean else None)
+        reduced, _ = scatter_reduce(inverse, rows, len(unique), "sum" if mean else self.combiner, check=False)
+        total = np.bincount(inverse, weights=counts, minlength=len(unique)).astype(np.int64)
+        return unique, reduced, (total if mean else None)
+
+    # ------------------------------------------------------------------ shared by both sides
+
+    def _edge_values(self, src_values, weights, src_ids, dst_ids, dst_rows, source_side):
+        # weights [E] or None; src_ids, dst_ids [E] global ids; dst_rows [E] rows of the destination
+        # terms (local rows, or hub rows on the source side)
+        """Per-edge messages [E] / [E, F] (or (logits, values) for softmax) of a set of edges."""
+        if weights is None:
+            weights = np.ones(len(src_values), np.float32)
+        if not self.per_edge:
+            if self.program.weighted:
+                return src_values * weights.reshape((-1,) + (1,) * (src_values.ndim - 1))
+            return src_values
+        dst_values = None
+        if self.dst_values is not None:
+            dst_values = self.hub_dst_values[dst_rows] if source_side else self.dst_values[dst_rows]
+        self.ctx.edge_src, self.ctx.edge_dst = src_ids, dst_ids
+        out = self.program.edge_message(self.ctx, src_values, dst_values, weights)
+        self.ctx.edge_src = self.ctx.edge_dst = None
+        if self.combiner == "softmax":
+            logits, vals = (wire(o) for o in out)
+            return logits, vals
+        return wire(out)
+
+    def _reduce_edges(self, indptr, columns, values, sent, edge_side, source_side):
+        """Rows [R] / [R, F] of op over each CSR row's edges (mean gives sums; divided later).
+
+        indptr [R + 1], columns [E] rows of ``values``; sent: [len(values)] bool or None (all sent);
+        edge_side: the (weights, src ids, dst ids, dst rows) of these edges.
+        """
+        op = "sum" if self.combiner == "mean" else self.combiner
+        identity = IDENTITY[self.combiner]
+        if self.per_edge:
+            per_edge = self._edge_values(values[columns], *edge_side, source_side=source_side)
+            if sent is not None:
+                per_edge[~sent[columns]] = identity
+            return gather_reduce(indptr, np.arange(len(columns), dtype=np.int64), per_edge, op, check=False)
+        if sent is not None:  # non-senders contribute the identity
+            values = values.copy()
+            values[~sent] = identity
+        weights = edge_side[0] if self.program.weighted else None
+        return gather_reduce(indptr, columns, values, op, weights, check=False)
+
+    # ------------------------------------------------------------------ receiver side
+
+    def gather(self, out: Outgoing, inc):
+        """(gathered [n] / [n, F], ``Messages`` or ``SoftmaxParts``; received [n] bool)."""
+        g, n = self.graph, self.graph.num_local
+        dtype = inc.dtype or np.dtype(np.float64)
+        own = out.values if out.values is not None else np.zeros((n,) + inc.row_shape, dtype)
+        ext = np.concatenate([own, inc.ghost_values]) if g.num_ghosts else own
+        sent_ext = None
+        if out.values is None or out.senders is not None or inc.ghost_sent is not None:
+            own_sent = (np.zeros(n, bool) if out.values is None
+                        else np.ones(n, bool) if out.senders is None else out.senders)
+            ghost_sent = np.ones(g.num_ghosts, bool) if inc.ghost_sent is None else inc.ghost_sent
+            sent_ext = np.concatenate([own_sent, ghost_sent])
+        if self.combiner is None:
+            return self._messages(ext, sent_ext, inc)
+        if self.combiner == "softmax":
+            return self._softmax(ext, sent_ext, inc)
+        edge_side = self.edges.dst_side if self.per_edge else (g.in_weights, None, None, None)
+        gathered = self._reduce_edges(g.in_indptr, g.in_indices, ext, sent_ext, edge_side, False)
+        count = (np.diff(g.in_indptr).astype(np.float64) if sent_ext is None else
+                 np.bincount(self.edges.dst_rows, weights=sent_ext[g.in_indices], minlength=n))
+        op, identity = self.combiner, IDENTITY[self.combiner]
+        gathered[count == 0] = identity  # gather_reduce gives 0 for rows without edges
+        if len(inc.direct_ids):
+            local = g.local_index(inc.direct_ids)
+            reduce_op = "sum" if op == "mean" else op
+            direct, direct_count = scatter_reduce(local, inc.direct_values.astype(gathered.dtype), n,
+                                                  reduce_op, check=False)
+            if op == "mean":
+                direct_count = np.bincount(local, weights=inc.direct_counts, minlength=n)
+            filled = np.where(_rows(direct_count > 0, direct), direct, identity).astype(gathered.dtype)
+            gathered = _COMBINE[reduce_op](gathered, filled)
+            count = count + direct_count
+        received = count > 0
+        if op == "mean":
+            gathered = gathered / _rows(np.maximum(count, 1), gathered).astype(gathered.dtype)
+        gathered[~received] = identity
+        return gathered, received
+
+    def _softmax(self, ext, sent_ext, inc):
+        g = self.graph
+        logits, vals = self._edge_values(ext[g.in_indices], *self.edges.dst_side, source_side=False)
+        if sent_ext is not None:
+            logits = np.where(sent_ext[g.in_indices][:, None], logits, -np.inf)
+        parts = SoftmaxParts.of_rows(g.in_indptr, logits, vals)
+        if len(inc.direct_ids):
+            incoming = SoftmaxParts.from_rows(inc.direct_values.astype(vals.dtype), logits.shape[1])
+            parts = parts.merged(g.local_index(inc.direct_ids), incoming)
+        return parts, np.isfinite(parts.m).any(axis=1)
+
+    def _messages(self, ext, sent_ext, inc):
+        g, n = self.graph, self.graph.num_local
+        values = self._edge_values(ext[g.in_indices], *self.edges.dst_side, source_side=False)
+        receivers = self.edges.dst_rows
+        if sent_ext is not None:
+            keep = sent_ext[g.in_indices]
+            values, receivers = values[keep], receivers[keep]
+        if len(inc.direct_ids):
+            receivers = np.concatenate([receivers, g.local_index(inc.direct_ids)])
+            values = np.concatenate([values, inc.direct_values.astype(values.dtype)])
+        order = np.argsort(receivers, kind="stable")
+        counts = np.bincount(receivers, minlength=n)
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return Messages(indptr, values[order]), counts > 0
+
+
+def _rows(mask, like):
+    """``mask`` [n] reshaped to broadcast over the rows of ``like`` [n] / [n, F]."""
+    return mask.reshape((-1,) + (1,) * (np.ndim(like) - 1))
