@@ -1,0 +1,110 @@
+"""GAT (PyG ``GATConv``) as one superstep on the engine's softmax combiner."""
+
+import numpy as np
+import torch
+
+from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
+
+
+class GATLayer(GNNLayer):
+    """Per head h: x'_i = Σ_{j→i} α_ij · (x_j W)_h, then concat (or mean) over heads, + bias.
+
+    α_ij = softmax over the in-edges of i of leaky_relu(a_src · (x_j W)_h + a_dst · (x_i W)_h)
+    (PyG ``GATConv``; negative slope as saved, 0.2 by default). With ``add_self_loops`` (PyG's
+    default) the file's self-loops are dropped and one self loop per vertex is added; without it
+    they count as ordinary edges. Each vertex sends [x W | α_src] (H·C + H floats); the receiver
+    provides α_dst per edge; partial softmax sums travel for split hubs (``SoftmaxParts``).
+    Optional as in PyG: ``residual`` (x W_res added), no bias.
+    weight: [H·C, in]; att_src, att_dst: [H, C]; bias: [H·C] (concat) or [C] or None;
+    res_weight: [H·C or C, in] or None.
+    """
+
+    kind = "gat"
+    combiner = "softmax"
+    per_edge = True
+
+    def __init__(self, weight, att_src, att_dst, bias=None, concat: bool = True,
+                 negative_slope: float = 0.2, add_self_loops: bool = True, res_weight=None):
+        self.heads, self.channels = att_src.shape
+        self.weight, self.att_src, self.att_dst = weight, att_src, att_dst
+        self.bias, self.res_weight = bias, res_weight
+        self.concat, self.negative_slope = bool(concat), float(negative_slope)
+        self.add_self_loops = bool(add_self_loops)
+        self.in_features = weight.shape[1]
+        self.out_features = self.heads * self.channels if self.concat else self.channels
+        if weight.shape[0] != self.heads * self.channels or att_dst.shape != att_src.shape:
+            raise ValueError(f"GAT: weight {tuple(weight.shape)} and attention {tuple(att_src.shape)} "
+                             f"/ {tuple(att_dst.shape)} do not match")
+
+    def message(self, ctx, x):
+        n, heads, channels = len(x), self.heads, self.channels
+        h = (x @ self.weight.T).reshape(n, heads, channels)
+        alpha_src = (h * self.att_src).sum(-1)
+        alpha_dst = (h * self.att_dst).sum(-1)
+        sent = torch.cat([h.reshape(n, heads * channels), alpha_src], dim=1)
+        return sent, (h, alpha_src, alpha_dst)
+
+    def destination_values(self, ctx, cache):
+        return cache[2]
+
+    def edge_message(self, ctx, src_values, dst_values):
+        split = self.heads * self.channels
+        logits = self._leaky(src_values[:, split:] + dst_values)
+        if self.add_self_loops:
+            logits[ctx.edge_src == ctx.edge_dst] = -np.inf
+        return logits, src_values[:, :split].reshape(-1, self.heads, self.channels)
+
+    def apply(self, ctx, x, cache, parts):
+        h, alpha_src, alpha_dst = cache
+        if self.add_self_loops:
+            parts = parts.with_self(self._leaky((alpha_src + alpha_dst).numpy()), h.numpy())
+        out = as_tensor(parts.normalized())
+        out = out.reshape(len(x), -1) if self.concat else out.mean(dim=1)
+        if self.res_weight is not None:
+            out = out + x @ self.res_weight.T
+        return out if self.bias is None else out + self.bias
+
+    def _leaky(self, values: np.ndarray) -> np.ndarray:
+        return np.where(values > 0, values, values * np.float32(self.negative_slope))
+
+    def record(self):
+        weights = {"lin.weight": self.weight, "att_src": self.att_src, "att_dst": self.att_dst}
+        if self.bias is not None:
+            weights["bias"] = self.bias
+        if self.res_weight is not None:
+            weights["res.weight"] = self.res_weight
+        return {"kind": self.kind, "heads": self.heads, "out_channels": self.channels,
+                "concat": self.concat, "negative_slope": self.negative_slope,
+                "add_self_loops": self.add_self_loops, "bias": self.bias is not None,
+                "residual": self.res_weight is not None, "weights": weights}
+
+    @classmethod
+    def from_record(cls, reader: RecordReader):
+        heads, channels = reader.option("heads", int), reader.option("out_channels", int)
+        if heads < 1 or channels < 1:
+            raise reader.error(f"heads and out_channels must be positive, got {heads}, {channels}")
+        concat = reader.option("concat", bool)
+        slope = float(reader.option("negative_slope", (float, int)))
+        self_loops = reader.option("add_self_loops", bool)
+        weight = reader.tensor("lin.weight", (heads * channels, None))
+        att_src = reader.tensor("att_src", (heads, channels))
+        att_dst = reader.tensor("att_dst", (heads, channels))
+        out = heads * channels if concat else channels
+        bias = reader.tensor("bias", (out,)) if reader.option("bias", bool) else None
+        res = reader.tensor("res.weight", (out, weight.shape[1])) if reader.option("residual", bool) else None
+        reader.finish()
+        return cls(weight, att_src, att_dst, bias, concat, slope, self_loops, res)
+
+    @classmethod
+    def from_pyg(cls, module):
+        if module.lin is None:
+            raise ValueError("GATConv: bipartite (tuple) in_channels are not supported")
+        if module.edge_dim is not None:
+            raise ValueError("GATConv: edge features (edge_dim) are not supported")
+        heads, channels = module.heads, module.out_channels
+        bias = None if module.bias is None else module_tensor(module, "bias", "GATConv")
+        res = None if module.res is None else module_tensor(module.res, "weight", "GATConv")
+        return cls(module_tensor(module.lin, "weight", "GATConv"),
+                   module_tensor(module, "att_src", "GATConv").reshape(heads, channels),
+                   module_tensor(module, "att_dst", "GATConv").reshape(heads, channels),
+                   bias, module.concat, module.negative_slope, module.add_self_loops, res)

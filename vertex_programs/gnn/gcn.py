@@ -1,0 +1,65 @@
+"""GCN (PyG ``GCNConv`` with its defaults) as one superstep."""
+
+import numpy as np
+import torch
+
+from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
+
+
+class GCNLayer(GNNLayer):
+    """x'_i = d_i^-1/2 · Σ_{j→i, j=i once} d_j^-1/2 · x_j W + b   (PyG ``GCNConv`` defaults).
+
+    As PyG's ``gcn_norm`` with ``add_remaining_self_loops``: every vertex gets exactly one self
+    loop of weight 1, whatever the file holds (existing self-loops, even several parallel ones,
+    are replaced by it); d_i = in-degree of i without its self-loops, plus 1. Edge weights of
+    the file are not used (``conv(x, edge_index)``). Each vertex sends d_j^-1/2 · x_j, transformed
+    by W first unless that widens the message (then W is applied after the gather); the receiver
+    corrects the gathered sum for its own self-loops (adds 1 − loops_i copies of its own message)
+    and scales by d_i^-1/2. weight: [out, in]; bias: [out] or None.
+    """
+
+    kind = "gcn"
+    combiner = "sum"
+
+    def __init__(self, weight: torch.Tensor, bias):
+        self.weight, self.bias = weight, bias
+        self.out_features, self.in_features = weight.shape
+        self.transform_first = self.out_features <= self.in_features
+
+    def message(self, ctx, x):
+        loops = ctx.self_loops
+        degree = (ctx.in_degree - loops + 1).astype(np.float32)
+        norm = torch.from_numpy(degree).pow(-0.5)[:, None]
+        sent = (x @ self.weight.T if self.transform_first else x) * norm
+        self_count = torch.from_numpy((1 - loops).astype(np.float32))[:, None]
+        return sent, (sent, norm, self_count)
+
+    def apply(self, ctx, x, cache, gathered):
+        sent, norm, self_count = cache
+        out = (as_tensor(gathered) + self_count * sent) * norm
+        if not self.transform_first:
+            out = out @ self.weight.T
+        return out if self.bias is None else out + self.bias
+
+    def record(self):
+        weights = {"weight": self.weight}
+        if self.bias is not None:
+            weights["bias"] = self.bias
+        return {"kind": self.kind, "bias": self.bias is not None, "weights": weights}
+
+    @classmethod
+    def from_record(cls, reader: RecordReader):
+        weight = reader.tensor("weight", (None, None))
+        bias = reader.tensor("bias", (weight.shape[0],)) if reader.option("bias", bool) else None
+        reader.finish()
+        return cls(weight, bias)
+
+    @classmethod
+    def from_pyg(cls, module):
+        if module.improved or not module.add_self_loops or not module.normalize:
+            raise ValueError("GCNConv: only improved=False, add_self_loops=True, normalize=True "
+                             "(the defaults) are supported")
+        if module.lin.bias is not None:
+            raise ValueError("GCNConv: a bias inside lin is not supported")
+        bias = None if module.bias is None else module_tensor(module, "bias", "GCNConv")
+        return cls(module_tensor(module.lin, "weight", "GCNConv"), bias)

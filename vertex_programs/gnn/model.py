@@ -1,0 +1,130 @@
+"""``GNNModel``: a stack of GNN layers run as a vertex program, one superstep per layer."""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pregel.program import VertexProgram
+from vertex_programs.gnn.base import GNNLayer, as_tensor
+
+ACTIVATIONS = {
+    "relu": F.relu,
+    "elu": F.elu,
+    "leaky_relu": F.leaky_relu,  # negative slope 0.01, as torch's default
+    "gelu": F.gelu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "none": lambda x: x,
+}
+
+
+class GNNModel(VertexProgram):
+    """Full-graph inference of a GNN: superstep l runs layer l over every vertex, with
+    ``activation`` between layers (none after the last), from ``/nodes/features``.
+
+    ``layers``: ``GNNLayer`` objects (``vertex_programs.gnn``'s layer classes) or PyG conv modules
+    of the supported kinds (converted with ``layer_from_pyg``). The output is float32
+    [n, out_features]; the layer's dense transforms run in torch float32 on the owning rank.
+    With ``keep_hidden``, the state also keeps each hidden layer's output (after the activation)
+    for ``hidden_outputs``.
+
+    The engine reads ``combiner`` and ``per_edge`` when each superstep starts, before calling
+    ``message``, so they follow the layer index kept here: reset by ``init``, advanced at the end
+    of ``apply``. One instance runs one job at a time.
+    """
+
+    def __init__(self, layers, activation: str = "relu", keep_hidden: bool = False):
+        from vertex_programs.gnn.model_io import layer_from_pyg
+
+        self.layers = [layer if isinstance(layer, GNNLayer) else layer_from_pyg(layer) for layer in layers]
+        if not self.layers:
+            raise ValueError("a GNN model needs at least one layer")
+        problem = chain_problem(self.layers)
+        if problem:
+            raise ValueError(problem)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.activation = activation
+        self.keep_hidden = keep_hidden
+        self.max_supersteps = len(self.layers)
+        self._layer = 0
+        self._cache = None
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def in_features(self) -> int:
+        """Width of the input features the model expects."""
+        return self.layers[0].in_features
+
+    @property
+    def out_features(self) -> int:
+        """Width of the model's output."""
+        return self.layers[-1].out_features
+
+    @property
+    def widths(self) -> list[int]:
+        """Output width of every layer, [num_layers]."""
+        return [layer.out_features for layer in self.layers]
+
+    @property
+    def combiner(self):
+        return self.layers[self._layer].combiner
+
+    @property
+    def per_edge(self) -> bool:
+        return self.layers[self._layer].per_edge
+
+    def check_input(self, ctx):
+        if ctx.features is None:
+            return "the graph has no /nodes/features: GNN inference needs input features"
+        width = ctx.features.shape[1]
+        if width != self.in_features:
+            return (f"the graph's /nodes/features have {width} columns but the model's first layer "
+                    f"expects {self.in_features}")
+        return None
+
+    def init(self, ctx):
+        self._layer, self._cache = 0, None
+        return {"x": as_tensor(ctx.features), "hidden": []}
+
+    def message(self, ctx, state):
+        sent, self._cache = self.layers[self._layer].message(ctx, state["x"])
+        return sent
+
+    def destination_values(self, ctx, state):
+        return self.layers[self._layer].destination_values(ctx, self._cache)
+
+    def edge_message(self, ctx, src_values, dst_values, weights):
+        return self.layers[self._layer].edge_message(ctx, src_values, dst_values)
+
+    def apply(self, ctx, state, gathered):
+        x = self.layers[self._layer].apply(ctx, state["x"], self._cache, gathered)
+        last = self._layer == len(self.layers) - 1
+        hidden = state["hidden"]
+        if not last:
+            x = ACTIVATIONS[self.activation](x)
+            if self.keep_hidden:
+                hidden = hidden + [x]
+        self._layer, self._cache = self._layer + 1, None
+        return {"x": x, "hidden": hidden}, not last
+
+    def output(self, ctx, state) -> np.ndarray:
+        """float32 [n, out_features]: the last layer's output of the owned vertices."""
+        return state["x"].numpy()
+
+    def hidden_outputs(self, state) -> list[np.ndarray]:
+        """With ``keep_hidden``: the output of every layer but the last, after the activation, as
+        float32 [n, width_l] per layer (``RunResult.state`` holds the state); [] otherwise."""
+        return [h.numpy() for h in state["hidden"]]
+
+
+def chain_problem(layers) -> str | None:
+    """The first pair of consecutive layers whose widths do not chain, as a message (or None)."""
+    for i in range(len(layers) - 1):
+        if layers[i].out_features != layers[i + 1].in_features:
+            return (f"layer {i} ({layers[i].kind}) outputs {layers[i].out_features} features but "
+                    f"layer {i + 1} ({layers[i + 1].kind}) expects {layers[i + 1].in_features}")
+    return None

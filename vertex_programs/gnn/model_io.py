@@ -1,0 +1,93 @@
+"""The model file: a trained GNN as plain data that ``torch.load(path, weights_only=True)`` reads.
+
+Layout (a dict; tensors are float32, nothing is pickled code)::
+
+    {"format": "pregel-gnn-model", "version": 1, "activation": "relu",
+     "layers": [{"kind": "sage", <options>, "weights": {"lin_l.weight": [out, in], ...}}, ...]}
+
+Layer kinds and their records: see ``GCNLayer``, ``SAGELayer``, ``GINLayer`` and ``GATLayer``
+(``record`` / ``from_record``). ``load_model`` validates everything (kind, options, every
+weight's presence, dtype and shape, widths that chain) and reports the first problem as one
+``InputError`` line naming the file.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from pregel.errors import InputError
+from vertex_programs.gnn.base import GNNLayer, RecordReader
+from vertex_programs.gnn.gat import GATLayer
+from vertex_programs.gnn.gcn import GCNLayer
+from vertex_programs.gnn.gin import GINLayer
+from vertex_programs.gnn.model import ACTIVATIONS, GNNModel, chain_problem
+from vertex_programs.gnn.sage import SAGELayer
+
+FORMAT = "pregel-gnn-model"
+VERSION = 1
+LAYER_KINDS = {cls.kind: cls for cls in (GCNLayer, SAGELayer, GINLayer, GATLayer)}
+PYG_CLASSES = {"GCNConv": GCNLayer, "SAGEConv": SAGELayer, "GINConv": GINLayer, "GATConv": GATLayer}
+
+
+def layer_from_pyg(module) -> GNNLayer:
+    """Our layer for a PyG conv module (GCNConv, SAGEConv, GINConv, GATConv), same weights."""
+    for cls in type(module).__mro__:
+        if cls.__name__ in PYG_CLASSES and cls.__module__.startswith("torch_geometric"):
+            return PYG_CLASSES[cls.__name__].from_pyg(module)
+    raise ValueError(f"unsupported layer {type(module).__name__}: expected one of "
+                     f"{sorted(PYG_CLASSES)} (PyG) or a vertex_programs.gnn layer")
+
+
+def save_model(path, layers, activation: str = "relu") -> None:
+    """Write ``layers`` (PyG conv modules or our layers, in order) with ``activation`` between
+    them to ``path`` (atomically: a temporary file in the same folder, then renamed)."""
+    model = GNNModel(layers, activation)
+    data = {"format": FORMAT, "version": VERSION, "activation": activation,
+            "layers": [layer.record() for layer in model.layers]}
+    path = Path(path)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            torch.save(data, f)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
+
+
+def load_model(path, keep_hidden: bool = False) -> GNNModel:
+    """Read and validate a model file; returns the ``GNNModel`` (see ``GNNModel`` for
+    ``keep_hidden``). Any problem is an ``InputError``: '<path>: <what is wrong>'."""
+    if not Path(path).is_file():
+        raise InputError.at(path, None, "model file does not exist")
+    try:
+        data = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as err:  # torch raises many types for truncated or foreign files
+        detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise InputError.at(path, None, f"not a readable model file ({detail})") from None
+    top = RecordReader(path, "model", data)
+    if data.get("format") != FORMAT:
+        raise InputError.at(path, None, f"not a {FORMAT} file (format {data.get('format')!r})")
+    if data.get("version") != VERSION:
+        raise InputError.at(path, None, f"unsupported {FORMAT} version {data.get('version')!r} "
+                                        f"(this reads version {VERSION})")
+    activation = top.option("activation", str, tuple(ACTIVATIONS))
+    records = top.option("layers", list)
+    if not records:
+        raise top.error("has no layers")
+    layers = [_read_layer(path, i, record) for i, record in enumerate(records)]
+    problem = chain_problem(layers)
+    if problem:
+        raise InputError.at(path, None, problem)
+    return GNNModel(layers, activation, keep_hidden)
+
+
+def _read_layer(path, index: int, record) -> GNNLayer:
+    reader = RecordReader(path, f"layer {index}", record)
+    kind = record.get("kind")
+    if kind not in LAYER_KINDS:
+        raise reader.error(f"unknown layer kind {kind!r} (known: {sorted(LAYER_KINDS)})")
+    reader.where = f"layer {index} ({kind})"
+    return LAYER_KINDS[kind].from_record(reader)
