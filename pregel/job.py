@@ -4,7 +4,8 @@ The result file holds ``/values`` ([N] or [N, F], global vertex order), ``/stats
 ([ranks, supersteps, fields], fields named in its ``fields`` attribute) and root attributes:
 ``algorithm``, ``ranks``, ``partitioner``, ``supersteps``, ``stopped_by``, ``load_seconds``,
 ``compute_seconds`` (wall time of the superstep loop on rank 0) and, per statistic, its total and
-its imbalance (max/mean over ranks). Rank 0 writes it from the gathered slices, atomically.
+its imbalance (max/mean over ranks); a job may add attributes and per-vertex datasets (``outputs``).
+Rank 0 writes it from the gathered slices, atomically.
 """
 
 import time
@@ -33,10 +34,13 @@ class JobReport:
 
 def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, partitioner: str = "range",
             max_supersteps: int | None = None, progress: bool = False, hubs=None,
-            extra_attrs: dict | None = None) -> JobReport:
+            extra_attrs: dict | None = None, outputs=None) -> JobReport:
     """Load ``graph_source`` on every rank, run ``program``, and write the result to ``out_path``.
 
     ``hubs``: a ``pregel.dgraph.HubOptions`` (default: both hub strategies on).
+    ``outputs``: optional ``f(report) -> (attrs, datasets)``, called on every rank after the run
+    when there is an ``out_path``: more root attributes (rank 0's are written) and
+    ``{name: local rows [n, ...]}`` written beside ``/values`` in global vertex order.
     """
     problem = None
     if out_path is not None and not Path(out_path).resolve().parent.is_dir():
@@ -50,14 +54,18 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
     table = comm.gather_rows(np.array([s.as_row() for s in result.stats]).reshape(-1, len(FIELDS)))
     if table is not None:
         table = table.reshape(comm.size, result.supersteps, len(FIELDS))
-    if comm.rank == 0 and out_path is not None:
-        attrs = {"algorithm": algorithm, "ranks": comm.size, "partitioner": partitioner,
-                 "supersteps": result.supersteps, "stopped_by": result.stopped_by,
-                 "load_seconds": load_seconds, "compute_seconds": result.compute_seconds,
-                 **(extra_attrs or {})}
-        write_values(out_path, values, attrs, table)
+    report = JobReport(result, graph, load_seconds, values, table)
+    if out_path is not None:
+        more_attrs, datasets = outputs(report) if outputs is not None else ({}, {})
+        datasets = {name: gather_values(graph, rows) for name, rows in datasets.items()}
+        if comm.rank == 0:
+            attrs = {"algorithm": algorithm, "ranks": comm.size, "partitioner": partitioner,
+                     "supersteps": result.supersteps, "stopped_by": result.stopped_by,
+                     "load_seconds": load_seconds, "compute_seconds": result.compute_seconds,
+                     **(extra_attrs or {}), **more_attrs}
+            write_values(out_path, values, attrs, table, datasets)
     comm.barrier()  # the file is complete when every rank returns
-    return JobReport(result, graph, load_seconds, values, table)
+    return report
 
 
 def gather_values(graph, values: np.ndarray) -> np.ndarray | None:
@@ -74,10 +82,14 @@ def gather_values(graph, values: np.ndarray) -> np.ndarray | None:
     return ordered
 
 
-def write_values(path, values: np.ndarray, attrs: dict, stats_table: np.ndarray) -> None:
-    """Write the result file (see the module docstring), atomically."""
+def write_values(path, values: np.ndarray, attrs: dict, stats_table: np.ndarray,
+                 datasets: dict | None = None) -> None:
+    """Write the result file (see the module docstring), atomically; ``datasets`` maps more
+    dataset names to arrays [N, ...] in global vertex order."""
     with atomic_h5(path) as f:
         f.create_dataset("values", data=values)
+        for name, rows in (datasets or {}).items():
+            f.create_dataset(name, data=rows)
         stats = f.create_dataset("stats/per_superstep", data=stats_table)
         stats.attrs["fields"] = list(FIELDS)
         for key, value in attrs.items():
