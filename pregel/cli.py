@@ -200,6 +200,59 @@ _STOPPED = {"halted": "all vertices halted", "master": "converged",
             "max_supersteps": "superstep limit reached"}
 
 
+# ---------------------------------------------------------------- GNN inference (vertex_programs.gnn)
+
+def _add_infer(sub) -> None:
+    from pregel.partition import PARTITIONERS
+
+    p = sub.add_parser("infer", help="full-graph GNN inference with a saved model",
+                       description="Run a GNN saved with vertex_programs.gnn.save_model over every "
+                                   "vertex of a graph file, one superstep per layer, and write /values "
+                                   "float32 [N, C] in global vertex order.")
+    p.add_argument("--graph", required=True, help="HDF5 graph file with /nodes/features")
+    p.add_argument("--model", required=True, help="model file from vertex_programs.gnn.save_model")
+    p.add_argument("--out", required=True, help="result file (written atomically)")
+    p.add_argument("--layer-outputs", action="store_true",
+                   help="also write every hidden layer's output as /layers/0, /layers/1, ...")
+    p.add_argument("--partition", choices=PARTITIONERS, default="range",
+                   help="vertex partitioner (default %(default)s: id ranges balanced by edges)")
+    p.add_argument("--no-partial-gather", action="store_true",
+                   help="send every in-edge of a high in-degree vertex to its owner")
+    p.add_argument("--no-shadow-nodes", action="store_true",
+                   help="keep a high out-degree vertex's out-edges on its owner")
+    p.add_argument("--hub-threshold", type=int, default=None, metavar="D",
+                   help="degree above which a vertex is a hub (default: max(100, 20 E / N) with "
+                        "more than one rank)")
+    p.add_argument("--stats", action="store_true",
+                   help="print per-rank edges, messages, bytes, seconds and their imbalance")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_run_infer)
+
+
+def _run_infer(args) -> None:
+    from pregel.dgraph import HubOptions
+    from vertex_programs.gnn.infer import format_layers, format_per_rank, infer
+
+    comm = _comm()
+    bad_threshold = args.hub_threshold is not None and args.hub_threshold < 0
+    comm.agree(InputError("--hub-threshold must be non-negative") if bad_threshold else None)
+    hubs = HubOptions(partial_gather=not args.no_partial_gather, shadow_nodes=not args.no_shadow_nodes,
+                      threshold=args.hub_threshold)
+    report = infer(comm, args.graph, args.model, args.out, layer_outputs=args.layer_outputs,
+                   partitioner=args.partition, hubs=hubs, progress=not args.quiet)
+    if comm.rank != 0:
+        return
+    graph, result = report.graph, report.result
+    print(f"{args.model} on {args.graph}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges, "
+          f"{comm.size} rank(s), {args.partition} partition")
+    print(format_layers(report.stats_table))
+    print(f"{result.supersteps} layers, load {report.load_seconds:.2f} s, compute "
+          f"{result.compute_seconds:.2f} s -> {args.out} (/values {report.values.shape[1]} columns"
+          f"{', /layers' if args.layer_outputs else ''})")
+    if args.stats:
+        print(format_per_rank(report.stats_table))
+
+
 # ---------------------------------------------------------------- scenes and training (odin_sched)
 
 def _add_generate_scene(sub) -> None:
@@ -260,7 +313,8 @@ def _run_train(args) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_generate_scene, _add_train)
+SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
+               _add_train)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,8 +6,8 @@
 ``/values`` float32 [N, C] in global vertex order (with ``layer_outputs``, also ``/layers/0`` …
 ``/layers/{L-2}``, the hidden layers' outputs after their activation) through ``pregel.job``.
 
-Besides the attributes every job writes (``pregel.job``), the result file has ``model``,
-``layers``, ``in_features``, ``out_features``; per layer (= per superstep) ``layer_compute_seconds``
+Besides the attributes every job writes (``pregel.job``; ``algorithm`` is ``gnn``), the result
+file has ``model`` (the path), ``layers`` (see ``describe``), ``in_features``, ``out_features``; per layer (= per superstep) ``layer_compute_seconds``
 and ``layer_comm_seconds`` (max over ranks) and ``layer_bytes_sent`` (sum over ranks); and the hub
 settings ``hub_partial_gather``, ``hub_shadow_nodes``, ``hub_threshold`` (the degree above which a
 vertex is a hub, ``inf`` for none) and ``hub_in_hubs`` (how many vertices' in-edges were gathered
@@ -59,7 +59,7 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
 
     def outputs(report: JobReport):
         graph = report.graph
-        attrs = {"model": str(model_path), "layers": model.describe(), "in_features": model.in_features,
+        attrs = {"model": str(model_path), "layers": describe(model), "in_features": model.in_features,
                  "out_features": model.out_features, "hub_partial_gather": hubs.partial_gather,
                  "hub_shadow_nodes": hubs.shadow_nodes,
                  "hub_threshold": float(hubs.resolved_threshold(graph.num_nodes, graph.num_edges, comm.size)),
@@ -68,11 +68,18 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
             attrs.update(layer_attrs(report.stats_table))
         datasets = {}
         if layer_outputs:
-            datasets = {f"layers/{i}": rows for i, rows in enumerate(model.hidden_outputs())}
+            datasets = {f"layers/{i}": rows
+                        for i, rows in enumerate(model.hidden_outputs(report.result.state))}
         return attrs, datasets
 
     return run_job(comm, graph_path, model, out_path, algorithm="gnn", partitioner=partitioner,
                    progress=progress, hubs=hubs, outputs=outputs)
+
+
+def describe(model) -> str:
+    """The model in one line, e.g. ``sage 16->32, relu, sage 32->4``."""
+    return f", {model.activation}, ".join(f"{layer.kind} {layer.in_features}->{layer.out_features}"
+                                          for layer in model.layers)
 
 
 def layer_attrs(table: np.ndarray) -> dict:
