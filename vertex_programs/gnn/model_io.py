@@ -12,6 +12,8 @@ weight's presence, dtype and shape, widths that chain) and reports the first pro
 """
 
 import os
+import pickle
+import re
 import tempfile
 from pathlib import Path
 
@@ -64,9 +66,12 @@ def load_model(path, keep_hidden: bool = False) -> GNNModel:
         raise InputError.at(path, None, "model file does not exist")
     try:
         data = torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError:
+        raise InputError.at(path, None, "not a readable model file (it holds pickled objects, not "
+                                        "plain data: write it with vertex_programs.gnn.save_model)") from None
     except Exception as err:  # torch raises many types for truncated or foreign files
-        detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        raise InputError.at(path, None, f"not a readable model file ({detail})") from None
+        raise InputError.at(path, None, f"not a readable model file (truncated or corrupt: "
+                                        f"{_first_sentence(err)})") from None
     top = RecordReader(path, "model", data)
     if data.get("format") != FORMAT:
         raise InputError.at(path, None, f"not a {FORMAT} file (format {data.get('format')!r})")
@@ -82,6 +87,11 @@ def load_model(path, keep_hidden: bool = False) -> GNNModel:
     if problem:
         raise InputError.at(path, None, problem)
     return GNNModel(layers, activation, keep_hidden)
+
+
+def _first_sentence(err: Exception) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip()
+    return re.split(r"\.\s|\n", text, maxsplit=1)[0][:160] or type(err).__name__
 
 
 def _read_layer(path, index: int, record) -> GNNLayer:
