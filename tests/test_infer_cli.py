@@ -1,0 +1,151 @@
+"""`pregel infer` end to end: a model saved from PyG conv modules, run by the command on 2 ranks
+(hash partition, hubs on at a low threshold) and on 1 rank without mpiexec (hubs off), against
+PyG's own full-graph forward pass in this process; the result file's datasets and attributes;
+bad inputs ending every rank with one line and exit status 2."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from torch_geometric.nn import SAGEConv
+
+from pregel.generate import edges_to_csr, generate_graph, random_features
+from pregel.graph_io import GraphData, write_graph
+from vertex_programs.gnn import save_model
+
+BIN = os.path.dirname(sys.executable)
+MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
+PREGEL = shutil.which("pregel", path=BIN) or "pregel"
+ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+N, F = 300, 6
+HUB_THRESHOLD = 8
+
+
+def _graph():
+    """A power-law graph plus an out-hub (0), an in-hub (1), a self-loop (2) and isolated vertices."""
+    indptr, indices = generate_graph("powerlaw", N, 3, seed=5)
+    src = np.repeat(np.arange(N), np.diff(indptr))
+    others = np.arange(10, N, 2)
+    src = np.concatenate([src, np.zeros(len(others), np.int64), others, [2]])
+    dst = np.concatenate([indices, others, np.ones(len(others), np.int64), [2]])
+    keep = (src < N - 5) & (dst < N - 5)  # the last five vertices are isolated
+    pairs = np.unique(np.stack([src[keep], dst[keep]], axis=1), axis=0)
+    indptr, indices = edges_to_csr(N, pairs[:, 0], pairs[:, 1])
+    return indptr, indices, random_features(None, N, F, np.random.default_rng(5))
+
+
+def _pyg_forward(layers, indptr, indices, features):
+    """Every layer's output of PyG's full-graph forward (relu between layers)."""
+    edge_index = torch.from_numpy(np.stack([np.repeat(np.arange(N), np.diff(indptr)), indices]))
+    x, outputs = torch.from_numpy(features), []
+    with torch.no_grad():
+        for i, conv in enumerate(layers):
+            x = conv(x, edge_index)
+            if i < len(layers) - 1:
+                x = x.relu()
+            outputs.append(x.numpy())
+    return outputs
+
+
+def _infer(*args, ranks=None):
+    command = [PREGEL, "infer", *map(str, args)]
+    if ranks is not None:
+        command = [MPIEXEC, "-n", str(ranks)] + command
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("infer")
+    indptr, indices, features = _graph()
+    write_graph(folder / "g.h5", GraphData(indptr, indices, features=features))
+    torch.manual_seed(3)
+    layers = [SAGEConv(F, 8), SAGEConv(8, 5, aggr="max"), SAGEConv(5, 3)]
+    save_model(folder / "m.pt", layers)
+    expected = _pyg_forward(layers, indptr, indices, features)
+    hubs_on = _infer("--graph", folder / "g.h5", "--model", folder / "m.pt", "--out", folder / "on.h5",
+                     "--layer-outputs", "--partition", "hash", "--hub-threshold", HUB_THRESHOLD, "--stats",
+                     ranks=2)
+    assert hubs_on.returncode == 0, hubs_on.stderr
+    hubs_off = _infer("--graph", folder / "g.h5", "--model", folder / "m.pt", "--out", folder / "off.h5",
+                      "--no-partial-gather", "--no-shadow-nodes", "--quiet")
+    assert hubs_off.returncode == 0, hubs_off.stderr
+    return folder, expected, hubs_on.stdout
+
+
+def test_values_equal_pyg_forward(case):
+    folder, expected, _ = case
+    for name in ("on.h5", "off.h5"):
+        with h5py.File(folder / name) as f:
+            values = f["values"][:]
+            assert values.dtype == np.float32 and values.shape == (N, 3)
+            assert np.abs(values - expected[-1]).max() <= 1e-4, name
+
+
+def test_layer_outputs_are_the_hidden_layers(case):
+    folder, expected, _ = case
+    with h5py.File(folder / "on.h5") as f:
+        assert sorted(f["layers"]) == ["0", "1"]
+        for i in range(2):
+            assert f[f"layers/{i}"].shape == expected[i].shape
+            assert np.abs(f[f"layers/{i}"][:] - expected[i]).max() <= 1e-4
+    with h5py.File(folder / "off.h5") as f:
+        assert "layers" not in f
+
+
+def test_attributes_and_statistics(case):
+    folder, _, stdout = case
+    with h5py.File(folder / "on.h5") as f:
+        attrs = dict(f.attrs)
+        table = f["stats/per_superstep"][:]
+        fields = list(f["stats/per_superstep"].attrs["fields"])
+    assert attrs["algorithm"] == "gnn" and attrs["ranks"] == 2 and attrs["partitioner"] == "hash"
+    assert attrs["supersteps"] == 3 and table.shape[:2] == (2, 3)
+    assert attrs["in_features"] == F and attrs["out_features"] == 3
+    assert attrs["layers"] == "sage 6->8, relu, sage 8->5, relu, sage 5->3"
+    assert attrs["hub_partial_gather"] and attrs["hub_shadow_nodes"] and attrs["hub_threshold"] == HUB_THRESHOLD
+    assert attrs["hub_in_hubs"] >= 1  # vertex 1 has about N / 2 in-edges
+    np.testing.assert_array_equal(attrs["layer_bytes_sent"], table[:, :, fields.index("bytes_sent")].sum(axis=0))
+    np.testing.assert_array_equal(attrs["layer_compute_seconds"],
+                                  table[:, :, fields.index("compute_seconds")].max(axis=0))
+    assert attrs["layer_bytes_sent"].min() > 0 and attrs["load_seconds"] > 0
+    edges = table[:, :, fields.index("edges_processed")]
+    assert (edges.sum(axis=0) == edges[:, 0].sum()).all()
+    with h5py.File(folder / "off.h5") as f:
+        assert f.attrs["ranks"] == 1 and not f.attrs["hub_partial_gather"] and not f.attrs["hub_shadow_nodes"]
+        assert f.attrs["hub_in_hubs"] == 0
+    assert "layer 3/3" in stdout
+    per_rank = [line.split() for line in stdout.splitlines() if line.split()[:2] in (["1", "0"], ["1", "1"])]
+    assert [int(row[2].replace(",", "")) for row in per_rank] == edges[:, 0].tolist()
+    assert stdout.count("max/mean") == 4  # one per layer, one for the totals
+
+
+@pytest.mark.parametrize("problem", ["no features", "width mismatch", "truncated model"])
+def test_bad_input_is_one_line_and_exit_2(case, problem):
+    folder = case[0]
+    graph, model = folder / "g.h5", folder / "m.pt"
+    if problem == "no features":
+        indptr, indices, _ = _graph()
+        graph = folder / "plain.h5"
+        write_graph(graph, GraphData(indptr, indices))
+    elif problem == "width mismatch":
+        indptr, indices, features = _graph()
+        graph = folder / "wide.h5"
+        write_graph(graph, GraphData(indptr, indices, features=np.hstack([features, features])))
+    else:
+        model = folder / "truncated.pt"
+        model.write_bytes((folder / "m.pt").read_bytes()[:200])
+    out = folder / f"{problem.replace(' ', '_')}.h5"
+    result = _infer("--graph", graph, "--model", model, "--out", out, "--quiet", ranks=2)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pregel infer: error: "), result.stderr
+    assert str(graph if problem != "truncated model" else model) in lines[0]
+    assert {"no features": "/nodes/features", "width mismatch": "12 columns",
+            "truncated model": "not a readable model file"}[problem] in lines[0]
+    assert not out.exists()
