@@ -1,0 +1,59 @@
+"""Run every GNN model file of a folder on every graph file of it, at this job's size, in every layout.
+
+Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/run_gnn.py FOLDER
+Each graph is loaded once per layout and every model (FOLDER/*.pt, loaded with
+``load_model(keep_hidden=True)``) runs on it. Rank 0 writes FOLDER/gnn_P.npz with, per
+(graph, layout, model), the output in global order (key ``graph/layout/model``), each hidden
+layer's output (``.../hidden<l>``) and the number of supersteps (``.../supersteps``). Layouts:
+hub strategies off, the defaults (automatic threshold), and a threshold of 3 so that most
+vertices are hubs (range partitioner; hash partitioner with shadow nodes off).
+"""
+
+import glob
+import os
+import sys
+
+import numpy as np
+import torch
+
+from pregel.comm import Comm
+from pregel.dgraph import HubOptions, load_graph
+from pregel.engine import run
+from pregel.job import gather_values
+from vertex_programs.gnn import load_model
+
+LAYOUTS = {
+    "off": ("range", HubOptions(partial_gather=False, shadow_nodes=False)),
+    "default": ("range", HubOptions()),
+    "hubs": ("range", HubOptions(threshold=3)),
+    "hash_noshadow": ("hash", HubOptions(threshold=3, shadow_nodes=False)),
+}
+
+
+def main(folder):
+    torch.set_num_threads(1)
+    comm = Comm()
+    models = {os.path.basename(p)[:-3]: load_model(p, keep_hidden=True)
+              for p in sorted(glob.glob(os.path.join(folder, "*.pt")))}
+    results = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.h5"))):
+        name = os.path.basename(path)[:-3]
+        for layout, (partitioner, hubs) in LAYOUTS.items():
+            graph = load_graph(comm, path, partitioner, hubs=hubs)
+            for key, model in models.items():
+                result = run(graph, model)
+                outputs = [result.values] + model.hidden_outputs(result.state)
+                gathered = [gather_values(graph, np.ascontiguousarray(v)) for v in outputs]
+                if comm.rank == 0:
+                    prefix = f"{name}/{layout}/{key}"
+                    results[prefix] = gathered[0]
+                    results.update({f"{prefix}/hidden{i}": h for i, h in enumerate(gathered[1:])})
+                    results[f"{prefix}/supersteps"] = result.supersteps
+            if comm.rank == 0:
+                results[f"{name}/{layout}/in_hubs"] = len(graph.in_hubs)
+    if comm.rank == 0:
+        np.savez(os.path.join(folder, f"gnn_{comm.size}.npz"), **results)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
