@@ -12,9 +12,9 @@ class GATLayer(GNNLayer):
     α_ij = softmax over the in-edges of i of leaky_relu(a_src · (x_j W)_h + a_dst · (x_i W)_h)
     (PyG ``GATConv``; negative slope as saved, 0.2 by default). With ``add_self_loops`` (PyG's
     default) the file's self-loops (parallel ones too) are dropped and one self loop per vertex is
-    added (PyG's remove_self_loops + add_self_loops); without it
-    they count as ordinary edges. Each vertex sends [x W | α_src] (H·C + H floats); the receiver
-    provides α_dst per edge; partial softmax sums travel for split hubs (``SoftmaxParts``).
+    added (PyG's remove_self_loops + add_self_loops); without it they count as ordinary edges.
+    Each vertex sends [x W | α_src] (H·C + H floats); the receiver provides α_dst per edge;
+    partial softmax sums travel for split hubs (``SoftmaxParts``).
     Optional as in PyG: ``residual`` (x W_res added), no bias.
     weight: [H·C, in]; att_src, att_dst: [H, C]; bias: [H·C] (concat) or [C] or None;
     res_weight: [H·C or C, in] or None.
