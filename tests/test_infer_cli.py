@@ -149,3 +149,32 @@ def test_bad_input_is_one_line_and_exit_2(case, problem):
     assert {"no features": "/nodes/features", "width mismatch": "12 columns",
             "truncated model": "not a readable model file"}[problem] in lines[0]
     assert not out.exists()
+
+
+def test_train_sage_example_end_to_end(tmp_path):
+    """examples/train_sage.py as the demo runs it: train, `pregel infer` (one rank), check."""
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                           "train_sage.py")
+    graph, model, scores = tmp_path / "g.h5", tmp_path / "sage.pt", tmp_path / "scores.h5"
+    subprocess.run([PREGEL, "generate", "--nodes", "600", "--avg-degree", "5", "--features", "8",
+                    "--labels", "3", "--seed", "2", "--out", graph], check=True, capture_output=True, env=ENV)
+    trained = subprocess.run([sys.executable, example, "train", "--graph", graph, "--out", model,
+                              "--epochs", "40"], capture_output=True, text=True, timeout=120, env=ENV)
+    assert trained.returncode == 0, trained.stderr
+    assert _infer("--graph", graph, "--model", model, "--out", scores, "--quiet").returncode == 0
+    checked = subprocess.run([sys.executable, example, "check", "--graph", graph, "--model", model,
+                              "--scores", scores], capture_output=True, text=True, timeout=120, env=ENV)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with h5py.File(graph) as f:
+        labels = f["nodes/labels"][:]
+    with h5py.File(scores) as f:
+        predicted = f["values"][:].argmax(axis=1)
+    accuracy = (predicted == labels).mean()
+    assert accuracy > 0.8  # the generator's labels are learnable from the features
+    assert f"all vertices {accuracy:.4f}" in checked.stdout.splitlines()[0]
+    # the check fails when the scores are not the model's
+    with h5py.File(scores, "r+") as f:
+        f["values"][0, 0] += 1e-3
+    tampered = subprocess.run([sys.executable, example, "check", "--graph", graph, "--model", model,
+                               "--scores", scores], capture_output=True, text=True, timeout=120, env=ENV)
+    assert tampered.returncode == 1 and "1.00e-03" in tampered.stdout
