@@ -225,7 +225,7 @@ def _add_infer(sub) -> None:
                         "more than one rank)")
     p.add_argument("--stats", action="store_true",
                    help="print per-rank edges, messages, bytes, seconds and their imbalance")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress line per layer")
     p.set_defaults(run=_run_infer)
 
 

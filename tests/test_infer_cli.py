@@ -75,11 +75,11 @@ def case(tmp_path_factory):
     hubs_off = _infer("--graph", folder / "g.h5", "--model", folder / "m.pt", "--out", folder / "off.h5",
                       "--no-partial-gather", "--no-shadow-nodes", "--quiet")
     assert hubs_off.returncode == 0, hubs_off.stderr
-    return folder, expected, hubs_on.stdout
+    return folder, expected, hubs_on.stdout, hubs_off.stdout
 
 
 def test_values_equal_pyg_forward(case):
-    folder, expected, _ = case
+    folder, expected, _, _ = case
     for name in ("on.h5", "off.h5"):
         with h5py.File(folder / name) as f:
             values = f["values"][:]
@@ -88,7 +88,7 @@ def test_values_equal_pyg_forward(case):
 
 
 def test_layer_outputs_are_the_hidden_layers(case):
-    folder, expected, _ = case
+    folder, expected, _, _ = case
     with h5py.File(folder / "on.h5") as f:
         assert sorted(f["layers"]) == ["0", "1"]
         for i in range(2):
@@ -99,7 +99,7 @@ def test_layer_outputs_are_the_hidden_layers(case):
 
 
 def test_attributes_and_statistics(case):
-    folder, _, stdout = case
+    folder, _, stdout, quiet_stdout = case
     with h5py.File(folder / "on.h5") as f:
         attrs = dict(f.attrs)
         table = f["stats/per_superstep"][:]
@@ -119,7 +119,9 @@ def test_attributes_and_statistics(case):
     with h5py.File(folder / "off.h5") as f:
         assert f.attrs["ranks"] == 1 and not f.attrs["hub_partial_gather"] and not f.attrs["hub_shadow_nodes"]
         assert f.attrs["hub_in_hubs"] == 0
-    assert "layer 3/3" in stdout
+    assert [line.split(" (")[0] for line in stdout.splitlines() if "applied" in line] == [
+        f"layer {i}/3 applied" for i in (1, 2, 3)]  # progress on rank 0 only, one line per layer
+    assert "applied" not in quiet_stdout and "layer 3/3: compute" in quiet_stdout
     per_rank = [line.split() for line in stdout.splitlines() if line.split()[:2] in (["1", "0"], ["1", "1"])]
     assert [int(row[2].replace(",", "")) for row in per_rank] == edges[:, 0].tolist()
     assert stdout.count("max/mean") == 4  # one per layer, one for the totals

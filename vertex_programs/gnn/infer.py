@@ -14,6 +14,8 @@ vertex is a hub, ``inf`` for none) and ``hub_in_hubs`` (how many vertices' in-ed
 partially).
 """
 
+import time
+
 import numpy as np
 
 from pregel.dgraph import HubOptions
@@ -21,6 +23,7 @@ from pregel.errors import InputError
 from pregel.graph_io import read_header
 from pregel.job import JobReport, run_job
 from pregel.stats import FIELDS
+from vertex_programs.gnn import GNNModel, load_model
 
 _COMPUTE, _COMM = FIELDS.index("compute_seconds"), FIELDS.index("comm_seconds")
 _MESSAGES, _BYTES = FIELDS.index("messages_sent"), FIELDS.index("bytes_sent")
@@ -30,8 +33,6 @@ _EDGES = FIELDS.index("edges_processed")
 def load_checked(comm, graph_path, model_path, keep_hidden: bool = False):
     """The model of ``model_path`` (a ``GNNModel``) after checking, collectively, that it loads
     and that ``graph_path`` has node features of the model's input width."""
-    from vertex_programs.gnn import load_model
-
     model, problem = None, None
     try:
         model = load_model(model_path, keep_hidden=keep_hidden)
@@ -52,10 +53,13 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
           partitioner: str = "range", hubs: HubOptions | None = None,
           progress: bool = False) -> JobReport:
     """Run the saved model ``model_path`` over ``graph_path`` on every rank of ``comm`` and write
-    ``out_path`` (see the module docstring). Returns the job's report (``values`` [N, C] float32
+    ``out_path`` (see the module docstring); ``progress`` prints a line on rank 0 per layer.
+    Returns the job's report (``values`` [N, C] float32
     and ``stats_table`` [ranks, layers, fields] on rank 0)."""
     hubs = hubs or HubOptions()
     model = load_checked(comm, graph_path, model_path, keep_hidden=layer_outputs)
+    if progress:
+        model = ProgressModel(model.layers, model.activation, model.keep_hidden)
 
     def outputs(report: JobReport):
         graph = report.graph
@@ -73,7 +77,23 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
         return attrs, datasets
 
     return run_job(comm, graph_path, model, out_path, algorithm="gnn", partitioner=partitioner,
-                   progress=progress, hubs=hubs, outputs=outputs)
+                   hubs=hubs, outputs=outputs)
+
+
+class ProgressModel(GNNModel):
+    """A ``GNNModel`` that prints one line on rank 0 as each layer is applied (messages from every
+    rank have arrived by then), with the seconds since the first layer started."""
+
+    def init(self, ctx):
+        self._started = time.perf_counter()
+        return super().init(ctx)
+
+    def apply(self, ctx, state, gathered):
+        result = super().apply(ctx, state, gathered)
+        if ctx.rank == 0:
+            print(f"layer {ctx.superstep + 1}/{self.num_layers} applied "
+                  f"({time.perf_counter() - self._started:.2f} s)", flush=True)
+        return result
 
 
 def describe(model) -> str:
