@@ -250,7 +250,8 @@ def main():
         edges = write_inputs(folder, args.nodes, args.avg_degree, args.features, args.hidden, args.classes,
                              args.exponent)
         print(f"2-layer GraphSAGE ({args.features} -> {args.hidden} -> {args.classes}, mean) on a power-law "
-              f"graph: {args.nodes:,} vertices, {edges:,} edges (written in {time.perf_counter() - started:.0f} s); "
+              f"graph: {args.nodes:,} vertices, {edges:,} edges "
+              f"(written in {time.perf_counter() - started:.0f} s); "
               "single-threaded processes\n", flush=True)
         results = {}
         for name, worker, ranks in (("PyG full graph", "pyg-full", None),

@@ -81,7 +81,8 @@ def train(args) -> None:
     with torch.no_grad():
         scores = forward(layers, x, edge_index)
     print(f"trained {args.epochs} epochs in {time.perf_counter() - started:.1f} s: "
-          f"train accuracy {accuracy(scores, labels, ~test):.4f}, test accuracy {accuracy(scores, labels, test):.4f}")
+          f"train accuracy {accuracy(scores, labels, ~test):.4f}, "
+          f"test accuracy {accuracy(scores, labels, test):.4f}")
     save_model(args.out, list(layers))
     print(f"saved {args.out}")
 

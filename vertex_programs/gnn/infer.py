@@ -7,10 +7,11 @@
 ``/layers/{L-2}``, the hidden layers' outputs after their activation) through ``pregel.job``.
 
 Besides the attributes every job writes (``pregel.job``; ``algorithm`` is ``gnn``), the result
-file has ``model`` (the path), ``layers`` (see ``describe``), ``in_features``, ``out_features``; per layer (= per superstep) ``layer_compute_seconds``
-and ``layer_comm_seconds`` (max over ranks) and ``layer_bytes_sent`` (sum over ranks); and the hub
-settings ``hub_partial_gather``, ``hub_shadow_nodes``, ``hub_threshold`` (the degree above which a
-vertex is a hub, ``inf`` for none) and ``hub_in_hubs`` (how many vertices' in-edges were gathered
+file has ``model`` (the path), ``layers`` (see ``describe``), ``in_features``, ``out_features``;
+per layer (= per superstep) ``layer_compute_seconds`` and ``layer_comm_seconds`` (max over
+ranks), ``layer_bytes_sent`` and ``layer_messages_sent`` (sum over ranks); and the hub settings
+``hub_partial_gather``, ``hub_shadow_nodes``, ``hub_threshold`` (the degree above which a vertex
+is a hub, ``inf`` for none) and ``hub_in_hubs`` (how many vertices' in-edges were gathered
 partially).
 """
 
@@ -54,8 +55,8 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
           progress: bool = False) -> JobReport:
     """Run the saved model ``model_path`` over ``graph_path`` on every rank of ``comm`` and write
     ``out_path`` (see the module docstring); ``progress`` prints a line on rank 0 per layer.
-    Returns the job's report (``values`` [N, C] float32
-    and ``stats_table`` [ranks, layers, fields] on rank 0)."""
+    Returns the job's report (``values`` [N, C] float32 and ``stats_table`` [ranks, layers,
+    fields] on rank 0)."""
     hubs = hubs or HubOptions()
     model = load_checked(comm, graph_path, model_path, keep_hidden=layer_outputs)
     if progress:
