@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 # Import the project's packages when run as a script from this folder.
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
@@ -150,7 +151,7 @@ def pyg_layerwise_worker(folder: str) -> None:
                 x = conv(x_all[batch.n_id], batch.edge_index)
                 if i < len(layers) - 1:
                     x = x.relu_()
-                xs.append(x[:batch.batch_size])
+                xs.append(x[:batch.batch_size].clone())  # as .cpu() on a GPU: not a view of x
             x_all = torch.cat(xs, dim=0)
     seconds = time.perf_counter() - started
     np.save(os.path.join(folder, "pyg_layerwise.npy"), x_all.numpy())
@@ -188,7 +189,9 @@ def _full_neighbour_sampler(data):
                                  num_sampled_nodes=[len(seed), len(order) - len(seed)],
                                  num_sampled_edges=[len(edge)])
 
-    return TorchFullNeighbourSampler(data, num_neighbors=[-1])
+    with warnings.catch_warnings():  # PyG's advice to install pyg-lib, which PyPI does not have
+        warnings.simplefilter("ignore", UserWarning)
+        return TorchFullNeighbourSampler(data, num_neighbors=[-1])
 
 
 WORKERS = {"engine": engine_worker, "pyg-full": pyg_full_worker, "pyg-layerwise": pyg_layerwise_worker}
