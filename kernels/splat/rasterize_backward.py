@@ -14,7 +14,7 @@ from numba import cuda, njit, prange
 from .arrays import check_array, on_device, zeros
 from .constants import ALPHA_MIN, TILE_SIZE
 from .rasterize_forward import THREADS_PER_BLOCK, check_raster_inputs
-from .scalar_math import pixel_alpha, pixel_alpha_vjp, pixel_extent, pixel_span
+from .scalar_math import pixel_alpha, pixel_alpha_vjp, pixel_extent, pixel_gaussian, pixel_span
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -71,7 +71,8 @@ def _rasterize_backward_cpu(
                         continue
                     px = x0 + i + 0.5
                     py = y0 + j + 0.5
-                    alpha = pixel_alpha(mx, my, ca, cb, cc, op, px, py)
+                    gauss = pixel_gaussian(mx, my, ca, cb, cc, px, py)
+                    alpha = pixel_alpha(op, gauss)
                     if alpha < ALPHA_MIN:
                         continue
                     t_i = trans[j, i] / (1.0 - alpha)
@@ -85,7 +86,7 @@ def _rasterize_backward_cpu(
                     rest[j, i, 1] = alpha * c1 + (1.0 - alpha) * rest[j, i, 1]
                     rest[j, i, 2] = alpha * c2 + (1.0 - alpha) * rest[j, i, 2]
                     trans[j, i] = t_i
-                    d0, d1, d2, d3, d4, d5 = pixel_alpha_vjp(mx, my, ca, cb, cc, op, px, py, v_alpha)
+                    d0, d1, d2, d3, d4, d5 = pixel_alpha_vjp(mx, my, ca, cb, cc, op, px, py, gauss, v_alpha)
                     a0 += d0
                     a1 += d1
                     a2 += d2
@@ -178,7 +179,8 @@ def _rasterize_backward_cuda(
             cb = sh_geom[j, 3]
             cc = sh_geom[j, 4]
             op = sh_geom[j, 5]
-            alpha = pixel_alpha(mx, my, ca, cb, cc, op, px, py)
+            gauss = pixel_gaussian(mx, my, ca, cb, cc, px, py)
+            alpha = pixel_alpha(op, gauss)
             if alpha < ALPHA_MIN:
                 continue
             t_i = trans / (1.0 - alpha)
@@ -195,7 +197,7 @@ def _rasterize_backward_cuda(
             rest1 = alpha * c1 + (1.0 - alpha) * rest1
             rest2 = alpha * c2 + (1.0 - alpha) * rest2
             trans = t_i
-            d0, d1, d2, d3, d4, d5 = pixel_alpha_vjp(mx, my, ca, cb, cc, op, px, py, v_alpha)
+            d0, d1, d2, d3, d4, d5 = pixel_alpha_vjp(mx, my, ca, cb, cc, op, px, py, gauss, v_alpha)
             cuda.atomic.add(v_mean2d, (g, 0), numba.float32(d0))
             cuda.atomic.add(v_mean2d, (g, 1), numba.float32(d1))
             cuda.atomic.add(v_conic, (g, 0), numba.float32(d2))

@@ -13,7 +13,7 @@ from numba import cuda, njit, prange
 from .arrays import check_array, check_size, empty, on_device
 from .binning import tile_grid
 from .constants import ALPHA_MIN, T_MIN, TILE_SIZE
-from .scalar_math import pixel_alpha, pixel_extent, pixel_span
+from .scalar_math import pixel_alpha, pixel_extent, pixel_gaussian, pixel_span
 
 THREADS_PER_BLOCK = TILE_SIZE * TILE_SIZE  # one thread per pixel of a tile
 
@@ -61,7 +61,7 @@ def _rasterize_forward_cpu(
                 for i in range(xa, xb):
                     if done[j, i]:
                         continue
-                    alpha = pixel_alpha(mx, my, ca, cb, cc, op, x0 + i + 0.5, y0 + j + 0.5)
+                    alpha = pixel_alpha(op, pixel_gaussian(mx, my, ca, cb, cc, x0 + i + 0.5, y0 + j + 0.5))
                     if alpha < ALPHA_MIN:
                         continue
                     t_next = trans[j, i] * (1.0 - alpha)
@@ -125,9 +125,8 @@ def _rasterize_forward_cuda(
         count = min(THREADS_PER_BLOCK, end - batch)
         j = 0
         while not done and j < count:
-            alpha = pixel_alpha(
-                sh_geom[j, 0], sh_geom[j, 1], sh_geom[j, 2], sh_geom[j, 3], sh_geom[j, 4], sh_geom[j, 5], px, py
-            )
+            gauss = pixel_gaussian(sh_geom[j, 0], sh_geom[j, 1], sh_geom[j, 2], sh_geom[j, 3], sh_geom[j, 4], px, py)
+            alpha = pixel_alpha(sh_geom[j, 5], gauss)
             if alpha >= ALPHA_MIN:
                 t_next = trans * (1.0 - alpha)
                 if t_next < T_MIN:

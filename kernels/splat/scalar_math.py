@@ -244,26 +244,27 @@ def project_gaussian_vjp(mean, log_scale, quat, view, intr, width, height, v_mea
 
 
 @njit(cache=True)
-def pixel_alpha(mx, my, ca, cb, cc, opacity, px, py):
-    """alpha = min(ALPHA_MAX, opacity * exp(-0.5 d^T C d)) at the pixel centre (px, py), d = mu - p."""
+def pixel_gaussian(mx, my, ca, cb, cc, px, py):
+    """exp(-0.5 d^T C d) at the pixel centre (px, py), d = mu - p, C = [[ca, cb], [cb, cc]]."""
     dx = mx - px
     dy = my - py
-    power = -0.5 * (ca * dx * dx + cc * dy * dy) - cb * dx * dy
-    return min(ALPHA_MAX, opacity * math.exp(power))
+    return math.exp(-0.5 * (ca * dx * dx + cc * dy * dy) - cb * dx * dy)
 
 
 @njit(cache=True)
-def pixel_alpha_vjp(mx, my, ca, cb, cc, opacity, px, py, v_alpha):
-    """dL/d(mean_x, mean_y, conic_a, conic_b, conic_c, opacity) of one pixel's alpha given dL/dalpha.
+def pixel_alpha(opacity, gauss):
+    """alpha = min(ALPHA_MAX, opacity * gauss)."""
+    return min(ALPHA_MAX, opacity * gauss)
 
-    Zero where alpha is clamped at ALPHA_MAX.
-    """
-    dx = mx - px
-    dy = my - py
-    power = -0.5 * (ca * dx * dx + cc * dy * dy) - cb * dx * dy
-    gauss = math.exp(power)
+
+@njit(cache=True)
+def pixel_alpha_vjp(mx, my, ca, cb, cc, opacity, px, py, gauss, v_alpha):
+    """dL/d(mean_x, mean_y, conic_a, conic_b, conic_c, opacity) of one pixel's alpha given dL/dalpha
+    (gauss = pixel_gaussian at that pixel). Zero where alpha is clamped at ALPHA_MAX."""
     if opacity * gauss > ALPHA_MAX:
         return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    dx = mx - px
+    dy = my - py
     v_power = opacity * gauss * v_alpha
     return (
         -(ca * dx + cb * dy) * v_power,
