@@ -35,9 +35,6 @@ from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
 
-_EDGE = np.dtype([("src", np.int64), ("dst", np.int64), ("weight", np.float32),
-                  ("source_side", np.bool_)])
-_COUNT = np.dtype([("dst", np.int64), ("count", np.int64), ("loops", np.int64)])
 _VERTEX = np.dtype([("id", np.int64), ("out_degree", np.int64), ("label", np.int64)])
 
 
@@ -224,19 +221,19 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     partition = make_partition(partitioner, read_bounds, header.num_nodes, comm.size)
     owned = partition.owned(comm.rank)
     out_degree, feats, labels = _vertex_data(comm, partition, part, owned)
-    edges = _slice_edges(part, symmetric)
-    in_degree, self_loops = _count_in_edges(comm, partition, edges, len(owned))
     threshold = hubs.resolved_threshold(header.num_nodes, header.num_edges * (1 + symmetric), comm.size)
-    in_hubs = np.zeros(0, np.int64)
-    if hubs.partial_gather:
-        in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
-    edges["source_side"] = np.isin(edges["dst"], in_hubs)
+    edges = _slice_edges(part, symmetric, header.has_weights)
     if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
         row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
-        edges["source_side"][:len(row_degree)] |= row_degree > threshold
-    placed = _place_edges(comm, partition, edges)
-    return _build_local(comm, partition, header, owned, placed, out_degree, in_degree, self_loops,
-                        feats, labels, in_hubs)
+        edges.source_side[:len(row_degree)] = row_degree > threshold
+    if comm.size > 1:
+        edges = _send_edges(comm, edges, np.where(edges.source_side, partition.owner(edges.src),
+                                                  partition.owner(edges.dst)))
+    local = _LocalEdges(comm, partition, len(owned), edges)
+    in_hubs = np.zeros(0, np.int64)
+    if hubs.partial_gather:
+        in_hubs = local.hand_hubs_to_sources(owned, threshold)
+    return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs)
 
 
 def _as_source(source):
@@ -269,67 +266,123 @@ def _vertex_data(comm, partition, part, owned):
     return received["out_degree"], feats, labels
 
 
-def _slice_edges(part, symmetric):
-    """The edges read by this rank as records [E_r] (the reverse edges appended if ``symmetric``)."""
+@dataclass
+class _Edges:
+    """Edges as parallel arrays: src, dst [k] int64 global ids; weight [k] float32 or None;
+    source_side [k] bool (processed on the source's owner: partial gather / no shadow)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray | None
+    source_side: np.ndarray
+
+    def take(self, index) -> "_Edges":
+        return _Edges(self.src[index], self.dst[index],
+                      None if self.weight is None else self.weight[index], self.source_side[index])
+
+    def concat(self, other: "_Edges") -> "_Edges":
+        return _Edges(np.concatenate([self.src, other.src]), np.concatenate([self.dst, other.dst]),
+                      None if self.weight is None else np.concatenate([self.weight, other.weight]),
+                      np.concatenate([self.source_side, other.source_side]))
+
+
+def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
+    """The edges read by this rank (the reverse edges appended if ``symmetric``)."""
     src = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
     dst = np.asarray(part.indices, dtype=np.int64)
-    weights = np.ones(len(dst), np.float32) if part.weights is None else part.weights
+    weights = part.weights if weighted else None
     if symmetric:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-        weights = np.concatenate([weights, weights])
-    records = np.zeros(len(src), dtype=_EDGE)
-    records["src"], records["dst"], records["weight"] = src, dst, weights
-    return records
+        weights = None if weights is None else np.concatenate([weights, weights])
+    return _Edges(src, dst, weights, np.zeros(len(src), dtype=bool))
 
 
-def _send_to(comm, records, owners):
-    """Send each record to the rank ``owners`` [k] names; returns the records received."""
+def _send_edges(comm, edges: _Edges, ranks: np.ndarray) -> _Edges:
+    """Send each edge to the rank ``ranks`` [k] names; returns the edges received."""
     if comm.size == 1:
-        return records
-    order = np.argsort(owners, kind="stable")
-    received, _ = comm.alltoallv(records[order], np.bincount(owners, minlength=comm.size))
-    return received
+        return edges
+    order = np.argsort(ranks, kind="stable")
+    counts = np.bincount(ranks, minlength=comm.size)
+    src, received = comm.alltoallv(edges.src[order], counts)
+
+    def send(array):
+        return comm.alltoallv_known(array[order], counts, received)
+
+    return _Edges(src, send(edges.dst), None if edges.weight is None else send(edges.weight),
+                  send(edges.source_side))
 
 
-def _count_in_edges(comm, partition, edges, n):
-    """In-degree [n] and self-loop count [n] of the owned vertices, over every rank's edges."""
-    dst, first, counts = np.unique(edges["dst"], return_index=True, return_counts=True)
-    records = np.zeros(len(dst), dtype=_COUNT)
-    records["dst"], records["count"] = dst, counts
-    loops = edges["dst"][edges["src"] == edges["dst"]]
-    records["loops"] = np.bincount(np.searchsorted(dst, loops), minlength=len(dst)) if len(dst) else 0
-    received = _send_to(comm, records, partition.owner(dst))
-    local = partition.local_index(received["dst"], comm.rank)
-    return (np.bincount(local, weights=received["count"], minlength=n).astype(np.int64),
-            np.bincount(local, weights=received["loops"], minlength=n).astype(np.int64))
+class _LocalEdges:
+    """The edges a rank holds after placement, with the in-degree and self-loops of its vertices.
+
+    dest: destination-side edges (destination owned here), dst_local [E_d] their local rows;
+    source: source-side edges (source owned here); in_degree, self_loops: [n] int64 over the
+    whole graph.
+    """
+
+    def __init__(self, comm, partition, n: int, edges: _Edges):
+        self.comm, self.partition, self.n = comm, partition, n
+        if edges.source_side.any():
+            self.dest, self.source = edges.take(~edges.source_side), edges.take(edges.source_side)
+        else:
+            self.dest, self.source = edges, edges.take(slice(0, 0))
+        self.dst_local = partition.local_index(self.dest.dst, comm.rank)
+        self.in_degree = np.bincount(self.dst_local, minlength=n).astype(np.int64)
+        loops = np.concatenate([self.dest.dst[self.dest.src == self.dest.dst],
+                                self.source.dst[self.source.src == self.source.dst]])
+        self.self_loops = np.bincount(partition.local_index(loops, comm.rank), minlength=n).astype(np.int64)
+        self._count_source_side()
+
+    def _count_source_side(self):
+        """Add the source-side edges (kept by their sources' owners) to their destinations' in-degree."""
+        if not any(self.comm.allgather(bool(len(self.source.dst)))):
+            return
+        dst, counts = np.unique(self.source.dst, return_counts=True)
+        owners = self.partition.owner(dst)
+        order = np.argsort(owners, kind="stable")
+        ids, received = self.comm.alltoallv(dst[order], np.bincount(owners, minlength=self.comm.size))
+        counts = self.comm.alltoallv_known(counts[order], np.bincount(owners, minlength=self.comm.size),
+                                           received)
+        self.in_degree += np.bincount(self.partition.local_index(ids, self.comm.rank), weights=counts,
+                                      minlength=self.n).astype(np.int64)
+
+    def hand_hubs_to_sources(self, owned, threshold) -> np.ndarray:
+        """Partial gather: send the in-edges of owned vertices with in-degree above ``threshold`` to
+        their sources' owners; returns every rank's hubs, sorted [k] int64."""
+        is_hub = self.in_degree > threshold
+        in_hubs = np.sort(np.concatenate(self.comm.allgather(owned[is_hub])))
+        if not len(in_hubs):
+            return in_hubs
+        moving = is_hub[self.dst_local]
+        moved = self.dest.take(moving)
+        moved.source_side[:] = True
+        self.dest, self.dst_local = self.dest.take(~moving), self.dst_local[~moving]
+        self.source = self.source.concat(_send_edges(self.comm, moved, self.partition.owner(moved.src)))
+        return in_hubs
 
 
-def _place_edges(comm, partition, edges):
-    """Move each edge to the rank that processes it: its source's owner if source-side, else its
-    destination's owner."""
-    owners = np.where(edges["source_side"], partition.owner(edges["src"]), partition.owner(edges["dst"]))
-    return _send_to(comm, edges, owners)
-
-
-def _build_local(comm, partition, header, owned, edges, out_degree, in_degree, self_loops, feats,
-                 labels, in_hubs):
+def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree, feats, labels,
+                 in_hubs):
     n = len(owned)
 
     def to_local(ids):
         return partition.local_index(ids, comm.rank)
 
-    has_weights = header.has_weights
-    source_side = edges[edges["source_side"]]
-    order = np.lexsort((source_side["src"], source_side["dst"]))
-    source_side = source_side[order]
-    part_dst, part_counts = np.unique(source_side["dst"], return_counts=True)
+    source = local.source
+    order = np.lexsort((source.src, source.dst))
+    part_dst, part_counts = np.unique(source.dst[order], return_counts=True)
     part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
+    part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 
-    edges = edges[~edges["source_side"]]
-    dst_local = to_local(edges["dst"])
-    order = np.argsort(dst_local * header.num_nodes + edges["src"], kind="stable")  # by (dst, src)
-    dst_local, src = dst_local[order], edges["src"][order]
-    weights = edges["weight"][order] if has_weights else None
+    dest, num_nodes = local.dest, max(header.num_nodes, 1)
+    key = local.dst_local * num_nodes + dest.src  # sort by (destination, global source id)
+    weights = None
+    if dest.weight is None:
+        key.sort()
+    else:
+        by_key = np.argsort(key, kind="stable")
+        key, weights = key[by_key], dest.weight[by_key]
+    dst_local, src = key // num_nodes, key % num_nodes
     in_indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst_local, minlength=n), out=in_indptr[1:])
 
@@ -356,10 +409,10 @@ def _build_local(comm, partition, header, owned, edges, out_degree, in_degree, s
         comm=comm, partition=partition, num_nodes=header.num_nodes, num_edges=header.num_edges,
         directed=header.directed, owned=owned, in_indptr=in_indptr, in_indices=in_indices,
         in_weights=weights, part_indptr=part_indptr, part_dst=part_dst,
-        part_src=to_local(source_side["src"]),
-        part_weights=np.ascontiguousarray(source_side["weight"]) if has_weights else None,
+        part_src=to_local(source.src[order]), part_weights=part_weights,
         ghost_ids=ghost_ids, ghost_counts=ghost_counts, send_index=to_local(wanted),
         send_counts=send_counts, dst_send_index=to_local(dst_wanted), dst_send_counts=dst_send_counts,
         dst_recv_counts=dst_recv_counts, dst_recv_rows=dst_recv_rows, any_source_side=any_source_side,
         out_degree=np.asarray(out_degree, dtype=np.int64),
-        in_degree=in_degree, self_loops=self_loops, features=feats, labels=labels, in_hubs=in_hubs)
+        in_degree=local.in_degree, self_loops=local.self_loops, features=feats, labels=labels,
+        in_hubs=in_hubs)

@@ -231,16 +231,16 @@ class Superstep:
                  np.bincount(self.edges.dst_rows, weights=sent_ext[g.in_indices], minlength=n))
         op, identity = self.combiner, IDENTITY[self.combiner]
         gathered[count == 0] = identity  # gather_reduce gives 0 for rows without edges
-        if len(inc.direct_ids):
-            local = g.local_index(inc.direct_ids)
+        if len(inc.direct_ids):  # partial aggregates and direct messages touch only their rows
+            rows, inverse = np.unique(g.local_index(inc.direct_ids), return_inverse=True)
             reduce_op = "sum" if op == "mean" else op
-            direct, direct_count = scatter_reduce(local, inc.direct_values.astype(gathered.dtype), n,
-                                                  reduce_op, check=False)
+            direct, direct_count = scatter_reduce(inverse, inc.direct_values.astype(gathered.dtype),
+                                                  len(rows), reduce_op, check=False)
             if op == "mean":
-                direct_count = np.bincount(local, weights=inc.direct_counts, minlength=n)
-            filled = np.where(_rows(direct_count > 0, direct), direct, identity).astype(gathered.dtype)
-            gathered = _COMBINE[reduce_op](gathered, filled)
-            count = count + direct_count
+                direct_count = np.bincount(inverse, weights=inc.direct_counts, minlength=len(rows))
+            gathered[rows] = _COMBINE[reduce_op](gathered[rows], direct)
+            count = count.astype(np.float64)
+            count[rows] += direct_count
         received = count > 0
         if op == "mean":
             gathered = gathered / _rows(np.maximum(count, 1), gathered).astype(gathered.dtype)
