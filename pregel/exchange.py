@@ -186,7 +186,7 @@ def _to_bytes(arrays) -> np.ndarray:
 
 
 class _Reader:
-    """Reads consecutive typed arrays out of a byte buffer (copied, so they are aligned)."""
+    """Reads consecutive typed arrays out of a byte buffer (views; copied only when misaligned)."""
 
     def __init__(self, buffer: np.ndarray):
         self.buffer, self.position = buffer, 0
@@ -196,6 +196,8 @@ class _Reader:
             return np.zeros((0,) + tuple(row_shape), dtype=dtype or np.float64)
         count = int(rows) * int(np.prod(row_shape, dtype=np.int64))
         end = self.position + count * dtype.itemsize
-        out = self.buffer[self.position:end].copy().view(dtype).reshape((int(rows),) + tuple(row_shape))
+        raw = self.buffer[self.position:end]
+        if raw.ctypes.data % dtype.itemsize:  # misaligned after odd-width fields: copy to align
+            raw = raw.copy()
         self.position = end
-        return out
+        return raw.view(dtype).reshape((int(rows),) + tuple(row_shape))
