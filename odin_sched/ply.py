@@ -9,10 +9,10 @@ normals are zero, ``f_dc`` is the degree-0 SH coefficient of the colour, (rgb - 
 C0 = 0.28209479177387814, ``opacity`` is the logit, ``scale_*`` the log scales and ``rot_*`` the
 (w, x, y, z) quaternion as stored.
 """
-import os
-import tempfile
 
 import numpy as np
+
+from pregel.atomic import atomic_output
 
 SH_C0 = 0.28209479177387814
 
@@ -49,16 +49,9 @@ def write_ply(path, means, scales, quats, opacities, colors) -> None:
         vertices[name] = columns[:, i]
     header = "ply\nformat binary_little_endian 1.0\n" + f"element vertex {g}\n" \
         + "".join(f"property float {name}\n" for name in PROPERTIES) + "end_header\n"
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ply", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(header.encode("ascii"))
-            f.write(vertices.tobytes())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_output(path, ".ply") as temp, open(temp, "wb") as f:
+        f.write(header.encode("ascii"))
+        f.write(vertices.tobytes())
 
 
 def read_ply(path) -> dict:

@@ -24,12 +24,12 @@ Every problem found is raised as one ``InputError`` naming the file, the dataset
 Writing is atomic: the file is written under a temporary name in the same directory, then renamed.
 """
 import os
-import tempfile
 from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
 
+from pregel.atomic import atomic_h5
 from pregel.errors import InputError
 
 FORMAT = "pregel-scene"
@@ -195,45 +195,26 @@ def read_scene(path) -> Scene:
     return scene
 
 
-def check_output_path(path) -> str:
-    """Raise InputError unless ``path`` can be created: its directory exists and it is not a directory.
-    Returns the directory."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise InputError.at(path, None, f"cannot write: directory {directory} does not exist")
-    if os.path.isdir(path):
-        raise InputError.at(path, None, "cannot write: is a directory")
-    return directory
-
-
 def write_scene(path, scene: Scene) -> None:
     """Validate ``scene`` and write it to ``path`` atomically (temporary file, then rename)."""
     path = os.fspath(path)
     validate(scene, path)
-    directory = check_output_path(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".h5", dir=directory)
-    os.close(fd)
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["format"] = FORMAT
-            f.attrs["version"] = VERSION
-            f.attrs["width"] = int(scene.width)
-            f.attrs["height"] = int(scene.height)
-            for key, value in scene.attrs.items():
-                f.attrs[key] = value
-            for name in GAUSSIAN_DATASETS:
-                f.create_dataset(f"gaussians/{name}", data=getattr(scene, name))
-            f.create_dataset("cameras/viewmats", data=scene.viewmats)
-            f.create_dataset("cameras/Ks", data=scene.Ks)
-            f.create_dataset("images", data=scene.images, chunks=(1,) + scene.images.shape[1:])
-            if scene.heldout is not None:
-                f.create_dataset("cameras/heldout", data=scene.heldout)
-            if scene.init_means is not None:
-                f.create_dataset("init/means", data=scene.init_means)
-                f.create_dataset("init/colors", data=scene.init_colors)
-            for name, values in scene.metrics.items():
-                f.create_dataset(f"metrics/{name}", data=np.asarray(values))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_h5(path) as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["version"] = VERSION
+        f.attrs["width"] = int(scene.width)
+        f.attrs["height"] = int(scene.height)
+        for key, value in scene.attrs.items():
+            f.attrs[key] = value
+        for name in GAUSSIAN_DATASETS:
+            f.create_dataset(f"gaussians/{name}", data=getattr(scene, name))
+        f.create_dataset("cameras/viewmats", data=scene.viewmats)
+        f.create_dataset("cameras/Ks", data=scene.Ks)
+        f.create_dataset("images", data=scene.images, chunks=(1,) + scene.images.shape[1:])
+        if scene.heldout is not None:
+            f.create_dataset("cameras/heldout", data=scene.heldout)
+        if scene.init_means is not None:
+            f.create_dataset("init/means", data=scene.init_means)
+            f.create_dataset("init/colors", data=scene.init_colors)
+        for name, values in scene.metrics.items():
+            f.create_dataset(f"metrics/{name}", data=np.asarray(values))

@@ -29,8 +29,9 @@ from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune
 from odin_sched.metrics import psnr, ssim
 from odin_sched.optim import DEFAULT_LR, VisibleAdam, default_lrs
 from odin_sched.ply import write_ply
-from odin_sched.scene_io import Scene, check_output_path, read_scene, write_scene
+from odin_sched.scene_io import Scene, read_scene, write_scene
 from odin_sched.scene_gen import HOLDOUT_EVERY
+from pregel.atomic import check_writable
 from pregel.errors import InputError
 
 INIT_OPACITY = 0.1
@@ -160,7 +161,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
     for path in (out_path, ply_path, png_path):
         if path is not None:
-            check_output_path(path)
+            check_writable(path)
     scene = read_scene(scene_path)
     if scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "

@@ -17,13 +17,13 @@ of the file exactly once. Writing is atomic: a temporary file in the same folder
 the target only once it is complete.
 """
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 import numpy as np
 
+from pregel.atomic import atomic_h5
 from pregel.errors import InputError
 
 FORMAT = "pregel-graph"
@@ -109,31 +109,6 @@ def write_graph(path, graph: GraphData) -> None:
             f.create_dataset("nodes/features", data=np.asarray(graph.features, dtype=np.float32))
         if graph.labels is not None:
             f.create_dataset("nodes/labels", data=np.asarray(graph.labels, dtype=np.int64))
-
-
-class atomic_h5:
-    """Context manager: an ``h5py.File`` open for writing at a temporary name, renamed on success.
-
-    On any exception the temporary file is removed and ``path`` is left as it was.
-    """
-
-    def __init__(self, path):
-        self.path = Path(path)
-        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-
-    def __enter__(self) -> h5py.File:
-        if not self.path.parent.is_dir():
-            raise InputError.at(self.path, None, f"cannot write: folder {self.path.parent} does not exist")
-        self.file = h5py.File(self.tmp, "w")
-        return self.file
-
-    def __exit__(self, exc_type, exc, tb):
-        self.file.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
-        return False
 
 
 class GraphFile:

@@ -10,14 +10,13 @@ Rank 0 writes it from the gathered slices, atomically.
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from pregel.atomic import atomic_h5, check_writable
 from pregel.dgraph import load_graph
 from pregel.engine import RunResult, run
 from pregel.errors import InputError
-from pregel.graph_io import atomic_h5
 from pregel.stats import FIELDS, summarize
 
 
@@ -43,8 +42,11 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
     ``{name: local rows [n, ...]}`` written beside ``/values`` in global vertex order.
     """
     problem = None
-    if out_path is not None and not Path(out_path).resolve().parent.is_dir():
-        problem = InputError.at(out_path, None, "cannot write: its folder does not exist")
+    try:
+        if out_path is not None:
+            check_writable(out_path)
+    except InputError as err:
+        problem = err
     comm.agree(problem)
     started = time.perf_counter()
     graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric, hubs=hubs)

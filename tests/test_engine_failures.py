@@ -77,4 +77,4 @@ def test_missing_graph_and_missing_output_folder(tmp_path, graph_file):
     missing = mpirun(2, "run", "wcc", "--graph", tmp_path / "none.h5", "--out", tmp_path / "o.h5")
     assert missing.returncode == 2 and "none.h5: no such file" in missing.stderr
     no_folder = mpirun(2, "run", "wcc", "--graph", graph_file, "--out", tmp_path / "no" / "o.h5")
-    assert no_folder.returncode == 2 and "its folder does not exist" in no_folder.stderr
+    assert no_folder.returncode == 2 and "cannot write: its folder" in no_folder.stderr

@@ -11,14 +11,13 @@ weight's presence, dtype and shape, widths that chain) and reports the first pro
 ``InputError`` line naming the file.
 """
 
-import os
 import pickle
 import re
-import tempfile
 from pathlib import Path
 
 import torch
 
+from pregel.atomic import atomic_output
 from pregel.errors import InputError
 from vertex_programs.gnn.base import GNNLayer, RecordReader
 from vertex_programs.gnn.gat import GATLayer
@@ -48,15 +47,8 @@ def save_model(path, layers, activation: str = "relu") -> None:
     model = GNNModel(layers, activation)
     data = {"format": FORMAT, "version": VERSION, "activation": activation,
             "layers": [layer.record() for layer in model.layers]}
-    path = Path(path)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as f:
-            torch.save(data, f)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    with atomic_output(path, ".pt") as temp:
+        torch.save(data, temp)
 
 
 def load_model(path, keep_hidden: bool = False) -> GNNModel:
