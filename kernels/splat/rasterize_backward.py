@@ -13,7 +13,7 @@ from numba import cuda, njit, prange
 
 from .arrays import check_array, on_device, zeros
 from .constants import ALPHA_MIN, TILE_SIZE
-from .rasterize_forward import THREADS_PER_BLOCK, check_raster_inputs
+from .rasterize_forward import THREADS_PER_BLOCK, check_raster_inputs, stage_gaussian
 from .scalar_math import pixel_alpha, pixel_alpha_vjp, pixel_extent, pixel_gaussian, pixel_span
 
 
@@ -160,15 +160,7 @@ def _rasterize_backward_cuda(
         if k >= start:
             g = gauss_ids[k]
             sh_id[tid] = g
-            sh_geom[tid, 0] = mean2d[g, 0]
-            sh_geom[tid, 1] = mean2d[g, 1]
-            sh_geom[tid, 2] = conic[g, 0]
-            sh_geom[tid, 3] = conic[g, 1]
-            sh_geom[tid, 4] = conic[g, 2]
-            sh_geom[tid, 5] = opacity[g]
-            sh_color[tid, 0] = colors[g, 0]
-            sh_color[tid, 1] = colors[g, 1]
-            sh_color[tid, 2] = colors[g, 2]
+            stage_gaussian(sh_geom, sh_color, tid, g, mean2d, conic, opacity, colors)
         cuda.syncthreads()
         for j in range(min(THREADS_PER_BLOCK, batch_end - start)):
             if batch_end - 1 - j - start >= last:

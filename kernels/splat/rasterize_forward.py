@@ -82,6 +82,21 @@ def _rasterize_forward_cpu(
                 n_contrib[y0 + j, x0 + i] = last[j, i]
 
 
+@cuda.jit(device=True)
+def stage_gaussian(sh_geom, sh_color, slot, g, mean2d, conic, opacity, colors):
+    """Copy Gaussian ``g``'s 2-D geometry (mean, conic, opacity) and colour into shared-memory slot
+    ``slot`` (a device function of the CUDA raster kernels, forward and backward)."""
+    sh_geom[slot, 0] = mean2d[g, 0]
+    sh_geom[slot, 1] = mean2d[g, 1]
+    sh_geom[slot, 2] = conic[g, 0]
+    sh_geom[slot, 3] = conic[g, 1]
+    sh_geom[slot, 4] = conic[g, 2]
+    sh_geom[slot, 5] = opacity[g]
+    sh_color[slot, 0] = colors[g, 0]
+    sh_color[slot, 1] = colors[g, 1]
+    sh_color[slot, 2] = colors[g, 2]
+
+
 @cuda.jit
 def _rasterize_forward_cuda(
     tile_offsets, gauss_ids, mean2d, conic, opacity, colors, background, width, height, image, final_t, n_contrib
@@ -111,16 +126,7 @@ def _rasterize_forward_cuda(
             break
         k = batch + tid
         if k < end:
-            g = gauss_ids[k]
-            sh_geom[tid, 0] = mean2d[g, 0]
-            sh_geom[tid, 1] = mean2d[g, 1]
-            sh_geom[tid, 2] = conic[g, 0]
-            sh_geom[tid, 3] = conic[g, 1]
-            sh_geom[tid, 4] = conic[g, 2]
-            sh_geom[tid, 5] = opacity[g]
-            sh_color[tid, 0] = colors[g, 0]
-            sh_color[tid, 1] = colors[g, 1]
-            sh_color[tid, 2] = colors[g, 2]
+            stage_gaussian(sh_geom, sh_color, tid, gauss_ids[k], mean2d, conic, opacity, colors)
         cuda.syncthreads()
         count = min(THREADS_PER_BLOCK, end - batch)
         j = 0
