@@ -54,6 +54,8 @@ def format_table(table: np.ndarray) -> str:
                      f"{int(step[:, 6].sum()):>9,}  {int(step[:, 7].sum()):>9,}")
     summary = summarize(table)
     lines.append("per rank:  " + "  ".join(
-        f"{name.replace('_', ' ')} {summary[name + '_per_rank']} (imbalance {summary[name + '_imbalance']:.2f})"
-        for name in ("edges_processed", "messages_sent", "compute_seconds")))
+        f"{name.replace('_', ' ')} [{', '.join(fmt.format(v) for v in summary[name + '_per_rank'])}] "
+        f"(imbalance {summary[name + '_imbalance']:.2f})"
+        for name, fmt in (("edges_processed", "{:,.0f}"), ("messages_sent", "{:,.0f}"),
+                          ("compute_seconds", "{:.3f}"))))
     return "\n".join(lines)
