@@ -13,8 +13,6 @@ the scene extent (decayed to 1.6e-6 times the extent by the trainer), log-scales
 """
 import torch
 
-PARAM_NAMES = ("means", "scales", "quats", "opacities", "colors")
-
 DEFAULT_LR = {
     "means": 1.6e-4,  # multiplied by the scene extent
     "scales": 5e-3,

@@ -75,17 +75,6 @@ class Comm:
         self.mpi.Alltoallv([send_bytes, (s_counts, s_displ), MPI.BYTE],
                            [recv_bytes, (r_counts, r_displ), MPI.BYTE])
 
-    def allreduce_array(self, values: np.ndarray, op: str = "sum") -> np.ndarray:
-        """Element-wise reduction of ``values`` (any shape, numeric) over all ranks."""
-        values = np.ascontiguousarray(values)
-        if self.size == 1:
-            return values.copy()
-        from mpi4py import MPI
-
-        result = np.empty_like(values)
-        self.mpi.Allreduce(values, result, op={"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}[op])
-        return result
-
     def gather_rows(self, rows: np.ndarray, root: int = 0) -> np.ndarray | None:
         """Concatenate every rank's ``rows`` [n_r, ...] in rank order on ``root`` (None elsewhere)."""
         rows = np.ascontiguousarray(rows)
@@ -135,8 +124,3 @@ class Comm:
             agreed = error if error is not None else InputError(failed[0])
             agreed.collective = True  # every rank raises it: no rank is left waiting
             raise agreed
-
-    def abort(self, code: int) -> None:
-        """End every rank of the job now (after an unexpected exception on this rank)."""
-        if self.size > 1:
-            self.mpi.Abort(code)

@@ -32,7 +32,7 @@ import numpy as np
 
 from pregel.comm import Comm
 from pregel.errors import InputError
-from pregel.graph_io import GraphData, GraphFile, check_in_memory
+from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
 
 _VERTEX = np.dtype([("id", np.int64), ("out_degree", np.int64), ("label", np.int64)])
@@ -61,65 +61,33 @@ class HubOptions:
 
 
 class ArraySource:
-    """An in-memory graph (the same ``GraphData`` on every rank), e.g. a dependency graph of steps."""
+    """An in-memory graph (the same ``GraphData`` on every rank), e.g. a dependency graph of steps,
+    read through the same ``header`` / ``indptr_at`` / ``read`` interface as a ``GraphFile``."""
 
     def __init__(self, graph: GraphData):
         check_in_memory(graph)
         self.graph = graph
         self.path = "<in-memory graph>"
-        self.header = _ArrayHeader(graph)
+        self.header = GraphHeader(
+            self.path, graph.num_nodes, graph.num_edges, graph.directed, np.asarray(graph.indices).dtype,
+            graph.weights is not None, 0 if graph.features is None else graph.features.shape[1],
+            graph.labels is not None)
 
     def indptr_at(self, v: int) -> int:
         return int(self.graph.indptr[v])
 
-    def read(self, start: int, stop: int, features: bool):
+    def read(self, start: int, stop: int, features: bool) -> GraphSlice:
         g = self.graph
         lo, hi = int(g.indptr[start]), int(g.indptr[stop])
         rows = slice(start, stop)
-        return _ArraySlice(start, stop, np.asarray(g.indptr[start:stop + 1], np.int64) - lo,
-                           np.asarray(g.indices[lo:hi], np.int64),
-                           None if g.weights is None else np.asarray(g.weights[lo:hi], np.float32),
-                           None if g.features is None or not features else np.asarray(g.features[rows]),
-                           None if g.labels is None else np.asarray(g.labels[rows], np.int64))
+        return GraphSlice(self.header, start, stop, lo, np.asarray(g.indptr[start:stop + 1], np.int64) - lo,
+                          np.asarray(g.indices[lo:hi], np.int64),
+                          None if g.weights is None else np.asarray(g.weights[lo:hi], np.float32),
+                          None if g.features is None or not features else np.asarray(g.features[rows]),
+                          None if g.labels is None else np.asarray(g.labels[rows], np.int64))
 
     def close(self) -> None:
         pass
-
-
-@dataclass(frozen=True)
-class _ArrayHeader:
-    graph: GraphData
-
-    @property
-    def num_nodes(self):
-        return self.graph.num_nodes
-
-    @property
-    def num_edges(self):
-        return self.graph.num_edges
-
-    @property
-    def directed(self):
-        return self.graph.directed
-
-    @property
-    def has_weights(self):
-        return self.graph.weights is not None
-
-    @property
-    def num_features(self):
-        return 0 if self.graph.features is None else self.graph.features.shape[1]
-
-
-@dataclass
-class _ArraySlice:
-    start: int
-    stop: int
-    indptr: np.ndarray
-    indices: np.ndarray
-    weights: np.ndarray | None
-    features: np.ndarray | None
-    labels: np.ndarray | None
 
 
 @dataclass

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from pregel.errors import InputError
 from pregel.exchange import exchange
-from pregel.program import Context, VertexProgram
+from pregel.program import REDUCERS, Context, VertexProgram
 from pregel.stats import SuperstepStats
 from pregel.superstep import EdgeIds, Superstep, as_numpy
 
@@ -129,12 +129,10 @@ def _reduce_aggregates(comm, ctx: Context, local_active: int):
     reduced = {}
     for contributions, _ in everyone:
         for name, (op, value) in contributions.items():
-            reduced[name] = value if name not in reduced else _REDUCE[op](reduced[name], value)
+            reduced[name] = value if name not in reduced else REDUCERS[op](reduced[name], value)
     aggregated = {name: (v.item() if np.ndim(v) == 0 else v) for name, v in reduced.items()}
     return aggregated, sum(active for _, active in everyone)
 
-
-_REDUCE = {"sum": np.add, "min": np.minimum, "max": np.maximum}
 
 
 class _Progress:

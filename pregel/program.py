@@ -186,7 +186,7 @@ class Context:
             previous_op, previous = self._pending_aggregates[name]
             if previous_op != op:
                 raise ValueError(f"aggregator {name!r} used with ops {previous_op!r} and {op!r}")
-            value = _REDUCE[op](previous, value)
+            value = REDUCERS[op](previous, value)
         self._pending_aggregates[name] = (op, value)
 
     def send_to(self, ids, values) -> None:
@@ -204,4 +204,5 @@ class Context:
         self._direct.append((ids, values))
 
 
-_REDUCE = {"sum": np.add, "min": np.minimum, "max": np.maximum}
+#: The reduction of each aggregator op and of the sum/min/max combiners.
+REDUCERS = {"sum": np.add, "min": np.minimum, "max": np.maximum}

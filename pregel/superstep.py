@@ -15,11 +15,10 @@ import numpy as np
 from kernels.gather import gather_reduce
 from kernels.scatter import scatter_reduce
 from pregel.exchange import Outgoing
-from pregel.program import COMBINERS, Messages, VertexProgram
+from pregel.program import COMBINERS, REDUCERS, Messages, VertexProgram
 from pregel.softmax_parts import SoftmaxParts
 
 IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
-_COMBINE = {"sum": np.add, "min": np.minimum, "max": np.maximum}
 
 
 def as_numpy(values) -> np.ndarray:
@@ -238,7 +237,7 @@ class Superstep:
                                                   len(rows), reduce_op, check=False)
             if op == "mean":
                 direct_count = np.bincount(inverse, weights=inc.direct_counts, minlength=len(rows))
-            gathered[rows] = _COMBINE[reduce_op](gathered[rows], direct)
+            gathered[rows] = REDUCERS[reduce_op](gathered[rows], direct)
             count = count.astype(np.float64)
             count[rows] += direct_count
         received = count > 0
