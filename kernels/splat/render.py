@@ -2,13 +2,15 @@
 
 Two autograd Functions chain the kernels: projection (means, log-scales, quaternions -> mean2d,
 conic) and rasterization (mean2d, conic, opacity, colours -> image); the sigmoid on the opacity logits
-sits between them in plain torch. CPU tensors run the CPU kernels, CUDA tensors the CUDA kernels.
+sits between them (``activation``, element by element so that a Gaussian's result never depends on
+which other Gaussians are rendered with it). CPU tensors run the CPU kernels, CUDA tensors the CUDA kernels.
 """
 
 import numpy as np
 import torch
 from numba import cuda
 
+from .activation import sigmoid, sigmoid_vjp
 from .binning import bin_tiles
 from .projection import project, project_backward
 from .rasterize_backward import rasterize_backward
@@ -51,6 +53,21 @@ class _Project(torch.autograd.Function):
         return v_means, v_log_scales, v_quats, None, None, None, None
 
 
+class _Sigmoid(torch.autograd.Function):
+    """Opacity activation, element by element (see ``activation``: independent of array position)."""
+
+    @staticmethod
+    def forward(ctx, logits):
+        opacity = _tensor(sigmoid(_kernel_array(logits)), logits.device)
+        ctx.save_for_backward(opacity)
+        return opacity
+
+    @staticmethod
+    def backward(ctx, v_opacity):
+        (opacity,) = ctx.saved_tensors
+        return _tensor(sigmoid_vjp(_kernel_array(opacity), _kernel_array(v_opacity)), opacity.device)
+
+
 class _Rasterize(torch.autograd.Function):
     @staticmethod
     def forward(ctx, mean2d, conic, opacity, colors, radius, depth, background, width, height):
@@ -84,5 +101,5 @@ def render(means, scales, quats, opacities, colors, viewmat, K, width, height, b
     K_host = K.detach().cpu().numpy()
     bg = (0.0, 0.0, 0.0) if background is None else tuple(float(b) for b in background.detach().cpu())
     mean2d, conic, depth, radius = _Project.apply(means, scales, quats, viewmat_host, K_host, width, height)
-    image = _Rasterize.apply(mean2d, conic, torch.sigmoid(opacities), colors, radius, depth, bg, width, height)
+    image = _Rasterize.apply(mean2d, conic, _Sigmoid.apply(opacities), colors, radius, depth, bg, width, height)
     return image, radius > 0
