@@ -57,10 +57,13 @@ def screen_grad_norm(means: torch.Tensor, means_grad: torch.Tensor, viewmat: tor
     Returns torch.Tensor      # [G]
     """
     rot = viewmat[:3, :3]
-    z = means @ rot[2] + viewmat[2, 3]
-    g_cam = means_grad @ rot.T
-    gu = g_cam[:, 0] * z / K[0, 0] * (0.5 * width)
-    gv = g_cam[:, 1] * z / K[1, 1] * (0.5 * height)
+    # written elementwise (no matrix products) so that a row's value never depends on the other rows
+    z = means[:, 0] * rot[2, 0] + means[:, 1] * rot[2, 1] + means[:, 2] * rot[2, 2] + viewmat[2, 3]
+    g = means_grad
+    gx = g[:, 0] * rot[0, 0] + g[:, 1] * rot[0, 1] + g[:, 2] * rot[0, 2]
+    gy = g[:, 0] * rot[1, 0] + g[:, 1] * rot[1, 1] + g[:, 2] * rot[1, 2]
+    gu = gx * z / K[0, 0] * (0.5 * width)
+    gv = gy * z / K[1, 1] * (0.5 * height)
     return torch.sqrt(gu * gu + gv * gv)
 
 

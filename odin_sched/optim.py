@@ -78,6 +78,18 @@ class VisibleAdam:
             raise ValueError(f"visible: expected a bool tensor of shape ({self.num_gaussians},), "
                              f"got {visible.dtype} {tuple(visible.shape)}")
         idx = torch.nonzero(visible).squeeze(1)
+        grads = {name: p.grad[idx] for name, p in self.params.items() if p.grad is not None}
+        self.step_rows(idx, grads)
+
+    @torch.no_grad()
+    def step_rows(self, idx: torch.Tensor, grads: dict) -> None:
+        """One Adam step on the rows ``idx`` with the given gradients (each row independently).
+
+        idx: torch.Tensor                 # [k] int64 rows to update, ascending
+        grads: dict name -> torch.Tensor  # [k, ...] gradient of those rows; a missing name is left alone
+        The update of a row depends only on that row's values, so stepping a subset of rows (one cell of
+        the distributed trainer) gives bit for bit what stepping them within all rows gives.
+        """
         if idx.numel() == 0:
             return
         t = self.step_count[idx] + 1
@@ -85,10 +97,8 @@ class VisibleAdam:
         t = t.to(torch.float64)
         bias1 = 1.0 - self.beta1 ** t
         bias2_sqrt = torch.sqrt(1.0 - self.beta2 ** t)
-        for name, p in self.params.items():
-            if p.grad is None:
-                continue
-            g = p.grad[idx]
+        for name, g in grads.items():
+            p = self.params[name]
             shape = (-1,) + (1,) * (g.dim() - 1)
             m = torch.lerp(self.exp_avg[name][idx], g, 1.0 - self.beta1)
             v = self.exp_avg_sq[name][idx] * self.beta2 + (1.0 - self.beta2) * g * g

@@ -17,7 +17,8 @@ Optional extras written by this project (readers of plain v1 files may ignore th
     /init/means        float32 [P, 3]  initial point cloud for training (as structure-from-motion gives)
     /init/colors       float32 [P, 3]  its RGB colours; both or neither
     /cameras/heldout   bool    [C]     True for cameras held out of training (used for evaluation)
-    /metrics/<name>    any numeric 1D  training record, e.g. /metrics/psnr_steps, /metrics/psnr
+    /metrics/<name>    numeric 1D/2D   training record, e.g. /metrics/psnr_steps, /metrics/psnr,
+                                       /metrics/per_rank [ranks, fields] (names in attribute per_rank_fields)
     further root attributes (str, int, float, bool), e.g. the training steps, seed and wall time
 
 Every problem found is raised as one ``InputError`` naming the file, the dataset and what is wrong.
@@ -141,8 +142,9 @@ def validate(scene: Scene, path="<scene>") -> None:
         _check_count(path, "/cameras/heldout", scene.heldout, c, "the number of cameras in /cameras/viewmats")
     for name, values in scene.metrics.items():
         arr = np.asarray(values)
-        if arr.ndim != 1 or arr.dtype.kind not in "biuf":
-            raise InputError.at(path, f"/metrics/{name}", f"must be a 1D numeric array, got {arr.dtype} {list(arr.shape)}")
+        if arr.ndim not in (1, 2) or arr.dtype.kind not in "biuf":
+            raise InputError.at(path, f"/metrics/{name}",
+                                f"must be a 1D or 2D numeric array, got {arr.dtype} {list(arr.shape)}")
 
 
 def _read_dataset(f: h5py.File, path, name: str) -> np.ndarray:

@@ -25,17 +25,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune, screen_grad_norm
-from odin_sched.metrics import psnr, ssim
-from odin_sched.optim import DEFAULT_LR, VisibleAdam, default_lrs
+from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune
+from odin_sched.metrics import psnr
+from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.ply import write_ply
 from odin_sched.scene_io import Scene, read_scene, write_scene
 from odin_sched.scene_gen import HOLDOUT_EVERY
+from odin_sched.step import BatchSettings, batch_gradient, image_gradients
 from pregel.atomic import check_writable
 from pregel.errors import InputError
+from pregel.progress import Progress
 
 INIT_OPACITY = 0.1
-MEANS_LR_FINAL_FACTOR = 0.01  # 1.6e-4 -> 1.6e-6
 KNN_CHUNK = 2048
 
 
@@ -139,27 +140,39 @@ def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> No
     Image.fromarray(np.round(both * 255).astype(np.uint8)).save(path)
 
 
-def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
-          ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
-          progress: bool = True) -> TrainResult:
-    """Train Gaussians on a scene file from its initial point cloud and write the results.
+def camera_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int) -> np.ndarray:
+    """The cameras of every batch, [steps, B]: ``camera_order`` cut into batches. A function of the
+    training cameras, the seed and B only (never of the number of ranks); B = 1 is ``camera_order``."""
+    return camera_order(train_ids, steps * batch_size, seed).reshape(steps, batch_size)
 
-    scene_path: input scene (with /init); steps: training steps (one image each);
-    out_path: trained scene file; ply_path: optional 3DGS PLY; png_path: comparison PNG
-    (default: out_path with .png); densify: None for no densification.
-    Returns a TrainResult.
-    """
-    from kernels.splat import render
-    from tqdm import tqdm
 
+@dataclass
+class TrainingSetup:
+    """Everything both trainers derive from the scene file and the options before the first step."""
+
+    scene: Scene
+    targets: dict          # camera -> image tensor [H, W, 3] in [0, 1]
+    train_ids: np.ndarray  # [C_train] cameras trained on
+    test_ids: np.ndarray   # [C_test] held-out cameras
+    extent: float
+    batches: np.ndarray    # [steps, B] camera of each image of each batch
+    settings: BatchSettings
+    initial: dict          # name -> float32 tensor [G, ...], the initial Gaussians
+
+
+def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
+            outputs) -> TrainingSetup:
+    """Check the options and the output paths, read the scene and set up training (every rank does the
+    same, deterministically). ``outputs``: the paths that will be written (None entries ignored)."""
     if steps < 1:
         raise InputError(f"--steps must be at least 1, got {steps}")
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
     if not 0.0 <= ssim_weight <= 1.0:
         raise InputError(f"--ssim-weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
-        raise InputError(f"eval_every must be at least 1, got {eval_every}")
-    png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
-    for path in (out_path, ply_path, png_path):
+        raise InputError(f"--eval-every must be at least 1, got {eval_every}")
+    for path in outputs:
         if path is not None:
             check_writable(path)
     scene = read_scene(scene_path)
@@ -170,64 +183,104 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     train_ids, test_ids = np.flatnonzero(~held), np.flatnonzero(held)
     if len(train_ids) == 0 or len(test_ids) == 0:
         raise InputError.at(scene_path, "/cameras/heldout", "needs at least one training and one held-out camera")
-
-    started = time.perf_counter()
     images = torch.from_numpy(scene.images).float() / 255.0
-    targets = {int(c): images[c] for c in range(scene.num_cameras)}
-    extent = scene_extent(scene.viewmats)
-    lrs = default_lrs(extent)
-    opt = VisibleAdam(init_gaussians(scene.init_means, scene.init_colors), lrs)
+    return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
+                         scene_extent(scene.viewmats), camera_batches(train_ids, steps, batch_size, seed),
+                         BatchSettings(batch_size), init_gaussians(scene.init_means, scene.init_colors))
+
+
+def camera(scene: Scene, cam: int) -> tuple:
+    """(viewmat [4, 4], K [3, 3]) tensors of camera ``cam``."""
+    return torch.from_numpy(scene.viewmats[cam]), torch.from_numpy(scene.Ks[cam])
+
+
+def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
+          ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
+          progress: bool = True, batch_size: int = 1) -> TrainResult:
+    """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
+
+    scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
+    each, see ``odin_sched.step`` for the batch semantics); out_path: trained scene file; ply_path:
+    optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
+    densification. Returns a TrainResult.
+    """
+    from kernels.splat import render
+
+    png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
+    setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path))
+    scene = setup.scene
+    started = time.perf_counter()
+    opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
     accum = GradAccumulator(opt.num_gaussians) if densify else None
     densify_gen = torch.Generator().manual_seed(seed + 1)
-    order = camera_order(train_ids, steps, seed)
     psnr_steps, psnr_values, losses = [], [], np.empty(steps)
 
-    bar = tqdm(total=steps, disable=not progress, desc="train", unit="step")
+    bar = Progress(steps, enabled=progress, unit="step")
     for step in range(1, steps + 1):
-        cam = int(order[step - 1])
-        progress_frac = (step - 1) / max(1, steps - 1)
-        opt.lrs["means"] = DEFAULT_LR["means"] * extent * MEANS_LR_FINAL_FACTOR ** progress_frac
-        image, visible = _render_view(render, opt.params, scene, cam)
-        l1 = torch.abs(image - targets[cam]).mean()
-        loss = (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim(image, targets[cam])) if ssim_weight else l1
-        loss.backward()
-        losses[step - 1] = loss.item()
-        if densify:
-            accum.add(screen_grad_norm(opt.params["means"].detach(), opt.params["means"].grad,
-                                       torch.from_numpy(scene.viewmats[cam]), torch.from_numpy(scene.Ks[cam]),
-                                       scene.width, scene.height), visible)
-        opt.step(visible)
-        opt.zero_grad()
+        opt.lrs = setup.settings.lrs(setup.extent, step, steps)
+        params = {name: p.detach() for name, p in opt.params.items()}
+        total = {name: torch.zeros_like(p) for name, p in params.items()}
+        seen = torch.zeros(opt.num_gaussians, dtype=torch.bool)
+        image_losses = []
+        for cam in setup.batches[step - 1]:
+            result = image_gradients(render, params, *camera(scene, int(cam)), scene.width, scene.height,
+                                     setup.targets[int(cam)], ssim_weight, densify is not None)
+            for name in total:
+                total[name] += result.grads[name]
+            seen |= result.visible
+            image_losses.append(result.loss)
+            if densify:
+                accum.add(result.screen_norm, result.visible)
+        losses[step - 1] = batch_loss(image_losses)
+        idx = torch.nonzero(seen).squeeze(1)
+        opt.step_rows(idx, {name: g[idx] for name, g in batch_gradient(total, batch_size).items()})
         if densify and densify.due(step):
-            new, source = densify_and_prune({k: v.detach() for k, v in opt.params.items()}, accum.average(),
-                                            extent, densify, densify_gen)
+            new, source = densify_and_prune(params_of(opt), accum.average(), setup.extent, densify, densify_gen)
             opt.replace(new, source)
             accum = GradAccumulator(opt.num_gaussians)
         if step % eval_every == 0 or step == steps:
             psnr_steps.append(step)
-            psnr_values.append(evaluate(render, opt.params, scene, test_ids, targets))
+            psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets))
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
-            bar.set_postfix(psnr=f"{psnr_values[-1]:.2f}", loss=f"{losses[step - 1]:.4f}")
-        bar.update(1)
+        bar.update(step, f"loss {losses[step - 1]:.4f}")
     bar.close()
     wall = time.perf_counter() - started
+    result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64), np.array(psnr_values), losses)
+    attrs = {"mode": "single", "ranks": 1, "batch_size": batch_size, "steps_per_second": steps / wall}
+    write_outputs(render, setup, params_of(opt), result, out_path, ply_path, png_path,
+                  dict(seed=seed, ssim_weight=ssim_weight, densify=densify is not None,
+                       source_scene=os.path.abspath(scene_path), **attrs))
+    return result
 
-    params = {k: v.detach().numpy().astype(np.float32) for k, v in opt.params.items()}
-    result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64),
-                         np.array(psnr_values), losses)
-    trained = Scene(**params, viewmats=scene.viewmats, Ks=scene.Ks, images=scene.images, width=scene.width,
-                    height=scene.height, heldout=held,
-                    metrics={"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": losses},
-                    attrs={"steps": steps, "seed": seed, "ssim_weight": ssim_weight, "final_psnr": result.final_psnr,
-                           "wall_time_s": wall, "num_gaussians": opt.num_gaussians,
-                           "densify": densify is not None, "source_scene": os.path.abspath(scene_path)})
+
+def batch_loss(image_losses) -> float:
+    """A batch's training loss: the mean of its images' losses, summed in batch order."""
+    return float(sum(image_losses) / len(image_losses))
+
+
+def params_of(opt: VisibleAdam) -> dict:
+    """The optimizer's parameters as detached tensors (name -> [G, ...])."""
+    return {name: p.detach() for name, p in opt.params.items()}
+
+
+def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResult, out_path, ply_path, png_path,
+                  attrs: dict, metrics: dict | None = None) -> None:
+    """Write the trained scene file (with ``/metrics`` and root ``attrs``), the optional PLY and the PNG of
+    the first held-out view beside its ground truth."""
+    scene = setup.scene
+    arrays = {k: v.numpy().astype(np.float32) for k, v in params.items()}
+    trained = Scene(**arrays, viewmats=scene.viewmats, Ks=scene.Ks, images=scene.images, width=scene.width,
+                    height=scene.height, heldout=heldout_mask(scene),
+                    metrics={"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": result.losses,
+                             **(metrics or {})},
+                    attrs={"steps": result.steps, "final_psnr": result.final_psnr, "wall_time_s": result.wall_time_s,
+                           "num_gaussians": result.num_gaussians, **attrs})
     write_scene(out_path, trained)
     if ply_path is not None:
-        write_ply(ply_path, **params)
+        write_ply(ply_path, **arrays)
     with torch.no_grad():
-        view, _ = _render_view(render, opt.params, scene, int(test_ids[0]))
-    save_comparison_png(png_path, view, targets[int(test_ids[0])])
-    return result
+        view, _ = _render_view(render, params, scene, int(setup.test_ids[0]))
+    save_comparison_png(png_path, view, setup.targets[int(setup.test_ids[0])])
 
 
 def main(args) -> TrainResult:

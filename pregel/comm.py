@@ -82,20 +82,29 @@ class Comm:
             return rows
         from mpi4py import MPI
 
+        out, layout = self._rows_layout(rows, allocate=self.rank == root)
+        recv = [_as_bytes(out), layout, MPI.BYTE] if self.rank == root else None
+        self.mpi.Gatherv([_as_bytes(rows), MPI.BYTE], recv, root=root)
+        return out
+
+    def allgather_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Every rank's ``rows`` [n_r, ...] concatenated in rank order, on every rank (one Allgatherv)."""
+        rows = np.ascontiguousarray(rows)
+        if self.size == 1:
+            return rows
+        from mpi4py import MPI
+
+        out, layout = self._rows_layout(rows, allocate=True)
+        self.mpi.Allgatherv([_as_bytes(rows), MPI.BYTE], [_as_bytes(out), layout, MPI.BYTE])
+        return out
+
+    def _rows_layout(self, rows: np.ndarray, allocate: bool):
+        """(output array or None, (byte counts, byte displacements) per rank) for gathering ``rows``."""
         counts = np.asarray(self.mpi.allgather(len(rows)), dtype=np.int64)
         row = int(np.prod(rows.shape[1:], dtype=np.int64))
-        out = None
-        if self.rank == root:
-            out = np.empty((int(counts.sum()),) + rows.shape[1:], dtype=rows.dtype)
+        out = np.empty((int(counts.sum()),) + rows.shape[1:], dtype=rows.dtype) if allocate else None
         item_counts = counts * row * rows.dtype.itemsize
-        displ = np.concatenate([[0], np.cumsum(item_counts)[:-1]])
-        send = rows.reshape(-1).view(np.uint8) if rows.size else np.empty(0, np.uint8)
-        recv = None
-        if self.rank == root:
-            recv = [out.reshape(-1).view(np.uint8) if out.size else np.empty(0, np.uint8),
-                    (item_counts, displ), MPI.BYTE]
-        self.mpi.Gatherv([send, MPI.BYTE], recv, root=root)
-        return out
+        return out, (item_counts, np.concatenate([[0], np.cumsum(item_counts)[:-1]]))
 
     # ------------------------------------------------------------------ control values (pickled)
 
@@ -124,3 +133,8 @@ class Comm:
             agreed = error if error is not None else InputError(failed[0])
             agreed.collective = True  # every rank raises it: no rank is left waiting
             raise agreed
+
+
+def _as_bytes(array: np.ndarray) -> np.ndarray:
+    """A flat uint8 view of a contiguous array (an empty buffer for an empty one)."""
+    return array.reshape(-1).view(np.uint8) if array.size else np.empty(0, np.uint8)

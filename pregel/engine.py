@@ -5,15 +5,13 @@ on every rank) and returns a ``RunResult``. The data path of each superstep (wha
 it is combined on arrival) is in ``pregel.superstep``.
 """
 
-import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
-
 from pregel.errors import InputError
 from pregel.exchange import exchange
+from pregel.progress import Progress
 from pregel.program import REDUCERS, Context, VertexProgram
 from pregel.stats import SuperstepStats
 from pregel.superstep import EdgeIds, Superstep, as_numpy
@@ -51,7 +49,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
     state, active = _split_active(program.init(ctx), graph.num_local)
     ctx.aggregated, _ = _reduce_aggregates(comm, ctx, int(active.sum()))
     stats, stopped_by = [], "max_supersteps"
-    bar = _Progress(limit, enabled=progress and comm.rank == 0)
+    bar = Progress(limit, enabled=progress and comm.rank == 0)
     edge_ids = EdgeIds(graph)
     while limit is None or ctx.superstep < limit:
         step = SuperstepStats(edges_processed=graph.num_local_edges)
@@ -80,7 +78,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         step.bytes_sent, step.bytes_received = incoming.bytes_sent, incoming.bytes_received
         stats.append(step)
         ctx.superstep += 1
-        bar.update(ctx.superstep, total_active)
+        bar.update(ctx.superstep, f"{total_active:,} vertices active")
         if stop:
             stopped_by = "master"
             break
@@ -132,30 +130,3 @@ def _reduce_aggregates(comm, ctx: Context, local_active: int):
             reduced[name] = value if name not in reduced else REDUCERS[op](reduced[name], value)
     aggregated = {name: (v.item() if np.ndim(v) == 0 else v) for name, v in reduced.items()}
     return aggregated, sum(active for _, active in everyone)
-
-
-
-class _Progress:
-    """Progress of the superstep loop on rank 0: a bar on a terminal; otherwise (under mpiexec,
-    whose output is a pipe, or in a log) one line every ``LINE_SECONDS``."""
-
-    LINE_SECONDS = 10.0
-
-    def __init__(self, limit, enabled: bool):
-        self.enabled, self.limit = enabled, limit
-        self.terminal = enabled and sys.stderr.isatty()
-        self.bar = tqdm(total=limit, desc="supersteps", unit="step", leave=False, disable=not self.terminal)
-        self.started = self.last_line = time.perf_counter()
-
-    def update(self, done: int, active: int) -> None:
-        self.bar.update(1)
-        self.bar.set_postfix(active=active)
-        now = time.perf_counter()
-        if self.enabled and not self.terminal and now - self.last_line >= self.LINE_SECONDS:
-            of = f"/{self.limit}" if self.limit is not None else ""
-            print(f"superstep {done}{of}: {active:,} vertices active, {now - self.started:.1f} s",
-                  file=sys.stderr, flush=True)
-            self.last_line = now
-
-    def close(self) -> None:
-        self.bar.close()

@@ -1,0 +1,107 @@
+"""One training step of batched Gaussian splatting, in pieces that the single-process trainer and the
+distributed (Odin) trainer share, so that both compute every number with the same operations.
+
+Batch semantics (those of Grendel-GS, the synchronous multi-GPU trainer): the B images of a batch are
+rendered with the same parameters; each Gaussian's gradient is summed over the batch's images in the
+order of their position in the batch, starting from zero, then divided by B; then one visible-Adam
+step updates every Gaussian visible in any image of the batch. Grendel-GS's default scaling of the
+hyperparameters with the batch size is applied: learning rates x sqrt(B), Adam epsilon / sqrt(B),
+betas to the power B (so one batch step weighs as much history as B single-image steps). B = 1 is
+plain one-image-per-step training.
+
+Every operation here acts on each Gaussian independently (elementwise, no matrix products whose
+rounding could depend on the array's length), so computing it for a subset of the Gaussians (one
+cell, on the rank that owns it) gives bit for bit the value it has in the whole array.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+
+from odin_sched.densify import screen_grad_norm
+from odin_sched.metrics import ssim
+from odin_sched.optim import DEFAULT_LR
+
+PARAM_NAMES = ("means", "scales", "quats", "opacities", "colors")
+#: float32 columns of each parameter in a packed row (means 3, scales 3, quats 4, opacity 1, colour 3).
+PARAM_WIDTHS = {"means": 3, "scales": 3, "quats": 4, "opacities": 1, "colors": 3}
+PARAM_COLUMNS = sum(PARAM_WIDTHS.values())
+BASE_BETAS = (0.9, 0.999)
+BASE_EPS = 1e-15
+MEANS_LR_FINAL_FACTOR = 0.01  # the means' learning rate decays from 1.6e-4 to 1.6e-6 x extent
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """Adam hyperparameters for batches of ``batch_size`` images (Grendel-GS scaling)."""
+
+    batch_size: int
+
+    @property
+    def lr_scale(self) -> float:
+        return math.sqrt(self.batch_size)
+
+    @property
+    def eps(self) -> float:
+        return BASE_EPS / math.sqrt(self.batch_size)
+
+    @property
+    def betas(self) -> tuple:
+        return BASE_BETAS[0] ** self.batch_size, BASE_BETAS[1] ** self.batch_size
+
+    def lrs(self, extent: float, step: int, steps: int) -> dict:
+        """Learning rates for batch ``step`` (1-based) of ``steps``: 3DGS's rates x sqrt(B), the means'
+        decayed exponentially over the run and scaled with the scene extent."""
+        progress = (step - 1) / max(1, steps - 1)
+        lrs = {name: lr * self.lr_scale for name, lr in DEFAULT_LR.items()}
+        lrs["means"] = DEFAULT_LR["means"] * extent * MEANS_LR_FINAL_FACTOR ** progress * self.lr_scale
+        return lrs
+
+
+@dataclass
+class ImageGradients:
+    """What rendering one training image gives: its loss, the gradient of every rendered Gaussian's
+    parameters, which of them were visible and, for densification, their screen-space gradient norm."""
+
+    loss: float
+    grads: dict                  # name -> torch.Tensor [g, ...]
+    visible: torch.Tensor        # [g] bool
+    screen_norm: torch.Tensor | None  # [g] float32, or None without densification
+
+
+def image_gradients(render, params: dict, viewmat: torch.Tensor, K: torch.Tensor, width: int, height: int,
+                    target: torch.Tensor, ssim_weight: float, densify: bool) -> ImageGradients:
+    """Render the Gaussians ``params`` (dict name -> float32 tensor [g, ...], in global id order) from one
+    camera and back-propagate the loss (1 - w) L1 + w (1 - SSIM) against ``target`` [H, W, 3]."""
+    leaves = {name: value.detach().requires_grad_(True) for name, value in params.items()}
+    image, visible = render(**leaves, viewmat=viewmat, K=K, width=width, height=height)
+    l1 = torch.abs(image - target).mean()
+    loss = (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim(image, target)) if ssim_weight else l1
+    loss.backward()
+    grads = {name: leaf.grad for name, leaf in leaves.items()}
+    norm = None
+    if densify:
+        norm = screen_grad_norm(leaves["means"].detach(), grads["means"], viewmat, K, width, height)
+    return ImageGradients(float(loss.item()), grads, visible, norm)
+
+
+def batch_gradient(total: dict, batch_size: int) -> dict:
+    """The batch's gradient from the per-image sums ``total`` (name -> [g, ...]): divided by B."""
+    return {name: value / batch_size for name, value in total.items()}
+
+
+def pack_params(params: dict, rows=None) -> torch.Tensor:
+    """Parameters as one float32 block [g, 14] (columns in ``PARAM_NAMES`` order), optionally of ``rows``."""
+    cols = [params[n] if rows is None else params[n][rows] for n in PARAM_NAMES]
+    return torch.cat([c.detach().reshape(c.shape[0], -1) for c in cols], dim=1)
+
+
+def unpack_params(block: torch.Tensor) -> dict:
+    """Inverse of ``pack_params``: [g, 14] -> dict name -> tensor [g, ...] (views of ``block``)."""
+    out, col = {}, 0
+    for name in PARAM_NAMES:
+        width = PARAM_WIDTHS[name]
+        part = block[:, col:col + width]
+        out[name] = part[:, 0] if name == "opacities" else part
+        col += width
+    return out
