@@ -79,6 +79,12 @@ class GradAccumulator:
         self.total[visible] += grad_norm[visible].to(torch.float32)
         self.count[visible] += 1
 
+    def add_rows(self, rows: torch.Tensor, grad_norm: torch.Tensor, visible: torch.Tensor) -> None:
+        """``add`` for the Gaussians ``rows`` ([g] int64 ids) only: grad_norm, visible [g]."""
+        seen = rows[visible]
+        self.total[seen] += grad_norm[visible].to(torch.float32)
+        self.count[seen] += 1
+
     def average(self) -> torch.Tensor:
         """Mean gradient norm per Gaussian over its visible steps (0 if never visible)."""
         return self.total / self.count.clamp(min=1)

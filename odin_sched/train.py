@@ -50,6 +50,8 @@ class TrainResult:
     psnr_steps: np.ndarray  # [E] int64, steps at which held-out PSNR was measured
     psnr: np.ndarray        # [E] float64, mean held-out PSNR (dB)
     losses: np.ndarray      # [steps] float64, training loss per step
+    per_rank: np.ndarray | None = None  # [ranks, fields] time and traffic per rank (distributed runs)
+    visibility_violations: int = 0
 
     @property
     def final_psnr(self) -> float:
@@ -284,8 +286,10 @@ def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResul
 
 
 def main(args) -> TrainResult:
-    """Entry for ``pregel train``: ``args`` has scene, steps, out, ply, png, seed, ssim_weight, eval_every,
-    densify (bool) and densify_from, densify_until, densify_interval, densify_grad_threshold."""
+    """Entry for ``pregel train`` (see ``pregel train --help`` for ``args``): the single-process trainer on
+    one rank, the distributed trainer (``odin_sched.odin``) on several ranks or when ``--mode`` is given."""
+    from pregel.comm import Comm
+
     config = None
     if args.densify:
         try:
@@ -293,8 +297,36 @@ def main(args) -> TrainResult:
                                    stop=args.densify_until, grad_threshold=args.densify_grad_threshold)
         except ValueError as err:
             raise InputError(f"--densify options: {err}") from None
-    result = train(args.scene, args.steps, args.out, ply_path=args.ply, png_path=args.png, seed=args.seed,
-                   ssim_weight=args.ssim_weight, densify=config, eval_every=args.eval_every)
+    common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
+                  densify=config, eval_every=args.eval_every, batch_size=args.batch_size)
+    comm = Comm()
+    if comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None:
+        for flag, value in (("--window", args.window), ("--cells", args.cells)):
+            if value is not None and value < 1:
+                raise InputError(f"{flag} must be at least 1, got {value}")
+        result = train(args.scene, args.steps, args.out, **common)
+    else:
+        from odin_sched.odin import OdinOptions, train_distributed
+
+        options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=args.window or OdinOptions.window,
+                              timeline=args.timeline, schedule_out=args.schedule_out)
+        result = train_distributed(comm, args.scene, args.steps, args.out, options, **common)
+        if comm.rank != 0:
+            return result
     print(f"wrote {args.out}: {result.steps} steps, {result.num_gaussians} Gaussians, "
           f"held-out PSNR {result.final_psnr:.2f} dB, {result.wall_time_s:.1f} s")
+    if result.per_rank is not None and args.stats:
+        print(format_per_rank(result))
     return result
+
+
+def format_per_rank(result: TrainResult) -> str:
+    """The per-rank time and traffic table of a distributed run, and its speed."""
+    from odin_sched.odin import RANK_FIELDS
+
+    header = "rank " + " ".join(f"{name:>15}" for name in RANK_FIELDS)
+    rows = [f"{r:>4} " + " ".join(f"{v:>15.3f}" if "seconds" in name else f"{int(v):>15,}"
+                                  for name, v in zip(RANK_FIELDS, row))
+            for r, row in enumerate(result.per_rank)]
+    return "\n".join([header, *rows, f"{result.steps / result.wall_time_s:.2f} steps/s, "
+                                      f"{result.visibility_violations} visibility violations"])

@@ -285,11 +285,14 @@ def _run_generate_scene(args) -> None:
 
 
 def _add_train(sub) -> None:
-    p = sub.add_parser("train", help="train Gaussians on a scene file (one process)",
+    p = sub.add_parser("train", help="train Gaussians on a scene file (one process, or distributed under mpiexec)",
                        description="Train from the scene's initial point cloud with visible Adam; "
                                    "held-out PSNR is printed and saved.")
     p.add_argument("--scene", required=True, help="scene file from generate-scene")
-    p.add_argument("--steps", type=int, required=True, help="training steps (one image each)")
+    p.add_argument("--steps", type=int, required=True, help="training steps (one batch of images each)")
+    p.add_argument("--batch-size", type=int, default=1, metavar="B",
+                   help="images per step, all read the same parameters (default %(default)s; learning rate "
+                        "x sqrt(B), Adam eps / sqrt(B), betas ** B)")
     p.add_argument("--out", required=True, help="trained scene file")
     p.add_argument("--ply", default=None, help="also export a 3DGS .ply")
     p.add_argument("--png", default=None, help="held-out view beside its ground truth "
@@ -302,6 +305,18 @@ def _add_train(sub) -> None:
     p.add_argument("--densify-until", type=int, default=15_000)
     p.add_argument("--densify-interval", type=int, default=100)
     p.add_argument("--densify-grad-threshold", type=float, default=0.0002)
+    p.add_argument("--mode", choices=("odin", "barrier"), default=None,
+                   help="distributed execution (default with more than one rank: odin, barrier-free; barrier: "
+                        "the synchronous baseline with a global barrier per batch)")
+    p.add_argument("--cells", type=int, default=None, metavar="K",
+                   help="spatial cells of Gaussians, the unit of ownership and transfer (default 4 per rank)")
+    p.add_argument("--window", type=int, default=None, metavar="W",
+                   help="batches per planning window (default 20)")
+    p.add_argument("--timeline", default=None, metavar="T.json",
+                   help="write a Chrome trace of the run (open in Perfetto or chrome://tracing)")
+    p.add_argument("--schedule-out", default=None, metavar="F.h5",
+                   help="write the first window's dependency graph of steps and its schedule")
+    p.add_argument("--stats", action="store_true", help="print time and traffic per rank")
     p.set_defaults(run=_run_train)
 
 
