@@ -173,6 +173,10 @@ def write_schedule(path, step_graph: StepGraph, schedule) -> None:
     """Write the step graph (the graph file format, so ``pregel inspect`` reads it) and the
     schedule, atomically: /steps/{camera,batch,position,rank,level,priority} [I] and
     /versions/{cell,batch,rank,level} [V]. ``schedule``: an ``odin_sched.schedule.Schedule``."""
+    for field in ("level", "priority", "rank"):
+        if len(getattr(schedule, field)) != step_graph.num_vertices:
+            raise ValueError(f"schedule.{field} has {len(getattr(schedule, field))} rows, "
+                             f"expected {step_graph.num_vertices}")
     images = slice(0, step_graph.num_images)
     versions = slice(step_graph.num_images, step_graph.num_vertices)
     datasets = {
