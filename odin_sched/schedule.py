@@ -1,0 +1,212 @@
+"""The ahead-of-time schedule of a window's steps, computed by vertex programs on the engine.
+
+``plan_schedule`` loads the step graph (``odin_sched.depgraph``) on every rank and runs
+
+* ``Levels``: the number of edges on the longest path from any source to each vertex;
+* ``CriticalPath`` (on the reversed graph): the heaviest cost path from each vertex to a sink,
+  its own cost included (the priority of a step: the work that still depends on it);
+* ``Assignment``: the rank of every vertex; a cell version lives with its cell's owner, and the
+  images of a batch are spread over the ranks by a deterministic greedy that keeps the batch
+  balanced and prefers the rank owning the most bytes of the cells an image reads.
+
+The results are gathered to every rank in global vertex order. Level and priority do not depend
+on the number of ranks; the assignment is to ``comm.size`` ranks.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from odin_sched.depgraph import StepGraph, check_costs, reversed_graph
+from pregel.dgraph import ArraySource, load_graph
+from pregel.engine import run
+from pregel.errors import InputError
+from pregel.job import gather_values
+from pregel.program import VertexProgram
+
+
+class Levels(VertexProgram):
+    """level[v] = the number of edges on the longest path ending at v (0 at sources).
+
+    Each vertex sends level + 1 along its out-edges while its level changes (max combiner).
+    Output: int64 [N].
+    """
+
+    combiner = "max"
+
+    def init(self, ctx):
+        return np.zeros(ctx.num_local)
+
+    def message(self, ctx, level):
+        return level + 1.0
+
+    def apply(self, ctx, level, gathered):
+        new = np.maximum(level, gathered)
+        return new, new > level
+
+    def output(self, ctx, level):
+        return level.astype(np.int64)
+
+
+class CriticalPath(VertexProgram):
+    """priority[v] = cost[v] + the largest priority of v's successors, run on the *reversed* graph
+    (successors are then in-neighbours). cost: [N] float64 by global vertex id. Output: float64 [N].
+    """
+
+    combiner = "max"
+
+    def __init__(self, cost: np.ndarray):
+        self.cost = cost
+
+    def check_input(self, ctx):
+        if len(self.cost) != ctx.num_vertices:
+            return f"CriticalPath got {len(self.cost)} costs for {ctx.num_vertices} vertices"
+        return None
+
+    def init(self, ctx):
+        return self.cost[ctx.global_ids].copy()
+
+    def message(self, ctx, priority):
+        return priority
+
+    def apply(self, ctx, priority, gathered):
+        new = np.maximum(priority, self.cost[ctx.global_ids] + gathered)
+        return new, new > priority
+
+
+class Assignment(VertexProgram):
+    """The rank of every vertex of a step graph, in two supersteps.
+
+    Superstep 0: each cell version sends ``one_hot(owner) · cell_bytes`` ([P] wide, summed) to the
+    images that read it, so each image learns its affinity row [P] (bytes of its cells each rank
+    owns) and contributes it to the ``affinity`` aggregator ([I, P], rows by image). Superstep 1:
+    every rank runs ``greedy_assignment`` on the same aggregated matrix and each image keeps its
+    rank. Versions: rank = cell_owner[cell]. Output: int64 [N].
+    """
+
+    combiner = "sum"
+
+    def __init__(self, step_graph: StepGraph, image_cost, cell_bytes, cell_owner):
+        # image_cost [I] float64; cell_bytes [K] float64; cell_owner [K] int64
+        self.steps, self.image_cost = step_graph, image_cost
+        self.cell_bytes, self.cell_owner = cell_bytes, cell_owner
+
+    def init(self, ctx):
+        ids, rank = ctx.global_ids, np.full(ctx.num_local, -1, np.int64)
+        version = ~self.steps.is_image(ids)
+        rank[version] = self.cell_owner[self.steps.version_cell[ids[version] - self.steps.num_images]]
+        return rank
+
+    def message(self, ctx, rank):
+        if ctx.superstep > 0:
+            return None
+        ids = ctx.global_ids
+        version = ~self.steps.is_image(ids)
+        row = np.zeros((ctx.num_local, ctx.size))
+        cells = self.steps.version_cell[ids[version] - self.steps.num_images]
+        row[np.flatnonzero(version), rank[version]] = self.cell_bytes[cells]
+        return row, version
+
+    def apply(self, ctx, rank, gathered):
+        ids = ctx.global_ids
+        image = self.steps.is_image(ids)
+        if ctx.superstep == 0:
+            affinity = np.zeros((self.steps.num_images, ctx.size))
+            affinity[ids[image]] = gathered[image]
+            ctx.aggregate("affinity", affinity)
+            return rank, True
+        shape = (self.steps.num_batches, self.steps.batch_size)
+        chosen = greedy_assignment(self.image_cost.reshape(shape),
+                                   ctx.aggregated["affinity"].reshape(shape + (ctx.size,))).ravel()
+        rank = rank.copy()
+        rank[image] = chosen[ids[image]]
+        return rank, False
+
+
+def greedy_assignment(cost: np.ndarray, affinity: np.ndarray) -> np.ndarray:
+    """Ranks [S, B] of the images of S batches, each batch on its own.
+
+    cost: [S, B] predicted cost per image; affinity: [S, B, P] bytes of the image's cells each rank
+    owns. Per batch, images go in order of decreasing cost (ties: by position); each goes to the
+    rank of highest affinity among those whose load after adding it stays at most
+    ``max(batch_total / P, smallest load + cost)``; ties: lowest load, then lowest rank. So every
+    batch's largest load is at most ``batch_total / P + its largest cost``. Vectorised over batches.
+    """
+    num_batches, batch_size, size = affinity.shape
+    rows = np.arange(num_batches)
+    order = np.argsort(-cost, axis=1, kind="stable")
+    share = cost.sum(axis=1) / size
+    loads = np.zeros((num_batches, size))
+    ranks = np.empty((num_batches, batch_size), np.int64)
+    for turn in range(batch_size):
+        image = order[:, turn]
+        c = cost[rows, image]
+        bound = np.maximum(share, loads.min(axis=1) + c)
+        allowed = loads + c[:, None] <= bound[:, None]
+        near = affinity[rows, image]
+        best = np.where(allowed, near, -np.inf).max(axis=1)
+        candidate = allowed & (near == best[:, None])
+        lightest = np.where(candidate, loads, np.inf).min(axis=1)
+        choice = np.argmax(candidate & (loads == lightest[:, None]), axis=1)
+        loads[rows, choice] += c
+        ranks[rows, image] = choice
+    return ranks
+
+
+@dataclass
+class Schedule:
+    """The plan of a window, per vertex of its step graph (global order).
+
+    level [N] int64: longest path (edges) from a source; priority [N] float64: heaviest cost path
+    to a sink; rank [N] int64: the rank that runs or holds the vertex; phase [N] int64: the
+    bulk-synchronous phase (images of batch b 2b, versions of batch b 2b + 1, initial versions -1).
+    """
+
+    level: np.ndarray
+    priority: np.ndarray
+    rank: np.ndarray
+    phase: np.ndarray
+
+
+def plan_schedule(comm, step_graph: StepGraph, image_cost: np.ndarray, cell_bytes: np.ndarray,
+                  cell_owner: np.ndarray, version_cost: np.ndarray | None = None) -> Schedule:
+    """Plan a window's schedule (collective; the same result on every rank).
+
+    image_cost: [I] predicted cost of each image step; cell_bytes: [K] size of each cell;
+    cell_owner: [K] int rank in ``[0, comm.size)`` owning each cell; version_cost: [V] update cost
+    of each cell version (default 0). Level and priority do not depend on ``comm.size``.
+    """
+    error, inputs = None, None
+    try:
+        inputs = _checked(comm.size, step_graph, image_cost, cell_bytes, cell_owner, version_cost)
+    except InputError as err:
+        error = err
+    comm.agree(error)
+    image_cost, cell_bytes, cell_owner, cost = inputs
+    graph = load_graph(comm, ArraySource(step_graph.graph), "range")
+    level = _everywhere(graph, run(graph, Levels()).values)
+    rank = _everywhere(graph, run(graph, Assignment(step_graph, image_cost, cell_bytes, cell_owner)).values)
+    reverse = load_graph(comm, ArraySource(reversed_graph(step_graph.graph)), "range")
+    priority = _everywhere(reverse, run(reverse, CriticalPath(cost)).values)
+    return Schedule(level, priority, rank, step_graph.phase())
+
+
+def _checked(size, step_graph, image_cost, cell_bytes, cell_owner, version_cost):
+    """The inputs of ``plan_schedule`` checked and converted; the vertex cost [N] last."""
+    image_cost = check_costs(image_cost, step_graph.num_images, "image_cost")
+    cell_bytes = check_costs(cell_bytes, step_graph.num_cells, "cell_bytes")
+    num_versions = step_graph.num_vertices - step_graph.num_images
+    version_cost = (np.zeros(num_versions) if version_cost is None
+                    else check_costs(version_cost, num_versions, "version_cost"))
+    owner = np.asarray(cell_owner)
+    if owner.shape != (step_graph.num_cells,) or not np.issubdtype(owner.dtype, np.integer):
+        raise InputError(f"cell_owner must be [{step_graph.num_cells}] integer ranks, got {owner.dtype} "
+                         f"{owner.shape}")
+    if owner.size and (owner.min() < 0 or owner.max() >= size):
+        raise InputError(f"cell_owner holds ranks outside [0, {size})")
+    return image_cost, cell_bytes, owner.astype(np.int64), np.concatenate([image_cost, version_cost])
+
+
+def _everywhere(graph, values: np.ndarray) -> np.ndarray:
+    """Every rank's ``values`` [n, ...] in global vertex order [N, ...], on every rank."""
+    return graph.comm.bcast(gather_values(graph, values))
