@@ -14,10 +14,13 @@ predicted. The argument:
    likewise), so |u'| <= tmax_x = max(|lo_x|, |hi_x|), |v'| <= tmax_y.
 
 2. Radius bound. Sigma = Rot diag(s^2) Rot^T in camera axes has eigenvalues <= sigma_max^2, so
-   lambda_max(J Sigma J^T) <= ||J||_2^2 sigma_max^2 <= ||J||_F^2 sigma_max^2 and
-   ||J||_F^2 = (fx^2 (1 + u'^2) + fy^2 (1 + v'^2)) / z^2 <= kappa / z^2,
-   kappa = fx^2 (1 + tmax_x^2) + fy^2 (1 + tmax_y^2). With sqrt(a + b) <= sqrt(a) + sqrt(b) and the
-   ceiling adding less than 1:  r <= A / z + b,  A = RADIUS_SIGMAS sigma_max sqrt(kappa),
+   lambda_max(J Sigma J^T) <= ||J||_2^2 sigma_max^2 = lambda_max(J J^T) sigma_max^2, where
+   z^2 J J^T = [[P, Q], [Q, S]] with P = fx^2 (1 + u'^2), S = fy^2 (1 + v'^2), Q = fx fy u' v'.
+   lambda_max = (P + S)/2 + sqrt(((P - S)/2)^2 + Q^2) does not decrease as P, S or |Q| grow, so
+   ||J||_2^2 <= kappa / z^2 with kappa = lambda_max([[fx^2 (1 + tmax_x^2), fx fy tmax_x tmax_y],
+   [fx fy tmax_x tmax_y, fy^2 (1 + tmax_y^2)]]) (tighter than the Frobenius norm P + S, up to a factor
+   sqrt(2) on the radius). With sqrt(a + b) <= sqrt(a) + sqrt(b) and the ceiling adding less than 1:
+   r <= A / z + b,  A = RADIUS_SIGMAS sigma_max sqrt(kappa),
    b = RADIUS_SIGMAS sqrt(EPS_2D) + 1. For floating-point rounding A gets a relative slack
    (RELATIVE_SLACK) and b one more pixel (PIXEL_SLACK).
 
@@ -32,10 +35,11 @@ predicted. The argument:
    lr * |m_hat| / (sqrt(v_hat) + eps) <= lr * adam_step_bound(beta1, beta2) per step, and a Gaussian
    takes at most one step per batch, so within W batches a mean moves at most
    sqrt(3) W c lr_means (Euclidean) and a log-scale grows at most W c lr_scales (``window_margin``).
-   Each cell's box is grown by the mean margin on every axis and its sigma_max multiplied by
-   exp(log-scale margin), which covers every Gaussian that stays within the margin; quaternions and
-   opacities do not enter the radius bound. ``motion_within_margin`` checks the premise afterwards.
-   Boxes also grow by FLOAT32_SLACK times their coordinates (a few float32 roundings of a mean), and
+   A mean that starts in a cell's box and moves at most m lies in the box plus a ball of radius m,
+   over which the largest value of w . p + d' is w . c + |w| . e + m ||w|| + d'; and its sigma_max
+   grows at most by the factor exp(log-scale margin). This covers every Gaussian that stays within
+   the margin; quaternions and opacities do not enter the radius bound. ``motion_within_margin``
+   checks the premise afterwards. Boxes also grow by FLOAT32_SLACK times their coordinates (a few float32 roundings of a mean), and
    a plane test accepts values down to -PLANE_TOLERANCE times the size of its terms (float64 sums).
 
 The step bound (``adam_step_bound``). torch's Adam after t steps from zero state has
@@ -123,7 +127,8 @@ def _camera_planes(viewmats: np.ndarray, Ks: np.ndarray, width: int, height: int
     fx, fy, cx, cy = Ks[:, 0, 0], Ks[:, 1, 1], Ks[:, 0, 2], Ks[:, 1, 2]
     tmax_x = np.maximum(*np.abs(clip_limits(fx, cx, float(width))))
     tmax_y = np.maximum(*np.abs(clip_limits(fy, cy, float(height))))
-    sqrt_kappa = np.sqrt(fx ** 2 * (1.0 + tmax_x ** 2) + fy ** 2 * (1.0 + tmax_y ** 2))
+    p, r, q = fx ** 2 * (1.0 + tmax_x ** 2), fy ** 2 * (1.0 + tmax_y ** 2), fx * fy * tmax_x * tmax_y
+    sqrt_kappa = np.sqrt(0.5 * (p + r) + np.sqrt(0.25 * (p - r) ** 2 + q ** 2))  # sqrt(lambda_max)
     b = RADIUS_SIGMAS * math.sqrt(EPS_2D) + 1.0 + PIXEL_SLACK
     zero, one = np.zeros_like(fx), np.ones_like(fx)
     normals = np.stack([  # camera-space normals [C, 5, 3]
@@ -154,16 +159,16 @@ def predict_visible_cells(bounds: CellBounds, viewmats: np.ndarray, Ks: np.ndarr
                          f"and {list(Ks.shape)}")
     normals, offsets, sqrt_kappa = _camera_planes(viewmats, Ks, width, height)
     centre = 0.5 * (bounds.lo + bounds.hi)
-    half = (0.5 * (bounds.hi - bounds.lo) + margin.means
-            + FLOAT32_SLACK * np.maximum(np.abs(bounds.lo), np.abs(bounds.hi)))
+    half = 0.5 * (bounds.hi - bounds.lo) + FLOAT32_SLACK * np.maximum(np.abs(bounds.lo), np.abs(bounds.hi))
     sigma = bounds.max_sigma * math.exp(margin.log_scale)
     radius_term = (RADIUS_SIGMAS * (1.0 + RELATIVE_SLACK)) * np.outer(sqrt_kappa, sigma)  # A [C, K]
     visible = np.broadcast_to(bounds.count > 0, radius_term.shape).copy()
-    magnitude = np.abs(centre) + half
+    magnitude = np.abs(centre) + half + margin.means
     for plane in range(5):
         w, d = normals[:, plane], offsets[:, plane, None]
         extra = radius_term if plane < 4 else 0.0
-        best = w @ centre.T + np.abs(w) @ half.T + d + extra  # largest value over each box [C, K]
+        reach = margin.means * np.linalg.norm(w, axis=1)[:, None]  # the ball of the margin
+        best = w @ centre.T + np.abs(w) @ half.T + reach + d + extra  # largest value over box + ball [C, K]
         size = np.abs(w) @ magnitude.T + np.abs(d) + extra
         visible &= best > -PLANE_TOLERANCE * size
     return visible
