@@ -1,0 +1,98 @@
+"""k-d cells, cell bounds and cell membership, checked against brute-force per-cell loops."""
+import numpy as np
+import pytest
+
+from odin_sched.cells import cell_bounds, cell_members, kd_cells
+
+
+def random_means(g, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(g, 3)) * [5.0, 2.0, 1.0]).astype(np.float32)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 16])
+@pytest.mark.parametrize("g", [16, 1000, 1001])
+def test_kd_cells_are_balanced_and_cover_every_gaussian(g, k):
+    means = random_means(g)
+    cell_of = kd_cells(means, k)
+    assert cell_of.shape == (g,) and cell_of.dtype == np.int32
+    assert cell_of.min() == 0 and cell_of.max() == k - 1
+    counts = np.array([(cell_of == c).sum() for c in range(k)])
+    assert counts.sum() == g
+    assert counts.max() - counts.min() <= 1
+
+
+def test_kd_cells_balanced_with_ties():
+    means = np.zeros((100, 3), np.float32)  # every point identical: ties decided by index
+    means[:50, 0] = 1.0
+    for k in (3, 7, 16):
+        counts = np.bincount(kd_cells(means, k), minlength=k)
+        assert counts.max() - counts.min() <= 1
+
+
+def test_first_split_is_along_the_widest_axis_and_separates():
+    means = random_means(500, seed=1)  # x has the largest spread
+    cell_of = kd_cells(means, 2)
+    left, right = means[cell_of == 0, 0], means[cell_of == 1, 0]
+    assert left.max() <= right.min()
+    assert len(left) == 250
+    # K = 3: one cell on the left (the lowest third of x), two on the right
+    cell_of = kd_cells(means, 3)
+    assert means[cell_of == 0, 0].max() <= means[cell_of > 0, 0].min()
+
+
+def test_kd_cells_deterministic_and_follow_the_points():
+    means = random_means(777, seed=2)
+    first = kd_cells(means, 7)
+    assert np.array_equal(first, kd_cells(means.copy(), 7))
+    perm = np.random.default_rng(3).permutation(777)  # no ties: the cells move with the points
+    assert np.array_equal(kd_cells(means[perm], 7), first[perm])
+
+
+def test_consecutive_cells_are_spatial_neighbours():
+    # on a line, a k-d split in leaf order numbers the cells from left to right
+    x = np.random.default_rng(4).permutation(np.arange(300, dtype=np.float32))
+    means = np.column_stack([x, np.zeros(300), np.zeros(300)]).astype(np.float32)
+    cell_of = kd_cells(means, 7)
+    order = np.argsort(x)
+    assert np.all(np.diff(cell_of[order]) >= 0)
+
+
+def test_fewer_gaussians_than_cells_raises():
+    with pytest.raises(ValueError, match="cannot fill"):
+        kd_cells(random_means(5), 6)
+
+
+def test_cell_members_and_bounds_match_brute_force():
+    g, k = 600, 7
+    rng = np.random.default_rng(5)
+    means = random_means(g, seed=5)
+    log_scales = rng.uniform(-4, 0, size=(g, 3)).astype(np.float32)
+    cell_of = kd_cells(means, k)
+    indptr, members = cell_members(cell_of, k)
+    bounds = cell_bounds(means, log_scales, cell_of, k)
+    assert sorted(members.tolist()) == list(range(g))
+    for c in range(k):
+        ids = np.flatnonzero(cell_of == c)
+        assert members[indptr[c]:indptr[c + 1]].tolist() == ids.tolist()
+        assert bounds.count[c] == len(ids)
+        assert np.array_equal(bounds.lo[c], means[ids].min(axis=0).astype(np.float64))
+        assert np.array_equal(bounds.hi[c], means[ids].max(axis=0).astype(np.float64))
+        assert bounds.max_sigma[c] == pytest.approx(np.exp(log_scales[ids].astype(np.float64)).max(), rel=1e-12)
+        assert np.all(means[ids] >= bounds.lo[c]) and np.all(means[ids] <= bounds.hi[c])
+
+
+def test_cell_bounds_with_empty_cells():
+    means = random_means(10, seed=6)
+    log_scales = np.zeros((10, 3), np.float32)
+    cell_of = np.array([0, 0, 2, 2, 2, 5, 5, 5, 5, 0])
+    bounds = cell_bounds(means, log_scales, cell_of, 7)
+    assert bounds.count.tolist() == [3, 0, 3, 0, 0, 4, 0]
+    assert np.array_equal(bounds.lo[5], means[5:9].min(axis=0).astype(np.float64))
+    assert np.array_equal(bounds.hi[2], means[2:5].max(axis=0).astype(np.float64))
+    assert np.all(np.isfinite(bounds.lo)) and np.all(bounds.max_sigma[[1, 3, 4, 6]] == 0.0)
+    indptr, members = cell_members(cell_of, 7)
+    assert indptr.tolist() == [0, 3, 3, 6, 6, 6, 10, 10]
+    assert members.tolist() == [0, 1, 9, 2, 3, 4, 5, 6, 7, 8]
+    with pytest.raises(ValueError):
+        cell_members(cell_of, 5)
