@@ -284,6 +284,31 @@ def _run_generate_scene(args) -> None:
           f"in {time.perf_counter() - started:.1f} s")
 
 
+def _add_convert_colmap(sub) -> None:
+    p = sub.add_parser("convert-colmap", help="convert a COLMAP sparse model and its images to a scene file",
+                       description="Read a COLMAP sparse model (text or binary), load its images and write "
+                                   "a scene file with the 3D points as /init.")
+    p.add_argument("sparse", metavar="SPARSE_DIR", help="folder with cameras/images/points3D .bin or .txt")
+    p.add_argument("--images", required=True, help="folder of the images named in the model")
+    p.add_argument("--out", required=True, help="scene file")
+    p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
+    p.add_argument("--heldout-every", type=int, default=8,
+                   help="hold out every N-th image by name (0 = none; default %(default)s)")
+    p.set_defaults(run=_run_convert_colmap)
+
+
+def _run_convert_colmap(args) -> None:
+    from odin_sched.colmap import convert_colmap
+    from odin_sched.scene_io import write_scene
+    from pregel.atomic import check_writable
+
+    check_writable(args.out)
+    scene = convert_colmap(args.sparse, args.images, downscale=args.downscale, heldout_every=args.heldout_every)
+    write_scene(args.out, scene)
+    print(f"wrote {args.out}: {scene.num_cameras} cameras ({int(scene.heldout.sum())} held out) at "
+          f"{scene.width} x {scene.height}, {scene.init_means.shape[0]:,} points in /init")
+
+
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train Gaussians on a scene file (one process)",
                        description="Train from the scene's initial point cloud with visible Adam; "
@@ -314,7 +339,7 @@ def _run_train(args) -> None:
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train)
+               _add_train, _add_convert_colmap)
 
 
 def build_parser() -> argparse.ArgumentParser:
