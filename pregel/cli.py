@@ -67,10 +67,11 @@ def _run_generate(args) -> None:
 
 
 def _add_convert(sub) -> None:
-    p = sub.add_parser("convert", help="convert an edge list to a graph file",
+    p = sub.add_parser("convert", help="convert an edge list or Matrix Market file to a graph file",
                        description="Convert a whitespace edge list (src dst [weight] per line, "
-                                   "'#' comments) to the HDF5 graph format.")
-    p.add_argument("edges", help="edge-list text file")
+                                   "'#' comments; streamed in chunks) or a Matrix Market file (.mtx, "
+                                   "symmetric ones as undirected graphs) to the HDF5 graph format.")
+    p.add_argument("edges", help="edge-list text file, or FILE.mtx")
     p.add_argument("--out", required=True)
     p.add_argument("--num-nodes", type=int, default=None, help="default: largest id + 1")
     p.add_argument("--undirected", action="store_true",
@@ -79,10 +80,15 @@ def _add_convert(sub) -> None:
 
 
 def _run_convert(args) -> None:
-    from pregel.convert import read_edge_list
+    from pregel.convert import read_edge_list, read_matrix_market
     from pregel.graph_io import write_graph
 
-    graph = read_edge_list(args.edges, args.num_nodes, directed=not args.undirected)
+    if args.edges.endswith(".mtx"):
+        _require(args.num_nodes is None and not args.undirected,
+                 "--num-nodes and --undirected do not apply to Matrix Market files (the header says both)")
+        graph = read_matrix_market(args.edges)
+    else:
+        graph = read_edge_list(args.edges, args.num_nodes, directed=not args.undirected)
     write_graph(args.out, graph)
     print(f"wrote {args.out}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges"
           f"{', weighted' if graph.weights is not None else ''}")
