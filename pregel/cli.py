@@ -342,10 +342,32 @@ def _run_train(args) -> None:
     train_main(args)
 
 
+def _add_render(sub) -> None:
+    p = sub.add_parser("render", help="render a scene's cameras (and an orbit) to images",
+                       description="Write DIR/NNNN.png (NNNN = camera index) for the chosen cameras, "
+                                   "rendered from the scene's Gaussians or a 3DGS .ply.")
+    p.add_argument("--scene", required=True, help="scene file (cameras, and Gaussians unless --ply)")
+    p.add_argument("--ply", default=None, help="render these Gaussians instead of the scene's")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--cameras", default=None, help="comma-separated camera indices (default: held-out ones)")
+    p.add_argument("--orbit", type=int, default=0, metavar="N", help="also N frames orbiting the scene")
+    p.add_argument("--orbit-format", choices=("gif", "mp4"), default="gif")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.set_defaults(run=_run_render)
+
+
+def _run_render(args) -> None:
+    from odin_sched.render_views import render_views
+
+    written = render_views(args.scene, args.out, ply_path=args.ply, cameras=args.cameras, orbit=args.orbit,
+                           orbit_format=args.orbit_format, device=args.device)
+    print(f"wrote {len(written)} file(s) to {args.out}: {', '.join(os.path.basename(p) for p in written)}")
+
+
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train, _add_convert_colmap)
+               _add_train, _add_convert_colmap, _add_render)
 
 
 def build_parser() -> argparse.ArgumentParser:
