@@ -364,10 +364,28 @@ def _run_render(args) -> None:
     print(f"wrote {len(written)} file(s) to {args.out}: {', '.join(os.path.basename(p) for p in written)}")
 
 
+def _add_plot(sub) -> None:
+    p = sub.add_parser("plot", help="plot a run/infer/train result or Chrome-trace timelines to a PNG",
+                       description="RESULT.h5 of pregel run/infer: per-superstep compute and communication "
+                                   "seconds per rank and the per-rank balance; of pregel train: loss and "
+                                   "held-out PSNR against steps. TRACE.json files: a Gantt chart per trace.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="one result .h5, or one or more trace .json")
+    p.add_argument("--out", required=True, help="PNG file")
+    p.add_argument("--labels", default=None, help="comma-separated titles for the traces")
+    p.set_defaults(run=_run_plot)
+
+
+def _run_plot(args) -> None:
+    from pregel.plot import plot
+
+    kind = plot(args.files, args.out, labels=args.labels.split(",") if args.labels else None)
+    print(f"wrote {args.out}: {kind} plot of {', '.join(args.files)}")
+
+
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train, _add_convert_colmap, _add_render)
+               _add_train, _add_convert_colmap, _add_render, _add_plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
