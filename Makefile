@@ -36,6 +36,9 @@ demo: $(STAMP)
 	@echo "== Gaussian splatting: generate a scene, train from its noisy point cloud (one process)"
 	$(BIN)/pregel generate-scene --gaussians 2000 --cameras 24 --width 64 --height 64 --seed 1 --out $(DEMO)/scene.h5
 	$(BIN)/pregel train --scene $(DEMO)/scene.h5 --steps 400 --eval-every 200 --out $(DEMO)/trained.h5 --ply $(DEMO)/trained.ply
+	$(BIN)/pregel render --scene $(DEMO)/trained.h5 --ply $(DEMO)/trained.ply --out $(DEMO)/views
+	$(BIN)/pregel plot $(DEMO)/trained.h5 --out $(DEMO)/training.png
+	@echo "held-out views: $(DEMO)/views/*.png   training curve: $(DEMO)/training.png"
 
 clean:
 	rm -rf $(VENV) $(DEMO) *.egg-info

@@ -67,10 +67,11 @@ def _run_generate(args) -> None:
 
 
 def _add_convert(sub) -> None:
-    p = sub.add_parser("convert", help="convert an edge list to a graph file",
+    p = sub.add_parser("convert", help="convert an edge list or Matrix Market file to a graph file",
                        description="Convert a whitespace edge list (src dst [weight] per line, "
-                                   "'#' comments) to the HDF5 graph format.")
-    p.add_argument("edges", help="edge-list text file")
+                                   "'#' comments; streamed in chunks) or a Matrix Market file (.mtx, "
+                                   "symmetric ones as undirected graphs) to the HDF5 graph format.")
+    p.add_argument("edges", help="edge-list text file, or FILE.mtx")
     p.add_argument("--out", required=True)
     p.add_argument("--num-nodes", type=int, default=None, help="default: largest id + 1")
     p.add_argument("--undirected", action="store_true",
@@ -79,10 +80,15 @@ def _add_convert(sub) -> None:
 
 
 def _run_convert(args) -> None:
-    from pregel.convert import read_edge_list
+    from pregel.convert import read_edge_list, read_matrix_market
     from pregel.graph_io import write_graph
 
-    graph = read_edge_list(args.edges, args.num_nodes, directed=not args.undirected)
+    if args.edges.endswith(".mtx"):
+        _require(args.num_nodes is None and not args.undirected,
+                 "--num-nodes and --undirected do not apply to Matrix Market files (the header says both)")
+        graph = read_matrix_market(args.edges)
+    else:
+        graph = read_edge_list(args.edges, args.num_nodes, directed=not args.undirected)
     write_graph(args.out, graph)
     print(f"wrote {args.out}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges"
           f"{', weighted' if graph.weights is not None else ''}")
@@ -284,6 +290,31 @@ def _run_generate_scene(args) -> None:
           f"in {time.perf_counter() - started:.1f} s")
 
 
+def _add_convert_colmap(sub) -> None:
+    p = sub.add_parser("convert-colmap", help="convert a COLMAP sparse model and its images to a scene file",
+                       description="Read a COLMAP sparse model (text or binary), load its images and write "
+                                   "a scene file with the 3D points as /init.")
+    p.add_argument("sparse", metavar="SPARSE_DIR", help="folder with cameras/images/points3D .bin or .txt")
+    p.add_argument("--images", required=True, help="folder of the images named in the model")
+    p.add_argument("--out", required=True, help="scene file")
+    p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
+    p.add_argument("--heldout-every", type=int, default=8,
+                   help="hold out every N-th image by name (0 = none; default %(default)s)")
+    p.set_defaults(run=_run_convert_colmap)
+
+
+def _run_convert_colmap(args) -> None:
+    from odin_sched.colmap import convert_colmap
+    from odin_sched.scene_io import write_scene
+    from pregel.atomic import check_writable
+
+    check_writable(args.out)
+    scene = convert_colmap(args.sparse, args.images, downscale=args.downscale, heldout_every=args.heldout_every)
+    write_scene(args.out, scene)
+    print(f"wrote {args.out}: {scene.num_cameras} cameras ({int(scene.heldout.sum())} held out) at "
+          f"{scene.width} x {scene.height}, {scene.init_means.shape[0]:,} points in /init")
+
+
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train Gaussians on a scene file (one process, or distributed under mpiexec)",
                        description="Train from the scene's initial point cloud with visible Adam; "
@@ -326,10 +357,50 @@ def _run_train(args) -> None:
     train_main(args)
 
 
+def _add_render(sub) -> None:
+    p = sub.add_parser("render", help="render a scene's cameras (and an orbit) to images",
+                       description="Write DIR/NNNN.png (NNNN = camera index) for the chosen cameras, "
+                                   "rendered from the scene's Gaussians or a 3DGS .ply.")
+    p.add_argument("--scene", required=True, help="scene file (cameras, and Gaussians unless --ply)")
+    p.add_argument("--ply", default=None, help="render these Gaussians instead of the scene's")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--cameras", default=None, help="comma-separated camera indices (default: held-out ones)")
+    p.add_argument("--orbit", type=int, default=0, metavar="N", help="also N frames orbiting the scene")
+    p.add_argument("--orbit-format", choices=("gif", "mp4"), default="gif")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.set_defaults(run=_run_render)
+
+
+def _run_render(args) -> None:
+    from odin_sched.render_views import render_views
+
+    written = render_views(args.scene, args.out, ply_path=args.ply, cameras=args.cameras, orbit=args.orbit,
+                           orbit_format=args.orbit_format, device=args.device)
+    print(f"wrote {len(written)} file(s) to {args.out}: {', '.join(os.path.basename(p) for p in written)}")
+
+
+def _add_plot(sub) -> None:
+    p = sub.add_parser("plot", help="plot a run/infer/train result or Chrome-trace timelines to a PNG",
+                       description="RESULT.h5 of pregel run/infer: per-superstep compute and communication "
+                                   "seconds per rank and the per-rank balance; of pregel train: loss and "
+                                   "held-out PSNR against steps. TRACE.json files: a Gantt chart per trace.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="one result .h5, or one or more trace .json")
+    p.add_argument("--out", required=True, help="PNG file")
+    p.add_argument("--labels", default=None, help="comma-separated titles for the traces")
+    p.set_defaults(run=_run_plot)
+
+
+def _run_plot(args) -> None:
+    from pregel.plot import plot
+
+    kind = plot(args.files, args.out, labels=args.labels.split(",") if args.labels else None)
+    print(f"wrote {args.out}: {kind} plot of {', '.join(args.files)}")
+
+
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train)
+               _add_train, _add_convert_colmap, _add_render, _add_plot)
 
 
 def build_parser() -> argparse.ArgumentParser:

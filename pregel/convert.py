@@ -2,12 +2,17 @@
 
 * whitespace edge lists (``src dst [weight]`` per line, ``#`` comments),
 * networkx graphs (nodes numbered in ``G.nodes`` order; edge weights from an edge attribute),
-* scipy.sparse matrices (entry ``A[u, v]`` is the edge u → v with weight ``A[u, v]``).
+* scipy.sparse matrices (entry ``A[u, v]`` is the edge u → v with weight ``A[u, v]``) and Matrix
+  Market files,
+* PyTorch Geometric ``Data`` objects (``edge_index``, ``x``, ``y``, ``edge_weight``).
 """
+
+import os
 
 import networkx as nx
 import numpy as np
 
+from pregel.edge_list import stream_edge_list
 from pregel.errors import InputError
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
@@ -17,36 +22,86 @@ def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) ->
     """Parse a whitespace edge list: ``src dst`` or ``src dst weight`` per line, ``#`` comments.
 
     Vertex ids are non-negative integers; ``num_nodes`` defaults to the largest id + 1. With
-    ``directed=False`` every line is one undirected edge and both directions are stored.
+    ``directed=False`` every line is one undirected edge and both directions are stored. The text
+    is streamed in chunks (``pregel.edge_list``), so memory holds the edges, not the text.
     """
-    try:
-        table = np.loadtxt(path, comments="#", ndmin=2, dtype=np.float64)
-    except FileNotFoundError:
-        raise InputError.at(path, None, "no such file") from None
-    except ValueError as err:
-        raise InputError.at(path, None, f"not an edge list: {str(err).split(';')[0]}") from None
-    if table.size == 0:
-        table = table.reshape(0, 2)
-    if table.shape[1] not in (2, 3):
-        raise InputError.at(path, None, f"expected 2 or 3 columns (src dst [weight]), found {table.shape[1]}")
-    ids = table[:, :2]
-    bad = (ids < 0) | (ids != np.floor(ids)) | ~np.isfinite(ids)
-    if bad.any():
-        line = int(np.argmax(bad.any(axis=1)))
-        raise InputError.at(path, None, f"edge {line + 1}: vertex ids must be non-negative integers")
-    src, dst = ids[:, 0].astype(np.int64), ids[:, 1].astype(np.int64)
-    weights = None
-    if table.shape[1] == 3:
-        weights = table[:, 2].astype(np.float32)
-        if not np.isfinite(weights).all():
-            line = int(np.argmax(~np.isfinite(weights)))
-            raise InputError.at(path, None, f"edge {line + 1}: weight is NaN or inf")
+    src, dst, weights = stream_edge_list(path)
     largest = int(max(src.max(initial=-1), dst.max(initial=-1)))
     if num_nodes is None:
         num_nodes = largest + 1
     elif largest >= num_nodes:
         raise InputError.at(path, None, f"vertex id {largest} is not below --num-nodes {num_nodes}")
     return _from_edges(num_nodes, src, dst, weights, directed)
+
+
+def read_matrix_market(path) -> GraphData:
+    """A Matrix Market file (``scipy.io.mmread``): entry (u, v) is the edge u -> v.
+
+    A symmetric matrix becomes an undirected graph (both directions stored; scipy expands it), a
+    ``pattern`` matrix an unweighted one. The matrix must be square with finite entries.
+    """
+    import scipy.io
+    import scipy.sparse
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise InputError.at(path, None, "no such file")
+    try:
+        rows, cols, _, fmt, field, symmetry = scipy.io.mminfo(path)
+        matrix = scipy.io.mmread(path)
+    except (ValueError, OSError, IndexError) as err:
+        raise InputError.at(path, None, f"not a Matrix Market file ({str(err).splitlines()[0]})") from None
+    if rows != cols:
+        raise InputError.at(path, None, f"matrix is {rows} x {cols}; an adjacency matrix must be square")
+    if field == "complex":
+        raise InputError.at(path, None, "complex entries cannot be edge weights")
+    matrix = scipy.sparse.coo_matrix(matrix)
+    if field != "pattern" and not np.isfinite(matrix.data).all():
+        raise InputError.at(path, None, "entries contain NaN or inf")
+    return from_scipy(matrix, directed=symmetry == "general", weighted=field != "pattern")
+
+
+def from_pyg(data, directed: bool | None = None) -> GraphData:
+    """A PyG ``Data`` (``edge_index`` [2, E], optional ``x`` [N, F], ``y`` [N], ``edge_weight`` [E]
+    or ``edge_attr`` [E] / [E, 1]) as ``GraphData``. Column ``edge_index[:, e] = (u, v)`` is the
+    edge u -> v. ``directed`` defaults to ``not data.is_undirected()``; PyG stores both directions
+    of an undirected graph, and so does the result (no edge is added).
+    """
+    num_nodes = int(data.num_nodes)
+    src, dst = (t.numpy().astype(np.int64) for t in data.edge_index.cpu())
+    weights = None
+    for name in ("edge_weight", "edge_attr"):
+        value = getattr(data, name, None)
+        if value is not None:
+            value = value.detach().cpu().numpy()
+            if value.ndim == 2 and value.shape[1] == 1:
+                value = value[:, 0]
+            if value.shape != (len(src),):
+                raise InputError(f"PyG data: {name} has shape {list(value.shape)}; only one value per edge "
+                                 "([E] or [E, 1]) can be an edge weight")
+            weights = value.astype(np.float32)
+            break
+    if directed is None:
+        directed = not data.is_undirected()
+    csr = edges_to_csr(num_nodes, src, dst, weights)
+    features = None if getattr(data, "x", None) is None else data.x.detach().cpu().numpy().astype(np.float32)
+    labels = None if getattr(data, "y", None) is None else data.y.detach().cpu().numpy().astype(np.int64)
+    return GraphData(csr[0], csr[1], csr[2] if weights is not None else None, features, labels, directed)
+
+
+def to_pyg(graph: GraphData):
+    """A PyG ``Data`` with ``edge_index`` [2, E] (edges in CSR order), ``num_nodes``, and ``x``,
+    ``y``, ``edge_weight`` where the graph has features, labels and weights."""
+    import torch
+    from torch_geometric.data import Data
+
+    src = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))
+    edge_index = torch.from_numpy(np.stack([src, np.asarray(graph.indices, dtype=np.int64)]))
+    data = Data(edge_index=edge_index, num_nodes=graph.num_nodes)
+    for name, values in (("x", graph.features), ("y", graph.labels), ("edge_weight", graph.weights)):
+        if values is not None:
+            data[name] = torch.from_numpy(np.asarray(values))
+    return data
 
 
 def from_networkx(graph: nx.Graph, weight: str | None = "weight") -> GraphData:

@@ -13,3 +13,10 @@ class InputError(ValueError):
         """Build the error for ``problem`` found in ``dataset`` (or the file itself when None) of ``path``."""
         where = f"{path}" if dataset is None else f"{path}: {dataset}"
         return cls(f"{where}: {problem}")
+
+
+def warn(message: str) -> None:
+    """Print one ``warning: ...`` line on stderr (input that is usable but partly ignored)."""
+    import sys
+
+    print(f"warning: {message}", file=sys.stderr, flush=True)

@@ -31,12 +31,13 @@ def test_undirected_edge_list_stores_both_directions(tmp_path):
 
 
 @pytest.mark.parametrize("content,problem", [
-    ("0 1\n1 2 3\n", "number of columns changed"),
-    ("0 -1\n", "non-negative integers"),
-    ("0 1.5\n", "non-negative integers"),
-    ("0 1 nan\n", "NaN or inf"),
-    ("0 1 2 3\n", "expected 2 or 3 columns"),
-    ("a b\n", "not an edge list"),
+    ("0 1\n1 2 3\n", "line 2: expected 2 or 3 columns .* the same on every line"),
+    ("0 -1\n", "line 1: vertex ids must be non-negative integers"),
+    ("# c\n0 1.5\n", "line 2: vertex ids must be non-negative integers"),
+    ("0 1 nan\n", "line 1: weight .* NaN or inf"),
+    ("0 1 2x\n", "line 1: weight is not a number"),
+    ("0 1 2 3\n", "line 1: expected 2 or 3 columns"),
+    ("a b\n", "line 1: vertex ids must be non-negative integers"),
 ])
 def test_bad_edge_lists(tmp_path, content, problem):
     text = tmp_path / "e.txt"
