@@ -7,7 +7,7 @@
   loss and held-out PSNR against steps, plus per-rank compute/comm/wait seconds when the file has
   ``/metrics/per_rank`` (a compound table with those fields, one row per rank, or a [ranks, 3] array
   whose ``fields`` attribute names the columns);
-* Chrome-trace JSON files (``traceEvents`` with ``ph = "X"``, ``tid`` = rank, ``name`` the kind):
+* Chrome-trace JSON files (``traceEvents`` with ``ph = "X"``, ``tid`` = rank, ``cat`` or else ``name`` the kind):
   a Gantt chart with ranks as rows and a colour per kind; several traces are stacked on one time axis.
 """
 
@@ -112,7 +112,7 @@ def _per_rank(path, dataset):
         names = data.dtype.names
         columns = {name: np.asarray(data[name], float) for name in names}
     else:
-        names = [str(v) for v in dataset.attrs.get("fields", RANK_TIMES)]
+        names = [str(v) for v in dataset.attrs.get("fields", dataset.file.attrs.get("per_rank_fields", RANK_TIMES))]
         if data.ndim != 2 or data.shape[1] != len(names):
             raise InputError.at(path, "/metrics/per_rank", f"shape {list(data.shape)} does not match fields {names}")
         columns = dict(zip(names, np.asarray(data, float).T))
@@ -166,7 +166,7 @@ def _read_trace(path) -> dict:
         for ev in events:
             if ev.get("ph") == "X":
                 rows.setdefault(int(ev["tid"]), []).append((float(ev["ts"]) * 1e-6, float(ev["dur"]) * 1e-6,
-                                                            str(ev.get("name", "?"))))
+                                                            str(ev.get("cat", ev.get("name", "?")))))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise InputError.at(path, None, "an 'X' event lacks a numeric tid, ts or dur") from None
     if not rows:
