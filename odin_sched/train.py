@@ -28,7 +28,7 @@ import torch
 from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune
 from odin_sched.metrics import psnr
 from odin_sched.optim import VisibleAdam, default_lrs
-from odin_sched.ply import write_ply
+from odin_sched.ply import read_gaussians_ply, write_ply
 from odin_sched.scene_io import Scene, read_scene, write_scene
 from odin_sched.scene_gen import HOLDOUT_EVERY
 from odin_sched.step import BatchSettings, batch_gradient, image_gradients
@@ -163,9 +163,10 @@ class TrainingSetup:
 
 
 def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-            outputs) -> TrainingSetup:
+            outputs, init_ply=None) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
-    same, deterministically). ``outputs``: the paths that will be written (None entries ignored)."""
+    same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
+    ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud."""
     if steps < 1:
         raise InputError(f"--steps must be at least 1, got {steps}")
     if batch_size < 1:
@@ -178,9 +179,14 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
         if path is not None:
             check_writable(path)
     scene = read_scene(scene_path)
-    if scene.init_means is None:
+    if init_ply is not None:
+        initial = {name: torch.from_numpy(np.ascontiguousarray(value))
+                   for name, value in read_gaussians_ply(init_ply).items()}
+    elif scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "
-                            "(make the scene with `pregel generate-scene`)")
+                            "(make the scene with `pregel generate-scene`, or give --init-ply)")
+    else:
+        initial = init_gaussians(scene.init_means, scene.init_colors)
     held = heldout_mask(scene)
     train_ids, test_ids = np.flatnonzero(~held), np.flatnonzero(held)
     if len(train_ids) == 0 or len(test_ids) == 0:
@@ -188,7 +194,7 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     images = torch.from_numpy(scene.images).float() / 255.0
     return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
                          scene_extent(scene.viewmats), camera_batches(train_ids, steps, batch_size, seed),
-                         BatchSettings(batch_size), init_gaussians(scene.init_means, scene.init_colors))
+                         BatchSettings(batch_size), initial)
 
 
 def camera(scene: Scene, cam: int) -> tuple:
@@ -198,18 +204,20 @@ def camera(scene: Scene, cam: int) -> tuple:
 
 def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
           ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
-          progress: bool = True, batch_size: int = 1) -> TrainResult:
+          progress: bool = True, batch_size: int = 1, init_ply=None) -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
     scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
     each, see ``odin_sched.step`` for the batch semantics); out_path: trained scene file; ply_path:
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
-    densification. Returns a TrainResult.
+    densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud.
+    Returns a TrainResult.
     """
     from kernels.splat import render
 
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
-    setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path))
+    setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path),
+                    init_ply)
     scene = setup.scene
     started = time.perf_counter()
     opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
@@ -298,7 +306,7 @@ def main(args) -> TrainResult:
         except ValueError as err:
             raise InputError(f"--densify options: {err}") from None
     common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
-                  densify=config, eval_every=args.eval_every, batch_size=args.batch_size)
+                  densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply)
     comm = Comm()
     if comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None:
         for flag, value in (("--window", args.window), ("--cells", args.cells)):

@@ -326,6 +326,9 @@ def _add_train(sub) -> None:
                         "x sqrt(B), Adam eps / sqrt(B), betas ** B)")
     p.add_argument("--out", required=True, help="trained scene file")
     p.add_argument("--ply", default=None, help="also export a 3DGS .ply")
+    p.add_argument("--init-ply", default=None, metavar="MODEL.ply",
+                   help="start from the Gaussians of a 3DGS .ply (this project's, or the reference code's, "
+                        "gsplat's, Grendel-GS's) instead of the scene's /init point cloud")
     p.add_argument("--png", default=None, help="held-out view beside its ground truth "
                                                "(default: the --out name with .png)")
     p.add_argument("--ssim-weight", type=float, default=0.2, help="loss (1-w) L1 + w (1-SSIM)")

@@ -5,7 +5,7 @@ import torch
 from PIL import Image
 
 from odin_sched.densify import DensifyConfig
-from odin_sched.ply import read_ply
+from odin_sched.ply import read_gaussians_ply
 from odin_sched.scene_gen import generate_scene
 from odin_sched.scene_io import read_scene, write_scene
 from odin_sched.train import camera_order, knn_scales, train
@@ -33,7 +33,7 @@ def test_training_improves_and_writes_valid_outputs(scene_path, tmp_path):
     assert np.array_equal(trained.images, read_scene(scene_path).images)
     assert np.array_equal(trained.metrics["psnr_steps"], [40, 80, 120])
     assert trained.attrs["final_psnr"] == pytest.approx(result.final_psnr)
-    back = read_ply(ply)
+    back = read_gaussians_ply(ply)
     np.testing.assert_array_equal(back["means"], trained.means)
     np.testing.assert_array_equal(back["opacities"], trained.opacities)
     with Image.open(png) as im:
@@ -96,3 +96,17 @@ def test_command_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "missing.h5: file not found" in err[0] and "--cameras" in err[1]
     assert "--densify options" in err[2]
+
+
+def test_trained_ply_restarts_training_from_the_same_parameters(scene_path, tmp_path):
+    from odin_sched.train import prepare
+
+    out, ply = tmp_path / "t.h5", tmp_path / "t.ply"
+    train(scene_path, 10, out, ply_path=ply, seed=0, eval_every=10, progress=False)
+    trained = read_scene(out)
+    start = prepare(scene_path, 5, 1, 0, 0.2, 5, (), init_ply=ply).initial
+    for name in ("means", "scales", "quats", "opacities"):
+        assert np.array_equal(start[name].numpy(), getattr(trained, name)), name
+    np.testing.assert_allclose(start["colors"].numpy(), trained.colors, atol=1e-6)  # through the SH coefficient
+    result = train(scene_path, 5, tmp_path / "again.h5", seed=0, eval_every=5, progress=False, init_ply=ply)
+    assert result.num_gaussians == trained.num_gaussians

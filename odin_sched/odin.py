@@ -1,0 +1,471 @@
+"""Barrier-free distributed training of Gaussian splatting (Odin), on the engine's dataflow mode.
+
+Training is cut into *windows* of at most ``window`` batches (also ending where densification or
+evaluation is due). At a window's start every rank holds the whole model; every rank then plans the
+window the same way:
+
+1. the Gaussians are grouped into spatial cells (``odin_sched.cells``), and contiguous ranges of cells
+   are given to the ranks (balanced by Gaussian count): a cell's parameters and Adam state are
+   updated only by its owner;
+2. the cells each camera can see during the window are predicted conservatively
+   (``odin_sched.visibility``);
+3. the dependency graph of the window's steps is built (``odin_sched.depgraph``): image steps and
+   cell versions, an image reading the versions of the cells it sees and sending its gradient to the
+   cells' next versions;
+4. levels, critical-path priorities and the rank of every step are computed by vertex programs run by
+   the engine (``odin_sched.schedule``).
+
+The window then runs as a dataflow program (``TrainingSteps``) on ``pregel.dataflow``: an image step
+fires on its rank once the versions of all its cells have arrived, renders its image with only those
+cells' Gaussians and sends each cell its share of the gradient; a cell version fires on the cell's
+owner once every image of its batch that sees the cell has reported, sums their gradients in batch
+order, takes the visible-Adam step and sends the new parameters straight to the ranks of the next
+batch's images that read the cell. Cells the window has not touched yet are final already (every rank
+has them), so only truly conflicting cells are ever waited for. At the window's end every owner's
+cells are gathered onto every rank, the visibility prediction is verified, and densification and
+evaluation run as in the single-process trainer.
+
+Because every number is computed with the same per-Gaussian operations in the same order as the
+single-process trainer (``odin_sched.step``) and a cell's latest version lives in one place, the
+result equals the single-process run with the same batch size bit for bit, whatever the number of
+ranks — provided the visibility prediction held, which is checked and reported
+(``visibility_violations``). ``mode="barrier"`` runs the same program in the engine's bulk-synchronous
+mode (a collective exchange and a global barrier per phase), the synchronous baseline of Grendel-GS.
+"""
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from odin_sched.cells import cell_bounds, cell_members, kd_cells
+from odin_sched.densify import GradAccumulator, densify_and_prune
+from odin_sched.depgraph import StepGraph, build_step_graph
+from odin_sched.optim import VisibleAdam, default_lrs
+from odin_sched.schedule import plan_schedule
+from odin_sched.step import PARAM_COLUMNS, PARAM_NAMES, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.train import (TrainResult, TrainingSetup, batch_loss, camera, evaluate, params_of, prepare,
+                              write_outputs)
+from odin_sched.visibility import motion_within_margin, predict_visible_cells, window_margin
+from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
+from pregel.errors import InputError
+from pregel.progress import Progress
+
+MODES = ("odin", "barrier")
+#: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
+GRAD_COLUMNS = PARAM_COLUMNS + 2
+#: per-rank metrics written to /metrics/per_rank
+RANK_FIELDS = ("compute_seconds", "comm_seconds", "wait_seconds", "plan_seconds", "images", "messages_sent",
+               "bytes_sent")
+#: a violation doubles the visibility margin of the next window
+MARGIN_GROWTH = 2.0
+#: predicted cost of a pixel relative to one visible Gaussian (image cost = visible Gaussians + c x pixels)
+PIXEL_COST = 0.05
+
+
+@dataclass
+class OdinOptions:
+    """The distributed trainer's settings (see ``pregel train --help``)."""
+
+    mode: str = "odin"
+    cells: int | None = None   # default: CELLS_PER_RANK x ranks
+    window: int = 20           # batches per planning window
+    timeline: str | None = None
+    schedule_out: str | None = None
+
+    CELLS_PER_RANK = 4
+
+    def resolved_cells(self, size: int) -> int:
+        return self.cells if self.cells is not None else self.CELLS_PER_RANK * size
+
+
+def check_options(options: OdinOptions, size: int, num_gaussians: int, batch_size: int) -> str | None:
+    """A one-line problem with the distributed options, or None."""
+    if options.mode not in MODES:
+        return f"--mode must be one of {', '.join(MODES)}, got {options.mode!r}"
+    if options.window < 1:
+        return f"--window must be at least 1, got {options.window}"
+    cells = options.resolved_cells(size)
+    if cells < 1:
+        return f"--cells must be at least 1, got {cells}"
+    if cells < size:
+        return f"--cells {cells} is fewer than the {size} ranks: every rank must own at least one cell"
+    if cells > num_gaussians:
+        return f"--cells {cells} is more than the {num_gaussians} initial Gaussians"
+    return None
+
+
+@dataclass
+class Window:
+    """The plan of one window: batches [start, stop) (0-based), cells, ownership, visibility, steps."""
+
+    start: int
+    stop: int
+    cell_of: np.ndarray       # [G] int32 cell of each Gaussian
+    member_indptr: np.ndarray  # [K + 1] CSR of each cell's Gaussians (ascending id)
+    members: np.ndarray       # [G] int64
+    owner: np.ndarray         # [K] int64 rank owning each cell
+    visible: np.ndarray       # [C, K] bool predicted visibility
+    steps: StepGraph
+    plan: DataflowPlan
+    margin: object            # odin_sched.visibility.Margin
+
+    def cell_rows(self, cell: int) -> np.ndarray:
+        """Global ids [g_c] of the Gaussians of ``cell``, ascending."""
+        return self.members[self.member_indptr[cell]:self.member_indptr[cell + 1]]
+
+
+@dataclass
+class RankMetrics:
+    """Time and traffic of one rank over the whole run."""
+
+    compute_seconds: float = 0.0
+    comm_seconds: float = 0.0
+    wait_seconds: float = 0.0
+    plan_seconds: float = 0.0
+    images: int = 0
+    messages_sent: int = 0
+    bytes_sent: int = 0
+    spans: list = field(default_factory=list)
+
+    def as_row(self) -> np.ndarray:
+        return np.array([getattr(self, name) for name in RANK_FIELDS], np.float64)
+
+
+def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
+    """Owner rank [K] of each cell: contiguous ranges of cells (spatial neighbours in k-d order) with about
+    equal Gaussian counts, every rank at least one cell. counts: [K] Gaussians per cell."""
+    k = len(counts)
+    cum = np.cumsum(counts) - 0.5 * counts  # each cell's midpoint in the cumulative count
+    owner = np.minimum((cum * size / max(cum[-1] + 0.5 * counts[-1], 1)).astype(np.int64), size - 1)
+    # every rank owns at least one cell: clamp so rank r starts no later than cell k - size + r
+    return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
+
+
+class TrainingSteps(DataflowProgram):
+    """The training step as a dataflow program over a window's step graph (one instance per rank).
+
+    Image vertex i: inputs are the cell versions it reads ([g_c, 14] parameters, or nothing for a cell
+    still at its window-start state); it renders, and sends each cell it sees a [g_c, 16] block
+    (gradients, visible flag, screen-space gradient norm). Cell-version vertex (c, b): inputs are the
+    blocks of batch b's images that see c; it takes the visible-Adam step of batch b on the cell and
+    broadcasts the new parameters [g_c, 14] to the ranks of the images that read this version.
+    """
+
+    def __init__(self, trainer: "DistributedTrainer", window: Window):
+        self.trainer, self.window = trainer, window
+        self.steps = window.steps
+        self.start_params = params_of(trainer.opt)  # the window-start state (identical on every rank)
+        self.cell_sizes = np.diff(window.member_indptr)
+        self.image_losses = {}
+
+    # --- sizes and routing
+    def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
+        return vertices >= self.steps.num_images
+
+    def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        images = self.steps.num_images
+        from_image = src < images
+        version = np.where(from_image, dst, src) - images
+        cells = self.steps.version_cell[version]
+        rows = self.cell_sizes[cells]
+        initial = ~from_image & (self.steps.version_batch[version] < 0)
+        return np.where(from_image, rows * GRAD_COLUMNS, np.where(initial, 0, rows * PARAM_COLUMNS)).astype(np.int64)
+
+    def fire(self, ctx, vertex: int, inputs: dict):
+        if vertex < self.steps.num_images:
+            return self._image(vertex, inputs)
+        return self._version(vertex - self.steps.num_images, inputs)
+
+    # --- image step
+    def _image(self, image: int, inputs: dict) -> dict:
+        steps, window, trainer = self.steps, self.window, self.trainer
+        versions = np.array(sorted(inputs), dtype=np.int64) - steps.num_images
+        cells = steps.version_cell[versions]
+        rows = np.concatenate([window.cell_rows(c) for c in cells])
+        blocks = []
+        for version, cell in zip(versions, cells):
+            payload = inputs[version + steps.num_images]
+            if payload.size:
+                blocks.append(torch.from_numpy(payload.reshape(-1, PARAM_COLUMNS)))
+            else:
+                blocks.append(pack_params(self.start_params, torch.from_numpy(window.cell_rows(cell))))
+        order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
+        params = unpack_params(torch.cat(blocks)[torch.from_numpy(order)])
+        cam = int(steps.image_camera[image])
+        setup = trainer.setup
+        result = image_gradients(trainer.render, params, *camera(setup.scene, cam), setup.scene.width,
+                                 setup.scene.height, setup.targets[cam], trainer.ssim_weight, trainer.densify is not None)
+        self.image_losses[image] = result.loss
+        packed = torch.cat([pack_params(result.grads), result.visible[:, None].to(torch.float32),
+                            (result.screen_norm if result.screen_norm is not None
+                             else torch.zeros(len(rows)))[:, None]], dim=1).numpy()
+        sorted_rows = rows[order]
+        writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
+        out = {}
+        for target, cell in zip(writes, steps.version_cell[writes]):  # both ascending by cell
+            positions = np.searchsorted(sorted_rows, window.cell_rows(cell))
+            out[int(target) + steps.num_images] = np.ascontiguousarray(packed[positions]).reshape(-1)
+        return out
+
+    # --- cell version: the visible-Adam step of one batch on one cell
+    def _version(self, version: int, inputs: dict) -> np.ndarray:
+        steps, trainer = self.steps, self.trainer
+        cell, batch = int(steps.version_cell[version]), int(steps.version_batch[version])
+        rows = self.window.cell_rows(cell)
+        if batch < 0:
+            return np.empty(0, np.float32)
+        total = torch.zeros(len(rows), PARAM_COLUMNS)
+        seen = torch.zeros(len(rows), dtype=torch.bool)
+        for image in sorted(inputs):  # batch order: images are numbered by position within their batch
+            block = torch.from_numpy(inputs[image].reshape(-1, GRAD_COLUMNS))
+            total += block[:, :PARAM_COLUMNS]
+            visible = block[:, PARAM_COLUMNS] > 0
+            seen |= visible
+            if trainer.densify is not None:
+                trainer.accum.add_rows(torch.from_numpy(rows), block[:, PARAM_COLUMNS + 1], visible)
+        global_batch = self.window.start + batch
+        trainer.opt.lrs = trainer.setup.settings.lrs(trainer.setup.extent, global_batch + 1, trainer.steps)
+        grads = batch_gradient(unpack_params(total), trainer.setup.settings.batch_size)
+        idx = torch.nonzero(seen).squeeze(1)
+        trainer.opt.step_rows(torch.from_numpy(rows)[idx], {name: g[idx] for name, g in grads.items()})
+        return pack_params(trainer.opt.params, torch.from_numpy(rows)).numpy().reshape(-1)
+
+
+class DistributedTrainer:
+    """Trains on every rank of ``comm``; see the module docstring."""
+
+    def __init__(self, comm, setup: TrainingSetup, steps: int, options: OdinOptions, ssim_weight: float,
+                 densify, seed: int, eval_every: int, progress):
+        from kernels.splat import render
+
+        self.comm, self.setup, self.steps, self.options = comm, setup, steps, options
+        self.ssim_weight, self.densify, self.eval_every, self.progress = ssim_weight, densify, eval_every, progress
+        self.render = render
+        self.opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas,
+                               eps=setup.settings.eps)
+        self.accum = GradAccumulator(self.opt.num_gaussians)
+        self.densify_gen = torch.Generator().manual_seed(seed + 1)
+        self.num_cells = options.resolved_cells(comm.size)
+        self.metrics = RankMetrics()
+        self.violations = 0
+        self.safety = 1.0
+        self.dependency_edges = 0
+        self.first_window = None
+        self.started = None
+        self.labels = {}        # timeline step id -> label
+        self.versions_seen = 0  # cell versions of the windows before this one (for timeline ids)
+
+    # --- planning
+    def window_end(self, start: int) -> int:
+        """The first batch boundary after ``start`` where the window must end (0-based, exclusive)."""
+        stop = min(start + self.options.window, self.steps)
+        for b in range(start + 1, stop + 1):  # a loop over batch boundaries, not over data
+            if (self.densify is not None and self.densify.due(b)) or b % self.eval_every == 0:
+                return b
+        return stop
+
+    def plan(self, start: int, stop: int) -> Window:
+        setup, opt, size = self.setup, self.opt, self.comm.size
+        means = opt.params["means"].detach().numpy()
+        scales = opt.params["scales"].detach().numpy()
+        cells = min(self.num_cells, len(means))
+        cell_of = kd_cells(means, cells)
+        bounds = cell_bounds(means, scales, cell_of, cells)
+        indptr, members = cell_members(cell_of, cells)
+        lrs = setup.settings.lrs(setup.extent, start + 1, self.steps)  # the largest in the window (decaying)
+        margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, stop - start, self.safety)
+        scene = setup.scene
+        visible = predict_visible_cells(bounds, scene.viewmats, scene.Ks, scene.width, scene.height, margin)
+        steps = build_step_graph(setup.batches[start:stop], visible)
+        owner = owners_by_count(bounds.count, size)
+        image_cost = (visible[steps.image_camera].astype(np.float64) @ bounds.count.astype(np.float64)
+                      + scene.width * scene.height * PIXEL_COST)
+        schedule = plan_schedule(self.comm, steps, image_cost, bounds.count * PARAM_COLUMNS * 4, owner)
+        plan = DataflowPlan(steps.graph, schedule.rank, schedule.priority, schedule.phase)
+        window = Window(start, stop, cell_of, indptr, members, owner, visible, steps, plan, margin)
+        if self.first_window is None:
+            self.first_window = (window, schedule)
+        return window
+
+    # --- the run
+    def run(self) -> TrainResult:
+        comm, setup = self.comm, self.setup
+        losses = np.empty(self.steps)
+        psnr_steps, psnr_values = [], []
+        comm.barrier()
+        started = self.started = time.perf_counter()
+        start = 0
+        while start < self.steps:
+            stop = self.window_end(start)
+            t0 = time.perf_counter()
+            window = self.plan(start, stop)
+            self.metrics.plan_seconds += time.perf_counter() - t0
+            self._span("compute", t0, time.perf_counter(), started, f"plan steps {start + 1}-{stop}")
+            self.dependency_edges += window.steps.graph.num_edges
+            snapshot = {k: self.opt.params[k].detach().clone() for k in ("means", "scales")}
+            program = TrainingSteps(self, window)
+            called = time.perf_counter()
+            result = run_dataflow(comm, window.plan, program, mode="dataflow" if self.options.mode == "odin" else "bsp",
+                                  trace=self.options.timeline is not None)
+            self._record(result, called, time.perf_counter(), started, window)
+            self.versions_seen += window.steps.num_vertices - window.steps.num_images
+            losses[start:stop] = self._gather_state(window, program)
+            self._verify(snapshot, window)
+            if self.densify is not None and self.densify.due(stop):
+                new, source = densify_and_prune(params_of(self.opt), self.accum.average(), setup.extent,
+                                                self.densify, self.densify_gen)
+                self.opt.replace(new, source)
+                self.accum = GradAccumulator(self.opt.num_gaussians)
+            if stop % self.eval_every == 0 or stop == self.steps:
+                psnr_steps.append(stop)
+                value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets) \
+                    if comm.rank == 0 else None
+                psnr_values.append(comm.bcast(value))
+                self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
+                                    f"{self.opt.num_gaussians} Gaussians")
+            self.progress.update(stop, f"loss {losses[stop - 1]:.4f}")
+            start = stop
+        wall = time.perf_counter() - started
+        return TrainResult(self.steps, self.opt.num_gaussians, wall, np.array(psnr_steps, np.int64),
+                           np.array(psnr_values), losses)
+
+    def _record(self, result, called: float, returned: float, started: float, window: Window) -> None:
+        """Add one window's run to the metrics. The run's clock starts after its opening barrier, whose
+        time (``returned - called - elapsed``) is waiting too."""
+        m = self.metrics
+        m.compute_seconds += result.compute_seconds
+        m.comm_seconds += result.comm_seconds
+        m.wait_seconds += result.wait_seconds + max(0.0, returned - called - result.elapsed_seconds)
+        m.images += int(np.count_nonzero(window.plan.rank[:window.steps.num_images] == self.comm.rank))
+        m.messages_sent += result.messages_sent
+        m.bytes_sent += result.bytes_sent
+        if result.spans is not None:
+            offset = returned - result.elapsed_seconds - started
+            for kind, a, b, v in result.spans:
+                step_id = self._step_id(window, v)
+                m.spans.append((kind, a + offset, b + offset, step_id))
+
+    def _span(self, kind: str, t0: float, t1: float, started: float, label: str) -> None:
+        """A timeline span outside the dataflow runs (planning, window boundaries), when tracing."""
+        if self.options.timeline is not None:
+            step_id = -2 - len(self.labels)
+            self.labels[step_id] = label
+            self.metrics.spans.append((kind, t0 - started, t1 - started, step_id))
+
+    def _step_id(self, window: Window, vertex: int) -> int:
+        """A run-wide id of a window's vertex for the timeline (-1 for none), labelled in ``self.labels``:
+        images by their global index, cell versions after all images."""
+        if vertex < 0:
+            return -1
+        steps = window.steps
+        if vertex < steps.num_images:
+            image = window.start * steps.batch_size + int(vertex)
+            self.labels.setdefault(image, f"image {image} (step {image // steps.batch_size + 1}, camera "
+                                          f"{int(steps.image_camera[vertex])})")
+            return image
+        version = int(vertex) - steps.num_images
+        step_id = self.steps * steps.batch_size + self.versions_seen + version
+        batch = int(steps.version_batch[version])
+        self.labels.setdefault(step_id, f"cell {int(steps.version_cell[version])} "
+                                        + (f"after step {window.start + batch + 1}" if batch >= 0 else
+                                           f"at step {window.start + 1}"))
+        return step_id
+
+    def _gather_state(self, window: Window, program: TrainingSteps) -> np.ndarray:
+        """Window end: every owner's cells onto every rank (a barrier first, timed as wait, then one
+        Allgatherv, timed as communication). Returns the window's batch losses [stop - start]."""
+        comm, opt = self.comm, self.opt
+        t0 = time.perf_counter()
+        comm.barrier()
+        t1 = time.perf_counter()
+        mine = torch.from_numpy(np.flatnonzero(window.owner[window.cell_of] == comm.rank))
+        floats = torch.cat([pack_params(state, mine) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
+                           + [self.accum.total[mine][:, None]], dim=1)
+        ints = torch.stack([mine, opt.step_count[mine], self.accum.count[mine]], dim=1)
+        floats = torch.from_numpy(comm.allgather_rows(floats.numpy()))
+        ints = torch.from_numpy(comm.allgather_rows(ints.numpy()))
+        ids = ints[:, 0]
+        with torch.no_grad():
+            for i, state in enumerate((opt.params, opt.exp_avg, opt.exp_avg_sq)):
+                part = floats[:, i * PARAM_COLUMNS:(i + 1) * PARAM_COLUMNS]
+                for name, value in unpack_params(part).items():
+                    state[name][ids] = value
+        opt.step_count[ids] = ints[:, 1]
+        self.accum.total[ids] = floats[:, 3 * PARAM_COLUMNS]
+        self.accum.count[ids] = ints[:, 2]
+        losses = comm.allgather_rows(np.array(sorted(program.image_losses.items()), np.float64).reshape(-1, 2))
+        by_image = dict(zip(losses[:, 0].astype(np.int64), losses[:, 1]))
+        b = window.steps.batch_size
+        batch = [batch_loss([by_image[i] for i in range(j * b, (j + 1) * b)]) for j in range(window.stop - window.start)]
+        t2 = time.perf_counter()
+        self.metrics.wait_seconds += t1 - t0
+        self.metrics.comm_seconds += t2 - t1
+        self._span("barrier", t0, t1, self.started, f"end of window {window.start + 1}-{window.stop}")
+        self._span("send", t1, t2, self.started, f"gather the model after step {window.stop}")
+        return np.array(batch)
+
+    def _verify(self, snapshot: dict, window: Window) -> None:
+        """Count Gaussians that moved or grew past the window's margin (the prediction's premise)."""
+        ok = motion_within_margin(snapshot["means"].numpy(), snapshot["scales"].numpy(),
+                                  self.opt.params["means"].detach().numpy(), self.opt.params["scales"].detach().numpy(),
+                                  window.margin)
+        bad = int(np.count_nonzero(~ok))
+        if bad:
+            self.violations += bad
+            self.safety *= MARGIN_GROWTH
+            self.progress.write(f"warning: {bad} Gaussians left the visibility margin in batches "
+                                f"{window.start + 1}-{window.stop}; the next window's margin is {self.safety:g}x")
+
+
+def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None, png_path=None,
+                      seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
+                      batch_size: int = 1, progress: bool = True, init_ply=None) -> TrainResult:
+    """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
+
+    The arguments are those of ``odin_sched.train.train`` plus ``options``. Returns the TrainResult
+    (the same on every rank). Bad options or input raise the same InputError on every rank.
+    """
+    import os
+
+    png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
+    setup, problem = None, None
+    try:
+        setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every,
+                        (out_path, ply_path, png_path, options.timeline, options.schedule_out), init_ply)
+        problem = check_options(options, comm.size, setup.initial["means"].shape[0], batch_size)
+    except InputError as err:
+        problem = str(err)
+    comm.agree(None if problem is None else InputError(problem))
+    if batch_size < comm.size and comm.rank == 0:
+        print(f"note: --batch-size {batch_size} < {comm.size} ranks: at most {batch_size} ranks can work on a "
+              f"batch at once")
+    bar = Progress(steps, enabled=progress and comm.rank == 0, unit="step")
+    trainer = DistributedTrainer(comm, setup, steps, options, ssim_weight, densify, seed, eval_every, bar)
+    result = trainer.run()
+    bar.close()
+    table = comm.gather_rows(trainer.metrics.as_row()[None, :])
+    spans = comm.allgather(trainer.metrics.spans) if options.timeline is not None else None
+    labels = comm.allgather(trainer.labels) if options.timeline is not None else None
+    if comm.rank == 0:
+        totals = dict(zip(RANK_FIELDS, table.sum(axis=0)))
+        attrs = {"mode": options.mode, "ranks": comm.size, "batch_size": batch_size,
+                 "steps_per_second": steps / result.wall_time_s,
+                 "compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
+                 "wait_seconds": totals["wait_seconds"], "visibility_violations": trainer.violations,
+                 "cells": trainer.num_cells, "window": options.window, "dependency_edges": trainer.dependency_edges,
+                 "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,
+                 "densify": densify is not None, "source_scene": os.path.abspath(scene_path)}
+        write_outputs(trainer.render, setup, params_of(trainer.opt), result, out_path, ply_path, png_path, attrs,
+                      metrics={"per_rank": table})
+        if options.timeline is not None:
+            write_chrome_trace(options.timeline, spans, {k: v for part in labels for k, v in part.items()})
+        if options.schedule_out is not None:
+            from odin_sched.depgraph import write_schedule
+
+            window, schedule = trainer.first_window
+            write_schedule(options.schedule_out, window.steps, schedule)
+    result.per_rank = comm.bcast(table)
+    result.visibility_violations = trainer.violations
+    comm.barrier()
+    return result
