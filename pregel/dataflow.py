@@ -30,6 +30,11 @@ from pregel.atomic import atomic_output
 from pregel.graph_io import GraphData
 
 MODES = ("dataflow", "bsp")
+#: Dataflow mode looks for arrived messages before a fire only once this many times the last
+#: look's duration has passed since it (testing n open receives costs O(n)), and when idle.
+POLL_SPACING = 4.0
+#: Completed sends are collected once this many (then twice as many as remain open) have piled up.
+SEND_CHECK = 16
 
 
 class DataflowProgram:
@@ -276,6 +281,37 @@ class _Clock:
             self.spans.append(Span(kind, t0 - self.start, t1 - self.start, vertex))
 
 
+class _Requests:
+    """Open non-blocking requests, each with an item kept until it completes (a buffer, a group).
+
+    ``requests`` is the list to pass to ``testsome``/``waitsome``, which set completed entries
+    to null; those are dropped once they are half of the list, so each completion costs O(1).
+    """
+
+    def __init__(self):
+        self.requests, self.items, self.open = [], [], 0
+
+    def add(self, request, item) -> None:
+        self.requests.append(request)
+        self.items.append(item)
+        self.open += 1
+
+    def completed(self, indices: list) -> list:
+        """The items of the requests at ``indices`` (just completed), forgotten here."""
+        items = [self.items[i] for i in indices]
+        for i in indices:
+            self.items[i] = None
+        self.open -= len(indices)
+        if 2 * self.open < len(self.requests):
+            keep = [i for i, item in enumerate(self.items) if item is not None]
+            self.requests = [self.requests[i] for i in keep]
+            self.items = [self.items[i] for i in keep]
+        return items
+
+    def __bool__(self) -> bool:
+        return self.open > 0
+
+
 class _Run:
     """One rank's run: readiness, the payloads held for local vertices, firing and routing."""
 
@@ -295,39 +331,38 @@ class _Run:
 
     def dataflow(self) -> None:
         r, comm, clock = self.routes, self.comm, self.clock
-        buffers = [np.empty(r.group_size[g], dtype=np.float32) for g in r.incoming]
-        receives = [comm.irecv(b, int(r.group_source_rank[g]), int(r.tag[g]))
-                    for g, b in zip(r.incoming.tolist(), buffers)]
-        waiting = list(zip(r.incoming.tolist(), buffers))  # (group, buffer) of each open receive
-        sends, sent = [], []  # open send requests and their buffers (alive until completed)
+        receives, sends = _Requests(), _Requests()  # items: (group, buffer); buffers kept alive
+        for g in r.incoming.tolist():
+            buffer = np.empty(r.group_size[g], dtype=np.float32)
+            receives.add(comm.irecv(buffer, int(r.group_source_rank[g]), int(r.tag[g])), (g, buffer))
+        next_poll, next_send_check = 0.0, SEND_CHECK
         while self.counts["fired"] < len(self.local):
-            if receives:
+            if receives and time.perf_counter() >= next_poll:
                 t0 = time.perf_counter()
-                done = comm.testsome(receives)
-                receives, waiting = self._arrived(done, receives, waiting)
-                clock.add("recv", t0, keep=bool(done))
+                arrived = receives.completed(comm.testsome(receives.requests))
+                self._arrived(arrived)
+                clock.add("recv", t0, keep=bool(arrived))
+                next_poll = time.perf_counter() + POLL_SPACING * (time.perf_counter() - t0)
             if self.ready:
                 u = heapq.heappop(self.ready)[1]
                 out = self._fire(u)
                 t0 = time.perf_counter()
                 for g, payload in self._route(u, out):
-                    sends.append(comm.isend(payload, int(r.group_rank[g]), int(r.tag[g])))
-                    sent.append(payload)
-                if sends:
-                    done = set(comm.testsome(sends))
-                    sends = [q for i, q in enumerate(sends) if i not in done]
-                    sent = [b for i, b in enumerate(sent) if i not in done]
+                    sends.add(comm.isend(payload, int(r.group_rank[g]), int(r.tag[g])), payload)
+                if len(sends.requests) >= next_send_check:
+                    sends.completed(comm.testsome(sends.requests))
+                    next_send_check = 2 * len(sends.requests) + SEND_CHECK
                 clock.add("send", t0, u)
             else:
                 assert receives, "no ready vertex and no message to wait for"
                 t0 = time.perf_counter()
-                done = comm.waitsome(receives)
+                done = comm.waitsome(receives.requests)
                 clock.add("wait", t0)
                 t0 = time.perf_counter()
-                receives, waiting = self._arrived(done, receives, waiting)
+                self._arrived(receives.completed(done))
                 clock.add("recv", t0)
         t0 = time.perf_counter()
-        comm.waitall(sends)
+        comm.waitall(sends.requests)
         clock.add("wait", t0)
 
     def bsp(self) -> None:
@@ -432,17 +467,11 @@ class _Run:
         for v in readers[self.missing[readers] == 0].tolist():
             self._push(v)
 
-    def _arrived(self, done: list, receives: list, waiting: list) -> tuple[list, list]:
-        """Deliver the completed receives ``done`` (indices); returns the still open ones."""
-        if not done:
-            return receives, waiting
-        for i in done:
-            g, buffer = waiting[i]
+    def _arrived(self, arrived: list) -> None:
+        """Deliver the (group, buffer) of completed receives."""
+        for g, buffer in arrived:
             self._deliver(g, buffer)
             self._count_received(buffer.size)
-        done = set(done)
-        return ([q for i, q in enumerate(receives) if i not in done],
-                [w for i, w in enumerate(waiting) if i not in done])
 
     def _count_received(self, elements: int) -> None:
         self.counts["messages_received"] += 1
