@@ -330,6 +330,7 @@ class _Run:
     # ------------------------------------------------------------------ the two modes
 
     def dataflow(self) -> None:
+        """Fire ready vertices by priority, send at once, block only when nothing is ready."""
         r, comm, clock = self.routes, self.comm, self.clock
         receives, sends = _Requests(), _Requests()  # items: (group, buffer); buffers kept alive
         for g in r.incoming.tolist():
@@ -342,7 +343,8 @@ class _Run:
                 arrived = receives.completed(comm.testsome(receives.requests))
                 self._arrived(arrived)
                 clock.add("recv", t0, keep=bool(arrived))
-                next_poll = time.perf_counter() + POLL_SPACING * (time.perf_counter() - t0)
+                t1 = time.perf_counter()
+                next_poll = t1 + POLL_SPACING * (t1 - t0)
             if self.ready:
                 u = heapq.heappop(self.ready)[1]
                 out = self._fire(u)
@@ -366,6 +368,7 @@ class _Run:
         clock.add("wait", t0)
 
     def bsp(self) -> None:
+        """Phase by phase: fire, meet at a barrier, exchange the phase's messages in one Alltoallv."""
         r, plan, comm, clock = self.routes, self.plan, self.comm, self.clock
         phases = np.unique(plan.phase)
         order = self.local[np.lexsort((self.local, -plan.priority[self.local], plan.phase[self.local]))]
