@@ -106,6 +106,50 @@ class Comm:
         item_counts = counts * row * rows.dtype.itemsize
         return out, (item_counts, np.concatenate([[0], np.cumsum(item_counts)[:-1]]))
 
+    # ------------------------------------------------------------------ point-to-point (non-blocking)
+    # Used only with size > 1 (at one rank a runtime delivers locally). Buffers are contiguous
+    # float32 arrays sent as MPI.FLOAT; a request keeps its buffer alive until it completes.
+
+    def isend(self, buf: np.ndarray, dest: int, tag: int):
+        """Start sending ``buf`` [n] float32 (contiguous) to ``dest``; returns the request."""
+        from mpi4py import MPI
+
+        return self.mpi.Isend([buf, MPI.FLOAT], dest=dest, tag=tag)
+
+    def irecv(self, buf: np.ndarray, source: int, tag: int):
+        """Start receiving into ``buf`` [n] float32 (contiguous) from ``source``; returns the request."""
+        from mpi4py import MPI
+
+        return self.mpi.Irecv([buf, MPI.FLOAT], source=source, tag=tag)
+
+    @staticmethod
+    def testsome(requests: list) -> list[int]:
+        """Indices of the ``requests`` that completed now (possibly none); does not block."""
+        from mpi4py import MPI
+
+        return MPI.Request.Testsome(requests) or []
+
+    @staticmethod
+    def waitsome(requests: list) -> list[int]:
+        """Block until at least one of the ``requests`` completes; the indices of those that did."""
+        from mpi4py import MPI
+
+        return MPI.Request.Waitsome(requests) or []
+
+    @staticmethod
+    def waitall(requests: list) -> None:
+        """Block until every one of the ``requests`` has completed."""
+        from mpi4py import MPI
+
+        MPI.Request.Waitall(requests)
+
+    @property
+    def tag_limit(self) -> int:
+        """The largest message tag this MPI library accepts (``MPI.TAG_UB``, at least 32767)."""
+        from mpi4py import MPI
+
+        return self.mpi.Get_attr(MPI.TAG_UB)
+
     # ------------------------------------------------------------------ control values (pickled)
 
     def allgather(self, value) -> list:

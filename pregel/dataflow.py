@@ -1,0 +1,515 @@
+"""Dataflow execution of a DAG: every vertex fires once, as soon as all its inputs have arrived.
+
+A ``DataflowProgram`` says what each vertex sends (``payload_size``, ``broadcasts``) and computes
+(``fire``); a ``DataflowPlan`` says on which rank each vertex fires, which ready vertex goes first
+(``priority``) and, for the bulk-synchronous baseline, in which superstep (``phase``).
+``run_dataflow`` runs it collectively on every rank in one of two modes:
+
+- ``"dataflow"``: one receive per incoming message is posted at the start; a rank fires its ready
+  vertex of highest priority, sends the outputs at once (non-blocking) and blocks only when no
+  local vertex is ready, so it never waits for ranks it does not depend on;
+- ``"bsp"``: phase by phase, each rank fires its vertices of the phase, then all ranks meet at a
+  barrier and exchange the phase's messages in one Alltoallv.
+
+Both modes send the same messages and hand every ``fire`` the same inputs. The outputs of a vertex
+u to the vertices of one other rank travel as one message: a broadcasting u's payload once, or the
+concatenation of a per-edge u's payloads in ascending destination id; vertices on u's own rank get
+the payload without MPI. Routing tables are built from the plan with NumPy; the run loops over
+fired vertices and messages, and touches single edges only to hand ``fire`` its inputs.
+"""
+
+import heapq
+import json
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from pregel.atomic import atomic_output
+from pregel.graph_io import GraphData
+
+MODES = ("dataflow", "bsp")
+#: Dataflow mode looks for arrived messages before a fire only once this many times the last
+#: look's duration has passed since it (testing n open receives costs O(n)), and when idle.
+POLL_SPACING = 4.0
+#: Completed sends are collected once this many (then twice as many as remain open) have piled up.
+SEND_CHECK = 16
+
+
+class DataflowProgram:
+    """Hooks of a program whose vertices each fire once, when all their inputs have arrived.
+
+    Subclasses override what they need; the defaults describe a pure dependency DAG (every vertex
+    broadcasts an empty payload and computes nothing). Payloads are 1-D contiguous float32 arrays.
+    """
+
+    def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """[k] int64 >= 0: float32 elements of the payload on each edge ``src[j] -> dst[j]`` ([k] int64
+        each). A broadcasting source must give every one of its out-edges the same size."""
+        return np.zeros(len(src), dtype=np.int64)
+
+    def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
+        """[k] bool: True if vertex ``vertices[j]`` sends ONE payload to all its out-neighbours
+        (once per destination rank); False if it sends one payload per out-edge."""
+        return np.ones(len(vertices), dtype=bool)
+
+    def fire(self, ctx, vertex: int, inputs: dict):
+        """Compute ``vertex``; ``inputs`` maps each in-neighbour to its read-only float32 payload.
+
+        Returns one float32 array (a broadcasting vertex), a dict {out-neighbour: float32 array}
+        with one entry per out-neighbour (a per-edge vertex), or None; the return value of a vertex
+        without out-neighbours is ignored. Returned arrays must not be modified afterwards.
+        """
+        return None
+
+
+@dataclass
+class DataflowPlan:
+    """Where and when the vertices of a DAG fire; the same on every rank.
+
+    graph: the DAG (CSR over sources; repeated edges count once); rank: [N] int64 rank that fires
+    each vertex; priority: [N] float64, higher fires first among the ready vertices of a rank;
+    phase: [N] int64 superstep of each vertex in BSP mode, strictly increasing along every edge.
+    """
+
+    graph: GraphData
+    rank: np.ndarray
+    priority: np.ndarray
+    phase: np.ndarray
+
+
+@dataclass
+class DataflowContext:
+    """What ``fire`` knows about the run: this rank, the number of ranks and the plan."""
+
+    rank: int
+    size: int
+    plan: DataflowPlan
+
+
+class Span(NamedTuple):
+    """One interval of a rank's time, in seconds from the common start of the run.
+
+    kind: 'compute' (a fire), 'send' (routing a vertex's outputs), 'recv' (taking in arrived
+    messages), 'wait' (blocked on messages or on the last sends), 'barrier' (BSP mode);
+    vertex: the vertex fired or routed, else -1.
+    """
+
+    kind: str
+    start: float
+    end: float
+    vertex: int
+
+
+@dataclass
+class DataflowResult:
+    """One rank's account of ``run_dataflow``.
+
+    compute_seconds: in ``fire``; comm_seconds: routing outputs and taking in messages (the
+    Alltoallv in BSP mode); wait_seconds: blocked on messages, on the last sends or at barriers;
+    messages and bytes: to and from other ranks only; fired: vertices fired here; elapsed_seconds:
+    from the common start to this rank's end; spans: the ``Span``s when traced, else None.
+    """
+
+    mode: str
+    fired: int
+    compute_seconds: float
+    comm_seconds: float
+    wait_seconds: float
+    messages_sent: int
+    bytes_sent: int
+    messages_received: int
+    bytes_received: int
+    elapsed_seconds: float
+    spans: list | None
+
+
+def run_dataflow(comm, plan: DataflowPlan, program: DataflowProgram, mode: str = "dataflow",
+                 trace: bool = False) -> DataflowResult:
+    """Fire every vertex of ``plan`` once on its rank (collectively, on every rank of ``comm``)."""
+    if mode not in MODES:
+        raise ValueError(f"run_dataflow: mode must be one of {MODES}, got {mode!r}")
+    routes = _Routes(plan, program, comm.size, comm.rank)
+    if comm.size > 1 and routes.num_messages > comm.tag_limit + 1:
+        raise ValueError(f"run_dataflow: {routes.num_messages:,} messages, but MPI tags stop at "
+                         f"{comm.tag_limit:,}: coarsen the DAG or use fewer ranks")
+    comm.barrier()  # a common start, so that the spans of different ranks line up
+    run = _Run(comm, plan, program, routes, _Clock(trace))
+    run.dataflow() if mode == "dataflow" else run.bsp()
+    return run.result(mode)
+
+
+def depth_phases(graph: GraphData) -> np.ndarray:
+    """[N] int64 phases for BSP mode: the length of the longest path from a vertex without inputs.
+
+    Raises ``ValueError`` if the graph has a cycle. Loops over depth levels, not vertices.
+    """
+    n = graph.num_nodes
+    missing = np.bincount(graph.indices, minlength=n).astype(np.int64)
+    phase = np.full(n, -1, dtype=np.int64)
+    frontier, level = np.flatnonzero(missing == 0), 0
+    while frontier.size:
+        phase[frontier] = level
+        heads = graph.indices[_csr_rows(graph.indptr, frontier)]
+        arrived = np.bincount(heads, minlength=n)
+        missing -= arrived
+        frontier, level = np.flatnonzero((arrived > 0) & (missing == 0)), level + 1
+    if (phase < 0).any():
+        raise ValueError(f"depth_phases: the graph has a cycle through vertex {np.flatnonzero(phase < 0)[0]}")
+    return phase
+
+
+def write_chrome_trace(path, spans_per_rank: list, labels: dict | None = None) -> None:
+    """Write the ``Span`` lists of every rank (``spans_per_rank[r]``) as a Chrome trace JSON file.
+
+    One thread per rank ("rank r"), one complete event per span (µs); args carry the vertex and,
+    for vertices in ``labels``, its label. Opens in Perfetto (ui.perfetto.dev) or chrome://tracing.
+    """
+    labels = labels or {}
+    events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}}
+              for r in range(len(spans_per_rank))]
+    for r, spans in enumerate(spans_per_rank):
+        for kind, start, end, vertex in spans:
+            args = {"vertex": int(vertex)}
+            if vertex in labels:
+                args["label"] = str(labels[vertex])
+            events.append({"name": f"{kind} {labels[vertex]}" if vertex in labels else kind, "cat": kind,
+                           "ph": "X", "pid": 0, "tid": r, "ts": start * 1e6, "dur": (end - start) * 1e6,
+                           "args": args})
+    with atomic_output(path, ".json") as temp, open(temp, "w") as f:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+
+
+def _csr_rows(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions of the entries of ``rows`` [k] in a CSR array with ``indptr`` [n + 1], row by row."""
+    starts, counts = indptr[rows], indptr[rows + 1] - indptr[rows]
+    shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    return (shift + np.arange(counts.sum(), dtype=np.int64)).astype(np.int64)
+
+
+def _check_plan(plan: DataflowPlan, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The plan's distinct edges as (src, dst) [E] int64 sorted by (src, dst), after checking it."""
+    graph, n = plan.graph, plan.graph.num_nodes
+    for name in ("rank", "priority", "phase"):
+        shape = np.shape(getattr(plan, name))
+        if shape != (n,):
+            raise ValueError(f"DataflowPlan.{name} must have shape ({n},), got {shape}")
+    if n and (plan.rank.min() < 0 or plan.rank.max() >= size):
+        raise ValueError(f"DataflowPlan.rank must lie in [0, {size}) for a job of {size} ranks")
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
+    key = np.unique(src * n + graph.indices.astype(np.int64))
+    src, dst = key // max(n, 1), key % max(n, 1)
+    bad = np.flatnonzero(plan.phase[src] >= plan.phase[dst])
+    if bad.size:
+        u, v = src[bad[0]], dst[bad[0]]
+        raise ValueError(f"DataflowPlan.phase must increase along every edge, but edge {u} -> {v} goes "
+                         f"from phase {plan.phase[u]} to {plan.phase[v]} (is the graph a DAG?)")
+    return src, dst
+
+
+class _Routes:
+    """The deliveries of a plan as NumPy tables, seen from rank ``me``.
+
+    A group is (source u, destination rank r) with at least one out-neighbour of u on r; a group
+    whose r is not u's rank is a message, tagged by its index among all messages in (u, r) order.
+    Edges are sorted by (u, r, destination), so a group's edges and a vertex's groups are ranges.
+    """
+
+    def __init__(self, plan: DataflowPlan, program: DataflowProgram, size: int, me: int):
+        n = plan.graph.num_nodes
+        src, dst = _check_plan(plan, size)
+        sizes = np.asarray(program.payload_size(src, dst), dtype=np.int64).reshape(-1)
+        self.broadcast = np.asarray(program.broadcasts(np.arange(n, dtype=np.int64)), dtype=bool).reshape(-1)
+        _check_sizes(sizes, self.broadcast, src, dst)
+        order = np.lexsort((dst, plan.rank[dst], src))
+        self.src, self.dst, self.sizes = src[order], dst[order], sizes[order]
+        key = self.src * size + plan.rank[self.dst]
+        first = np.flatnonzero(np.diff(key, prepend=-1) != 0)
+        self.group_ptr = np.append(first, len(key))  # [G + 1]: the edges of each group
+        groups = len(first)
+        group_of_edge = np.repeat(np.arange(groups), np.diff(self.group_ptr))
+        self.group_src, self.group_rank = self.src[first], plan.rank[self.dst[first]]
+        self.group_source_rank = plan.rank[self.group_src]
+        per_edge = np.add.reduceat(self.sizes, first) if groups else np.zeros(0, np.int64)
+        self.group_size = np.where(self.broadcast[self.group_src], self.sizes[first], per_edge)
+        remote = self.group_source_rank != self.group_rank
+        self.tag = np.where(remote, np.cumsum(remote) - 1, -1)
+        self.num_messages = int(remote.sum())
+        self.vertex_groups = np.searchsorted(self.group_src, np.arange(n + 1))  # [N + 1]
+        before = np.cumsum(self.sizes) - self.sizes  # element offset of each edge within its group
+        offset = np.where(self.broadcast[self.src], 0, before - before[first][group_of_edge])
+        mine = np.flatnonzero(plan.rank[self.dst] == me)
+        mine = mine[np.lexsort((self.src[mine], self.dst[mine]))]  # my in-edges by (dst, src)
+        self.in_ptr = np.searchsorted(self.dst[mine], np.arange(n + 1))  # [N + 1]
+        self.in_src, self.in_group = self.src[mine], group_of_edge[mine]
+        self.in_offset, self.in_size = offset[mine], self.sizes[mine]
+        self.missing = np.bincount(self.dst[mine], minlength=n)  # distinct in-neighbours of mine
+        self.uses = np.bincount(self.in_group, minlength=groups)  # my edges reading each group
+        self.incoming = np.flatnonzero(remote & (self.group_rank == me))  # by (u, source rank)
+        self.outgoing = np.flatnonzero(remote & (self.group_source_rank == me))
+
+
+def _check_sizes(sizes, broadcast, src, dst) -> None:
+    if sizes.shape != src.shape or (sizes < 0).any():
+        raise ValueError(f"payload_size must return [{len(src)}] sizes >= 0, got shape {sizes.shape}")
+    if broadcast.shape != (len(broadcast),):
+        raise ValueError("broadcasts must return one bool per vertex")
+    first = sizes[np.searchsorted(src, src)]  # the size on each source's first out-edge
+    bad = np.flatnonzero(broadcast[src] & (sizes != first))
+    if bad.size:
+        u = src[bad[0]]
+        raise ValueError(f"payload_size: broadcasting vertex {u} has out-edges of different sizes "
+                         f"({first[bad[0]]} and {sizes[bad[0]]} elements to vertex {dst[bad[0]]})")
+
+
+class _Clock:
+    """Seconds per kind of work since the common start, and the spans when tracing."""
+
+    TOTALS = {"compute": "compute", "send": "comm", "recv": "comm", "wait": "wait", "barrier": "wait"}
+
+    def __init__(self, trace: bool):
+        self.start = time.perf_counter()
+        self.seconds = {"compute": 0.0, "comm": 0.0, "wait": 0.0}
+        self.spans = [] if trace else None
+
+    def add(self, kind: str, t0: float, vertex: int = -1, keep: bool = True) -> None:
+        """Account the time from ``t0`` to now as ``kind``; traced unless ``keep`` is False."""
+        t1 = time.perf_counter()
+        self.seconds[self.TOTALS[kind]] += t1 - t0
+        if self.spans is not None and keep:
+            self.spans.append(Span(kind, t0 - self.start, t1 - self.start, vertex))
+
+
+class _Requests:
+    """Open non-blocking requests, each with an item kept until it completes (a buffer, a group).
+
+    ``requests`` is the list to pass to ``testsome``/``waitsome``, which set completed entries
+    to null; those are dropped once they are half of the list, so each completion costs O(1).
+    """
+
+    def __init__(self):
+        self.requests, self.items, self.open = [], [], 0
+
+    def add(self, request, item) -> None:
+        self.requests.append(request)
+        self.items.append(item)
+        self.open += 1
+
+    def completed(self, indices: list) -> list:
+        """The items of the requests at ``indices`` (just completed), forgotten here."""
+        items = [self.items[i] for i in indices]
+        for i in indices:
+            self.items[i] = None
+        self.open -= len(indices)
+        if 2 * self.open < len(self.requests):
+            keep = [i for i, item in enumerate(self.items) if item is not None]
+            self.requests = [self.requests[i] for i in keep]
+            self.items = [self.items[i] for i in keep]
+        return items
+
+    def __bool__(self) -> bool:
+        return self.open > 0
+
+
+class _Run:
+    """One rank's run: readiness, the payloads held for local vertices, firing and routing."""
+
+    def __init__(self, comm, plan, program, routes: _Routes, clock: _Clock):
+        self.comm, self.plan, self.program, self.routes, self.clock = comm, plan, program, routes, clock
+        self.ctx = DataflowContext(comm.rank, comm.size, plan)
+        self.local = np.flatnonzero(plan.rank == comm.rank)
+        self.missing, self.uses = routes.missing.copy(), routes.uses.copy()
+        self.held = {}  # group -> its payload array, or a local per-edge group's fire output (dict)
+        self.ready = []  # heap of (-priority, vertex)
+        self.counts = dict.fromkeys(("fired", "messages_sent", "bytes_sent", "messages_received",
+                                     "bytes_received"), 0)
+        for v in self.local[self.missing[self.local] == 0].tolist():
+            self._push(v)
+
+    # ------------------------------------------------------------------ the two modes
+
+    def dataflow(self) -> None:
+        """Fire ready vertices by priority, send at once, block only when nothing is ready."""
+        r, comm, clock = self.routes, self.comm, self.clock
+        receives, sends = _Requests(), _Requests()  # items: (group, buffer); buffers kept alive
+        for g in r.incoming.tolist():
+            buffer = np.empty(r.group_size[g], dtype=np.float32)
+            receives.add(comm.irecv(buffer, int(r.group_source_rank[g]), int(r.tag[g])), (g, buffer))
+        next_poll, next_send_check = 0.0, SEND_CHECK
+        while self.counts["fired"] < len(self.local):
+            if receives and time.perf_counter() >= next_poll:
+                t0 = time.perf_counter()
+                arrived = receives.completed(comm.testsome(receives.requests))
+                self._arrived(arrived)
+                clock.add("recv", t0, keep=bool(arrived))
+                t1 = time.perf_counter()
+                next_poll = t1 + POLL_SPACING * (t1 - t0)
+            if self.ready:
+                u = heapq.heappop(self.ready)[1]
+                out = self._fire(u)
+                t0 = time.perf_counter()
+                for g, payload in self._route(u, out):
+                    sends.add(comm.isend(payload, int(r.group_rank[g]), int(r.tag[g])), payload)
+                if len(sends.requests) >= next_send_check:
+                    sends.completed(comm.testsome(sends.requests))
+                    next_send_check = 2 * len(sends.requests) + SEND_CHECK
+                clock.add("send", t0, u)
+            else:
+                assert receives, "no ready vertex and no message to wait for"
+                t0 = time.perf_counter()
+                done = comm.waitsome(receives.requests)
+                clock.add("wait", t0)
+                t0 = time.perf_counter()
+                self._arrived(receives.completed(done))
+                clock.add("recv", t0)
+        t0 = time.perf_counter()
+        comm.waitall(sends.requests)
+        clock.add("wait", t0)
+
+    def bsp(self) -> None:
+        """Phase by phase: fire, meet at a barrier, exchange the phase's messages in one Alltoallv."""
+        r, plan, comm, clock = self.routes, self.plan, self.comm, self.clock
+        phases = np.unique(plan.phase)
+        order = self.local[np.lexsort((self.local, -plan.priority[self.local], plan.phase[self.local]))]
+        bounds = np.searchsorted(plan.phase[order], phases, side="right")
+        sending = r.outgoing[np.lexsort((r.group_src[r.outgoing], r.group_rank[r.outgoing],
+                                         plan.phase[r.group_src[r.outgoing]]))]
+        coming = r.incoming[np.lexsort((r.group_src[r.incoming], r.group_source_rank[r.incoming],
+                                        plan.phase[r.group_src[r.incoming]]))]
+        send_counts = _phase_counts(phases, plan.phase[r.group_src[sending]], r.group_rank[sending],
+                                    r.group_size[sending], comm.size)
+        recv_counts = _phase_counts(phases, plan.phase[r.group_src[coming]],
+                                    r.group_source_rank[coming], r.group_size[coming], comm.size)
+        send_cut = np.searchsorted(plan.phase[r.group_src[sending]], phases, side="right")
+        recv_cut = np.searchsorted(plan.phase[r.group_src[coming]], phases, side="right")
+        start = 0
+        for i in range(len(phases)):
+            outputs = {}
+            for u in order[start:bounds[i]].tolist():
+                out = self._fire(u)
+                t0 = time.perf_counter()
+                outputs.update(self._route(u, out))
+                clock.add("send", t0, u)
+            start = bounds[i]
+            t0 = time.perf_counter()
+            comm.barrier()
+            clock.add("barrier", t0)
+            t0 = time.perf_counter()
+            groups = sending[send_cut[i - 1] if i else 0:send_cut[i]].tolist()
+            send = np.concatenate([outputs[g] for g in groups]) if groups else np.empty(0, np.float32)
+            received = comm.alltoallv_known(send, send_counts[i], recv_counts[i])
+            groups = coming[recv_cut[i - 1] if i else 0:recv_cut[i]]
+            ends = np.cumsum(r.group_size[groups])
+            for g, a, b in zip(groups.tolist(), (ends - r.group_size[groups]).tolist(), ends.tolist()):
+                self._deliver(g, received[a:b])
+                self._count_received(b - a)
+            clock.add("recv", t0)
+
+    # ------------------------------------------------------------------ shared steps
+
+    def _fire(self, v: int):
+        """Run ``program.fire`` on ``v`` with its inputs (timed as compute)."""
+        inputs = self._inputs(v)
+        t0 = time.perf_counter()
+        out = self.program.fire(self.ctx, v, inputs)
+        self.clock.add("compute", t0, v)
+        self.counts["fired"] += 1
+        return out
+
+    def _inputs(self, v: int) -> dict:
+        """{in-neighbour: read-only payload} of ``v``; drops payloads that no vertex here still reads."""
+        r = self.routes
+        a, b = r.in_ptr[v], r.in_ptr[v + 1]
+        inputs = {}
+        for u, g, offset, n in zip(r.in_src[a:b].tolist(), r.in_group[a:b].tolist(),
+                                   r.in_offset[a:b].tolist(), r.in_size[a:b].tolist()):
+            held = self.held[g]
+            payload = held[v].view() if isinstance(held, dict) else held[offset:offset + n]
+            payload.flags.writeable = False
+            inputs[u] = payload
+        groups = r.in_group[a:b]
+        self.uses[groups] -= 1
+        for g in groups[self.uses[groups] == 0].tolist():
+            del self.held[g]
+        return inputs
+
+    def _route(self, u: int, out) -> list:
+        """Deliver ``u``'s output to its out-neighbours here; returns [(group, payload)] for the
+        other ranks (the concatenation of the per-edge payloads for each)."""
+        r = self.routes
+        g0, g1 = r.vertex_groups[u], r.vertex_groups[u + 1]
+        if g0 == g1:
+            return []
+        a, b = r.group_ptr[g0], r.group_ptr[g1]
+        if r.broadcast[u]:
+            payload = _payload(out, u, int(r.sizes[a]), "its broadcast payload")
+        else:
+            _check_keys(out, u, r.dst[a:b])
+            for v, n in zip(r.dst[a:b].tolist(), r.sizes[a:b].tolist()):
+                _payload(out[v], u, n, f"its payload for vertex {v}")
+        remote = []
+        for g in range(g0, g1):
+            if r.group_rank[g] == self.comm.rank:
+                self._deliver(g, payload if r.broadcast[u] else out)
+                continue
+            if not r.broadcast[u]:
+                parts = [out[v] for v in r.dst[r.group_ptr[g]:r.group_ptr[g + 1]].tolist()]
+                payload = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            remote.append((g, payload))
+            self.counts["messages_sent"] += 1
+            self.counts["bytes_sent"] += payload.nbytes
+        return remote
+
+    def _deliver(self, g: int, payload) -> None:
+        """Hold group ``g``'s payload for its readers here; queue those that became ready."""
+        r = self.routes
+        self.held[g] = payload
+        readers = r.dst[r.group_ptr[g]:r.group_ptr[g + 1]]
+        self.missing[readers] -= 1
+        for v in readers[self.missing[readers] == 0].tolist():
+            self._push(v)
+
+    def _arrived(self, arrived: list) -> None:
+        """Deliver the (group, buffer) of completed receives."""
+        for g, buffer in arrived:
+            self._deliver(g, buffer)
+            self._count_received(buffer.size)
+
+    def _count_received(self, elements: int) -> None:
+        self.counts["messages_received"] += 1
+        self.counts["bytes_received"] += 4 * elements
+
+    def _push(self, v: int) -> None:
+        heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
+
+    def result(self, mode: str) -> DataflowResult:
+        c, seconds = self.counts, self.clock.seconds
+        return DataflowResult(mode, c["fired"], seconds["compute"], seconds["comm"], seconds["wait"],
+                              c["messages_sent"], c["bytes_sent"], c["messages_received"],
+                              c["bytes_received"], time.perf_counter() - self.clock.start, self.clock.spans)
+
+
+def _phase_counts(phases, phase, ranks, sizes, size) -> np.ndarray:
+    """[phases, size] float32 elements per (phase, rank) of the messages with ``phase``, ``ranks``
+    and ``sizes`` [m]."""
+    index = np.searchsorted(phases, phase) * size + ranks
+    return np.bincount(index, weights=sizes, minlength=len(phases) * size).astype(np.int64).reshape(-1, size)
+
+
+def _payload(array, u: int, n: int, what: str) -> np.ndarray:
+    """``array`` if it is a contiguous 1-D float32 array of ``n`` elements, else a clear error."""
+    if (not isinstance(array, np.ndarray) or array.dtype != np.float32 or array.shape != (n,)
+            or not array.flags.c_contiguous):
+        got = (f"{array.dtype} array of shape {array.shape}" if isinstance(array, np.ndarray)
+               else type(array).__name__)
+        raise ValueError(f"fire of vertex {u}: {what} must be a contiguous float32 array of shape "
+                         f"({n},), got {got}")
+    return array
+
+
+def _check_keys(out, u: int, dsts: np.ndarray) -> None:
+    if not isinstance(out, dict) or len(out) != len(dsts) or not all(v in out for v in dsts.tolist()):
+        got = sorted(out) if isinstance(out, dict) else type(out).__name__
+        raise ValueError(f"fire of per-edge vertex {u} must return {{out-neighbour: payload}} for its "
+                         f"out-neighbours {dsts.tolist()[:10]}{'...' if len(dsts) > 10 else ''}, got {got}")

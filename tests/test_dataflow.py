@@ -1,0 +1,274 @@
+"""The dataflow runtime (pregel.dataflow) at P = 1, 2, 3 in dataflow and BSP mode.
+
+The program of tests/mpi_scripts/run_dataflow.py computes on each vertex a value from its inputs;
+the oracle recomputes the values with a plain loop in networkx topological order. One launch per
+P runs every DAG in both modes; one more launch checks that an exception ends the job.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from pregel.comm import Comm
+from pregel.dataflow import DataflowPlan, DataflowProgram, depth_phases, run_dataflow
+from pregel.graph_io import GraphData
+
+SIZES = (1, 2, 3)
+MODES = ("dataflow", "bsp")
+SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "run_dataflow.py")
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+TIMEOUT = 120
+
+
+def _csr(n, edges):
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from(edges)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum([graph.out_degree(v) for v in range(n)])
+    indices = np.array([w for v in range(n) for w in sorted(graph.successors(v))], dtype=np.int64)
+    return graph, indptr, indices
+
+
+def _dags():
+    """{name: (networkx DAG, arrays for dags.npz)}: a random DAG, a wide two-rank DAG, a crafted
+    priority case and a slow-vertex case (P = 2 only)."""
+    rng = np.random.default_rng(7)
+    dags = {}
+    random = nx.gnp_random_graph(300, 0.03, seed=5)
+    graph, indptr, indices = _csr(301, [(min(u, v), max(u, v)) for u, v in random.edges])  # 300: isolated
+    generation = {v: i for i, layer in enumerate(nx.topological_generations(graph)) for v in layer}
+    arrays = {"priority": rng.random(301), "phase": 2 * np.array([generation[v] for v in range(301)])}
+    arrays.update({f"rank_{p}": rng.integers(0, p, 301) for p in SIZES})
+    dags["random"] = graph, indptr, indices, arrays
+    edges = [(u, 1500 + u % 50) for u in range(1500)] + [(u, 1500 + (7 * u + 3) % 50) for u in range(1500)]
+    graph, indptr, indices = _csr(1550, edges)
+    dags["wide"] = graph, indptr, indices, {
+        "rank": np.repeat([0, 1], [1500, 50]), "priority": rng.random(1550),
+        "phase": np.repeat([0, 1], [1500, 50])}
+    graph, indptr, indices = _csr(25, [(0, v) for v in range(1, 13)])
+    priority = rng.integers(0, 4, 25).astype(np.float64)  # ties broken by vertex id
+    priority[0] = 10.0
+    dags["priority"] = graph, indptr, indices, {
+        **{f"rank_{p}": np.full(25, p - 1) for p in SIZES}, "priority": priority,
+        "phase": np.isin(np.arange(25), np.arange(1, 13)).astype(np.int64)}
+    graph, indptr, indices = _csr(6, [(0, 1), (2, 1), (2, 3), (3, 4)])  # 5: no inputs, no outputs
+    dags["slow"] = graph, indptr, indices, {
+        "rank_2": np.array([0, 0, 1, 1, 1, 1]), "priority": np.zeros(6),
+        "phase": np.array([0, 1, 0, 1, 2, 0])}
+    return dags
+
+
+def _launch(size, folder, *extra):
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    command = [MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder), *extra]
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+
+
+@pytest.fixture(scope="module")
+def dags(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dataflow")
+    dags = _dags()
+    arrays = {f"{name}/{key}": value for name, (_, indptr, indices, more) in dags.items()
+              for key, value in {"indptr": indptr, "indices": indices, **more}.items()}
+    np.savez(folder / "dags.npz", **arrays)
+    return folder, dags
+
+
+@pytest.fixture(scope="module")
+def runs(dags):
+    folder, graphs = dags
+    results = {}
+    for size in SIZES:
+        done = _launch(size, folder)
+        assert done.returncode == 0, done.stderr
+        results[size] = dict(np.load(folder / f"dataflow_{size}.npz", allow_pickle=True))
+    return folder, graphs, results
+
+
+def _rank_of(arrays, size):
+    return arrays[f"rank_{size}"] if f"rank_{size}" in arrays else arrays["rank"] % size
+
+
+def _coefficients(u, k):
+    return ((u * 7 + np.arange(k) * 3) % 11 - 5) / 10
+
+
+def _payload(x, u, v):
+    if u % 3 == 0:
+        return (x[u] * _coefficients(u, u % 4)).astype(np.float32)
+    return (x[u] * ((u + 2 * v) % 5 + 1) / 5 * _coefficients(u, (u + 2 * v) % 5)).astype(np.float32)
+
+
+def _oracle(graph):
+    """Values of the test program by a plain loop in topological order."""
+    x = {}
+    for v in nx.topological_sort(graph):
+        acc = ((v * 13) % 17 - 8) / 8
+        for u in sorted(graph.predecessors(v)):
+            p = _payload(x, u, v).astype(np.float64)
+            acc += 0.3 * (p * (np.arange(len(p)) + 1)).sum()
+        x[v] = np.tanh(acc)
+    return np.array([x[v] for v in range(len(graph))])
+
+
+def _cases(runs):
+    _, graphs, results = runs
+    for size in SIZES:
+        for name in graphs:
+            if f"{name}/dataflow/values" in results[size]:
+                for mode in MODES:
+                    prefix = f"{name}/{mode}/"
+                    yield size, name, mode, graphs[name], {key[len(prefix):]: value for key, value in
+                                                           results[size].items() if key.startswith(prefix)}
+
+
+def test_values_match_the_networkx_oracle_bitwise_equal_across_modes_and_sizes(runs):
+    seen = set()
+    for size, name, mode, (graph, *_), got in _cases(runs):
+        assert np.allclose(got["values"], _oracle(graph), rtol=1e-9, atol=1e-12), (size, name, mode)
+        reference = runs[2][1 if name != "slow" else 2][f"{name}/dataflow/values"]  # "slow": P = 2 only
+        assert np.array_equal(got["values"], reference), (size, name, mode)
+        seen.add((size, name, mode))
+    assert len(seen) == 3 * 3 * 2 + 2
+
+
+def test_each_vertex_gets_one_payload_of_the_right_size_from_each_in_neighbour(runs):
+    for size, name, mode, (graph, *_), got in _cases(runs):
+        for v in graph:
+            sizes = [(u, len(_payload({u: 1.0}, u, v))) for u in sorted(graph.predecessors(v))]
+            assert got["inputs"][v] == sizes, (size, name, mode, v)
+
+
+def test_every_vertex_fires_once_on_its_rank_after_all_its_inputs(runs):
+    for size, name, mode, (graph, _, _, arrays), got in _cases(runs):
+        start, end, rank = got["times"][:, 0], got["times"][:, 1], got["times"][:, 2]
+        assert np.array_equal(rank, _rank_of(arrays, size)), (size, name, mode)
+        assert np.array_equal(got["fired"], np.bincount(_rank_of(arrays, size), minlength=size))
+        for u, v in graph.edges:
+            assert end[u] <= start[v], (size, name, mode, u, v)
+
+
+def test_the_ready_vertex_of_highest_priority_fires_first(runs):
+    for size, name, mode, (graph, _, _, arrays), got in _cases(runs):
+        if name != "priority":
+            continue
+        sequence = np.argsort(got["times"][:, 3], kind="stable")  # firing order on the one busy rank
+        by_priority = lambda vs: sorted(vs, key=lambda v: (-arrays["priority"][v], v))  # noqa: E731
+        if mode == "dataflow":  # 0 first (highest), then everything else is ready at once
+            expected = [0] + by_priority(range(1, 25))
+        else:  # phase 0 (0 and the free vertices 13..24), then phase 1 (1..12)
+            expected = by_priority([0, *range(13, 25)]) + by_priority(range(1, 13))
+        assert sequence.tolist() == expected, (size, mode)
+
+
+def test_one_message_per_source_and_remote_rank_with_the_known_bytes(runs):
+    for size, name, mode, (graph, _, _, arrays), got in _cases(runs):
+        rank = _rank_of(arrays, size)
+        messages, elements = np.zeros(size), np.zeros(size)
+        for u in graph:
+            for r in {rank[v] for v in graph.successors(u)} - {rank[u]}:
+                on_r = [v for v in graph.successors(u) if rank[v] == r]
+                messages[rank[u]] += 1
+                elements[rank[u]] += u % 4 if u % 3 == 0 else sum((u + 2 * v) % 5 for v in on_r)
+        assert np.array_equal(got["messages_sent"], messages), (size, name, mode)
+        assert np.array_equal(got["bytes_sent"], 4 * elements), (size, name, mode)
+        assert got["messages_sent"].sum() == got["messages_received"].sum()
+        assert got["bytes_sent"].sum() == got["bytes_received"].sum()
+        if (size, name) == (2, "random"):  # the DAG has empty messages: they must arrive too
+            assert any(u % 12 == 0 and {rank[v] for v in graph.successors(u)} - {rank[u]} for u in graph)
+    wide = runs[2][3]
+    assert wide["wide/dataflow/messages_sent"][0] == 1500 and wide["wide/dataflow/fired"][2] == 0
+
+
+def test_dataflow_mode_does_not_wait_for_an_unrelated_slow_rank(runs):
+    got = runs[2][2]
+    dataflow = {key: got[f"slow/dataflow/{key}"] for key in ("elapsed_seconds", "wait_seconds")}
+    bsp = {key: got[f"slow/bsp/{key}"] for key in ("elapsed_seconds", "wait_seconds")}
+    assert dataflow["elapsed_seconds"][0] >= 0.5 and bsp["elapsed_seconds"][0] >= 0.5  # rank 0 sleeps 0.5 s
+    assert dataflow["elapsed_seconds"][1] < 0.25 and dataflow["wait_seconds"][1] < 0.2
+    assert bsp["elapsed_seconds"][1] >= 0.45 and bsp["wait_seconds"][1] >= 0.4  # at the barrier
+
+
+def test_chrome_traces_have_one_thread_per_rank_and_ordered_spans_inside_the_run(runs):
+    folder, graphs, results = runs
+    _, _, _, arrays = graphs["random"]
+    for size in SIZES:
+        for mode in MODES:
+            with open(folder / f"trace_{size}_{mode}.json") as f:
+                events = json.load(f)["traceEvents"]
+            names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+            assert names == {r: f"rank {r}" for r in range(size)}
+            elapsed = results[size][f"random/{mode}/elapsed_seconds"]
+            for r in range(size):
+                spans = sorted((e for e in events if e["ph"] == "X" and e["tid"] == r), key=lambda e: e["ts"])
+                assert spans and spans[0]["ts"] >= 0
+                assert spans[-1]["ts"] + spans[-1]["dur"] <= elapsed[r] * 1e6 + 1
+                assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(spans, spans[1:]))
+                fired = [e["args"]["vertex"] for e in spans if e["cat"] == "compute"]
+                assert sorted(fired) == np.flatnonzero(_rank_of(arrays, size) == r).tolist()
+                assert all(e["args"].get("label") == f"v{e['args']['vertex']}"
+                           for e in spans if e["args"]["vertex"] % 7 == 0)
+                if mode == "bsp" and size > 1:
+                    assert any(e["cat"] == "barrier" for e in spans)
+
+
+def test_an_exception_in_fire_on_one_rank_ends_the_job(dags):
+    folder, _ = dags
+    done = _launch(2, folder, "fail")  # rank 0 would wait forever for the failed vertex's message
+    assert done.returncode != 0
+    assert "deliberate failure in fire of vertex 2 on rank 1" in done.stderr
+
+
+# ---------------------------------------------------------------------- in one process
+
+def test_depth_phases_are_networkx_topological_generations():
+    random = nx.gnp_random_graph(200, 0.05, seed=3)
+    graph, indptr, indices = _csr(200, [(min(u, v), max(u, v)) for u, v in random.edges])
+    expected = {v: i for i, layer in enumerate(nx.topological_generations(graph)) for v in layer}
+    assert depth_phases(GraphData(indptr, indices)).tolist() == [expected[v] for v in range(200)]
+    with pytest.raises(ValueError, match="cycle"):
+        depth_phases(GraphData(np.array([0, 1, 2, 2]), np.array([1, 0])))
+
+
+class _Broken(DataflowProgram):
+    def __init__(self, out=None, sizes=None):
+        self.out, self.sizes = out, sizes
+
+    def payload_size(self, src, dst):
+        return np.asarray(self.sizes if self.sizes is not None else np.full(len(src), 2))
+
+    def fire(self, ctx, vertex, inputs):
+        return self.out
+
+
+@pytest.mark.parametrize("phase,program,message", [
+    ([0, 0, 1], _Broken(np.zeros(2, np.float32)), r"phase must increase along every edge, but edge 0 -> 1"),
+    ([0, 1, 2], _Broken(sizes=[2, 3, 2]), "broadcasting vertex 0 has out-edges of different sizes"),
+    ([0, 1, 2], _Broken(np.zeros(2, np.float64)), r"vertex 0: its broadcast payload must be a contiguous "
+                                                  r"float32 array of shape \(2,\), got float64"),
+    ([0, 1, 2], _Broken(np.zeros(4, np.float32)[::2]), "must be a contiguous float32"),
+])
+def test_bad_plans_and_bad_outputs_are_clear_errors(phase, program, message):
+    plan = DataflowPlan(GraphData(np.array([0, 2, 3, 3]), np.array([1, 2, 2])), np.zeros(3, np.int64),
+                        np.zeros(3), np.array(phase))
+    with pytest.raises(ValueError, match=message):
+        run_dataflow(Comm(), plan, program)
+
+
+def test_per_edge_vertex_must_return_one_payload_per_out_neighbour():
+    class PerEdge(_Broken):
+        def broadcasts(self, vertices):
+            return np.zeros(len(vertices), bool)
+
+    plan = DataflowPlan(GraphData(np.array([0, 2, 2, 2]), np.array([1, 2])), np.zeros(3, np.int64),
+                        np.zeros(3), np.arange(3))
+    message = r"per-edge vertex 0 must return .* out-neighbours \[1, 2\], got \[1\]"
+    with pytest.raises(ValueError, match=message):
+        run_dataflow(Comm(), plan, PerEdge({1: np.zeros(2, np.float32)}))
