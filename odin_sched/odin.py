@@ -187,7 +187,7 @@ class TrainingSteps(DataflowProgram):
         for version, cell in zip(versions, cells):
             payload = inputs[version + steps.num_images]
             if payload.size:
-                blocks.append(torch.from_numpy(payload.reshape(-1, PARAM_COLUMNS)))
+                blocks.append(_rows(payload, PARAM_COLUMNS))
             else:
                 blocks.append(pack_params(self.start_params, torch.from_numpy(window.cell_rows(cell))))
         order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
@@ -203,9 +203,9 @@ class TrainingSteps(DataflowProgram):
         sorted_rows = rows[order]
         writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
         out = {}
-        for target, cell in zip(writes, steps.version_cell[writes]):  # both ascending by cell
+        for target, cell in zip(writes, steps.version_cell[writes - steps.num_images]):  # ascending by cell
             positions = np.searchsorted(sorted_rows, window.cell_rows(cell))
-            out[int(target) + steps.num_images] = np.ascontiguousarray(packed[positions]).reshape(-1)
+            out[int(target)] = np.ascontiguousarray(packed[positions]).reshape(-1)
         return out
 
     # --- cell version: the visible-Adam step of one batch on one cell
@@ -218,7 +218,7 @@ class TrainingSteps(DataflowProgram):
         total = torch.zeros(len(rows), PARAM_COLUMNS)
         seen = torch.zeros(len(rows), dtype=torch.bool)
         for image in sorted(inputs):  # batch order: images are numbered by position within their batch
-            block = torch.from_numpy(inputs[image].reshape(-1, GRAD_COLUMNS))
+            block = _rows(inputs[image], GRAD_COLUMNS)
             total += block[:, :PARAM_COLUMNS]
             visible = block[:, PARAM_COLUMNS] > 0
             seen |= visible
@@ -230,6 +230,11 @@ class TrainingSteps(DataflowProgram):
         idx = torch.nonzero(seen).squeeze(1)
         trainer.opt.step_rows(torch.from_numpy(rows)[idx], {name: g[idx] for name, g in grads.items()})
         return pack_params(trainer.opt.params, torch.from_numpy(rows)).numpy().reshape(-1)
+
+
+def _rows(payload: np.ndarray, columns: int) -> torch.Tensor:
+    """A received payload (a read-only float32 view) as a tensor [rows, columns] of its own."""
+    return torch.from_numpy(np.array(payload).reshape(-1, columns))
 
 
 class DistributedTrainer:
