@@ -232,6 +232,14 @@ class TrainingSteps(DataflowProgram):
         return pack_params(trainer.opt.params, torch.from_numpy(rows)).numpy().reshape(-1)
 
 
+def publish_first(priority: np.ndarray, num_images: int) -> np.ndarray:
+    """Firing priorities [N]: cell versions before any image, then by critical path. A version's update
+    is cheap and other ranks' images wait for it, so it is published as soon as it is ready."""
+    out = np.asarray(priority, np.float64).copy()
+    out[num_images:] += out.max(initial=0.0) + 1.0
+    return out
+
+
 def _rows(payload: np.ndarray, columns: int) -> torch.Tensor:
     """A received payload (a read-only float32 view) as a tensor [rows, columns] of its own."""
     return torch.from_numpy(np.array(payload).reshape(-1, columns))
@@ -287,7 +295,8 @@ class DistributedTrainer:
         image_cost = (visible[steps.image_camera].astype(np.float64) @ bounds.count.astype(np.float64)
                       + scene.width * scene.height * PIXEL_COST)
         schedule = plan_schedule(self.comm, steps, image_cost, bounds.count * PARAM_COLUMNS * 4, owner)
-        plan = DataflowPlan(steps.graph, schedule.rank, schedule.priority, schedule.phase)
+        plan = DataflowPlan(steps.graph, schedule.rank, publish_first(schedule.priority, steps.num_images),
+                            schedule.phase)
         window = Window(start, stop, cell_of, indptr, members, owner, visible, steps, plan, margin)
         if self.first_window is None:
             self.first_window = (window, schedule)
@@ -425,7 +434,8 @@ class DistributedTrainer:
 
 def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None, png_path=None,
                       seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
-                      batch_size: int = 1, progress: bool = True, init_ply=None) -> TrainResult:
+                      batch_size: int = 1, progress: bool = True, init_ply=None,
+                      image_order: str | None = None) -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
     The arguments are those of ``odin_sched.train.train`` plus ``options``. Returns the TrainResult
@@ -437,7 +447,8 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
     setup, problem = None, None
     try:
         setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every,
-                        (out_path, ply_path, png_path, options.timeline, options.schedule_out), init_ply)
+                        (out_path, ply_path, png_path, options.timeline, options.schedule_out), init_ply,
+                        image_order)
         problem = check_options(options, comm.size, setup.initial["means"].shape[0], batch_size)
     except InputError as err:
         problem = str(err)

@@ -96,13 +96,18 @@ def init_gaussians(means: np.ndarray, colors: np.ndarray) -> dict:
     }
 
 
+def camera_centres(viewmats: np.ndarray) -> np.ndarray:
+    """World positions [C, 3] (float64) of cameras with world-to-camera matrices ``viewmats`` [C, 4, 4]."""
+    rot, trans = viewmats[:, :3, :3].astype(np.float64), viewmats[:, :3, 3].astype(np.float64)
+    return -np.einsum("cji,cj->ci", rot, trans)  # -R^T t
+
+
 def scene_extent(viewmats: np.ndarray) -> float:
     """3DGS's camera extent: 1.1 x the largest distance of a camera centre from their mean.
 
     viewmats: np.ndarray  # [C, 4, 4] world-to-camera
     """
-    rot, trans = viewmats[:, :3, :3].astype(np.float64), viewmats[:, :3, 3].astype(np.float64)
-    centres = -np.einsum("cji,cj->ci", rot, trans)  # -R^T t
+    centres = camera_centres(viewmats)
     radius = float(np.linalg.norm(centres - centres.mean(axis=0), axis=1).max())
     return 1.1 * radius if radius > 0 else 1.0
 
@@ -142,10 +147,34 @@ def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> No
     Image.fromarray(np.round(both * 255).astype(np.uint8)).save(path)
 
 
-def camera_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int) -> np.ndarray:
-    """The cameras of every batch, [steps, B]: ``camera_order`` cut into batches. A function of the
-    training cameras, the seed and B only (never of the number of ranks); B = 1 is ``camera_order``."""
-    return camera_order(train_ids, steps * batch_size, seed).reshape(steps, batch_size)
+IMAGE_ORDERS = ("shuffled", "regions")
+
+
+def camera_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int,
+                   centres: np.ndarray | None = None) -> np.ndarray:
+    """The cameras of every batch, [steps, B]; a function of the training cameras, the seed and B only
+    (never of the number of ranks).
+
+    Without ``centres`` ('shuffled'): ``camera_order`` cut into batches (B = 1 is ``camera_order``).
+    With the camera centres [C, 3] ('regions'): the training cameras are split in two halves at the
+    median of their widest axis, each half is visited in its own seeded permutations, and batches
+    alternate between the halves, so that consecutive batches see different parts of the scene and
+    rarely update the same Gaussians (what lets the barrier-free trainer overlap them).
+    """
+    if centres is None:
+        return camera_order(train_ids, steps * batch_size, seed).reshape(steps, batch_size)
+    points = centres[train_ids]
+    axis = int(np.argmax(points.max(axis=0) - points.min(axis=0)))
+    order = np.argsort(points[:, axis], kind="stable")
+    halves = (np.sort(train_ids[order[:len(order) // 2]]), np.sort(train_ids[order[len(order) // 2:]]))
+    if len(halves[0]) == 0:
+        return camera_batches(train_ids, steps, batch_size, seed)
+    counts = (-(-steps // 2), steps // 2)  # batches 0, 2, 4, ... from the first half, 1, 3, ... the second
+    streams = [camera_order(half, n * batch_size, seed + i).reshape(n, batch_size)
+               for i, (half, n) in enumerate(zip(halves, counts))]
+    batches = np.empty((steps, batch_size), train_ids.dtype)
+    batches[0::2], batches[1::2] = streams
+    return batches
 
 
 @dataclass
@@ -163,10 +192,12 @@ class TrainingSetup:
 
 
 def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-            outputs, init_ply=None) -> TrainingSetup:
+            outputs, init_ply=None, image_order: str | None = None) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
     same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
-    ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud."""
+    ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud;
+    ``image_order``: 'shuffled' or 'regions' (see ``camera_batches``; default: shuffled for B = 1,
+    regions otherwise)."""
     if steps < 1:
         raise InputError(f"--steps must be at least 1, got {steps}")
     if batch_size < 1:
@@ -175,6 +206,9 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
         raise InputError(f"--ssim-weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
         raise InputError(f"--eval-every must be at least 1, got {eval_every}")
+    image_order = image_order or ("shuffled" if batch_size == 1 else "regions")
+    if image_order not in IMAGE_ORDERS:
+        raise InputError(f"--image-order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
     for path in outputs:
         if path is not None:
             check_writable(path)
@@ -192,8 +226,9 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     if len(train_ids) == 0 or len(test_ids) == 0:
         raise InputError.at(scene_path, "/cameras/heldout", "needs at least one training and one held-out camera")
     images = torch.from_numpy(scene.images).float() / 255.0
+    centres = camera_centres(scene.viewmats) if image_order == "regions" else None
     return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
-                         scene_extent(scene.viewmats), camera_batches(train_ids, steps, batch_size, seed),
+                         scene_extent(scene.viewmats), camera_batches(train_ids, steps, batch_size, seed, centres),
                          BatchSettings(batch_size), initial)
 
 
@@ -204,20 +239,21 @@ def camera(scene: Scene, cam: int) -> tuple:
 
 def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
           ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
-          progress: bool = True, batch_size: int = 1, init_ply=None) -> TrainResult:
+          progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None) -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
     scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
     each, see ``odin_sched.step`` for the batch semantics); out_path: trained scene file; ply_path:
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
-    densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud.
+    densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
+    image_order: see ``prepare``.
     Returns a TrainResult.
     """
     from kernels.splat import render
 
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
     setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path),
-                    init_ply)
+                    init_ply, image_order)
     scene = setup.scene
     started = time.perf_counter()
     opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
@@ -306,7 +342,8 @@ def main(args) -> TrainResult:
         except ValueError as err:
             raise InputError(f"--densify options: {err}") from None
     common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
-                  densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply)
+                  densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
+                  image_order=args.image_order)
     comm = Comm()
     if comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None:
         for flag, value in (("--window", args.window), ("--cells", args.cells)):
@@ -316,8 +353,9 @@ def main(args) -> TrainResult:
     else:
         from odin_sched.odin import OdinOptions, train_distributed
 
-        options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=args.window or OdinOptions.window,
-                              timeline=args.timeline, schedule_out=args.schedule_out)
+        window = OdinOptions.window if args.window is None else args.window
+        options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=window, timeline=args.timeline,
+                              schedule_out=args.schedule_out)
         result = train_distributed(comm, args.scene, args.steps, args.out, options, **common)
         if comm.rank != 0:
             return result

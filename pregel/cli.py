@@ -339,6 +339,9 @@ def _add_train(sub) -> None:
     p.add_argument("--densify-until", type=int, default=15_000)
     p.add_argument("--densify-interval", type=int, default=100)
     p.add_argument("--densify-grad-threshold", type=float, default=0.0002)
+    p.add_argument("--image-order", choices=("shuffled", "regions"), default=None,
+                   help="shuffled: seeded permutations of the training cameras; regions: batches alternate "
+                        "between two halves of the scene (default: shuffled for B = 1, regions otherwise)")
     p.add_argument("--mode", choices=("odin", "barrier"), default=None,
                    help="distributed execution (default with more than one rank: odin, barrier-free; barrier: "
                         "the synchronous baseline with a global barrier per batch)")

@@ -66,7 +66,8 @@ def _oracle(scene, batches, ssim_weight):
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size):
     out = tmp_path / "t.h5"
-    train(scene_path, STEPS, out, seed=4, ssim_weight=0.2, eval_every=STEPS, progress=False, batch_size=batch_size)
+    train(scene_path, STEPS, out, seed=4, ssim_weight=0.2, eval_every=STEPS, progress=False, batch_size=batch_size,
+          image_order="shuffled")
     scene = read_scene(scene_path)
     train_ids = np.flatnonzero(~heldout_mask(scene))
     expected = _oracle(scene, camera_batches(train_ids, STEPS, batch_size, 4), 0.2)
@@ -92,3 +93,18 @@ def test_batches_are_the_camera_order_cut_up():
     assert batches.shape == (6, 4)
     assert np.array_equal(batches.ravel(), camera_order(ids, 24, seed=3))
     assert np.array_equal(camera_batches(ids, 6, 1, seed=3)[:, 0], camera_order(ids, 6, seed=3))
+
+
+def test_region_order_alternates_halves_and_visits_every_camera():
+    rng = np.random.default_rng(0)
+    centres = rng.uniform(0, 10, (20, 3)) * [4, 1, 1]  # widest along x
+    ids = np.arange(1, 20, 2)  # ten training cameras
+    batches = camera_batches(ids, 10, 2, seed=1, centres=centres)
+    median = np.median(centres[ids, 0])
+    side = centres[batches, 0] > median  # [10, 2]
+    assert (side.all(axis=1) | ~side.any(axis=1)).all(), "a batch stays within one half"
+    assert (side[0::2, 0] != side[1::2, 0]).all(), "consecutive batches come from different halves"
+    for half in (ids[centres[ids, 0] <= median], ids[centres[ids, 0] > median]):
+        seen = batches.ravel()[np.isin(batches.ravel(), half)]
+        assert np.array_equal(np.sort(seen[:len(half)]), np.sort(half)), "each half is a permutation first"
+    assert np.array_equal(batches, camera_batches(ids, 10, 2, seed=1, centres=centres))
