@@ -37,10 +37,6 @@ import tempfile
 import time
 import warnings
 
-# Import the project's packages when run as a script from this folder.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = os.path.dirname(sys.path[0])
-
 for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"
 

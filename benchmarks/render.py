@@ -8,12 +8,6 @@ excluded). Run: python benchmarks/render.py [--reference-max G]
 """
 
 import os
-import sys
-
-# Run as a script, this folder would come first on the import path, where benchmarks/kernels.py
-# shadows the ``kernels`` package: put the repository root there instead.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = os.path.dirname(sys.path[0])
 
 for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"

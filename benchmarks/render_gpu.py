@@ -7,12 +7,7 @@ times CUDA forward+backward (best of 20 after a warm-up, synchronised).
     python benchmarks/render_gpu.py
 """
 
-import os
-import sys
 import time
-
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = os.path.dirname(sys.path[0])  # the project's kernels package, not benchmarks/kernels.py
 
 import torch  # noqa: E402
 

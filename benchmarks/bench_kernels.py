@@ -18,17 +18,11 @@ The last column is each method's time over numba's (unweighted): above 1 means n
 With ``--gpu`` (a CUDA GPU) it instead times the CUDA kernel against torch.sparse.mm (cuSPARSE) on
 the GPU, inputs already on the device, synchronised after each call.
 
-    python benchmarks/kernels.py                      # 1M vertices, 10M edges
-    python benchmarks/kernels.py --nodes 100000       # a quick run
+    python benchmarks/bench_kernels.py                      # 1M vertices, 10M edges
+    python benchmarks/bench_kernels.py --nodes 100000       # a quick run
 """
 
 import os
-import sys
-
-# This file shares its name with the ``kernels`` package: run as a script, its own folder would come
-# first on the import path and shadow the package, so put the repository root there instead.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = os.path.dirname(sys.path[0])
 
 for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
