@@ -395,7 +395,8 @@ def _add_train(sub) -> None:
 
 def _run_train(args) -> None:
     from odin_sched.train import main as train_main
-    outputs = [path for path in (args.out, args.ply, args.png) if path is not None]
+    png = args.png or os.path.splitext(args.out)[0] + ".png"  # train's default for --png
+    outputs = [path for path in (args.out, args.ply, png) if path is not None]
     for i, path in enumerate(outputs):  # no output may overwrite the scene or another output
         check_writable(path, inputs=[args.scene, *outputs[:i]])
     train_main(args)

@@ -5,6 +5,8 @@
 * scipy.sparse matrices (entry ``A[u, v]`` is the edge u → v with weight ``A[u, v]``).
 """
 
+import warnings
+
 import networkx as nx
 import numpy as np
 
@@ -19,8 +21,12 @@ def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) ->
     Vertex ids are non-negative integers; ``num_nodes`` defaults to the largest id + 1. With
     ``directed=False`` every line is one undirected edge and both directions are stored.
     """
+    if num_nodes is not None and num_nodes < 1:
+        raise InputError(f"--num-nodes must be at least 1, got {num_nodes}")
     try:
-        table = np.loadtxt(path, comments="#", ndmin=2, dtype=np.float64)
+        with warnings.catch_warnings():  # a file of comments only is reported below, in one line
+            warnings.simplefilter("ignore", UserWarning)
+            table = np.loadtxt(path, comments="#", ndmin=2, dtype=np.float64)
     except FileNotFoundError:
         raise InputError.at(path, None, "no such file") from None
     except ValueError as err:
@@ -43,6 +49,8 @@ def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) ->
             raise InputError.at(path, None, f"edge {line + 1}: weight is NaN or inf")
     largest = int(max(src.max(initial=-1), dst.max(initial=-1)))
     if num_nodes is None:
+        if largest < 0:
+            raise InputError.at(path, None, "holds no edges: give --num-nodes for a graph without edges")
         num_nodes = largest + 1
     elif largest >= num_nodes:
         raise InputError.at(path, None, f"vertex id {largest} is not below --num-nodes {num_nodes}")

@@ -15,7 +15,7 @@ from tqdm import tqdm
 from pregel.errors import InputError
 from pregel.exchange import exchange
 from pregel.program import REDUCERS, Context, VertexProgram
-from pregel.stats import SuperstepStats
+from pregel.stats import FIELDS, SuperstepStats
 from pregel.superstep import EdgeIds, Superstep, as_numpy
 
 
@@ -106,7 +106,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
 
 def _stats_rows(stats) -> np.ndarray:
     """[supersteps, fields] float64 rows of a list of ``SuperstepStats``."""
-    return np.array([s.as_row() for s in stats], dtype=np.float64).reshape(len(stats), -1)
+    return np.array([s.as_row() for s in stats], dtype=np.float64).reshape(len(stats), len(FIELDS))
 
 
 def _split_active(result, n):
