@@ -46,7 +46,8 @@ def _temp_file(path: Path, suffix: str) -> tuple[int, str]:
     try:
         return tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     except OSError as err:
-        raise InputError.at(path, None, f"cannot write in its folder {path.parent} ({err.strerror})") from None
+        problem = f"cannot write in its folder {path.parent} ({err.strerror})"
+        raise InputError.at(path, None, problem) from None
 
 
 def _close_and_remove(handle_and_path) -> None:

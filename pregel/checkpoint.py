@@ -112,7 +112,8 @@ class Checkpointer:
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as err:
-                raise InputError.at(d, None, f"cannot create the checkpoint folder ({err.strerror})") from None
+                problem = f"cannot create the checkpoint folder ({err.strerror})"
+                raise InputError.at(d, None, problem) from None
 
     def due(self, superstep: int) -> bool:
         """Whether a checkpoint is written after ``superstep`` supersteps."""
@@ -166,15 +167,16 @@ class Checkpointer:
         try:
             manifest = json.loads((step_dir / MANIFEST).read_text())
         except (OSError, ValueError) as err:
-            raise InputError.at(step_dir / MANIFEST, None, f"unreadable checkpoint manifest ({err})") from None
+            problem = f"unreadable checkpoint manifest ({err})"
+            raise InputError.at(step_dir / MANIFEST, None, problem) from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or \
                 manifest.get("version") != VERSION:
             raise InputError.at(step_dir / MANIFEST, None, f"not a {FORMAT} version {VERSION} manifest")
         for key, want in self.identity.items():
             have = manifest.get(key)
             if have != want:
-                raise InputError.at(step_dir / MANIFEST, None,
-                                    f"checkpoint does not match this job: {key} {_short(have)} != {_short(want)}")
+                problem = f"checkpoint does not match this job: {key} {_short(have)} != {_short(want)}"
+                raise InputError.at(step_dir / MANIFEST, None, problem)
         if self.directory is None:  # keep checkpointing where the job left off
             self.directory, self.every = directory, int(manifest.get("every", 1))
         return step_dir, manifest

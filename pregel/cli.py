@@ -136,7 +136,8 @@ def _add_run(sub) -> None:
 
 def _add_checkpoint_flags(p, every: int, unit: str) -> None:
     p.add_argument("--checkpoint-dir", default=None, metavar="DIR",
-                   help=f"write a checkpoint every --checkpoint-every {unit} into DIR (the last two are kept)")
+                   help=f"write a checkpoint every --checkpoint-every {unit} into DIR (the last two "
+                        "are kept)")
     p.add_argument("--checkpoint-every", type=int, default=every, metavar="K",
                    help=f"{unit} between checkpoints (default %(default)s)")
     p.add_argument("--resume", default=None, metavar="DIR",
@@ -169,7 +170,12 @@ def _check_run_limits(args) -> None:
     _require(args.max_iter >= 1, f"--max-iter must be at least 1, got {args.max_iter}")
     _require(math.isfinite(args.tol) and args.tol > 0, f"--tol must be a positive number, got {args.tol}")
     _require(0.0 <= args.alpha <= 1.0, f"--alpha must lie in [0, 1], got {args.alpha}")
-    _require(args.checkpoint_every >= 1, f"--checkpoint-every must be at least 1, got {args.checkpoint_every}")
+    _check_checkpoint_every(args)
+
+
+def _check_checkpoint_every(args) -> None:
+    every = args.checkpoint_every
+    _require(every >= 1, f"--checkpoint-every must be at least 1, got {every}")
 
 
 def _program_identity(args) -> dict:
@@ -255,7 +261,8 @@ def _user_program(spec: str):
         module_spec.loader.exec_module(module)
     except Exception as err:  # the user's file: a syntax error, a failed import, ...
         line = f" (line {err.lineno})" if isinstance(err, SyntaxError) and err.lineno else ""
-        raise InputError.at(path, None, f"cannot load it: {type(err).__name__}: {_first_line(err)}{line}") from None
+        problem = f"cannot load it: {type(err).__name__}: {_first_line(err)}{line}"
+        raise InputError.at(path, None, problem) from None
     cls = getattr(module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, VertexProgram)) or cls is VertexProgram:
         raise InputError.at(path, None, f"{name} is not a VertexProgram subclass defined there")
@@ -314,8 +321,9 @@ def _run_infer(args) -> None:
     comm = _comm()
     identity, problem = None, None
     try:
-        _require(args.hub_threshold is None or args.hub_threshold >= 0, "--hub-threshold must be non-negative")
-        _require(args.checkpoint_every >= 1, f"--checkpoint-every must be at least 1, got {args.checkpoint_every}")
+        _require(args.hub_threshold is None or args.hub_threshold >= 0,
+                 "--hub-threshold must be non-negative")
+        _check_checkpoint_every(args)
         check_writable(args.out, inputs=[args.graph, args.model])
         if args.checkpoint_dir is not None or args.resume is not None:
             identity = {"algorithm": "gnn", "model_sha256": file_sha256(args.model),

@@ -149,7 +149,8 @@ def test_killed_rank_then_resume_matches_uninterrupted_run(files, tmp_path, cls,
     full = _pregel(resume_ranks, "run", program, "--graph", files / "g.h5", "--out", tmp_path / "full.h5",
                    "--quiet")
     assert full.returncode == 0, full.stderr
-    (values, supersteps), (expected, full_supersteps) = _values(tmp_path / "resumed.h5"), _values(tmp_path / "full.h5")
+    values, supersteps = _values(tmp_path / "resumed.h5")
+    expected, full_supersteps = _values(tmp_path / "full.h5")
     assert supersteps == full_supersteps > 5
     oracle, tol = _oracle(files, cls)
     np.testing.assert_allclose(values, oracle, rtol=0, atol=tol)
@@ -246,7 +247,8 @@ def gnn_files(tmp_path_factory):
 
 def _pyg(folder, layers):
     with h5py.File(folder / "g.h5") as f:
-        indptr, indices, x = f["graph/indptr"][:], f["graph/indices"][:], torch.from_numpy(f["nodes/features"][:])
+        indptr, indices = f["graph/indptr"][:], f["graph/indices"][:]
+        x = torch.from_numpy(f["nodes/features"][:])
     edge_index = torch.from_numpy(np.stack([np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)),
                                             indices.astype(np.int64)]))
     with torch.no_grad():

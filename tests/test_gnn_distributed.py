@@ -14,7 +14,8 @@ import sys
 
 import numpy as np
 import pytest
-from gnn_cases import MODELS, build_model, edgeless_graph, mixed_graph, powerlaw_graph, pyg_forward, tiny_graph
+from gnn_cases import (MODELS, build_model, edgeless_graph, mixed_graph, powerlaw_graph, pyg_forward,
+                       tiny_graph)
 
 from pregel.graph_io import write_graph
 from vertex_programs.gnn import save_model

@@ -138,8 +138,8 @@ def test_empty_graph_is_refused_by_run(empty_graph, tmp_path, algorithm, ranks):
 
 
 def test_empty_graph_is_refused_by_infer_and_never_made_by_convert(files, empty_graph, tmp_path):
-    one_line(pregel(2, "infer", "--graph", empty_graph, "--model", files / "m.pt", "--out", tmp_path / "o.h5"),
-             "has no vertices")
+    one_line(pregel(2, "infer", "--graph", empty_graph, "--model", files / "m.pt", "--out",
+                    tmp_path / "o.h5"), "has no vertices")
     comments = tmp_path / "comments.txt"
     comments.write_text("# no edges here\n")
     one_line(pregel(1, "convert", comments, "--out", tmp_path / "c.h5"), "holds no edges")
