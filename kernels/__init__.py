@@ -10,3 +10,9 @@ A single public dispatch function per kernel picks the CUDA version for device a
 exposes ``__cuda_array_interface__``) and the CPU version otherwise. This package imports nothing
 from ``pregel``, ``vertex_programs`` or ``odin_sched``.
 """
+
+from kernels.gather import gather_reduce
+from kernels.scatter import scatter_reduce
+from kernels.segment_softmax import segment_softmax
+
+__all__ = ["gather_reduce", "scatter_reduce", "segment_softmax"]

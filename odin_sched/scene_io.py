@@ -1,4 +1,4 @@
-"""Read, write and validate HDF5 scene files (format "pregel-scene", version 1, see DESIGN.md).
+"""Read, write and validate HDF5 scene files (format "pregel-scene", version 1, see the README).
 
 The v1 datasets are::
 

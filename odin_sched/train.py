@@ -209,9 +209,9 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     image_order = image_order or ("shuffled" if batch_size == 1 else "regions")
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"--image-order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
-    for path in outputs:
-        if path is not None:
-            check_writable(path)
+    outputs = [path for path in outputs if path is not None]
+    for i, path in enumerate(outputs):  # no output may overwrite an input or another output
+        check_writable(path, inputs=[scene_path, *([init_ply] if init_ply else []), *outputs[:i]])
     scene = read_scene(scene_path)
     if init_ply is not None:
         initial = {name: torch.from_numpy(np.ascontiguousarray(value))

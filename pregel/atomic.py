@@ -16,16 +16,51 @@ import h5py
 from pregel.errors import InputError
 
 
-def check_writable(path) -> None:
-    """``InputError`` unless a file can be written at ``path`` (its folder exists, it is no folder).
+def check_writable(path, inputs=()) -> None:
+    """``InputError`` unless a file can be written at ``path``: its folder exists and a file can be
+    created in it, it is no folder, and it is none of ``inputs`` (paths the job reads; the same
+    file after resolving links, so an output never destroys an input).
 
-    Long jobs call this before they start, so a bad ``--out`` fails at once, not after the work.
+    Every command calls this before it starts, so a bad ``--out`` fails at once, not after the work.
     """
     path = Path(path)
     if not path.parent.resolve().is_dir():
         raise InputError.at(path, None, f"cannot write: its folder {path.parent} does not exist")
     if path.is_dir():
         raise InputError.at(path, None, "cannot write: is a directory")
+    for source in inputs:
+        if source is not None and _same_file(path, Path(source)):
+            raise InputError.at(path, None, f"is also the input {source}: writing it would destroy "
+                                            "the input; choose another output file")
+    _close_and_remove(_temp_file(path, ".probe"))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    return a.exists() and b.exists() and os.path.samefile(a, b)
+
+
+def _temp_file(path: Path, suffix: str) -> tuple[int, str]:
+    """A new hidden temporary file beside ``path``: (open handle, its path)."""
+    try:
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    except OSError as err:
+        problem = f"cannot write in its folder {path.parent} ({err.strerror})"
+        raise InputError.at(path, None, problem) from None
+
+
+def _close_and_remove(handle_and_path) -> None:
+    handle, temp = handle_and_path
+    os.close(handle)
+    Path(temp).unlink(missing_ok=True)
+
+
+def _creation_mode() -> int:
+    """The mode a new file gets from ``open``: 0o666 less the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 @contextmanager
@@ -33,10 +68,11 @@ def atomic_output(path, suffix: str = ".tmp"):
     """Yield a temporary path beside ``path``; rename it onto ``path`` when the block succeeds."""
     check_writable(path)
     path = Path(path)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    handle, temp = _temp_file(path, suffix)
     os.close(handle)
     try:
         yield temp
+        os.chmod(temp, _creation_mode())  # mkstemp makes 0600; a result is an ordinary file
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

@@ -15,6 +15,7 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
+from pregel.atomic import check_writable  # noqa: E402
 from pregel.errors import InputError  # noqa: E402
 
 EXIT_BAD_INPUT = 2
@@ -52,6 +53,7 @@ def _run_generate(args) -> None:
     _require(args.avg_degree >= 0, "--avg-degree must be non-negative")
     _require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
     _require(args.exponent > 1, "--exponent must be greater than 1")
+    check_writable(args.out)
     started = time.perf_counter()
     indptr, indices = generate_graph(args.kind, args.nodes, args.avg_degree, seed=args.seed,
                                      exponent=args.exponent, undirected=args.undirected)
@@ -83,6 +85,7 @@ def _run_convert(args) -> None:
     from pregel.convert import read_edge_list, read_matrix_market
     from pregel.graph_io import write_graph
 
+    check_writable(args.out, inputs=[args.edges])
     if args.edges.endswith(".mtx"):
         _require(args.num_nodes is None and not args.undirected,
                  "--num-nodes and --undirected do not apply to Matrix Market files (the header says both)")
@@ -104,6 +107,7 @@ def _add_inspect(sub) -> None:
 def _run_inspect(args) -> None:
     from pregel.inspect_graph import format_summary, summarize
 
+    _require(args.top >= 0, f"--top must be non-negative, got {args.top}")
     print(format_summary(summarize(args.graph), top=args.top))
 
 
@@ -132,7 +136,67 @@ def _add_run(sub) -> None:
     p.add_argument("--max-iter", type=int, default=100, help="PageRank iteration cap")
     p.add_argument("--stats", action="store_true", help="print per-superstep statistics")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_checkpoint_flags(p, every=10, unit="supersteps")
     p.set_defaults(run=_run_run)
+
+
+def _add_checkpoint_flags(p, every: int, unit: str) -> None:
+    p.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                   help=f"write a checkpoint every --checkpoint-every {unit} into DIR (the last two "
+                        "are kept)")
+    p.add_argument("--checkpoint-every", type=int, default=every, metavar="K",
+                   help=f"{unit} between checkpoints (default %(default)s)")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue from the newest complete checkpoint in DIR, at any number of ranks "
+                        "(checkpoints continue into DIR unless --checkpoint-dir says otherwise)")
+
+
+def _checkpointer(comm, args, program: dict):
+    """The job's ``Checkpointer`` (None without checkpoint flags); ``program`` describes the
+    program and its options, which a resumed job must match."""
+    if args.checkpoint_dir is None and args.resume is None:
+        return None
+    from pregel.checkpoint import Checkpointer, graph_identity
+
+    identity, problem = None, None
+    try:
+        identity = {"graph": graph_identity(args.graph), "program": program}
+    except InputError as err:
+        problem = err
+    comm.agree(problem)
+    return Checkpointer(comm, identity, args.partition, args.checkpoint_dir, args.checkpoint_every,
+                        args.resume)
+
+
+def _check_run_limits(args) -> None:
+    import math
+
+    _require(args.max_supersteps is None or args.max_supersteps >= 1,
+             f"--max-supersteps must be at least 1, got {args.max_supersteps}")
+    _require(args.max_iter >= 1, f"--max-iter must be at least 1, got {args.max_iter}")
+    _require(math.isfinite(args.tol) and args.tol > 0, f"--tol must be a positive number, got {args.tol}")
+    _require(0.0 <= args.alpha <= 1.0, f"--alpha must lie in [0, 1], got {args.alpha}")
+    _check_checkpoint_every(args)
+
+
+def _check_checkpoint_every(args) -> None:
+    every = args.checkpoint_every
+    _require(every >= 1, f"--checkpoint-every must be at least 1, got {every}")
+
+
+def _program_identity(args) -> dict:
+    """The program and the options that change its result (recorded in checkpoints; a resumed job
+    may change --max-supersteps, a limit rather than an option of the program)."""
+    options = {"pagerank": {"alpha": args.alpha, "tol": args.tol, "max_iter": args.max_iter},
+               "sssp": {"source": args.source}, "bfs": {"source": args.source}, "wcc": {}}
+    if args.algorithm in options:
+        identity = {"algorithm": args.algorithm, **options[args.algorithm]}
+    else:
+        from pregel.checkpoint import file_sha256
+
+        path, _, name = args.algorithm.rpartition(":")
+        identity = {"class": name, "file_sha256": file_sha256(path)}
+    return identity
 
 
 def _program(args):
@@ -156,15 +220,19 @@ def _run_run(args) -> None:
     from pregel.stats import format_table
 
     comm = _comm()
-    program, problem = None, None
+    program, identity, problem = None, None, None
     try:
+        _check_run_limits(args)
+        check_writable(args.out, inputs=[args.graph])
         program = _program(args)
+        identity = _program_identity(args)
     except InputError as err:
         problem = err
     comm.agree(problem)
+    checkpoint = _checkpointer(comm, args, identity)
     report = run_job(comm, args.graph, program, args.out, algorithm=args.algorithm,
                      partitioner=args.partition, max_supersteps=args.max_supersteps,
-                     progress=not args.quiet)
+                     progress=not args.quiet, checkpoint=checkpoint)
     if comm.rank != 0:
         return
     result, graph = report.result, report.graph
@@ -195,11 +263,25 @@ def _user_program(spec: str):
         raise InputError.at(path, None, "no such file")
     module_spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:  # the user's file: a syntax error, a failed import, ...
+        line = f" (line {err.lineno})" if isinstance(err, SyntaxError) and err.lineno else ""
+        problem = f"cannot load it: {type(err).__name__}: {_first_line(err)}{line}"
+        raise InputError.at(path, None, problem) from None
     cls = getattr(module, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, VertexProgram)):
+    if not (isinstance(cls, type) and issubclass(cls, VertexProgram)) or cls is VertexProgram:
         raise InputError.at(path, None, f"{name} is not a VertexProgram subclass defined there")
-    return cls()
+    try:
+        return cls()
+    except Exception as err:
+        raise InputError.at(path, None, f"cannot construct {name}() without arguments: "
+                                        f"{type(err).__name__}: {_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(getattr(err, "msg", None) or err)
+    return text.splitlines()[0] if text else ""
 
 
 _STOPPED = {"halted": "all vertices halted", "master": "converged",
@@ -232,6 +314,7 @@ def _add_infer(sub) -> None:
     p.add_argument("--stats", action="store_true",
                    help="print per-rank edges, messages, bytes, seconds and their imbalance")
     p.add_argument("--quiet", action="store_true", help="no progress line per layer")
+    _add_checkpoint_flags(p, every=1, unit="layers")
     p.set_defaults(run=_run_infer)
 
 
@@ -239,13 +322,26 @@ def _run_infer(args) -> None:
     from pregel.dgraph import HubOptions
     from vertex_programs.gnn.infer import format_layers, format_per_rank, infer
 
+    from pregel.checkpoint import file_sha256
+
     comm = _comm()
-    bad_threshold = args.hub_threshold is not None and args.hub_threshold < 0
-    comm.agree(InputError("--hub-threshold must be non-negative") if bad_threshold else None)
+    identity, problem = None, None
+    try:
+        _require(args.hub_threshold is None or args.hub_threshold >= 0,
+                 "--hub-threshold must be non-negative")
+        _check_checkpoint_every(args)
+        check_writable(args.out, inputs=[args.graph, args.model])
+        if args.checkpoint_dir is not None or args.resume is not None:
+            identity = {"algorithm": "gnn", "model_sha256": file_sha256(args.model),
+                        "layer_outputs": args.layer_outputs}
+    except InputError as err:
+        problem = err
+    comm.agree(problem)
+    checkpoint = _checkpointer(comm, args, identity)
     hubs = HubOptions(partial_gather=not args.no_partial_gather, shadow_nodes=not args.no_shadow_nodes,
                       threshold=args.hub_threshold)
     report = infer(comm, args.graph, args.model, args.out, layer_outputs=args.layer_outputs,
-                   partitioner=args.partition, hubs=hubs, progress=not args.quiet)
+                   partitioner=args.partition, hubs=hubs, progress=not args.quiet, checkpoint=checkpoint)
     if comm.rank != 0:
         return
     graph, result = report.graph, report.result
@@ -280,7 +376,7 @@ def _add_generate_scene(sub) -> None:
 def _run_generate_scene(args) -> None:
     from odin_sched.scene_gen import generate_scene
     from odin_sched.scene_io import write_scene
-
+    check_writable(args.out)
     started = time.perf_counter()
     scene = generate_scene(args.gaussians, args.cameras, args.width, args.height, seed=args.seed,
                            layout=args.layout)
@@ -458,7 +554,7 @@ def main(argv=None) -> int:
             return EXIT_BAD_INPUT
         print(f"pregel {args.command} [rank {rank}]: error: {err}", file=sys.stderr, flush=True)
         _abort(EXIT_BAD_INPUT)
-    except Exception:
+    except BaseException:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
         rank, size = _mpi_world()
         if size == 1:
             raise

@@ -171,6 +171,8 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     error, src = None, None
     try:
         src = _as_source(source)
+        if src.header.num_nodes == 0:
+            raise InputError.at(src.path, None, "the graph has no vertices: nothing to compute")
     except InputError as err:
         error = err
     comm.agree(error)

@@ -13,7 +13,7 @@ from pregel.errors import InputError
 from pregel.exchange import exchange
 from pregel.progress import Progress
 from pregel.program import REDUCERS, Context, VertexProgram
-from pregel.stats import SuperstepStats
+from pregel.stats import FIELDS, SuperstepStats
 from pregel.superstep import EdgeIds, Superstep, as_numpy
 
 
@@ -37,18 +37,27 @@ class RunResult:
 
 
 def run(graph, program: VertexProgram, max_supersteps: int | None = None,
-        progress: bool = False) -> RunResult:
+        progress: bool = False, checkpoint=None) -> RunResult:
     """Run ``program`` on ``graph`` until no vertex is active, ``master`` stops it, or
-    ``max_supersteps`` (default: the program's, else unlimited) supersteps have run."""
+    ``max_supersteps`` (default: the program's, else unlimited) supersteps have run.
+
+    ``checkpoint``: a ``pregel.checkpoint.Checkpointer`` that may restore the run from a saved
+    superstep (``init`` is then called with ``ctx.superstep`` already set, and its state replaced
+    by the saved one) and saves one every few supersteps."""
     comm = graph.comm
     limit = max_supersteps if max_supersteps is not None else program.max_supersteps
     ctx = Context(graph)
     problem = program.check_input(ctx)
     comm.agree(None if problem is None else InputError(problem))
     started = time.perf_counter()
+    saved = checkpoint.load(graph) if checkpoint is not None else None
+    ctx.superstep = 0 if saved is None else saved.superstep
     state, active = _split_active(program.init(ctx), graph.num_local)
     ctx.aggregated, _ = _reduce_aggregates(comm, ctx, int(active.sum()))
     stats, stopped_by = [], "max_supersteps"
+    if saved is not None:
+        state, active, ctx.aggregated = saved.state, saved.active, saved.aggregated
+        stats = [SuperstepStats.from_row(row) for row in saved.stats]
     bar = Progress(limit, enabled=progress and comm.rank == 0)
     edge_ids = EdgeIds(graph)
     while limit is None or ctx.superstep < limit:
@@ -85,10 +94,17 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         if total_active == 0:
             stopped_by = "halted"
             break
+        if checkpoint is not None and checkpoint.due(ctx.superstep):
+            checkpoint.save(graph, ctx.superstep, state, active, ctx.aggregated, _stats_rows(stats))
     bar.close()
     elapsed = time.perf_counter() - started
     values = as_numpy(program.output(ctx, state))
     return RunResult(state, values, ctx.superstep, stats, ctx.aggregated, stopped_by, elapsed)
+
+
+def _stats_rows(stats) -> np.ndarray:
+    """[supersteps, fields] float64 rows of a list of ``SuperstepStats``."""
+    return np.array([s.as_row() for s in stats], dtype=np.float64).reshape(len(stats), len(FIELDS))
 
 
 def _split_active(result, n):

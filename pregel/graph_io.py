@@ -1,6 +1,6 @@
 """The HDF5 graph format, version 1: writing, reading a slice of vertices, validation.
 
-Layout (see DESIGN.md)::
+Layout (see the README, "HDF5 graph format")::
 
     /graph/indptr    int64        [N + 1]  out-edge CSR over source vertices
     /graph/indices   int32|int64  [E]      destination ids

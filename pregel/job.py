@@ -33,13 +33,14 @@ class JobReport:
 
 def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, partitioner: str = "range",
             max_supersteps: int | None = None, progress: bool = False, hubs=None,
-            extra_attrs: dict | None = None, outputs=None) -> JobReport:
+            extra_attrs: dict | None = None, outputs=None, checkpoint=None) -> JobReport:
     """Load ``graph_source`` on every rank, run ``program``, and write the result to ``out_path``.
 
     ``hubs``: a ``pregel.dgraph.HubOptions`` (default: both hub strategies on).
     ``outputs``: optional ``f(report) -> (attrs, datasets)``, called on every rank after the run
     when there is an ``out_path``: more root attributes (rank 0's are written) and
     ``{name: local rows [n, ...]}`` written beside ``/values`` in global vertex order.
+    ``checkpoint``: a ``pregel.checkpoint.Checkpointer`` (checkpoints and restart).
     """
     problem = None
     try:
@@ -51,7 +52,7 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
     started = time.perf_counter()
     graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric, hubs=hubs)
     load_seconds = time.perf_counter() - started
-    result = run(graph, program, max_supersteps, progress)
+    result = run(graph, program, max_supersteps, progress, checkpoint)
     values = gather_values(graph, result.values)
     table = comm.gather_rows(np.array([s.as_row() for s in result.stats]).reshape(-1, len(FIELDS)))
     if table is not None:

@@ -43,8 +43,8 @@ class SoftmaxParts:
         row = np.repeat(np.arange(n), np.diff(indptr))
         weight = np.where(finite, np.exp(logits - np.where(has, m, 0)[row]), 0).astype(dtype)
         s = gather_reduce(indptr, edges, weight, "sum", check=False)
-        acc = gather_reduce(indptr, edges, (weight[:, :, None] * values).reshape(num_edges, -1), "sum",
-                            check=False).reshape(n, heads, channels)
+        weighted = (weight[:, :, None] * values).reshape(num_edges, heads * channels)  # E may be 0
+        acc = gather_reduce(indptr, edges, weighted, "sum", check=False).reshape(n, heads, channels)
         return cls(m, s, acc)
 
     def merged(self, rows: np.ndarray, other: "SoftmaxParts") -> "SoftmaxParts":
@@ -70,8 +70,8 @@ class SoftmaxParts:
 
     def to_rows(self) -> np.ndarray:
         """Flat rows [n, 2H + H·C] for the wire."""
-        n = len(self.m)
-        return np.concatenate([self.m, self.s, self.acc.reshape(n, -1)], axis=1)
+        n, heads, channels = self.acc.shape
+        return np.concatenate([self.m, self.s, self.acc.reshape(n, heads * channels)], axis=1)
 
     @classmethod
     def from_rows(cls, rows: np.ndarray, heads: int) -> "SoftmaxParts":

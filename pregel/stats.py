@@ -25,6 +25,12 @@ class SuperstepStats:
     def as_row(self) -> list[float]:
         return [float(v) for v in asdict(self).values()]
 
+    @classmethod
+    def from_row(cls, row) -> "SuperstepStats":
+        """Inverse of ``as_row`` (row: [fields])."""
+        return cls(*(float(v) if isinstance(getattr(cls, name), float) else int(v)
+                     for name, v in zip(FIELDS, row)))
+
 
 def summarize(table: np.ndarray) -> dict:
     """Summary of a [ranks, supersteps, fields] array of counters.

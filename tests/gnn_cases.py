@@ -43,6 +43,17 @@ def powerlaw_graph(seed: int = 1) -> GraphData:
     return GraphData(indptr, indices, None, _features(300, np.random.default_rng(seed)))
 
 
+def tiny_graph(seed: int = 2) -> GraphData:
+    """2 vertices, one edge 0 → 1: at P = 3 one rank owns nothing and no rank has two in-edges."""
+    return GraphData(np.array([0, 1, 1]), np.array([1]), None, _features(2, np.random.default_rng(seed)))
+
+
+def edgeless_graph(seed: int = 3) -> GraphData:
+    """5 isolated vertices: no rank has any edge."""
+    return GraphData(np.zeros(6, np.int64), np.zeros(0, np.int64), None,
+                     _features(5, np.random.default_rng(seed)))
+
+
 def _features(n, rng):
     return rng.normal(size=(n, NUM_FEATURES)).astype(np.float32)
 

@@ -14,14 +14,16 @@ import sys
 
 import numpy as np
 import pytest
-from gnn_cases import MODELS, build_model, mixed_graph, powerlaw_graph, pyg_forward
+from gnn_cases import (MODELS, build_model, edgeless_graph, mixed_graph, powerlaw_graph, pyg_forward,
+                       tiny_graph)
 
 from pregel.graph_io import write_graph
 from vertex_programs.gnn import save_model
 
 SIZES = (1, 2, 3)
-LAYOUTS = ("off", "default", "hubs", "hash_noshadow")  # see tests/mpi_scripts/run_gnn.py
-GRAPHS = ("mixed", "powerlaw")
+LAYOUTS = ("off", "default", "hubs", "hash_noshadow", "hub0")  # see tests/mpi_scripts/run_gnn.py
+HUB_GRAPHS = ("mixed", "powerlaw")
+GRAPHS = HUB_GRAPHS + ("tiny", "edgeless")  # tiny and edgeless leave ranks with empty parts
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "run_gnn.py")
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 TOLERANCE = 1e-4     # against PyG, float32
@@ -31,7 +33,8 @@ ACROSS_P = 1e-5      # between any two runs of the engine
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gnn")
-    graphs = {"mixed": mixed_graph(), "powerlaw": powerlaw_graph()}
+    graphs = {"mixed": mixed_graph(), "powerlaw": powerlaw_graph(), "tiny": tiny_graph(),
+              "edgeless": edgeless_graph()}
     for name, graph in graphs.items():
         write_graph(folder / f"{name}.h5", graph)
     expected = {}
@@ -89,7 +92,7 @@ def test_layouts_have_hubs_where_intended(runs):
     and the default threshold picks the hand-built graph's hub (in-degree 121 > 100)."""
     _, results = runs
     for size in (2, 3):
-        for graph in GRAPHS:
+        for graph in HUB_GRAPHS:
             assert results[size][f"{graph}/off/in_hubs"] == 0
             assert results[size][f"{graph}/hubs/in_hubs"] > 10
         assert results[size]["mixed/default/in_hubs"] >= 1

@@ -29,7 +29,7 @@ def test_round_trip(path, graph):
     for name in ("indptr", "indices", "weights", "features", "labels"):
         assert np.array_equal(getattr(back, name), getattr(graph, name)), name
     assert back.directed and read_header(path).num_features == 4
-    with h5py.File(path) as f:  # the layout DESIGN.md fixes, checked with h5py directly
+    with h5py.File(path) as f:  # the layout the README fixes, checked with h5py directly
         assert f.attrs["format"] == "pregel-graph" and f.attrs["version"] == 1
         assert f["graph/indptr"].dtype == np.int64 and f["nodes/features"].dtype == np.float32
         assert f.attrs["num_edges"] == len(graph.indices)

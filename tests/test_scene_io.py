@@ -39,7 +39,7 @@ def test_round_trip(tmp_path):
     assert (back.width, back.height) == (7, 5)
     assert np.array_equal(back.metrics["psnr"], [10.0, 20.0])
     assert back.attrs == {"steps": 5, "note": "x"}
-    with h5py.File(path) as f:  # the v1 layout as DESIGN.md specifies it
+    with h5py.File(path) as f:  # the v1 layout as the README specifies it
         assert f.attrs["format"] == "pregel-scene" and f.attrs["version"] == 1
         assert f["gaussians/opacities"].shape == (6,) and f["images"].dtype == np.uint8
     assert [p.name for p in tmp_path.iterdir()] == ["s.h5"]  # no temporary file left

@@ -22,7 +22,7 @@ class PageRank(VertexProgram):
     def check_input(self, ctx):
         if not 0.0 <= self.alpha <= 1.0:
             return f"--alpha must lie in [0, 1], got {self.alpha}"
-        if self.tol <= 0:
+        if not (np.isfinite(self.tol) and self.tol > 0):
             return f"--tol must be positive, got {self.tol}"
         return None
 

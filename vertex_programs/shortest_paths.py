@@ -35,8 +35,8 @@ class ShortestPaths(_FromSource):
     """
 
     def check_input(self, ctx):
-        weights = np.concatenate([w for w in (ctx.graph.in_weights, ctx.graph.part_weights) if w is not None])
-        if len(weights) and weights.min() < 0:
+        weights = [w for w in (ctx.graph.in_weights, ctx.graph.part_weights) if w is not None and len(w)]
+        if any(w.min() < 0 for w in weights):
             return "sssp needs non-negative edge weights; /graph/weights has negative values"
         return super().check_input(ctx)
 

@@ -1,4 +1,4 @@
-"""Differentiable Gaussian-splatting rasterizer (DESIGN.md, "Gaussian rasterizer conventions").
+"""Differentiable Gaussian-splatting rasterizer (docs/rasterizer.md).
 
 ``render(means, scales, quats, opacities, colors, viewmat, K, width, height, background=None)``
 returns (image [H, W, 3], visible [G]) and is differentiable with ``loss.backward()``. It chains the

@@ -1,4 +1,4 @@
-"""Numbers that fix the rasterizer conventions (DESIGN.md, "Gaussian rasterizer conventions").
+"""Numbers that fix the rasterizer conventions (docs/rasterizer.md).
 
 Shared by the kernels and the torch reference so that both follow exactly the same rules.
 """

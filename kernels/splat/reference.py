@@ -1,6 +1,6 @@
 """Pure-torch reference twin of the rasterizer: dense, differentiable by autograd.
 
-It follows the conventions of DESIGN.md literally, pixel by Gaussian, with no tile lists: every pixel
+It follows the conventions of docs/rasterizer.md literally, pixel by Gaussian, with no tile lists: every pixel
 looks at every visible Gaussian, masked by the tile rule (a Gaussian affects only the pixels of the
 16 x 16 tiles that its square [mu - r, mu + r] touches), sorted by view depth (ties by index), with
 the alpha clamp, the 1/255 skip and the early stop. Tests compare the Numba kernels against it;

@@ -6,7 +6,8 @@ Each graph is loaded once per layout and every model (FOLDER/*.pt, loaded with
 (graph, layout, model), the output in global order (key ``graph/layout/model``), each hidden
 layer's output (``.../hidden<l>``) and the number of supersteps (``.../supersteps``). Layouts:
 hub strategies off, the defaults (automatic threshold), and a threshold of 3 so that most
-vertices are hubs (range partitioner; hash partitioner with shadow nodes off).
+vertices are hubs (range partitioner; hash partitioner with shadow nodes off), and a threshold of
+0 (every vertex with an in-edge is a hub, so ranks may have no destination-side edges at all).
 """
 
 import glob
@@ -27,6 +28,7 @@ LAYOUTS = {
     "default": ("range", HubOptions()),
     "hubs": ("range", HubOptions(threshold=3)),
     "hash_noshadow": ("hash", HubOptions(threshold=3, shadow_nodes=False)),
+    "hub0": ("range", HubOptions(threshold=0)),
 }
 
 

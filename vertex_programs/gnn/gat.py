@@ -60,7 +60,7 @@ class GATLayer(GNNLayer):
         if self.add_self_loops:
             parts = parts.with_self(self._leaky((alpha_src + alpha_dst).numpy()), h.numpy())
         out = as_tensor(parts.normalized())
-        out = out.reshape(len(x), -1) if self.concat else out.mean(dim=1)
+        out = out.reshape(len(x), self.heads * self.channels) if self.concat else out.mean(dim=1)
         if self.res_weight is not None:
             out = out + x @ self.res_weight.T
         return out if self.bias is None else out + self.bias

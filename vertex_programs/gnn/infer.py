@@ -52,9 +52,10 @@ def load_checked(comm, graph_path, model_path, keep_hidden: bool = False):
 
 def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False,
           partitioner: str = "range", hubs: HubOptions | None = None,
-          progress: bool = False) -> JobReport:
+          progress: bool = False, checkpoint=None) -> JobReport:
     """Run the saved model ``model_path`` over ``graph_path`` on every rank of ``comm`` and write
-    ``out_path`` (see the module docstring); ``progress`` prints a line on rank 0 per layer.
+    ``out_path`` (see the module docstring); ``progress`` prints a line on rank 0 per layer;
+    ``checkpoint``: a ``pregel.checkpoint.Checkpointer`` (a checkpoint per completed layer).
     Returns the job's report (``values`` [N, C] float32 and ``stats_table`` [ranks, layers,
     fields] on rank 0)."""
     hubs = hubs or HubOptions()
@@ -78,7 +79,7 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
         return attrs, datasets
 
     return run_job(comm, graph_path, model, out_path, algorithm="gnn", partitioner=partitioner,
-                   hubs=hubs, outputs=outputs)
+                   hubs=hubs, outputs=outputs, checkpoint=checkpoint)
 
 
 class ProgressModel(GNNModel):

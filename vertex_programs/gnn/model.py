@@ -30,7 +30,8 @@ class GNNModel(VertexProgram):
 
     The engine reads ``combiner`` and ``per_edge`` when each superstep starts, before calling
     ``message``, so they follow the layer index kept here: reset by ``init``, advanced at the end
-    of ``apply``. One instance runs one job at a time.
+    of ``apply`` (``init`` starts at ``ctx.superstep``, so a run restored from a checkpoint
+    continues at its layer). One instance runs one job at a time.
     """
 
     def __init__(self, layers, activation: str = "relu", keep_hidden: bool = False):
@@ -87,7 +88,7 @@ class GNNModel(VertexProgram):
         return None
 
     def init(self, ctx):
-        self._layer, self._cache = 0, None
+        self._layer, self._cache = ctx.superstep, None
         return {"x": as_tensor(ctx.features), "hidden": []}
 
     def message(self, ctx, state):
