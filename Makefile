@@ -39,6 +39,8 @@ demo: $(STAMP)
 	$(BIN)/pregel render --scene $(DEMO)/trained.h5 --ply $(DEMO)/trained.ply --out $(DEMO)/views
 	$(BIN)/pregel plot $(DEMO)/trained.h5 --out $(DEMO)/training.png
 	@echo "held-out views: $(DEMO)/views/*.png   training curve: $(DEMO)/training.png"
+	@echo "== Barrier-free distributed splatting (Odin): 2 ranks, batches of 4, against the barrier baseline and one process"
+	$(BIN)/python benchmarks/odin.py --ranks 2 --gaussians 8000 --cameras 80 --width 64 --height 48 --steps 20 --repeats 1 --dir $(DEMO)/odin --png $(DEMO)/odin_timeline.png
 
 clean:
 	rm -rf $(VENV) $(DEMO) *.egg-info

@@ -2,12 +2,13 @@
 type combination the dispatch functions launch it with, so a kernel that would not build on a GPU
 fails here (no GPU or simulator needed).
 """
+import importlib
 import itertools
 
 import pytest
 from numba import cuda, types
 
-from kernels import gather, scatter, segment_softmax
+from kernels import gather, scatter
 
 FLOATS = [types.float32, types.float64]
 INDEX = [types.int32, types.int64]
@@ -36,7 +37,8 @@ def launch_signatures():
                 vector(index), matrix(dtype), OP, matrix(dtype), vector(types.int64))
     yield scatter._fill_cuda, types.void(matrix(types.int64), types.int64)  # the counts
     for indptr, dtype in itertools.product(INDEX, FLOATS):
-        yield segment_softmax._segment_softmax_cuda, types.void(
+        # the package exports the function segment_softmax, which hides the module of that name
+        yield importlib.import_module("kernels.segment_softmax")._segment_softmax_cuda, types.void(
             vector(indptr), matrix(dtype), matrix(dtype))
 
 
