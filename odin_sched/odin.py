@@ -69,11 +69,11 @@ class OdinOptions:
 
     mode: str = "odin"
     cells: int | None = None   # default: CELLS_PER_RANK x ranks
-    window: int = 20           # batches per planning window
+    window: int = 10           # batches per planning window
     timeline: str | None = None
     schedule_out: str | None = None
 
-    CELLS_PER_RANK = 4
+    CELLS_PER_RANK = 16
 
     def resolved_cells(self, size: int) -> int:
         return self.cells if self.cells is not None else self.CELLS_PER_RANK * size

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune
+from odin_sched.image_order import IMAGE_ORDERS, ORDER_CELLS, shuffled_batches, spread_batches
 from odin_sched.metrics import psnr
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.ply import read_gaussians_ply, write_ply
@@ -112,14 +113,6 @@ def scene_extent(viewmats: np.ndarray) -> float:
     return 1.1 * radius if radius > 0 else 1.0
 
 
-def camera_order(train_ids: np.ndarray, steps: int, seed: int) -> np.ndarray:
-    """The training cameras for ``steps`` steps: consecutive seeded permutations of ``train_ids``."""
-    gen = torch.Generator().manual_seed(seed)
-    passes = -(-steps // len(train_ids))
-    perms = [torch.randperm(len(train_ids), generator=gen) for _ in range(passes)]
-    return train_ids[torch.cat(perms).numpy()[:steps]]
-
-
 def heldout_mask(scene: Scene) -> np.ndarray:
     """Held-out cameras: the file's ``/cameras/heldout`` or else every 8th camera (bool [C])."""
     if scene.heldout is not None:
@@ -147,34 +140,15 @@ def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> No
     Image.fromarray(np.round(both * 255).astype(np.uint8)).save(path)
 
 
-IMAGE_ORDERS = ("shuffled", "regions")
+def visible_cells_of_cameras(scene: Scene, initial: dict) -> np.ndarray:
+    """bool [C, ORDER_CELLS]: the k-d cells of the initial Gaussians each camera sees (zero margin)."""
+    from odin_sched.cells import cell_bounds, kd_cells
+    from odin_sched.visibility import Margin, predict_visible_cells
 
-
-def camera_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int,
-                   centres: np.ndarray | None = None) -> np.ndarray:
-    """The cameras of every batch, [steps, B]; a function of the training cameras, the seed and B only
-    (never of the number of ranks).
-
-    Without ``centres`` ('shuffled'): ``camera_order`` cut into batches (B = 1 is ``camera_order``).
-    With the camera centres [C, 3] ('regions'): the training cameras are split in two halves at the
-    median of their widest axis, each half is visited in its own seeded permutations, and batches
-    alternate between the halves, so that consecutive batches see different parts of the scene and
-    rarely update the same Gaussians (what lets the barrier-free trainer overlap them).
-    """
-    if centres is None:
-        return camera_order(train_ids, steps * batch_size, seed).reshape(steps, batch_size)
-    points = centres[train_ids]
-    axis = int(np.argmax(points.max(axis=0) - points.min(axis=0)))
-    order = np.argsort(points[:, axis], kind="stable")
-    halves = (np.sort(train_ids[order[:len(order) // 2]]), np.sort(train_ids[order[len(order) // 2:]]))
-    if len(halves[0]) == 0:
-        return camera_batches(train_ids, steps, batch_size, seed)
-    counts = (-(-steps // 2), steps // 2)  # batches 0, 2, 4, ... from the first half, 1, 3, ... the second
-    streams = [camera_order(half, n * batch_size, seed + i).reshape(n, batch_size)
-               for i, (half, n) in enumerate(zip(halves, counts))]
-    batches = np.empty((steps, batch_size), train_ids.dtype)
-    batches[0::2], batches[1::2] = streams
-    return batches
+    means, scales = initial["means"].numpy(), initial["scales"].numpy()
+    cells = min(ORDER_CELLS, len(means))
+    bounds = cell_bounds(means, scales, kd_cells(means, cells), cells)
+    return predict_visible_cells(bounds, scene.viewmats, scene.Ks, scene.width, scene.height, Margin(0.0, 0.0))
 
 
 @dataclass
@@ -196,8 +170,8 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     """Check the options and the output paths, read the scene and set up training (every rank does the
     same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
     ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud;
-    ``image_order``: 'shuffled' or 'regions' (see ``camera_batches``; default: shuffled for B = 1,
-    regions otherwise)."""
+    ``image_order``: 'shuffled' or 'spread' (see ``odin_sched.image_order``; default: shuffled for
+    B = 1, spread otherwise)."""
     if steps < 1:
         raise InputError(f"--steps must be at least 1, got {steps}")
     if batch_size < 1:
@@ -206,7 +180,7 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
         raise InputError(f"--ssim-weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
         raise InputError(f"--eval-every must be at least 1, got {eval_every}")
-    image_order = image_order or ("shuffled" if batch_size == 1 else "regions")
+    image_order = image_order or ("shuffled" if batch_size == 1 else "spread")
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"--image-order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
     outputs = [path for path in outputs if path is not None]
@@ -226,10 +200,12 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     if len(train_ids) == 0 or len(test_ids) == 0:
         raise InputError.at(scene_path, "/cameras/heldout", "needs at least one training and one held-out camera")
     images = torch.from_numpy(scene.images).float() / 255.0
-    centres = camera_centres(scene.viewmats) if image_order == "regions" else None
+    if image_order == "spread":
+        batches = spread_batches(train_ids, steps, batch_size, seed, visible_cells_of_cameras(scene, initial))
+    else:
+        batches = shuffled_batches(train_ids, steps, batch_size, seed)
     return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
-                         scene_extent(scene.viewmats), camera_batches(train_ids, steps, batch_size, seed, centres),
-                         BatchSettings(batch_size), initial)
+                         scene_extent(scene.viewmats), batches, BatchSettings(batch_size), initial)
 
 
 def camera(scene: Scene, cam: int) -> tuple:

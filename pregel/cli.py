@@ -435,16 +435,17 @@ def _add_train(sub) -> None:
     p.add_argument("--densify-until", type=int, default=15_000)
     p.add_argument("--densify-interval", type=int, default=100)
     p.add_argument("--densify-grad-threshold", type=float, default=0.0002)
-    p.add_argument("--image-order", choices=("shuffled", "regions"), default=None,
-                   help="shuffled: seeded permutations of the training cameras; regions: batches alternate "
-                        "between two halves of the scene (default: shuffled for B = 1, regions otherwise)")
+    p.add_argument("--image-order", choices=("shuffled", "spread"), default=None,
+                   help="shuffled: seeded permutations of the training cameras; spread: the same, but "
+                        "consecutive batches see different parts of the scene where possible (default: "
+                        "shuffled for B = 1, spread otherwise)")
     p.add_argument("--mode", choices=("odin", "barrier"), default=None,
                    help="distributed execution (default with more than one rank: odin, barrier-free; barrier: "
                         "the synchronous baseline with a global barrier per batch)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
-                   help="spatial cells of Gaussians, the unit of ownership and transfer (default 4 per rank)")
+                   help="spatial cells of Gaussians, the unit of ownership and transfer (default 16 per rank)")
     p.add_argument("--window", type=int, default=None, metavar="W",
-                   help="batches per planning window (default 20)")
+                   help="batches per planning window (default 10)")
     p.add_argument("--timeline", default=None, metavar="T.json",
                    help="write a Chrome trace of the run (open in Perfetto or chrome://tracing)")
     p.add_argument("--schedule-out", default=None, metavar="F.h5",

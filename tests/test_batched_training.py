@@ -16,7 +16,8 @@ from odin_sched.metrics import ssim
 from odin_sched.optim import DEFAULT_LR
 from odin_sched.scene_gen import generate_scene
 from odin_sched.scene_io import read_scene, write_scene
-from odin_sched.train import camera_batches, camera_order, heldout_mask, init_gaussians, scene_extent, train
+from odin_sched.image_order import camera_order, shuffled_batches, spread_batches
+from odin_sched.train import heldout_mask, init_gaussians, scene_extent, train
 
 NAMES = ("means", "scales", "quats", "opacities", "colors")
 STEPS = 6
@@ -70,7 +71,7 @@ def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size):
           image_order="shuffled")
     scene = read_scene(scene_path)
     train_ids = np.flatnonzero(~heldout_mask(scene))
-    expected = _oracle(scene, camera_batches(train_ids, STEPS, batch_size, 4), 0.2)
+    expected = _oracle(scene, shuffled_batches(train_ids, STEPS, batch_size, 4), 0.2)
     trained = read_scene(out)
     for name in NAMES:
         # Rounding differs (textbook vs torch's Adam arithmetic), and Adam turns a near-zero gradient's
@@ -87,24 +88,28 @@ def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size):
     assert trained.attrs["batch_size"] == batch_size
 
 
-def test_batches_are_the_camera_order_cut_up():
+def test_shuffled_batches_are_the_camera_order_cut_up():
     ids = np.array([0, 3, 4, 7, 9])
-    batches = camera_batches(ids, 6, 4, seed=3)
+    batches = shuffled_batches(ids, 6, 4, seed=3)
     assert batches.shape == (6, 4)
     assert np.array_equal(batches.ravel(), camera_order(ids, 24, seed=3))
-    assert np.array_equal(camera_batches(ids, 6, 1, seed=3)[:, 0], camera_order(ids, 6, seed=3))
+    assert np.array_equal(shuffled_batches(ids, 6, 1, seed=3)[:, 0], camera_order(ids, 6, seed=3))
 
 
-def test_region_order_alternates_halves_and_visits_every_camera():
-    rng = np.random.default_rng(0)
-    centres = rng.uniform(0, 10, (20, 3)) * [4, 1, 1]  # widest along x
-    ids = np.arange(1, 20, 2)  # ten training cameras
-    batches = camera_batches(ids, 10, 2, seed=1, centres=centres)
-    median = np.median(centres[ids, 0])
-    side = centres[batches, 0] > median  # [10, 2]
-    assert (side.all(axis=1) | ~side.any(axis=1)).all(), "a batch stays within one half"
-    assert (side[0::2, 0] != side[1::2, 0]).all(), "consecutive batches come from different halves"
-    for half in (ids[centres[ids, 0] <= median], ids[centres[ids, 0] > median]):
-        seen = batches.ravel()[np.isin(batches.ravel(), half)]
-        assert np.array_equal(np.sort(seen[:len(half)]), np.sort(half)), "each half is a permutation first"
-    assert np.array_equal(batches, camera_batches(ids, 10, 2, seed=1, centres=centres))
+def test_spread_batches_alternate_between_parts_that_share_no_cells():
+    # cameras 0-9 see cells {0, 1}, cameras 10-19 see cells {2, 3}: a spread order must alternate
+    sees = np.zeros((20, 4), bool)
+    sees[:10, :2] = sees[10:, 2:] = True
+    ids = np.arange(20)
+    batches = spread_batches(ids, 10, 2, seed=1, sees=sees)
+    group = batches >= 10
+    assert (group.all(axis=1) | ~group.any(axis=1)).all(), "a batch stays within one part"
+    assert (group[1:, 0] != group[:-1, 0]).all(), "consecutive batches come from different parts"
+    assert np.array_equal(np.sort(batches.ravel()), ids), "20 images: every camera exactly once"
+    assert np.array_equal(batches, spread_batches(ids, 10, 2, seed=1, sees=sees))
+
+
+def test_spread_batches_visit_every_camera_once_per_pass_when_everything_conflicts():
+    sees = np.ones((12, 3), bool)  # every camera sees every cell: nothing to spread
+    ids = np.arange(12)
+    assert np.array_equal(spread_batches(ids, 9, 4, seed=2, sees=sees), shuffled_batches(ids, 9, 4, seed=2))

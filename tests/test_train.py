@@ -8,7 +8,8 @@ from odin_sched.densify import DensifyConfig
 from odin_sched.ply import read_gaussians_ply
 from odin_sched.scene_gen import generate_scene
 from odin_sched.scene_io import read_scene, write_scene
-from odin_sched.train import camera_order, knn_scales, train
+from odin_sched.image_order import camera_order
+from odin_sched.train import knn_scales, train
 from pregel.errors import InputError
 
 W = H = 24

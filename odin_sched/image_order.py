@@ -1,0 +1,76 @@
+"""The order in which training images are visited, batch by batch.
+
+* ``shuffled``: consecutive seeded permutations of the training cameras, cut into batches (B = 1 is
+  the one-image-per-step trainer's order).
+* ``spread`` (the default for B > 1): the same stream of permutations, but each batch is chosen among
+  the next pass's worth of cameras, preferring those that see none of the cells seen by the previous
+  batch, one camera at a time, each the candidate that adds the fewest new cells to the batch (ties:
+  stream order). So a batch stays in one part of the scene and consecutive batches touch different
+  parts wherever the cameras allow, and the barrier-free trainer can run a batch while the previous
+  one's updates are still in flight.
+
+Both are functions of the training cameras, the seed, B and, for ``spread``, of what each camera sees
+in the initial model (``ORDER_CELLS`` k-d cells, zero margin) — never of the number of ranks. The
+single-process trainer uses the same order, so the two stay comparable bit for bit.
+"""
+import numpy as np
+import torch
+
+IMAGE_ORDERS = ("shuffled", "spread")
+#: cells used to judge which cameras see the same part of the scene (independent of the ranks)
+ORDER_CELLS = 64
+
+
+def camera_order(train_ids: np.ndarray, count: int, seed: int) -> np.ndarray:
+    """``count`` training cameras: consecutive seeded permutations of ``train_ids`` [C_train]."""
+    gen = torch.Generator().manual_seed(seed)
+    passes = -(-count // len(train_ids))
+    perms = [torch.randperm(len(train_ids), generator=gen) for _ in range(passes)]
+    return train_ids[torch.cat(perms).numpy()[:count]]
+
+
+def shuffled_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int) -> np.ndarray:
+    """The cameras of every batch [steps, B]: ``camera_order`` cut into batches."""
+    return camera_order(train_ids, steps * batch_size, seed).reshape(steps, batch_size)
+
+
+def spread_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int, sees: np.ndarray) -> np.ndarray:
+    """The cameras of every batch [steps, B], consecutive batches seeing different cells where possible.
+
+    train_ids: np.ndarray  # [C_train] training cameras
+    sees: np.ndarray       # [C, K] bool, the cells each camera sees
+    The loop is over batches; the choice within a batch is vectorised over the candidate cameras.
+    """
+    lookahead = len(train_ids)
+    stream = camera_order(train_ids, steps * batch_size + lookahead, seed)
+    taken = np.zeros(len(stream), bool)
+    batches = np.empty((steps, batch_size), train_ids.dtype)
+    previous = np.zeros(sees.shape[1], bool)
+    start = 0  # stream entries before ``start`` are all taken
+    for b in range(steps):
+        window = np.arange(start, start + lookahead)
+        free = window[~taken[window]]
+        conflicts = (sees[stream[free]] & previous).any(axis=1)
+        pick = _coherent_pick(sees, stream, free[~conflicts], free[conflicts], batch_size)
+        taken[pick] = True
+        batches[b] = stream[pick]
+        previous = sees[stream[pick]].any(axis=0)
+        start += int(np.argmin(taken[start:]))  # the first entry not yet taken
+    return batches
+
+
+def _coherent_pick(sees, stream, clear, blocked, batch_size) -> np.ndarray:
+    """Stream positions [B] of one batch: from ``clear`` first (then ``blocked``), one at a time, the
+    candidate that adds the fewest new cells to the batch (ties: stream order), so a batch stays in one
+    part of the scene and leaves the other parts to the next batch. Returned in stream order."""
+    union = np.zeros(sees.shape[1], bool)
+    pick = []
+    for pool_name in ("clear", "blocked"):
+        pool = clear if pool_name == "clear" else blocked
+        while len(pick) < batch_size and len(pool):
+            added = (sees[stream[pool]] & ~union).sum(axis=1)
+            k = int(np.argmin(added))
+            pick.append(pool[k])
+            union |= sees[stream[pool[k]]]
+            pool = np.delete(pool, k)
+    return np.sort(np.array(pick, dtype=np.int64))
