@@ -33,7 +33,7 @@ ranks — provided the visibility prediction held, which is checked and reported
 mode (a collective exchange and a global barrier per phase), the synchronous baseline of Grendel-GS.
 """
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ from odin_sched.densify import GradAccumulator, densify_and_prune
 from odin_sched.depgraph import StepGraph, build_step_graph
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.schedule import plan_schedule
-from odin_sched.step import PARAM_COLUMNS, PARAM_NAMES, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
 from odin_sched.train import (TrainResult, TrainingSetup, batch_loss, camera, evaluate, params_of, prepare,
                               write_outputs)
 from odin_sched.visibility import motion_within_margin, predict_visible_cells, window_margin
@@ -54,9 +54,6 @@ from pregel.progress import Progress
 MODES = ("odin", "barrier")
 #: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
 GRAD_COLUMNS = PARAM_COLUMNS + 2
-#: per-rank metrics written to /metrics/per_rank
-RANK_FIELDS = ("compute_seconds", "comm_seconds", "wait_seconds", "plan_seconds", "images", "messages_sent",
-               "bytes_sent")
 #: a violation doubles the visibility margin of the next window
 MARGIN_GROWTH = 2.0
 #: predicted cost of a pixel relative to one visible Gaussian (image cost = visible Gaussians + c x pixels)
@@ -76,6 +73,7 @@ class OdinOptions:
     CELLS_PER_RANK = 16
 
     def resolved_cells(self, size: int) -> int:
+        """The number of cells asked for (a window uses at most one per Gaussian)."""
         return self.cells if self.cells is not None else self.CELLS_PER_RANK * size
 
 
@@ -90,7 +88,7 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int, batch_siz
         return f"--cells must be at least 1, got {cells}"
     if cells < size:
         return f"--cells {cells} is fewer than the {size} ranks: every rank must own at least one cell"
-    if cells > num_gaussians:
+    if options.cells is not None and cells > num_gaussians:
         return f"--cells {cells} is more than the {num_gaussians} initial Gaussians"
     return None
 
@@ -129,7 +127,12 @@ class RankMetrics:
     spans: list = field(default_factory=list)
 
     def as_row(self) -> np.ndarray:
+        """The counters [fields] in ``RANK_FIELDS`` order."""
         return np.array([getattr(self, name) for name in RANK_FIELDS], np.float64)
+
+
+#: per-rank metrics written to /metrics/per_rank (the counters of ``RankMetrics``)
+RANK_FIELDS = tuple(f.name for f in fields(RankMetrics) if f.name != "spans")
 
 
 def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:

@@ -1,21 +1,24 @@
-"""Single-process Gaussian-splatting training (the logic behind ``pregel train``).
+"""Gaussian-splatting training on one process (the logic behind ``pregel train`` on one rank), and the
+setup that the distributed trainer (``odin_sched.odin``) shares with it.
 
 Starts from the scene's initial point cloud (``/init``; scales from the mean distance to the 3 nearest
-neighbours, identity rotations, opacity 0.1, as 3DGS initialises from SfM points), and trains against
-the images of the training cameras:
+neighbours, identity rotations, opacity 0.1, as 3DGS initialises from SfM points) or from a 3DGS PLY,
+and trains against the images of the training cameras:
 
 * loss (1 - w) L1 + w (1 - SSIM), w = ``ssim_weight`` (3DGS uses 0.2; 0 gives plain L1);
-* cameras visited in a fixed order drawn from ``seed`` (a fresh permutation every pass);
-* visible Adam (``odin_sched.optim``): only the Gaussians the step's camera sees are updated; the
-  means' learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
+* batches of B images in the order of ``odin_sched.image_order``; the batch semantics (gradients
+  summed in batch order then divided by B, Grendel-GS's hyperparameter scaling) are in
+  ``odin_sched.step``;
+* visible Adam (``odin_sched.optim``): only the Gaussians the batch sees are updated; the means'
+  learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
 * optional densification (``odin_sched.densify``) on its schedule;
-* PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps, shown
-  on the progress bar and saved.
+* PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps.
 
 The trained scene is written in the scene format (the input's cameras, images and held-out split with
 the trained Gaussians) with ``/metrics/psnr_steps``, ``/metrics/psnr``, ``/metrics/loss`` and root
-attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``, ``num_gaussians``;
-optionally a 3DGS PLY; and a PNG of the first held-out view rendered beside its ground truth.
+attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``, ``num_gaussians``,
+``mode``, ``ranks``, ``batch_size``, ``steps_per_second``; optionally a 3DGS PLY; and a PNG of the
+first held-out view rendered beside its ground truth.
 """
 import math
 import os

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import h5py
-import numpy as np
 import pytest
 
 from odin_sched.scene_gen import generate_scene
