@@ -39,34 +39,37 @@ def spread_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int
 
     train_ids: np.ndarray  # [C_train] training cameras
     sees: np.ndarray       # [C, K] bool, the cells each camera sees
-    The loop is over batches; the choice within a batch is vectorised over the candidate cameras.
+    Each pass over the cameras (a seeded permutation) is used up before the next begins, so every
+    camera is visited once per pass, as in ``shuffled_batches``. The loop is over batches; the choice
+    within a batch is vectorised over the candidate cameras.
     """
-    lookahead = len(train_ids)
-    stream = camera_order(train_ids, steps * batch_size + lookahead, seed)
+    per_pass = len(train_ids)
+    passes = -(-(steps * batch_size) // per_pass) + 1
+    stream = camera_order(train_ids, passes * per_pass, seed)
     taken = np.zeros(len(stream), bool)
     batches = np.empty((steps, batch_size), train_ids.dtype)
     previous = np.zeros(sees.shape[1], bool)
-    start = 0  # stream entries before ``start`` are all taken
     for b in range(steps):
-        window = np.arange(start, start + lookahead)
-        free = window[~taken[window]]
-        conflicts = (sees[stream[free]] & previous).any(axis=1)
-        pick = _coherent_pick(sees, stream, free[~conflicts], free[conflicts], batch_size)
+        first = int(np.argmin(taken))  # the first stream entry not yet taken
+        current = first // per_pass
+        left = current * per_pass + np.flatnonzero(~taken[current * per_pass:(current + 1) * per_pass])
+        forced = left if len(left) <= batch_size else np.empty(0, np.int64)  # the end of a pass goes first
+        pool = left if len(forced) == 0 else (current + 1) * per_pass + np.arange(per_pass)
+        conflicts = (sees[stream[pool]] & previous).any(axis=1)
+        pick = _coherent_pick(sees, stream, forced, pool[~conflicts], pool[conflicts], batch_size)
         taken[pick] = True
         batches[b] = stream[pick]
         previous = sees[stream[pick]].any(axis=0)
-        start += int(np.argmin(taken[start:]))  # the first entry not yet taken
     return batches
 
 
-def _coherent_pick(sees, stream, clear, blocked, batch_size) -> np.ndarray:
-    """Stream positions [B] of one batch: from ``clear`` first (then ``blocked``), one at a time, the
-    candidate that adds the fewest new cells to the batch (ties: stream order), so a batch stays in one
-    part of the scene and leaves the other parts to the next batch. Returned in stream order."""
-    union = np.zeros(sees.shape[1], bool)
-    pick = []
-    for pool_name in ("clear", "blocked"):
-        pool = clear if pool_name == "clear" else blocked
+def _coherent_pick(sees, stream, forced, clear, blocked, batch_size) -> np.ndarray:
+    """Stream positions [B] of one batch: ``forced`` ones, then from ``clear`` (then ``blocked``) one at a
+    time the candidate that adds the fewest new cells to the batch (ties: stream order), so a batch stays
+    in one part of the scene and leaves the other parts to the next batch. Returned in stream order."""
+    union = sees[stream[forced]].any(axis=0)
+    pick = list(forced)
+    for pool in (clear, blocked):
         while len(pick) < batch_size and len(pool):
             added = (sees[stream[pool]] & ~union).sum(axis=1)
             k = int(np.argmin(added))

@@ -202,6 +202,8 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     train_ids, test_ids = np.flatnonzero(~held), np.flatnonzero(held)
     if len(train_ids) == 0 or len(test_ids) == 0:
         raise InputError.at(scene_path, "/cameras/heldout", "needs at least one training and one held-out camera")
+    if batch_size > len(train_ids):
+        raise InputError(f"--batch-size {batch_size} is more than the {len(train_ids)} training cameras of {scene_path}")
     images = torch.from_numpy(scene.images).float() / 255.0
     if image_order == "spread":
         batches = spread_batches(train_ids, steps, batch_size, seed, visible_cells_of_cameras(scene, initial))

@@ -4,9 +4,15 @@ With one rank every method returns early without calling MPI, so a single proces
 ``mpiexec`` (mpi4py is still imported: it initialises a singleton MPI world, which MPICH allows).
 """
 
+import time
+
 import numpy as np
 
 from pregel.errors import InputError
+
+
+#: how long a waiting rank sleeps between looks at its pending messages (see ``Comm.waitsome``)
+IDLE_POLL_SECONDS = 1e-4
 
 
 class Comm:
@@ -131,10 +137,18 @@ class Comm:
 
     @staticmethod
     def waitsome(requests: list) -> list[int]:
-        """Block until at least one of the ``requests`` completes; the indices of those that did."""
+        """Block until at least one of the ``requests`` completes; the indices of those that did.
+
+        Waits by polling with short sleeps (``IDLE_POLL_SECONDS``) rather than in MPI's busy loop, so
+        that a waiting rank leaves its core to ranks that compute when there are more ranks than cores.
+        """
         from mpi4py import MPI
 
-        return MPI.Request.Waitsome(requests) or []
+        while True:
+            done = MPI.Request.Testsome(requests)
+            if done is None or done:  # None: no active request left
+                return done or []
+            time.sleep(IDLE_POLL_SECONDS)
 
     @staticmethod
     def waitall(requests: list) -> None:
@@ -161,8 +175,11 @@ class Comm:
         return value if self.size == 1 else self.mpi.bcast(value, root=root)
 
     def barrier(self) -> None:
+        """Wait until every rank has arrived (polling with short sleeps, like ``waitsome``)."""
         if self.size > 1:
-            self.mpi.Barrier()
+            request = self.mpi.Ibarrier()
+            while not request.Test():
+                time.sleep(IDLE_POLL_SECONDS)
 
     def agree(self, error: InputError | None) -> None:
         """Collective check before continuing: if any rank hit an ``InputError``, all raise one.

@@ -113,3 +113,14 @@ def test_spread_batches_visit_every_camera_once_per_pass_when_everything_conflic
     sees = np.ones((12, 3), bool)  # every camera sees every cell: nothing to spread
     ids = np.arange(12)
     assert np.array_equal(spread_batches(ids, 9, 4, seed=2, sees=sees), shuffled_batches(ids, 9, 4, seed=2))
+
+
+def test_spread_batches_visit_every_camera_once_per_pass():
+    rng = np.random.default_rng(0)
+    sees = rng.random((100, 64)) < 0.2
+    ids = np.arange(0, 100, 2)
+    for batch_size in (1, 3, 8, 50):
+        batches = spread_batches(ids, 40, batch_size, seed=0, sees=sees)
+        images = batches.ravel()
+        for p in range(len(images) // len(ids)):  # every complete pass holds every camera once
+            assert np.array_equal(np.sort(images[p * len(ids):(p + 1) * len(ids)]), ids), (batch_size, p)
