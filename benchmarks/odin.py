@@ -13,7 +13,6 @@ graph for B = 1, P and 4P, and a Gantt chart of both modes (``--png``).
 """
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -26,14 +25,20 @@ PREGEL, MPIEXEC = os.path.join(BIN, "pregel"), os.path.join(BIN, "mpiexec")
 PARAMS = ("means", "scales", "quats", "opacities", "colors")
 
 
+# Runs a command in a fresh process and prints the peak RSS (KB) of the largest process it waited for.
+PEAK_RSS = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
+
+
 def run(command: list) -> tuple[float, float]:
     """Run a command; returns (wall seconds, peak RSS of its largest process in MB)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL,
-                   env=dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1"))
+    done = subprocess.run([sys.executable, "-c", PEAK_RSS, *command], capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1"))
     wall = time.perf_counter() - started
-    return wall, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(command)}\n{done.stderr}")
+    return wall, int(done.stdout.split()[-1]) / 1024
 
 
 def train_command(args, scene, out, batch, mode=None, ranks=1, timeline=None):

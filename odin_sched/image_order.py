@@ -9,16 +9,19 @@
   parts wherever the cameras allow, and the barrier-free trainer can run a batch while the previous
   one's updates are still in flight.
 
-Both are functions of the training cameras, the seed, B and, for ``spread``, of what each camera sees
-in the initial model (``ORDER_CELLS`` k-d cells, zero margin) — never of the number of ranks. The
+Both are functions of the training cameras, the seed, B and, for ``spread``, of what each camera may
+see of the initial model (``ORDER_CELLS`` k-d cells, with the motion margin of ``ORDER_WINDOW``
+batches) — never of the number of ranks. The
 single-process trainer uses the same order, so the two stay comparable bit for bit.
 """
 import numpy as np
 import torch
 
 IMAGE_ORDERS = ("shuffled", "spread")
-#: cells used to judge which cameras see the same part of the scene (independent of the ranks)
+#: cells used to judge which cameras see the same part of the scene (independent of the ranks) ...
 ORDER_CELLS = 64
+#: ... and the window (in batches) whose motion margin the judgement allows for
+ORDER_WINDOW = 10
 
 
 def camera_order(train_ids: np.ndarray, count: int, seed: int) -> np.ndarray:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune
-from odin_sched.image_order import IMAGE_ORDERS, ORDER_CELLS, shuffled_batches, spread_batches
+from odin_sched.image_order import IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, shuffled_batches, spread_batches
 from odin_sched.metrics import psnr
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.ply import read_gaussians_ply, write_ply
@@ -143,15 +143,20 @@ def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> No
     Image.fromarray(np.round(both * 255).astype(np.uint8)).save(path)
 
 
-def visible_cells_of_cameras(scene: Scene, initial: dict) -> np.ndarray:
-    """bool [C, ORDER_CELLS]: the k-d cells of the initial Gaussians each camera sees (zero margin)."""
+def visible_cells_of_cameras(scene: Scene, initial: dict, settings: BatchSettings, extent: float,
+                             steps: int) -> np.ndarray:
+    """bool [C, ORDER_CELLS]: the k-d cells of the initial Gaussians each camera may see within a window of
+    ``ORDER_WINDOW`` batches (the distributed trainer's prediction with its default window; fixed here so
+    that the order depends on the scene, the seed and B only)."""
     from odin_sched.cells import cell_bounds, kd_cells
-    from odin_sched.visibility import Margin, predict_visible_cells
+    from odin_sched.visibility import predict_visible_cells, window_margin
 
     means, scales = initial["means"].numpy(), initial["scales"].numpy()
     cells = min(ORDER_CELLS, len(means))
     bounds = cell_bounds(means, scales, kd_cells(means, cells), cells)
-    return predict_visible_cells(bounds, scene.viewmats, scene.Ks, scene.width, scene.height, Margin(0.0, 0.0))
+    lrs = settings.lrs(extent, 1, steps)
+    margin = window_margin(lrs["means"], lrs["scales"], settings.betas, ORDER_WINDOW)
+    return predict_visible_cells(bounds, scene.viewmats, scene.Ks, scene.width, scene.height, margin)
 
 
 @dataclass
@@ -205,12 +210,14 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     if batch_size > len(train_ids):
         raise InputError(f"--batch-size {batch_size} is more than the {len(train_ids)} training cameras of {scene_path}")
     images = torch.from_numpy(scene.images).float() / 255.0
+    settings, extent = BatchSettings(batch_size), scene_extent(scene.viewmats)
     if image_order == "spread":
-        batches = spread_batches(train_ids, steps, batch_size, seed, visible_cells_of_cameras(scene, initial))
+        sees = visible_cells_of_cameras(scene, initial, settings, extent, steps)
+        batches = spread_batches(train_ids, steps, batch_size, seed, sees)
     else:
         batches = shuffled_batches(train_ids, steps, batch_size, seed)
     return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
-                         scene_extent(scene.viewmats), batches, BatchSettings(batch_size), initial)
+                         extent, batches, settings, initial)
 
 
 def camera(scene: Scene, cam: int) -> tuple:
