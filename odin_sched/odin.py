@@ -173,7 +173,8 @@ class TrainingSteps(DataflowProgram):
         cells = self.steps.version_cell[version]
         rows = self.cell_sizes[cells]
         initial = ~from_image & (self.steps.version_batch[version] < 0)
-        return np.where(from_image, rows * GRAD_COLUMNS, np.where(initial, 0, rows * PARAM_COLUMNS)).astype(np.int64)
+        params = np.where(initial, 0, rows * PARAM_COLUMNS)
+        return np.where(from_image, rows * GRAD_COLUMNS, params).astype(np.int64)
 
     def fire(self, ctx, vertex: int, inputs: dict):
         if vertex < self.steps.num_images:
@@ -196,9 +197,9 @@ class TrainingSteps(DataflowProgram):
         order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
         params = unpack_params(torch.cat(blocks)[torch.from_numpy(order)])
         cam = int(steps.image_camera[image])
-        setup = trainer.setup
-        result = image_gradients(trainer.render, params, *camera(setup.scene, cam), setup.scene.width,
-                                 setup.scene.height, setup.targets[cam], trainer.ssim_weight, trainer.densify is not None)
+        scene = trainer.setup.scene
+        result = image_gradients(trainer.render, params, *camera(scene, cam), scene.width, scene.height,
+                                 trainer.setup.targets[cam], trainer.ssim_weight, trainer.densify is not None)
         self.image_losses[image] = result.loss
         packed = torch.cat([pack_params(result.grads), result.visible[:, None].to(torch.float32),
                             (result.screen_norm if result.screen_norm is not None
@@ -323,8 +324,8 @@ class DistributedTrainer:
             snapshot = {k: self.opt.params[k].detach().clone() for k in ("means", "scales")}
             program = TrainingSteps(self, window)
             called = time.perf_counter()
-            result = run_dataflow(comm, window.plan, program, mode="dataflow" if self.options.mode == "odin" else "bsp",
-                                  trace=self.options.timeline is not None)
+            mode = "dataflow" if self.options.mode == "odin" else "bsp"
+            result = run_dataflow(comm, window.plan, program, mode=mode, trace=self.options.timeline is not None)
             self._record(result, called, time.perf_counter(), started, window)
             self.versions_seen += window.steps.num_vertices - window.steps.num_images
             losses[start:stop] = self._gather_state(window, program)
@@ -414,7 +415,8 @@ class DistributedTrainer:
         losses = comm.allgather_rows(np.array(sorted(program.image_losses.items()), np.float64).reshape(-1, 2))
         by_image = dict(zip(losses[:, 0].astype(np.int64), losses[:, 1]))
         b = window.steps.batch_size
-        batch = [batch_loss([by_image[i] for i in range(j * b, (j + 1) * b)]) for j in range(window.stop - window.start)]
+        batch = [batch_loss([by_image[i] for i in range(j * b, (j + 1) * b)])
+                 for j in range(window.stop - window.start)]
         t2 = time.perf_counter()
         self.metrics.wait_seconds += t1 - t0
         self.metrics.comm_seconds += t2 - t1
@@ -424,9 +426,9 @@ class DistributedTrainer:
 
     def _verify(self, snapshot: dict, window: Window) -> None:
         """Count Gaussians that moved or grew past the window's margin (the prediction's premise)."""
-        ok = motion_within_margin(snapshot["means"].numpy(), snapshot["scales"].numpy(),
-                                  self.opt.params["means"].detach().numpy(), self.opt.params["scales"].detach().numpy(),
-                                  window.margin)
+        now = params_of(self.opt)
+        ok = motion_within_margin(snapshot["means"].numpy(), snapshot["scales"].numpy(), now["means"].numpy(),
+                                  now["scales"].numpy(), window.margin)
         bad = int(np.count_nonzero(~ok))
         if bad:
             self.violations += bad
@@ -435,8 +437,8 @@ class DistributedTrainer:
                                 f"{window.start + 1}-{window.stop}; the next window's margin is {self.safety:g}x")
 
 
-def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None, png_path=None,
-                      seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
+def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None,
+                      png_path=None, seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
                       batch_size: int = 1, progress: bool = True, init_ply=None,
                       image_order: str | None = None) -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
@@ -472,7 +474,8 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
                  "steps_per_second": steps / result.wall_time_s,
                  "compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
                  "wait_seconds": totals["wait_seconds"], "visibility_violations": trainer.violations,
-                 "cells": trainer.num_cells, "window": options.window, "dependency_edges": trainer.dependency_edges,
+                 "cells": trainer.num_cells, "window": options.window,
+                 "dependency_edges": trainer.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,
                  "densify": densify is not None, "source_scene": os.path.abspath(scene_path)}
         write_outputs(trainer.render, setup, params_of(trainer.opt), result, out_path, ply_path, png_path, attrs,
