@@ -24,6 +24,11 @@ ORDER_CELLS = 64
 ORDER_WINDOW = 10
 
 
+def resolved_order(image_order: str | None, batch_size: int) -> str:
+    """The image order asked for, or the default: shuffled for B = 1, spread otherwise."""
+    return image_order or ("shuffled" if batch_size == 1 else "spread")
+
+
 def camera_order(train_ids: np.ndarray, count: int, seed: int) -> np.ndarray:
     """``count`` training cameras: consecutive seeded permutations of ``train_ids`` [C_train]."""
     gen = torch.Generator().manual_seed(seed)

@@ -46,6 +46,7 @@ from odin_sched.schedule import plan_schedule
 from odin_sched.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
 from odin_sched.train import (TrainResult, TrainingSetup, batch_loss, camera, evaluate, params_of, prepare,
                               write_outputs)
+from odin_sched.train_checkpoint import TrainState
 from odin_sched.visibility import motion_within_margin, predict_visible_cells, window_margin
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
 from pregel.errors import InputError
@@ -253,10 +254,11 @@ class DistributedTrainer:
     """Trains on every rank of ``comm``; see the module docstring."""
 
     def __init__(self, comm, setup: TrainingSetup, steps: int, options: OdinOptions, ssim_weight: float,
-                 densify, seed: int, eval_every: int, progress):
+                 densify, seed: int, eval_every: int, progress, checkpoint=None):
         from kernels.splat import render
 
         self.comm, self.setup, self.steps, self.options = comm, setup, steps, options
+        self.checkpoint = checkpoint  # an odin_sched.train_checkpoint.TrainCheckpointer or None
         self.ssim_weight, self.densify, self.eval_every, self.progress = ssim_weight, densify, eval_every, progress
         self.render = render
         self.opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas,
@@ -313,7 +315,11 @@ class DistributedTrainer:
         psnr_steps, psnr_values = [], []
         comm.barrier()
         started = self.started = time.perf_counter()
-        start = 0
+        resumed = self._state(0, losses, psnr_steps, psnr_values, 0.0)
+        if self.checkpoint is not None:
+            self.checkpoint.restore(resumed)
+            self.accum, self.safety, self.violations = resumed.accum, resumed.safety, resumed.violations
+        start = resumed.step
         while start < self.steps:
             stop = self.window_end(start)
             t0 = time.perf_counter()
@@ -343,10 +349,18 @@ class DistributedTrainer:
                 self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
                                     f"{self.opt.num_gaussians} Gaussians")
             self.progress.update(stop, f"loss {losses[stop - 1]:.4f}")
+            if self.checkpoint is not None:
+                self.checkpoint.save(start, self._state(stop, losses, psnr_steps, psnr_values,
+                                                        resumed.wall_time_s + time.perf_counter() - started))
             start = stop
-        wall = time.perf_counter() - started
+        wall = resumed.wall_time_s + time.perf_counter() - started
         return TrainResult(self.steps, self.opt.num_gaussians, wall, np.array(psnr_steps, np.int64),
                            np.array(psnr_values), losses)
+
+    def _state(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, wall: float) -> TrainState:
+        """The training state after ``step`` steps, for checkpointing (global at a window's end)."""
+        return TrainState(step, self.opt, self.accum, self.densify_gen, losses, psnr_steps, psnr_values, wall,
+                          self.safety, self.violations)
 
     def _record(self, result, called: float, returned: float, started: float, window: Window) -> None:
         """Add one window's run to the metrics. The run's clock starts after its opening barrier, whose
@@ -440,7 +454,7 @@ class DistributedTrainer:
 def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None,
                       png_path=None, seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
                       batch_size: int = 1, progress: bool = True, init_ply=None,
-                      image_order: str | None = None) -> TrainResult:
+                      image_order: str | None = None, checkpoint=None) -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
     The arguments are those of ``odin_sched.train.train`` plus ``options``. Returns the TrainResult
@@ -462,7 +476,8 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
         print(f"note: --batch-size {batch_size} < {comm.size} ranks: at most {batch_size} ranks can work on a "
               f"batch at once")
     bar = Progress(steps, enabled=progress and comm.rank == 0, unit="step")
-    trainer = DistributedTrainer(comm, setup, steps, options, ssim_weight, densify, seed, eval_every, bar)
+    trainer = DistributedTrainer(comm, setup, steps, options, ssim_weight, densify, seed, eval_every, bar,
+                                 checkpoint)
     result = trainer.run()
     bar.close()
     table = comm.gather_rows(trainer.metrics.as_row()[None, :])

@@ -29,13 +29,15 @@ import numpy as np
 import torch
 
 from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune
-from odin_sched.image_order import IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, shuffled_batches, spread_batches
+from odin_sched.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order, shuffled_batches,
+                                     spread_batches)
 from odin_sched.metrics import psnr
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.ply import read_gaussians_ply, write_ply
 from odin_sched.scene_io import Scene, read_scene, write_scene
 from odin_sched.scene_gen import HOLDOUT_EVERY
 from odin_sched.step import BatchSettings, batch_gradient, image_gradients
+from odin_sched.train_checkpoint import TrainState, train_checkpointer
 from pregel.atomic import check_writable
 from pregel.errors import InputError
 from pregel.progress import Progress
@@ -188,7 +190,7 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
         raise InputError(f"--ssim-weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
         raise InputError(f"--eval-every must be at least 1, got {eval_every}")
-    image_order = image_order or ("shuffled" if batch_size == 1 else "spread")
+    image_order = resolved_order(image_order, batch_size)
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"--image-order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
     outputs = [path for path in outputs if path is not None]
@@ -227,14 +229,15 @@ def camera(scene: Scene, cam: int) -> tuple:
 
 def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
           ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
-          progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None) -> TrainResult:
+          progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None,
+          checkpoint=None) -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
     scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
     each, see ``odin_sched.step`` for the batch semantics); out_path: trained scene file; ply_path:
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
     densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
-    image_order: see ``prepare``.
+    image_order: see ``prepare``; checkpoint: an ``odin_sched.train_checkpoint.TrainCheckpointer`` or None.
     Returns a TrainResult.
     """
     from kernels.splat import render
@@ -248,9 +251,13 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     accum = GradAccumulator(opt.num_gaussians) if densify else None
     densify_gen = torch.Generator().manual_seed(seed + 1)
     psnr_steps, psnr_values, losses = [], [], np.empty(steps)
+    resumed = TrainState(0, opt, accum, densify_gen, losses, psnr_steps, psnr_values)
+    if checkpoint is not None:
+        checkpoint.restore(resumed)
+        accum, started = resumed.accum, started - resumed.wall_time_s
 
     bar = Progress(steps, enabled=progress, unit="step")
-    for step in range(1, steps + 1):
+    for step in range(resumed.step + 1, steps + 1):
         opt.lrs = setup.settings.lrs(setup.extent, step, steps)
         params = {name: p.detach() for name, p in opt.params.items()}
         total = {name: torch.zeros_like(p) for name, p in params.items()}
@@ -277,6 +284,9 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
             psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets))
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
         bar.update(step, f"loss {losses[step - 1]:.4f}")
+        if checkpoint is not None:
+            checkpoint.save(step - 1, TrainState(step, opt, accum, densify_gen, losses, psnr_steps, psnr_values,
+                                                 time.perf_counter() - started))
     bar.close()
     wall = time.perf_counter() - started
     result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64), np.array(psnr_values), losses)
@@ -333,6 +343,7 @@ def main(args) -> TrainResult:
                   densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
                   image_order=args.image_order)
     comm = Comm()
+    common["checkpoint"] = train_checkpointer(comm, args, config)
     if comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None:
         for flag, value in (("--window", args.window), ("--cells", args.cells)):
             if value is not None and value < 1:

@@ -1,4 +1,6 @@
-"""Checkpoint and restart of a superstep run (``pregel run`` and ``pregel infer``).
+"""Checkpoint and restart of a superstep run (``pregel run`` and ``pregel infer``); the folder,
+manifest and refusal logic (``CheckpointFolder``) also serves ``pregel train``
+(``odin_sched.train_checkpoint``).
 
 A checkpoint after superstep k is a folder ``DIR/step-{k:09d}`` holding one part per rank,
 ``part-{r:05d}.npz`` (the rank's owned global ids, vertex state, active flags and statistics so
@@ -73,18 +75,19 @@ class Saved:
     stats: np.ndarray
 
 
-class Checkpointer:
-    """Writes checkpoints every ``every`` supersteps into ``directory`` and restores from ``resume``.
+class CheckpointFolder:
+    """A job's checkpoint folder: where checkpoints are written (every ``every`` steps, into
+    ``directory``), which one a resumed job starts from (the newest complete one in ``resume``,
+    checked against the job) and how one is completed (``commit``). The folder layout and the
+    manifest are those of the module docstring; what a part holds is up to the subclass.
 
-    ``identity``: JSON-serialisable description of the job (graph, program, options) that a
-    resumed job must match; ``partitioner`` is recorded (a resume may use another one, as it
-    may use another number of ranks). Construct it on every rank (collective: a bad folder or a
-    mismatched checkpoint on any rank raises the same ``InputError`` everywhere).
+    ``identity``: JSON-serialisable description of the job (input file, program, options) that a
+    resumed job must match. Construct it on every rank (collective: a bad folder or a mismatched
+    checkpoint on any rank raises the same ``InputError`` everywhere).
     """
 
-    def __init__(self, comm, identity: dict, partitioner: str, directory=None, every: int = 1,
-                 resume=None):
-        self.comm, self.identity, self.partitioner = comm, identity, partitioner
+    def __init__(self, comm, identity: dict, directory=None, every: int = 1, resume=None):
+        self.comm, self.identity = comm, identity
         self.directory = Path(directory) if directory is not None else None
         self.every, self.resume_from, self.manifest = every, None, None
         problem = None
@@ -115,44 +118,23 @@ class Checkpointer:
                 problem = f"cannot create the checkpoint folder ({err.strerror})"
                 raise InputError.at(d, None, problem) from None
 
-    def due(self, superstep: int) -> bool:
-        """Whether a checkpoint is written after ``superstep`` supersteps."""
-        return self.directory is not None and superstep % self.every == 0
+    def step_dir(self, step: int) -> Path:
+        """The folder of the checkpoint after ``step`` steps."""
+        return self.directory / f"step-{step:09d}"
 
-    def save(self, graph, superstep: int, state, active: np.ndarray, aggregated: dict,
-             stats: np.ndarray) -> None:
-        """Write this rank's part of the checkpoint after ``superstep`` (collective); rank 0 writes
-        the manifest once every part is complete, then removes all but the last two.
-
-        active: [n] bool; stats: [superstep, fields] this rank's statistics so far."""
-        comm = self.comm
-        step_dir = self.directory / f"step-{superstep:09d}"
-        if comm.rank == 0:
-            step_dir.mkdir(parents=True, exist_ok=True)
-        comm.barrier()
-        spec, arrays = _flatten(state)
-        payload = {"ids": graph.owned, "active": active, "stats": stats,
-                   "spec": np.array(json.dumps(spec))}
-        payload.update({f"leaf{i}": a for i, a in enumerate(arrays)})
-        payload.update({f"agg/{name}": np.asarray(v) for name, v in aggregated.items()})
-        buffer = io.BytesIO()
-        np.savez(buffer, **payload)
-        data = buffer.getvalue()
-        name = f"part-{comm.rank:05d}.npz"
-        _write_bytes(step_dir / name, data)
-        parts = comm.allgather({"file": name, "bytes": len(data),
-                                "sha256": hashlib.sha256(data).hexdigest()})
-        if comm.rank == 0:
-            manifest = {"format": FORMAT, "version": VERSION, **self.identity, "ranks": comm.size,
-                        "partitioner": self.partitioner, "num_vertices": graph.num_nodes,
-                        "superstep": superstep, "every": self.every, "parts": parts}
-            _write_bytes(step_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
-            for old in _steps(self.directory)[:-KEEP]:
-                shutil.rmtree(old, ignore_errors=True)
-            for incomplete in self.directory.glob("step-*"):
-                if incomplete.is_dir() and not (incomplete / MANIFEST).exists() and incomplete != step_dir:
-                    shutil.rmtree(incomplete, ignore_errors=True)
-        comm.barrier()
+    def commit(self, step: int, parts: list, fields: dict) -> None:
+        """Complete the checkpoint after ``step`` once all its ``parts`` (``write_part``'s answers)
+        are on disk: write its manifest (the identity, ``fields`` and the parts), then remove all
+        but the last two complete checkpoints and any incomplete one. Called by one rank."""
+        step_dir = self.step_dir(step)
+        manifest = {"format": FORMAT, "version": VERSION, **self.identity, **fields, "every": self.every,
+                    "parts": parts}
+        _write_bytes(step_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
+        for old in _steps(self.directory)[:-KEEP]:
+            shutil.rmtree(old, ignore_errors=True)
+        for incomplete in self.directory.glob("step-*"):
+            if incomplete.is_dir() and not (incomplete / MANIFEST).exists() and incomplete != step_dir:
+                shutil.rmtree(incomplete, ignore_errors=True)
 
     # ------------------------------------------------------------------ restoring
 
@@ -180,6 +162,50 @@ class Checkpointer:
         if self.directory is None:  # keep checkpointing where the job left off
             self.directory, self.every = directory, int(manifest.get("every", 1))
         return step_dir, manifest
+
+    def read_part(self, index: int = 0) -> bytes:
+        """The bytes of part ``index`` of the checkpoint resumed from, checked against the manifest."""
+        return _read_part(self.resume_from, self.manifest["parts"][index])
+
+
+class Checkpointer(CheckpointFolder):
+    """Checkpoints of a superstep run: every ``every`` supersteps each rank writes its vertices'
+    state; ``partitioner`` is recorded (a resume may use another one, as it may use another number
+    of ranks). ``identity`` names the graph, the program and its options."""
+
+    def __init__(self, comm, identity: dict, partitioner: str, directory=None, every: int = 1,
+                 resume=None):
+        self.partitioner = partitioner
+        super().__init__(comm, identity, directory, every, resume)
+
+    def due(self, superstep: int) -> bool:
+        """Whether a checkpoint is written after ``superstep`` supersteps."""
+        return self.directory is not None and superstep % self.every == 0
+
+    def save(self, graph, superstep: int, state, active: np.ndarray, aggregated: dict,
+             stats: np.ndarray) -> None:
+        """Write this rank's part of the checkpoint after ``superstep`` (collective); rank 0 writes
+        the manifest once every part is complete, then removes all but the last two.
+
+        active: [n] bool; stats: [superstep, fields] this rank's statistics so far."""
+        comm = self.comm
+        step_dir = self.step_dir(superstep)
+        if comm.rank == 0:
+            step_dir.mkdir(parents=True, exist_ok=True)
+        comm.barrier()
+        spec, arrays = _flatten(state)
+        payload = {"ids": graph.owned, "active": active, "stats": stats,
+                   "spec": np.array(json.dumps(spec))}
+        payload.update({f"leaf{i}": a for i, a in enumerate(arrays)})
+        payload.update({f"agg/{name}": np.asarray(v) for name, v in aggregated.items()})
+        buffer = io.BytesIO()
+        np.savez(buffer, **payload)
+        part = write_part(step_dir, f"part-{comm.rank:05d}.npz", buffer.getvalue())
+        parts = comm.allgather(part)
+        if comm.rank == 0:
+            self.commit(superstep, parts, {"ranks": comm.size, "partitioner": self.partitioner,
+                                           "num_vertices": graph.num_nodes, "superstep": superstep})
+        comm.barrier()
 
     def load(self, graph) -> Saved | None:
         """This rank's rows of the newest checkpoint (None when not resuming); collective."""
@@ -229,6 +255,28 @@ class Checkpointer:
 def _steps(directory: Path) -> list:
     """Complete checkpoint folders of ``directory``, oldest first."""
     return sorted(p for p in directory.glob("step-*") if (p / MANIFEST).is_file())
+
+
+def write_part(step_dir: Path, name: str, data: bytes) -> dict:
+    """Write one part of a checkpoint atomically; returns its manifest entry (file, bytes, sha256)."""
+    _write_bytes(step_dir / name, data)
+    return {"file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def pack_state(state) -> bytes:
+    """An npz file's bytes holding ``state`` (arrays, torch tensors, dicts and lists of them)."""
+    spec, arrays = _flatten(state)
+    buffer = io.BytesIO()
+    np.savez(buffer, spec=np.array(json.dumps(spec)), **{f"leaf{i}": a for i, a in enumerate(arrays)})
+    return buffer.getvalue()
+
+
+def unpack_state(data: bytes):
+    """The state that ``pack_state`` packed into ``data`` (torch leaves come back as tensors)."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        spec = json.loads(str(z["spec"]))
+        leaves = [z[f"leaf{i}"] for i in range(sum(1 for key in z.files if key.startswith("leaf")))]
+    return _unflatten(spec, leaves)
 
 
 def _write_bytes(path: Path, data: bytes) -> None:

@@ -1,0 +1,138 @@
+"""Checkpoint and restart of ``pregel train`` (the single-process and the distributed trainers).
+
+A training checkpoint after step k uses the folder layout, manifest and refusals of
+``pregel.checkpoint`` (atomic writes, the last two kept, a mismatched or corrupted checkpoint refused
+with one line). It holds one part, written by one rank, because the state is global whenever it is
+saved: the single-process trainer saves after a step, the distributed trainer at the end of a window,
+when every rank holds the whole model. The part holds the ``TrainState``: the Gaussians and their
+visible-Adam state (moments and per-Gaussian step counts), the densification accumulator, the
+densification generator's state, the losses and held-out PSNR so far, the training time so far and,
+for the distributed trainer, its visibility margin factor and violation count. The image order is no
+state: ``odin_sched.train.prepare`` recomputes it from the scene and the options, and the step number
+is the position in it.
+
+The manifest names the scene file (size and SHA-256 of its first MiB), the initial Gaussians (the
+scene's ``/init`` or a PLY's SHA-256) and every option that changes the result (steps, batch size,
+seed, SSIM weight, image order, held-out evaluation interval, densification); not the number of ranks
+nor the distributed mode, cells or window, which do not change it. So a resumed run, at any number of
+ranks, ends with the uninterrupted run's parameters bit for bit.
+
+With ``--checkpoint-every K`` a checkpoint is written after every step that is a multiple of K in the
+single-process trainer, and at the first window end at or after each multiple of K in the
+distributed one (its windows do not depend on checkpointing, so a resumed run plans the same windows).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from odin_sched.densify import GradAccumulator
+from odin_sched.image_order import resolved_order
+from odin_sched.optim import VisibleAdam
+from pregel.checkpoint import CheckpointFolder, file_sha256, graph_identity, pack_state, unpack_state, write_part
+from pregel.errors import InputError
+
+PART = "state.npz"
+
+
+@dataclass
+class TrainState:
+    """Everything a training run carries from one step to the next (global: the same on every rank)."""
+
+    step: int                     # batches done
+    opt: VisibleAdam
+    accum: GradAccumulator | None  # None when the trainer keeps none (no densification, one process)
+    densify_gen: torch.Generator
+    losses: np.ndarray            # [steps] float64, the first ``step`` filled
+    psnr_steps: list              # steps at which held-out PSNR was measured
+    psnr_values: list             # held-out PSNR (dB) at those steps
+    wall_time_s: float = 0.0      # training time so far, over all runs
+    safety: float = 1.0           # distributed trainer: visibility margin factor
+    violations: int = 0           # distributed trainer: Gaussians that left the margin so far
+
+
+def train_identity(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
+                   densify, init_ply=None, image_order: str | None = None) -> dict:
+    """What a resumed training job must match: the scene file, the initial Gaussians and the options that
+    change the result (``densify``: a DensifyConfig or None)."""
+    densify_options = None if densify is None else {
+        "interval": densify.interval, "start": densify.start, "stop": densify.stop,
+        "grad_threshold": densify.grad_threshold, "percent_dense": densify.percent_dense,
+        "min_opacity": densify.min_opacity}
+    return {"scene": graph_identity(scene_path),
+            "init": "scene /init" if init_ply is None else {"ply_sha256": file_sha256(init_ply)},
+            "training": {"steps": steps, "batch_size": batch_size, "seed": seed, "ssim_weight": ssim_weight,
+                         "eval_every": eval_every, "image_order": resolved_order(image_order, batch_size),
+                         "densify": densify_options}}
+
+
+class TrainCheckpointer(CheckpointFolder):
+    """Writes training checkpoints into ``directory`` and restores from ``resume`` (see the module
+    docstring); construct it on every rank (collective)."""
+
+    def due(self, start: int, stop: int) -> bool:
+        """Whether a checkpoint is written after steps ``start + 1 .. stop`` (a multiple of K among them)."""
+        return self.directory is not None and stop // self.every > start // self.every
+
+    def save(self, start: int, state: TrainState) -> None:
+        """Write the checkpoint after ``state.step`` when one is due since step ``start`` (rank 0 only;
+        the others go on)."""
+        if self.comm.rank != 0 or not self.due(start, state.step):
+            return
+        opt = state.opt
+        tree = {"params": opt.params, "exp_avg": opt.exp_avg, "exp_avg_sq": opt.exp_avg_sq,
+                "step_count": opt.step_count, "generator": state.densify_gen.get_state(),
+                "losses": state.losses[:state.step], "psnr_steps": np.array(state.psnr_steps, np.int64),
+                "psnr_values": np.array(state.psnr_values, np.float64),
+                "scalars": np.array([state.wall_time_s, state.safety, state.violations], np.float64)}
+        if state.accum is not None:
+            tree["accum"] = {"total": state.accum.total, "count": state.accum.count}
+        step_dir = self.step_dir(state.step)
+        step_dir.mkdir(parents=True, exist_ok=True)
+        part = write_part(step_dir, PART, pack_state(tree))
+        self.commit(state.step, [part], {"step": state.step, "ranks": self.comm.size,
+                                         "num_gaussians": opt.num_gaussians})
+
+    def restore(self, state: TrainState) -> None:
+        """Replace ``state`` (a fresh run's) by the checkpoint resumed from, if any (collective). The
+        accumulator is restored when ``state`` keeps one (a fresh one when the checkpoint has none)."""
+        if self.resume_from is None:
+            return
+        problem, tree = None, None
+        try:
+            tree = unpack_state(self.read_part())
+        except InputError as err:
+            problem = err
+        self.comm.agree(problem)
+        opt = state.opt
+        for name, value in tree["params"].items():
+            opt.params[name] = value.requires_grad_(True)
+        opt.exp_avg.update(tree["exp_avg"])
+        opt.exp_avg_sq.update(tree["exp_avg_sq"])
+        opt.step_count = tree["step_count"]
+        if state.accum is not None:
+            state.accum = GradAccumulator(opt.num_gaussians)
+            if "accum" in tree:
+                state.accum.total, state.accum.count = tree["accum"]["total"], tree["accum"]["count"]
+        state.densify_gen.set_state(tree["generator"])
+        state.step = len(tree["losses"])
+        state.losses[:state.step] = tree["losses"]
+        state.psnr_steps[:] = tree["psnr_steps"].tolist()
+        state.psnr_values[:] = tree["psnr_values"].tolist()
+        wall, state.safety, violations = tree["scalars"].tolist()
+        state.wall_time_s, state.violations = wall, int(violations)
+
+
+def train_checkpointer(comm, args, densify) -> TrainCheckpointer | None:
+    """The ``TrainCheckpointer`` of a ``pregel train`` job (None without checkpoint flags; collective)."""
+    if args.checkpoint_dir is None and args.resume is None:
+        return None
+    identity, problem = None, None
+    try:
+        identity = train_identity(args.scene, args.steps, args.batch_size, args.seed, args.ssim_weight,
+                                  args.eval_every, densify, args.init_ply, args.image_order)
+    except InputError as err:
+        problem = err
+    comm.agree(problem)
+    return TrainCheckpointer(comm, identity, args.checkpoint_dir, args.checkpoint_every, args.resume)
+
