@@ -342,9 +342,12 @@ def _add_train(sub) -> None:
     p.add_argument("--image-order", choices=("shuffled", "regions"), default=None,
                    help="shuffled: seeded permutations of the training cameras; regions: batches alternate "
                         "between two halves of the scene (default: shuffled for B = 1, regions otherwise)")
-    p.add_argument("--mode", choices=("odin", "barrier"), default=None,
+    p.add_argument("--mode", choices=("odin", "barrier", "odin-fast"), default=None,
                    help="distributed execution (default with more than one rank: odin, barrier-free; barrier: "
-                        "the synchronous baseline with a global barrier per batch)")
+                        "the synchronous baseline with a global barrier per batch; odin-fast: odin where an "
+                        "image may read a low-impact cell up to --max-staleness updates old)")
+    p.add_argument("--max-staleness", type=int, default=1, metavar="K",
+                   help="odin-fast: updates of a low-impact cell an image may miss (default 1)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default 4 per rank)")
     p.add_argument("--window", type=int, default=None, metavar="W",
