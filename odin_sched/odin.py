@@ -50,6 +50,8 @@ from odin_sched.train import (TrainResult, TrainingSetup, batch_loss, camera, ev
 from odin_sched.visibility import motion_within_margin, predict_visible_cells, window_margin
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
 from pregel.errors import InputError
+from pregel.generate import edges_to_csr
+from pregel.graph_io import GraphData
 from pregel.progress import Progress
 
 MODES = ("odin", "barrier", "odin-fast")
@@ -201,7 +203,7 @@ class TrainingSteps(StepMessages):
     # --- image step
     def _image(self, image: int, inputs: dict) -> dict:
         steps, window, trainer = self.steps, self.window, self.trainer
-        versions = np.array(sorted(inputs), dtype=np.int64) - steps.num_images
+        versions = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]] - steps.num_images
         cells = steps.version_cell[versions]
         rows = np.concatenate([window.cell_rows(c) for c in cells])
         blocks = []
@@ -261,6 +263,41 @@ def publish_first(priority: np.ndarray, num_images: int) -> np.ndarray:
     return out
 
 
+def publish_before_compute(steps: StepGraph, rank: np.ndarray) -> GraphData:
+    """The step graph plus same-rank ordering edges: a cell version -> the images on its owner's rank
+    in the first two batches that read the version. A rank fires one vertex at a time, so an owner that
+    started a long image just before the last gradient of one of its cells arrived would hold that
+    cell's update back from every reader for a whole image; with these edges it publishes first. The
+    edges stay on one rank (no transfer) and go from phase 2b + 1 to a later batch's images, so the
+    graph stays a DAG in phase order; images ignore these inputs (they render what they read).
+    rank: [N] int64 rank of every vertex."""
+    images = steps.num_images
+    pair_image = np.repeat(np.arange(images), np.diff(steps.image_reads_indptr))
+    version = steps.image_reads - images
+    num_versions = steps.num_vertices - images
+    first = np.full(num_versions, np.iinfo(np.int64).max)
+    np.minimum.at(first, version, steps.image_batch[pair_image])
+    read = np.flatnonzero((first < np.iinfo(np.int64).max) & (steps.version_batch >= 0))
+    batches = steps.num_batches
+    key = rank[:images] * batches + steps.image_batch  # images by (rank, batch)
+    order = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(key[order], np.arange(rank.max(initial=0) * batches + batches + 1))
+    src, dst = [], []
+    for extra in (0, 1):  # the first reading batch and the next
+        b = first[read] + extra
+        keep = b < batches
+        v, k = read[keep], rank[images + read[keep]] * batches + b[keep]
+        counts = bounds[k + 1] - bounds[k]
+        src.append(np.repeat(images + v, counts))
+        starts = np.repeat(bounds[k] - (np.cumsum(counts) - counts), counts)
+        dst.append(order[starts + np.arange(counts.sum())])
+    g = steps.graph
+    old_src = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
+    keys = np.unique(np.concatenate([old_src * g.num_nodes + g.indices, *(s * g.num_nodes + d for s, d in zip(src, dst))]))
+    indptr, indices = edges_to_csr(g.num_nodes, keys // g.num_nodes, keys % g.num_nodes)
+    return GraphData(indptr, indices, directed=True)
+
+
 def _rows(payload: np.ndarray, columns: int) -> torch.Tensor:
     """A received payload (a read-only float32 view) as a tensor [rows, columns] of its own."""
     return torch.from_numpy(np.array(payload).reshape(-1, columns))
@@ -268,11 +305,12 @@ def _rows(payload: np.ndarray, columns: int) -> torch.Tensor:
 
 def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int,
                 height: int, batches: np.ndarray, start: int, stop: int, margin, num_cells: int, num_ranks: int,
-                max_staleness: int = 0) -> tuple[Window, Schedule]:
+                max_staleness: int = 0, cost_weights: tuple = (0.0, 1.0, PIXEL_COST)) -> tuple[Window, Schedule]:
     """Plan batches [start, stop) of ``batches`` [S, B] (collective on ``comm``, the same on every rank):
     cells of the Gaussians (means, log-scales [G, 3]), ownership by ``num_ranks`` ranks, visibility of
     every camera (viewmats [C, 4, 4], Ks [C, 3, 3]) within ``margin``, the step graph (with
-    ``relax_reads`` for max_staleness > 0) and its schedule. The runtime plans each window with it and
+    ``relax_reads`` for max_staleness > 0) and its schedule; an image's predicted cost is
+    ``cost_weights · (1, predicted visible Gaussians, pixels)``. The runtime plans each window with it and
     the simulator (``odin_sched.simulate``) plans for many virtual GPUs with it on one process."""
     cells = min(num_cells, len(means))
     cell_of = kd_cells(means, cells)
@@ -282,12 +320,13 @@ def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarra
     steps = build_step_graph(batches[start:stop], visible)
     steps, staleness = relax_reads(steps, bounds.count, max_staleness)
     owner = owners_by_count(bounds.count, num_ranks)
-    image_cost = (visible[steps.image_camera].astype(np.float64) @ bounds.count.astype(np.float64)
-                  + width * height * PIXEL_COST)
+    image_cost = (cost_weights[0] + cost_weights[1] * (visible[steps.image_camera].astype(np.float64)
+                                                       @ bounds.count.astype(np.float64))
+                  + cost_weights[2] * width * height)
     schedule = plan_schedule(comm, steps, image_cost, bounds.count * PARAM_COLUMNS * 4, owner,
                              num_ranks=num_ranks)
-    plan = DataflowPlan(steps.graph, schedule.rank, publish_first(schedule.priority, steps.num_images),
-                        schedule.phase)
+    plan = DataflowPlan(publish_before_compute(steps, schedule.rank), schedule.rank,
+                        publish_first(schedule.priority, steps.num_images), schedule.phase)
     return Window(start, stop, cell_of, indptr, members, owner, visible, steps, plan, margin, staleness), schedule
 
 

@@ -126,6 +126,10 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     extent = scene_extent(scene.viewmats)
     batches = camera_batches(scene.train_ids, steps, batch_size, seed, camera_centres(scene.viewmats))
     staleness = max_staleness if mode == "odin-fast" else 0
+    # the planner balances the cost model's prediction from predicted visibility (tile pairs: the
+    # scene's mean pairs per visible Gaussian)
+    per_visible = scene.features[:, 2].sum() / max(scene.features[:, 0].sum(), 1.0)
+    weights = (profile.image[0], profile.image[1] + profile.image[3] * per_visible, profile.image[2])
     totals = {k: np.zeros(gpus) for k in ("compute", "comm", "wait")}
     clock, plan_total, work, path, stale, worst, spans = 0.0, 0.0, 0.0, 0.0, 0, 0, []
     for start in range(0, steps, window):
@@ -134,7 +138,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
         t0 = time.perf_counter()
         win, _ = plan_window(comm, scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
-                             batches, start, stop, margin, cells_per_gpu * gpus, gpus, staleness)
+                             batches, start, stop, margin, cells_per_gpu * gpus, gpus, staleness, weights)
         planned = time.perf_counter() - t0
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
