@@ -7,8 +7,8 @@ messages are those of ``odin_sched.odin.StepMessages``, and every virtual rank f
 through ``pregel.dataflow.Firing`` (the ready queue, pending counts and routing that ``run_dataflow``
 uses over MPI). Only the transport and the clock differ: SimPy processes (one per virtual GPU) take
 a vertex's cost from the cost model (``odin_sched.costmodel``) as virtual time and hand each message
-to the destination after ``latency + bytes / bandwidth`` (a link carries one message at a time at
-each end). BSP mode (``barrier``) fires the same phases as ``run_dataflow(mode='bsp')``, then a
+to the destination after ``latency + bytes / bandwidth`` (each rank's outgoing link sends its
+messages one after another, and each rank's incoming link takes them in one after another). BSP mode (``barrier``) fires the same phases as ``run_dataflow(mode='bsp')``, then a
 barrier and an Alltoallv per phase. Each window ends like the runtime's: a barrier and an
 allgather of the model; planning counts when the profile says so.
 
@@ -213,9 +213,11 @@ class _WindowRun:
         def send(src, g):
             dst = int(r.group_rank[g])
             latency, bandwidth = self.profile.link(src, dst)
-            begin = max(env.now, out_free[src], in_free[dst])
-            out_free[src] = in_free[dst] = begin + 4.0 * r.group_size[g] / float(bandwidth)
-            event = env.timeout(out_free[src] + float(latency) - env.now)
+            seconds = 4.0 * r.group_size[g] / float(bandwidth)
+            begin = max(env.now, out_free[src])  # the sender's link streams its messages in order ...
+            out_free[src] = begin + seconds
+            in_free[dst] = max(begin, in_free[dst]) + seconds  # ... and the receiver's drains them in order
+            event = env.timeout(in_free[dst] + float(latency) - env.now)
             event.callbacks.append(lambda _, dst=dst, g=g: arrive(dst, g))
 
         def rank(me):

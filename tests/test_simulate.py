@@ -118,3 +118,28 @@ def test_odin_fast_bounded_and_synchronised_at_densification(scene_file, tmp_pat
         assert f.attrs["max_staleness_seen"] <= 2 and f.attrs["max_staleness"] == 2
         assert f.attrs["visibility_violations"] == 0
         assert f.attrs["mode"] == "odin-fast"
+
+
+def test_cli_writes_datasets_and_plot(tmp_path, capsys):
+    from PIL import Image
+
+    from pregel.cli import main
+
+    out = str(tmp_path / "sim.h5")
+    assert main(["simulate", "--layout", "objects", "--gaussians", "2000", "--cameras", "24", "--width", "64",
+                 "--height", "48", "--steps", "4", "--gpus", "1,2", "--profile", "h200-ib", "--out", out]) == 0
+    assert "odin/barrier" in capsys.readouterr().out
+    with h5py.File(out) as f:
+        assert list(f["gpus"][()]) == [1, 2]
+        for mode in MODES:
+            assert f[f"steps_per_second/{mode}"].shape == (2,) and f[f"wait_fraction/{mode}"].shape == (2,)
+        speed = {m: f[f"steps_per_second/{m}"][()] for m in MODES}
+        assert np.allclose(f["speedup_vs_barrier"][()], speed["odin"] / speed["barrier"])
+        assert f["hidden_fraction"].shape == (2,) and f["parallelism"].shape == (2,)
+        assert f.attrs["profile_name"] == "h200-ib" and f.attrs["profile_bandwidth"] == 25e9
+    png = str(tmp_path / "scaling.png")
+    assert main(["plot", out, "--out", png]) == 0
+    assert Image.open(png).size == (1000, 380)
+    assert main(["simulate", "--gpus", "0", "--out", str(tmp_path / "bad.h5")]) == 2
+    assert "--gpus must be at least 1" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "bad.h5")
