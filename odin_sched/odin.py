@@ -43,7 +43,7 @@ from odin_sched.densify import GradAccumulator, densify_and_prune
 from odin_sched.depgraph import StepGraph, build_step_graph
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.schedule import Schedule, plan_schedule
-from odin_sched.staleness import relax_reads
+from odin_sched.staleness import STALE_IMPACT, relax_reads
 from odin_sched.step import PARAM_COLUMNS, PARAM_NAMES, batch_gradient, image_gradients, pack_params, unpack_params
 from odin_sched.train import (TrainResult, TrainingSetup, batch_loss, camera, evaluate, params_of, prepare,
                               write_outputs)
@@ -76,6 +76,7 @@ class OdinOptions:
     timeline: str | None = None
     schedule_out: str | None = None
     max_staleness: int = 1     # odin-fast: updates of a low-impact cell an image may miss
+    stale_impact: float = STALE_IMPACT  # odin-fast: the largest share of an image's Gaussians read stale
 
     @property
     def staleness(self) -> int:
@@ -94,6 +95,8 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int, batch_siz
         return f"--mode must be one of {', '.join(MODES)}, got {options.mode!r}"
     if options.max_staleness < 0:
         return f"--max-staleness must be at least 0, got {options.max_staleness}"
+    if not 0.0 <= options.stale_impact <= 1.0:
+        return f"--stale-impact must be in [0, 1], got {options.stale_impact}"
     if options.window < 1:
         return f"--window must be at least 1, got {options.window}"
     cells = options.resolved_cells(size)
@@ -305,7 +308,8 @@ def _rows(payload: np.ndarray, columns: int) -> torch.Tensor:
 
 def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int,
                 height: int, batches: np.ndarray, start: int, stop: int, margin, num_cells: int, num_ranks: int,
-                max_staleness: int = 0, cost_weights: tuple = (0.0, 1.0, PIXEL_COST)) -> tuple[Window, Schedule]:
+                max_staleness: int = 0, cost_weights: tuple = (0.0, 1.0, PIXEL_COST),
+                stale_impact: float = STALE_IMPACT) -> tuple[Window, Schedule]:
     """Plan batches [start, stop) of ``batches`` [S, B] (collective on ``comm``, the same on every rank):
     cells of the Gaussians (means, log-scales [G, 3]), ownership by ``num_ranks`` ranks, visibility of
     every camera (viewmats [C, 4, 4], Ks [C, 3, 3]) within ``margin``, the step graph (with
@@ -318,7 +322,7 @@ def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarra
     indptr, members = cell_members(cell_of, cells)
     visible = predict_visible_cells(bounds, viewmats, Ks, width, height, margin)
     steps = build_step_graph(batches[start:stop], visible)
-    steps, staleness = relax_reads(steps, bounds.count, max_staleness)
+    steps, staleness = relax_reads(steps, bounds.count, max_staleness, stale_impact)
     owner = owners_by_count(bounds.count, num_ranks)
     image_cost = (cost_weights[0] + cost_weights[1] * (visible[steps.image_camera].astype(np.float64)
                                                        @ bounds.count.astype(np.float64))
@@ -373,7 +377,8 @@ class DistributedTrainer:
         window, schedule = plan_window(self.comm, opt.params["means"].detach().numpy(),
                                        opt.params["scales"].detach().numpy(), scene.viewmats, scene.Ks,
                                        scene.width, scene.height, setup.batches, start, stop, margin,
-                                       self.num_cells, self.comm.size, self.options.staleness)
+                                       self.num_cells, self.comm.size, self.options.staleness,
+                                       stale_impact=self.options.stale_impact)
         self.stale_reads += int(np.count_nonzero(window.staleness))
         self.max_staleness_seen = max(self.max_staleness_seen, int(window.staleness.max(initial=0)))
         if self.first_window is None:
@@ -548,7 +553,7 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
                  "compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
                  "wait_seconds": totals["wait_seconds"], "visibility_violations": trainer.violations,
                  "max_staleness": options.staleness, "stale_reads": trainer.stale_reads,
-                 "max_staleness_seen": trainer.max_staleness_seen,
+                 "max_staleness_seen": trainer.max_staleness_seen, "stale_impact": options.stale_impact,
                  "cells": trainer.num_cells, "window": options.window, "dependency_edges": trainer.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,
                  "densify": densify is not None, "source_scene": os.path.abspath(scene_path)}

@@ -348,6 +348,9 @@ def _add_train(sub) -> None:
                         "image may read a low-impact cell up to --max-staleness updates old)")
     p.add_argument("--max-staleness", type=int, default=1, metavar="K",
                    help="odin-fast: updates of a low-impact cell an image may miss (default 1)")
+    p.add_argument("--stale-impact", type=float, default=0.25, metavar="F",
+                   help="odin-fast: a cell may be read stale when it holds at most this share of the image's "
+                        "predicted visible Gaussians (default 0.25)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default 4 per rank)")
     p.add_argument("--window", type=int, default=None, metavar="W",
