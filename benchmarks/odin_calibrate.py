@@ -5,7 +5,7 @@
    sizes; every image step's compute span is matched with its camera's features (visible Gaussians,
    pixels, tile-Gaussian pairs of the initial Gaussians) and every cell update's span with its
    cell's size, and the coefficients are fitted by non-negative least squares; the per-message
-   sender time is the runs' communication seconds per message.
+   sender time is the runs' communication seconds per message; planning: the runs' planning seconds per window.
 
 Run from the repository root: ``python benchmarks/odin_calibrate.py [workdir]`` (about 2 minutes).
 """
@@ -20,8 +20,8 @@ import numpy as np
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path[0] = os.path.dirname(sys.path[0])  # the repository, not benchmarks/ (kernels.py would shadow kernels)
 
-from odin_sched.costmodel import PROFILE_DIR, CostProfile, fit_costs, image_features, save_profile
-from odin_sched.train import prepare
+from odin_sched.costmodel import PROFILE_DIR, CostProfile, fit_costs, image_features, save_profile  # noqa: E402
+from odin_sched.train import prepare  # noqa: E402
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
@@ -58,7 +58,7 @@ def main(work):
                "c = Comm(); l, b = pingpong(c); print(l, b) if c.rank == 0 else None"])
     latency, bandwidth = map(float, out.split())
     print(f"ping-pong: latency {latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.2f} GB/s")
-    feats, secs, rows, vsecs, comm_s, messages = [], [], [], [], 0.0, 0
+    feats, secs, rows, vsecs, comm_s, messages, real_plan = [], [], [], [], 0.0, 0, 0.0
     for name, (g, c, w, h) in SCENES.items():
         scene = os.path.join(work, f"{name}.h5")
         if not os.path.exists(scene):
@@ -80,6 +80,7 @@ def main(work):
             table = t["metrics/per_rank"][()]
             fields = list(t.attrs["per_rank_fields"])
         comm_s += table[:, fields.index("comm_seconds")].sum()
+        real_plan += table[:, fields.index("plan_seconds")].max()
         messages += int(table[:, fields.index("messages_sent")].sum())
     features, seconds = np.concatenate(feats), np.concatenate(secs)
     image = fit_costs(features, seconds)
@@ -94,11 +95,12 @@ def main(work):
     profile = CostProfile(
         name="cpu-here", image=tuple(map(float, image)), version=tuple(map(float, version)), latency=latency,
         bandwidth=bandwidth, node_latency=latency, node_bandwidth=bandwidth, gpus_per_node=1 << 20,
-        overhead=comm_s / max(messages, 1), count_planning=True,
+        overhead=comm_s / max(messages, 1), count_planning=True, plan_seconds=real_plan / len(SCENES),
         source=f"benchmarks/odin_calibrate.py: MPI ping-pong and {len(seconds)} image / "
                f"{len(np.concatenate(vsecs))} cell-update spans of pregel train --timeline at P = 2 on this machine "
                f"(load average {os.getloadavg()[0]:.1f})")
     save_profile(profile, os.path.join(PROFILE_DIR, "cpu-here.json"))
+    print(f"planning: {real_plan / len(SCENES):.2f} s per window")
     print(f"wrote {os.path.join(PROFILE_DIR, 'cpu-here.json')}; load average {os.getloadavg()}")
 
 

@@ -38,7 +38,7 @@ def measured(scene, size, mode, work):
         fields = list(f.attrs["per_rank_fields"])
     col = {name: table[:, fields.index(name)] for name in fields}
     busy = col["compute_seconds"] + col["comm_seconds"] + col["wait_seconds"] + col["plan_seconds"]
-    return STEPS / busy.max(), col["wait_seconds"].sum()
+    return STEPS / busy.max(), col["wait_seconds"].sum(), col["compute_seconds"].sum() + col["plan_seconds"].sum()
 
 
 def main(work):
@@ -49,16 +49,18 @@ def main(work):
                         "64", "--height", "48", "--layout", "city", "--out", scene], check=True, capture_output=True)
     profile = load_profile("cpu-here")
     print(f"load average before: {os.getloadavg()}")
-    print("P  mode     measured steps/s  predicted  error   measured wait s  predicted  error")
+    print("P  mode     measured steps/s  predicted  error   measured wait s  predicted  error   "
+          "measured compute+plan s  predicted")
     for size in (2, 3):
         setup = prepare(scene, STEPS, 2 * size, 0, 0.2, STEPS, ())
         sim_scene = scene_of_setup(setup)
         for mode in ("odin", "barrier"):
-            real_speed, real_wait = measured(scene, size, mode, work)
+            real_speed, real_wait, real_compute = measured(scene, size, mode, work)
             sim = simulate(sim_scene, profile, mode, size, STEPS, 2 * size, window=WINDOW, cells_per_gpu=CELLS_PER_RANK)
             print(f"{size}  {mode:<8} {real_speed:>16.2f} {sim.steps_per_second:>10.2f} "
                   f"{sim.steps_per_second / real_speed - 1:>+6.0%} {real_wait:>17.2f} {sim.wait.sum():>10.2f} "
-                  f"{(sim.wait.sum() - real_wait) / max(real_wait, 1e-9):>+6.0%}", flush=True)
+                  f"{(sim.wait.sum() - real_wait) / max(real_wait, 1e-9):>+6.0%} {real_compute:>25.2f} "
+                  f"{sim.compute.sum():>10.2f}", flush=True)
     print(f"load average after: {os.getloadavg()}")
 
 

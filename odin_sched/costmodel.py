@@ -6,6 +6,9 @@
   are fitted (non-negative least squares, ``fit_costs``) to the compute spans of real ``pregel train``
   runs (``benchmarks/odin_calibrate.py`` writes ``profiles/cpu-here.json``).
 * A cell version (visible Adam on one cell) costs ``v0 + v_row · rows``, fitted the same way.
+* Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
+  costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
+  plan longer, so this underestimates planning at scale).
 * A message costs ``latency + bytes / bandwidth`` on the link between the two ranks (within a node or
   between nodes), plus ``overhead`` seconds of the sender's time; the latency and bandwidth of
   ``cpu-here`` come from an MPI ping-pong on this machine (``pingpong``).
@@ -39,6 +42,7 @@ class CostProfile:
     overhead: float       # sender seconds per message
     count_planning: bool  # whether the window planning is on the critical path
     source: str
+    plan_seconds: float = 0.0  # seconds per window of the runtime's planning (when count_planning)
 
     def image_seconds(self, features: np.ndarray) -> np.ndarray:
         """[n] seconds of image steps with ``features`` [n, 3] (visible, pixels, pairs)."""

@@ -10,7 +10,7 @@ a vertex's cost from the cost model (``odin_sched.costmodel``) as virtual time a
 to the destination after ``latency + bytes / bandwidth`` (each rank's outgoing link sends its
 messages one after another, and each rank's incoming link takes them in one after another). BSP mode (``barrier``) fires the same phases as ``run_dataflow(mode='bsp')``, then a
 barrier and an Alltoallv per phase. Each window ends like the runtime's: a barrier and an
-allgather of the model; planning counts when the profile says so.
+allgather of the model; planning counts when the profile says so (its measured ``plan_seconds`` per window).
 
 Not simulated: densification and evaluation (the runtime does both at window boundaries, the same
 in every mode), and contention inside the network beyond the two ends of a link.
@@ -147,8 +147,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         if profile.count_planning:
-            clock += planned
-            totals["compute"] += planned
+            clock += profile.plan_seconds
+            totals["compute"] += profile.plan_seconds
         run = _WindowRun(win, cost, profile, gpus, trace and start == 0)
         run.dataflow() if mode != "barrier" else run.bsp()
         end = run.end.max()
