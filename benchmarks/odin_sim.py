@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import h5py
-import numpy as np
 
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path[0] = os.path.dirname(sys.path[0])  # the repository, not benchmarks/ (kernels.py would shadow kernels)
