@@ -42,7 +42,8 @@ from odin_sched.cells import cell_bounds, cell_members, kd_cells
 from odin_sched.densify import GradAccumulator, densify_and_prune
 from odin_sched.depgraph import StepGraph, build_step_graph
 from odin_sched.optim import VisibleAdam, default_lrs
-from odin_sched.schedule import plan_schedule
+from odin_sched.schedule import Schedule, plan_schedule
+from odin_sched.staleness import STALE_IMPACT, relax_reads
 from odin_sched.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
 from odin_sched.train import (TrainResult, TrainingSetup, batch_loss, camera, evaluate, params_of, prepare,
                               write_outputs)
@@ -50,9 +51,11 @@ from odin_sched.train_checkpoint import TrainState
 from odin_sched.visibility import motion_within_margin, predict_visible_cells, window_margin
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
 from pregel.errors import InputError
+from pregel.generate import edges_to_csr
+from pregel.graph_io import GraphData
 from pregel.progress import Progress
 
-MODES = ("odin", "barrier")
+MODES = ("odin", "barrier", "odin-fast")
 #: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
 GRAD_COLUMNS = PARAM_COLUMNS + 2
 #: a violation doubles the visibility margin of the next window
@@ -70,6 +73,13 @@ class OdinOptions:
     window: int = 10           # batches per planning window
     timeline: str | None = None
     schedule_out: str | None = None
+    max_staleness: int = 1     # odin-fast: updates of a low-impact cell an image may miss
+    stale_impact: float = STALE_IMPACT  # odin-fast: the largest share of an image's Gaussians read stale
+
+    @property
+    def staleness(self) -> int:
+        """The staleness bound in force: ``max_staleness`` in odin-fast mode, else 0 (exact)."""
+        return self.max_staleness if self.mode == "odin-fast" else 0
 
     CELLS_PER_RANK = 16
 
@@ -82,6 +92,10 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int, batch_siz
     """A one-line problem with the distributed options, or None."""
     if options.mode not in MODES:
         return f"--mode must be one of {', '.join(MODES)}, got {options.mode!r}"
+    if options.max_staleness < 0:
+        return f"--max-staleness must be at least 0, got {options.max_staleness}"
+    if not 0.0 <= options.stale_impact <= 1.0:
+        return f"--stale-impact must be in [0, 1], got {options.stale_impact}"
     if options.window < 1:
         return f"--window must be at least 1, got {options.window}"
     cells = options.resolved_cells(size)
@@ -108,6 +122,7 @@ class Window:
     steps: StepGraph
     plan: DataflowPlan
     margin: object            # odin_sched.visibility.Margin
+    staleness: np.ndarray     # [R] int64 updates missed by each read of steps.image_reads (0: exact)
 
     def cell_rows(self, cell: int) -> np.ndarray:
         """Global ids [g_c] of the Gaussians of ``cell``, ascending."""
@@ -146,24 +161,17 @@ def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
     return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
 
 
-class TrainingSteps(DataflowProgram):
-    """The training step as a dataflow program over a window's step graph (one instance per rank).
+class StepMessages(DataflowProgram):
+    """What the vertices of a window's step graph send (the part of ``TrainingSteps`` the simulator shares).
 
-    Image vertex i: inputs are the cell versions it reads ([g_c, 14] parameters, or nothing for a cell
-    still at its window-start state); it renders, and sends each cell it sees a [g_c, 16] block
-    (gradients, visible flag, screen-space gradient norm). Cell-version vertex (c, b): inputs are the
-    blocks of batch b's images that see c; it takes the visible-Adam step of batch b on the cell and
-    broadcasts the new parameters [g_c, 14] to the ranks of the images that read this version.
+    An image sends each cell it sees [g_c, GRAD_COLUMNS] floats; a cell version broadcasts its
+    parameters [g_c, PARAM_COLUMNS] (nothing for an initial version: every rank holds it).
+    steps: the window's StepGraph; cell_sizes: [K] Gaussians per cell.
     """
 
-    def __init__(self, trainer: "DistributedTrainer", window: Window):
-        self.trainer, self.window = trainer, window
-        self.steps = window.steps
-        self.start_params = params_of(trainer.opt)  # the window-start state (identical on every rank)
-        self.cell_sizes = np.diff(window.member_indptr)
-        self.image_losses = {}
+    def __init__(self, steps: StepGraph, cell_sizes: np.ndarray):
+        self.steps, self.cell_sizes = steps, cell_sizes
 
-    # --- sizes and routing
     def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
         return vertices >= self.steps.num_images
 
@@ -177,6 +185,24 @@ class TrainingSteps(DataflowProgram):
         params = np.where(initial, 0, rows * PARAM_COLUMNS)
         return np.where(from_image, rows * GRAD_COLUMNS, params).astype(np.int64)
 
+
+class TrainingSteps(StepMessages):
+    """The training step as a dataflow program over a window's step graph (one instance per rank).
+
+    Image vertex i: inputs are the cell versions it reads ([g_c, 14] parameters, or nothing for a cell
+    still at its window-start state); it renders, and sends each cell it sees a [g_c, 16] block
+    (gradients, visible flag, screen-space gradient norm). Cell-version vertex (c, b): inputs are the
+    blocks of batch b's images that see c (and, in odin-fast mode, the previous version of c, which
+    only orders the updates); it takes the visible-Adam step of batch b on the cell and broadcasts the
+    new parameters [g_c, 14] to the ranks of the images that read this version.
+    """
+
+    def __init__(self, trainer: "DistributedTrainer", window: Window):
+        super().__init__(window.steps, np.diff(window.member_indptr))
+        self.trainer, self.window = trainer, window
+        self.start_params = params_of(trainer.opt)  # the window-start state (identical on every rank)
+        self.image_losses = {}
+
     def fire(self, ctx, vertex: int, inputs: dict):
         if vertex < self.steps.num_images:
             return self._image(vertex, inputs)
@@ -185,7 +211,7 @@ class TrainingSteps(DataflowProgram):
     # --- image step
     def _image(self, image: int, inputs: dict) -> dict:
         steps, window, trainer = self.steps, self.window, self.trainer
-        versions = np.array(sorted(inputs), dtype=np.int64) - steps.num_images
+        versions = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]] - steps.num_images
         cells = steps.version_cell[versions]
         rows = np.concatenate([window.cell_rows(c) for c in cells])
         blocks = []
@@ -222,7 +248,7 @@ class TrainingSteps(DataflowProgram):
             return np.empty(0, np.float32)
         total = torch.zeros(len(rows), PARAM_COLUMNS)
         seen = torch.zeros(len(rows), dtype=torch.bool)
-        for image in sorted(inputs):  # batch order: images are numbered by position within their batch
+        for image in sorted(k for k in inputs if k < steps.num_images):  # batch order (position in batch)
             block = _rows(inputs[image], GRAD_COLUMNS)
             total += block[:, :PARAM_COLUMNS]
             visible = block[:, PARAM_COLUMNS] > 0
@@ -245,9 +271,72 @@ def publish_first(priority: np.ndarray, num_images: int) -> np.ndarray:
     return out
 
 
+def publish_before_compute(steps: StepGraph, rank: np.ndarray) -> GraphData:
+    """The step graph plus same-rank ordering edges: a cell version -> the images on its owner's rank
+    in the first two batches that read the version. A rank fires one vertex at a time, so an owner that
+    started a long image just before the last gradient of one of its cells arrived would hold that
+    cell's update back from every reader for a whole image; with these edges it publishes first. The
+    edges stay on one rank (no transfer) and go from phase 2b + 1 to a later batch's images, so the
+    graph stays a DAG in phase order; images ignore these inputs (they render what they read).
+    rank: [N] int64 rank of every vertex."""
+    images = steps.num_images
+    pair_image = np.repeat(np.arange(images), np.diff(steps.image_reads_indptr))
+    version = steps.image_reads - images
+    num_versions = steps.num_vertices - images
+    first = np.full(num_versions, np.iinfo(np.int64).max)
+    np.minimum.at(first, version, steps.image_batch[pair_image])
+    read = np.flatnonzero((first < np.iinfo(np.int64).max) & (steps.version_batch >= 0))
+    batches = steps.num_batches
+    key = rank[:images] * batches + steps.image_batch  # images by (rank, batch)
+    order = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(key[order], np.arange(rank.max(initial=0) * batches + batches + 1))
+    src, dst = [], []
+    for extra in (0, 1):  # the first reading batch and the next
+        b = first[read] + extra
+        keep = b < batches
+        v, k = read[keep], rank[images + read[keep]] * batches + b[keep]
+        counts = bounds[k + 1] - bounds[k]
+        src.append(np.repeat(images + v, counts))
+        starts = np.repeat(bounds[k] - (np.cumsum(counts) - counts), counts)
+        dst.append(order[starts + np.arange(counts.sum())])
+    g = steps.graph
+    old_src = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
+    keys = np.unique(np.concatenate([old_src * g.num_nodes + g.indices, *(s * g.num_nodes + d for s, d in zip(src, dst))]))
+    indptr, indices = edges_to_csr(g.num_nodes, keys // g.num_nodes, keys % g.num_nodes)
+    return GraphData(indptr, indices, directed=True)
+
+
 def _rows(payload: np.ndarray, columns: int) -> torch.Tensor:
     """A received payload (a read-only float32 view) as a tensor [rows, columns] of its own."""
     return torch.from_numpy(np.array(payload).reshape(-1, columns))
+
+
+def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int,
+                height: int, batches: np.ndarray, start: int, stop: int, margin, num_cells: int, num_ranks: int,
+                max_staleness: int = 0, cost_weights: tuple = (0.0, 1.0, PIXEL_COST),
+                stale_impact: float = STALE_IMPACT) -> tuple[Window, Schedule]:
+    """Plan batches [start, stop) of ``batches`` [S, B] (collective on ``comm``, the same on every rank):
+    cells of the Gaussians (means, log-scales [G, 3]), ownership by ``num_ranks`` ranks, visibility of
+    every camera (viewmats [C, 4, 4], Ks [C, 3, 3]) within ``margin``, the step graph (with
+    ``relax_reads`` for max_staleness > 0) and its schedule; an image's predicted cost is
+    ``cost_weights · (1, predicted visible Gaussians, pixels)``. The runtime plans each window with it and
+    the simulator (``odin_sched.simulate``) plans for many virtual GPUs with it on one process."""
+    cells = min(num_cells, len(means))
+    cell_of = kd_cells(means, cells)
+    bounds = cell_bounds(means, scales, cell_of, cells)
+    indptr, members = cell_members(cell_of, cells)
+    visible = predict_visible_cells(bounds, viewmats, Ks, width, height, margin)
+    steps = build_step_graph(batches[start:stop], visible)
+    steps, staleness = relax_reads(steps, bounds.count, max_staleness, stale_impact)
+    owner = owners_by_count(bounds.count, num_ranks)
+    image_cost = (cost_weights[0] + cost_weights[1] * (visible[steps.image_camera].astype(np.float64)
+                                                       @ bounds.count.astype(np.float64))
+                  + cost_weights[2] * width * height)
+    schedule = plan_schedule(comm, steps, image_cost, bounds.count * PARAM_COLUMNS * 4, owner,
+                             num_ranks=num_ranks)
+    plan = DataflowPlan(publish_before_compute(steps, schedule.rank), schedule.rank,
+                        publish_first(schedule.priority, steps.num_images), schedule.phase)
+    return Window(start, stop, cell_of, indptr, members, owner, visible, steps, plan, margin, staleness), schedule
 
 
 class DistributedTrainer:
@@ -268,6 +357,8 @@ class DistributedTrainer:
         self.num_cells = options.resolved_cells(comm.size)
         self.metrics = RankMetrics()
         self.violations = 0
+        self.stale_reads = 0
+        self.max_staleness_seen = 0
         self.safety = 1.0
         self.dependency_edges = 0
         self.first_window = None
@@ -285,25 +376,17 @@ class DistributedTrainer:
         return stop
 
     def plan(self, start: int, stop: int) -> Window:
-        setup, opt, size = self.setup, self.opt, self.comm.size
-        means = opt.params["means"].detach().numpy()
-        scales = opt.params["scales"].detach().numpy()
-        cells = min(self.num_cells, len(means))
-        cell_of = kd_cells(means, cells)
-        bounds = cell_bounds(means, scales, cell_of, cells)
-        indptr, members = cell_members(cell_of, cells)
+        setup, opt = self.setup, self.opt
         lrs = setup.settings.lrs(setup.extent, start + 1, self.steps)  # the largest in the window (decaying)
         margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, stop - start, self.safety)
         scene = setup.scene
-        visible = predict_visible_cells(bounds, scene.viewmats, scene.Ks, scene.width, scene.height, margin)
-        steps = build_step_graph(setup.batches[start:stop], visible)
-        owner = owners_by_count(bounds.count, size)
-        image_cost = (visible[steps.image_camera].astype(np.float64) @ bounds.count.astype(np.float64)
-                      + scene.width * scene.height * PIXEL_COST)
-        schedule = plan_schedule(self.comm, steps, image_cost, bounds.count * PARAM_COLUMNS * 4, owner)
-        plan = DataflowPlan(steps.graph, schedule.rank, publish_first(schedule.priority, steps.num_images),
-                            schedule.phase)
-        window = Window(start, stop, cell_of, indptr, members, owner, visible, steps, plan, margin)
+        window, schedule = plan_window(self.comm, opt.params["means"].detach().numpy(),
+                                       opt.params["scales"].detach().numpy(), scene.viewmats, scene.Ks,
+                                       scene.width, scene.height, setup.batches, start, stop, margin,
+                                       self.num_cells, self.comm.size, self.options.staleness,
+                                       stale_impact=self.options.stale_impact)
+        self.stale_reads += int(np.count_nonzero(window.staleness))
+        self.max_staleness_seen = max(self.max_staleness_seen, int(window.staleness.max(initial=0)))
         if self.first_window is None:
             self.first_window = (window, schedule)
         return window
@@ -330,7 +413,7 @@ class DistributedTrainer:
             snapshot = {k: self.opt.params[k].detach().clone() for k in ("means", "scales")}
             program = TrainingSteps(self, window)
             called = time.perf_counter()
-            mode = "dataflow" if self.options.mode == "odin" else "bsp"
+            mode = "bsp" if self.options.mode == "barrier" else "dataflow"
             result = run_dataflow(comm, window.plan, program, mode=mode, trace=self.options.timeline is not None)
             self._record(result, called, time.perf_counter(), started, window)
             self.versions_seen += window.steps.num_vertices - window.steps.num_images
@@ -489,6 +572,8 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
                  "steps_per_second": steps / result.wall_time_s,
                  "compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
                  "wait_seconds": totals["wait_seconds"], "visibility_violations": trainer.violations,
+                 "max_staleness": options.staleness, "stale_reads": trainer.stale_reads,
+                 "max_staleness_seen": trainer.max_staleness_seen, "stale_impact": options.stale_impact,
                  "cells": trainer.num_cells, "window": options.window,
                  "dependency_edges": trainer.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,

@@ -160,6 +160,17 @@ def _city_layout(g, c, rng):
     return gaussians, viewmats
 
 
+def scene_geometry(gaussians: int, cameras: int, width: int, height: int, rng, layout: str) -> tuple:
+    """The ground-truth Gaussians and cameras of a layout, without images (the simulator's metadata-only
+    scenes use it for millions of Gaussians): (dict of float32 arrays means [G, 3], scales [G, 3],
+    quats [G, 4], opacities [G], colors [G, 3]; viewmats [C, 4, 4] float32; Ks [C, 3, 3] float32).
+    ``rng``: a numpy Generator (advanced by the call)."""
+    gauss, viewmats = (_objects_layout if layout == "objects" else _city_layout)(gaussians, cameras, rng)
+    focal = FOCAL_FACTOR * width
+    K = np.array([[focal, 0, 0.5 * width], [0, focal, 0.5 * height], [0, 0, 1]], np.float32)
+    return gauss, viewmats.astype(np.float32), np.tile(K, (cameras, 1, 1))
+
+
 def generate_scene(gaussians: int, cameras: int, width: int, height: int, seed: int = 0,
                    layout: str = "objects", init_fraction: float = 0.5, init_noise: float = 0.5) -> Scene:
     """Build a ground-truth scene, render its images and draw the initial point cloud.
@@ -183,11 +194,7 @@ def generate_scene(gaussians: int, cameras: int, width: int, height: int, seed: 
     if not 0.0 < init_fraction <= 1.0 or init_noise < 0.0:
         raise InputError("init_fraction must be in (0, 1] and init_noise >= 0")
     rng = np.random.default_rng(seed)
-    gauss, viewmats = (_objects_layout if layout == "objects" else _city_layout)(gaussians, cameras, rng)
-    viewmats = viewmats.astype(np.float32)
-    focal = FOCAL_FACTOR * width
-    K = np.array([[focal, 0, 0.5 * width], [0, focal, 0.5 * height], [0, 0, 1]], np.float32)
-    Ks = np.tile(K, (cameras, 1, 1))
+    gauss, viewmats, Ks = scene_geometry(gaussians, cameras, width, height, rng, layout)
 
     tensors = {k: torch.from_numpy(v) for k, v in gauss.items()}
     images = np.empty((cameras, height, width, 3), np.uint8)

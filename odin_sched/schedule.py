@@ -5,12 +5,12 @@
 * ``Levels``: the number of edges on the longest path from any source to each vertex;
 * ``CriticalPath`` (on the reversed graph): the heaviest cost path from each vertex to a sink,
   its own cost included (the priority of a step: the work that still depends on it);
-* ``Assignment``: the rank of every vertex; a cell version lives with its cell's owner, and the
+* ``Assignment``: the rank of every vertex (of ``num_ranks``); a cell version lives with its cell's owner, and the
   images of a batch are spread over the ranks by a deterministic greedy that keeps the batch
   balanced and prefers the rank owning the most bytes of the cells an image reads.
 
 The results are gathered to every rank in global vertex order. Level and priority do not depend
-on the number of ranks; the assignment is to ``comm.size`` ranks.
+on the number of ranks; the assignment is to ``num_ranks`` ranks (default ``comm.size``).
 """
 
 from dataclasses import dataclass
@@ -86,10 +86,10 @@ class Assignment(VertexProgram):
 
     combiner = "sum"
 
-    def __init__(self, step_graph: StepGraph, image_cost, cell_bytes, cell_owner):
-        # image_cost [I] float64; cell_bytes [K] float64; cell_owner [K] int64
+    def __init__(self, step_graph: StepGraph, image_cost, cell_bytes, cell_owner, num_ranks: int):
+        # image_cost [I] float64; cell_bytes [K] float64; cell_owner [K] int64 in [0, num_ranks)
         self.steps, self.image_cost = step_graph, image_cost
-        self.cell_bytes, self.cell_owner = cell_bytes, cell_owner
+        self.cell_bytes, self.cell_owner, self.num_ranks = cell_bytes, cell_owner, num_ranks
 
     def init(self, ctx):
         ids, rank = ctx.global_ids, np.full(ctx.num_local, -1, np.int64)
@@ -102,7 +102,7 @@ class Assignment(VertexProgram):
             return None
         ids = ctx.global_ids
         version = ~self.steps.is_image(ids)
-        row = np.zeros((ctx.num_local, ctx.size))
+        row = np.zeros((ctx.num_local, self.num_ranks))
         cells = self.steps.version_cell[ids[version] - self.steps.num_images]
         row[np.flatnonzero(version), rank[version]] = self.cell_bytes[cells]
         return row, version
@@ -111,13 +111,13 @@ class Assignment(VertexProgram):
         ids = ctx.global_ids
         image = self.steps.is_image(ids)
         if ctx.superstep == 0:
-            affinity = np.zeros((self.steps.num_images, ctx.size))
+            affinity = np.zeros((self.steps.num_images, self.num_ranks))
             affinity[ids[image]] = gathered[image]
             ctx.aggregate("affinity", affinity)
             return rank, True
         shape = (self.steps.num_batches, self.steps.batch_size)
         chosen = greedy_assignment(self.image_cost.reshape(shape),
-                                   ctx.aggregated["affinity"].reshape(shape + (ctx.size,))).ravel()
+                                   ctx.aggregated["affinity"].reshape(shape + (self.num_ranks,))).ravel()
         rank = rank.copy()
         rank[image] = chosen[ids[image]]
         return rank, False
@@ -169,23 +169,29 @@ class Schedule:
 
 
 def plan_schedule(comm, step_graph: StepGraph, image_cost: np.ndarray, cell_bytes: np.ndarray,
-                  cell_owner: np.ndarray, version_cost: np.ndarray | None = None) -> Schedule:
+                  cell_owner: np.ndarray, version_cost: np.ndarray | None = None,
+                  num_ranks: int | None = None) -> Schedule:
     """Plan a window's schedule (collective; the same result on every rank).
 
     image_cost: [I] predicted cost of each image step; cell_bytes: [K] size of each cell;
-    cell_owner: [K] int rank in ``[0, comm.size)`` owning each cell; version_cost: [V] update cost
-    of each cell version (default 0). Level and priority do not depend on ``comm.size``.
+    cell_owner: [K] int rank in ``[0, num_ranks)`` owning each cell; version_cost: [V] update cost
+    of each cell version (default 0); num_ranks: the ranks to assign to (default ``comm.size``; the
+    simulator plans for many virtual GPUs on one process). Level and priority do not depend on it.
     """
+    num_ranks = comm.size if num_ranks is None else int(num_ranks)
     error, inputs = None, None
     try:
-        inputs = _checked(comm.size, step_graph, image_cost, cell_bytes, cell_owner, version_cost)
+        if num_ranks < 1:
+            raise InputError(f"num_ranks must be at least 1, got {num_ranks}")
+        inputs = _checked(num_ranks, step_graph, image_cost, cell_bytes, cell_owner, version_cost)
     except InputError as err:
         error = err
     comm.agree(error)
     image_cost, cell_bytes, cell_owner, cost = inputs
     graph = load_graph(comm, ArraySource(step_graph.graph), "range")
     level = _everywhere(graph, run(graph, Levels()).values)
-    rank = _everywhere(graph, run(graph, Assignment(step_graph, image_cost, cell_bytes, cell_owner)).values)
+    rank = _everywhere(graph, run(graph, Assignment(step_graph, image_cost, cell_bytes, cell_owner,
+                                                    num_ranks)).values)
     reverse = load_graph(comm, ArraySource(reversed_graph(step_graph.graph)), "range")
     priority = _everywhere(reverse, run(reverse, CriticalPath(cost)).values)
     return Schedule(level, priority, rank, step_graph.phase())

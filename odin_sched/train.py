@@ -354,7 +354,8 @@ def main(args) -> TrainResult:
 
         window = OdinOptions.window if args.window is None else args.window
         options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=window, timeline=args.timeline,
-                              schedule_out=args.schedule_out)
+                              schedule_out=args.schedule_out, max_staleness=args.max_staleness,
+                              stale_impact=args.stale_impact)
         result = train_distributed(comm, args.scene, args.steps, args.out, options, **common)
         if comm.rank != 0:
             return result

@@ -439,9 +439,15 @@ def _add_train(sub) -> None:
                    help="shuffled: seeded permutations of the training cameras; spread: the same, but "
                         "consecutive batches see different parts of the scene where possible (default: "
                         "shuffled for B = 1, spread otherwise)")
-    p.add_argument("--mode", choices=("odin", "barrier"), default=None,
+    p.add_argument("--mode", choices=("odin", "barrier", "odin-fast"), default=None,
                    help="distributed execution (default with more than one rank: odin, barrier-free; barrier: "
-                        "the synchronous baseline with a global barrier per batch)")
+                        "the synchronous baseline with a global barrier per batch; odin-fast: odin where an "
+                        "image may read a low-impact cell up to --max-staleness updates old)")
+    p.add_argument("--max-staleness", type=int, default=1, metavar="K",
+                   help="odin-fast: updates of a low-impact cell an image may miss (default 1)")
+    p.add_argument("--stale-impact", type=float, default=0.25, metavar="F",
+                   help="odin-fast: a cell may be read stale when it holds at most this share of the image's "
+                        "predicted visible Gaussians (default 0.25)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default 16 per rank)")
     p.add_argument("--window", type=int, default=None, metavar="W",
@@ -483,11 +489,34 @@ def _run_render(args) -> None:
     print(f"wrote {len(written)} file(s) to {args.out}: {', '.join(os.path.basename(p) for p in written)}")
 
 
+def _add_simulate(sub) -> None:
+    p = sub.add_parser("simulate", help="simulate distributed training on many GPUs with the runtime's scheduler",
+                       description="Plan and run odin, barrier and odin-fast training on virtual GPUs with the "
+                                   "runtime's planning and firing code, a SimPy clock and a measured cost model.")
+    p.add_argument("--layout", choices=("city", "objects"), default="city", help="metadata-only generated scene")
+    p.add_argument("--scene", default=None, help="simulate a scene file's training instead (its initial Gaussians)")
+    p.add_argument("--gaussians", type=int, default=1_000_000)
+    p.add_argument("--cameras", type=int, default=2000)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--height", type=int, default=192)
+    p.add_argument("--steps", type=int, default=40, help="batches to simulate")
+    p.add_argument("--gpus", default="8,16,32,64", help="comma-separated GPU counts")
+    p.add_argument("--batch-size", type=int, default=None, help="images per batch (default: the GPU count)")
+    p.add_argument("--profile", default="h200-ib", choices=("cpu-here", "h200-ib"))
+    p.add_argument("--window", type=int, default=20, help="batches per planning window")
+    p.add_argument("--cells-per-gpu", type=int, default=4)
+    p.add_argument("--max-staleness", type=int, default=1, help="odin-fast's staleness bound K")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="result file (.h5)")
+    p.set_defaults(run=lambda args: __import__("odin_sched.simulate", fromlist=["main"]).main(args))
+
+
 def _add_plot(sub) -> None:
     p = sub.add_parser("plot", help="plot a run/infer/train result or Chrome-trace timelines to a PNG",
                        description="RESULT.h5 of pregel run/infer: per-superstep compute and communication "
                                    "seconds per rank and the per-rank balance; of pregel train: loss and "
-                                   "held-out PSNR against steps. TRACE.json files: a Gantt chart per trace.")
+                                   "held-out PSNR against steps; of pregel simulate: scaling curves. TRACE.json files: a Gantt "
+                                   "chart per trace.")
     p.add_argument("files", nargs="+", metavar="FILE", help="one result .h5, or one or more trace .json")
     p.add_argument("--out", required=True, help="PNG file")
     p.add_argument("--labels", default=None, help="comma-separated titles for the traces")
@@ -504,7 +533,7 @@ def _run_plot(args) -> None:
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train, _add_convert_colmap, _add_render, _add_plot)
+               _add_train, _add_convert_colmap, _add_render, _add_simulate, _add_plot)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -216,8 +216,9 @@ class _Routes:
     Edges are sorted by (u, r, destination), so a group's edges and a vertex's groups are ranges.
     """
 
-    def __init__(self, plan: DataflowPlan, program: DataflowProgram, size: int, me: int):
+    def __init__(self, plan: DataflowPlan, program: DataflowProgram, size: int, me: int | None = None):
         n = plan.graph.num_nodes
+        self.plan = plan
         src, dst = _check_plan(plan, size)
         sizes = np.asarray(program.payload_size(src, dst), dtype=np.int64).reshape(-1)
         self.broadcast = np.asarray(program.broadcasts(np.arange(n, dtype=np.int64)), dtype=bool).reshape(-1)
@@ -228,26 +229,33 @@ class _Routes:
         first = np.flatnonzero(np.diff(key, prepend=-1) != 0)
         self.group_ptr = np.append(first, len(key))  # [G + 1]: the edges of each group
         groups = len(first)
-        group_of_edge = np.repeat(np.arange(groups), np.diff(self.group_ptr))
+        self.group_of_edge = np.repeat(np.arange(groups), np.diff(self.group_ptr))
         self.group_src, self.group_rank = self.src[first], plan.rank[self.dst[first]]
         self.group_source_rank = plan.rank[self.group_src]
         per_edge = np.add.reduceat(self.sizes, first) if groups else np.zeros(0, np.int64)
         self.group_size = np.where(self.broadcast[self.group_src], self.sizes[first], per_edge)
-        remote = self.group_source_rank != self.group_rank
-        self.tag = np.where(remote, np.cumsum(remote) - 1, -1)
-        self.num_messages = int(remote.sum())
+        self.remote = self.group_source_rank != self.group_rank
+        self.tag = np.where(self.remote, np.cumsum(self.remote) - 1, -1)
+        self.num_messages = int(self.remote.sum())
         self.vertex_groups = np.searchsorted(self.group_src, np.arange(n + 1))  # [N + 1]
         before = np.cumsum(self.sizes) - self.sizes  # element offset of each edge within its group
-        offset = np.where(self.broadcast[self.src], 0, before - before[first][group_of_edge])
-        mine = np.flatnonzero(plan.rank[self.dst] == me)
+        self.offset = np.where(self.broadcast[self.src], 0, before - before[first][self.group_of_edge])
+        if me is not None:
+            self.select(me)
+
+    def select(self, me: int) -> "_Routes":
+        """Set the tables of rank ``me`` (its in-edges, its incoming and outgoing messages); returns self."""
+        n, rank = self.plan.graph.num_nodes, self.plan.rank
+        mine = np.flatnonzero(rank[self.dst] == me)
         mine = mine[np.lexsort((self.src[mine], self.dst[mine]))]  # my in-edges by (dst, src)
         self.in_ptr = np.searchsorted(self.dst[mine], np.arange(n + 1))  # [N + 1]
-        self.in_src, self.in_group = self.src[mine], group_of_edge[mine]
-        self.in_offset, self.in_size = offset[mine], self.sizes[mine]
+        self.in_src, self.in_group = self.src[mine], self.group_of_edge[mine]
+        self.in_offset, self.in_size = self.offset[mine], self.sizes[mine]
         self.missing = np.bincount(self.dst[mine], minlength=n)  # distinct in-neighbours of mine
-        self.uses = np.bincount(self.in_group, minlength=groups)  # my edges reading each group
-        self.incoming = np.flatnonzero(remote & (self.group_rank == me))  # by (u, source rank)
-        self.outgoing = np.flatnonzero(remote & (self.group_source_rank == me))
+        self.uses = np.bincount(self.in_group, minlength=len(self.group_src))  # my edges reading each group
+        self.incoming = np.flatnonzero(self.remote & (self.group_rank == me))  # by (u, source rank)
+        self.outgoing = np.flatnonzero(self.remote & (self.group_source_rank == me))
+        return self
 
 
 def _check_sizes(sizes, broadcast, src, dst) -> None:
@@ -312,13 +320,21 @@ class _Requests:
         return self.open > 0
 
 
-class _Run:
-    """One rank's run: readiness, the payloads held for local vertices, firing and routing."""
+class Firing:
+    """The execution policy of one rank, whatever carries the messages: which local vertices are
+    ready (all inputs arrived), which fires next (highest priority, ties by lowest id), what each
+    fire's inputs are, and where its outputs go. ``run_dataflow`` drives it with MPI; a simulator
+    (``odin_sched.simulate``) drives the same class with a virtual clock and simulated transfers.
 
-    def __init__(self, comm, plan, program, routes: _Routes, clock: _Clock):
-        self.comm, self.plan, self.program, self.routes, self.clock = comm, plan, program, routes, clock
-        self.ctx = DataflowContext(comm.rank, comm.size, plan)
-        self.local = np.flatnonzero(plan.rank == comm.rank)
+    routes: the plan's ``_Routes`` with rank ``rank`` selected; carry: False to route no payloads
+    (``fire`` then gets empty inputs and its return value is ignored; sizes still count).
+    """
+
+    def __init__(self, plan: DataflowPlan, program: DataflowProgram, routes: _Routes, rank: int, size: int,
+                 carry: bool = True):
+        self.plan, self.program, self.routes, self.rank, self.carry = plan, program, routes, rank, carry
+        self.ctx = DataflowContext(rank, size, plan)
+        self.local = np.flatnonzero(plan.rank == rank)
         self.missing, self.uses = routes.missing.copy(), routes.uses.copy()
         self.held = {}  # group -> its payload array, or a local per-edge group's fire output (dict)
         self.ready = []  # heap of (-priority, vertex)
@@ -327,17 +343,108 @@ class _Run:
         for v in self.local[self.missing[self.local] == 0].tolist():
             self._push(v)
 
+    @property
+    def done(self) -> bool:
+        return self.counts["fired"] == len(self.local)
+
+    def pop(self) -> int:
+        """The ready vertex to fire next (there must be one)."""
+        return heapq.heappop(self.ready)[1]
+
+    def bsp_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """BSP mode: (phases [F], the local vertices in firing order [n], the end of each phase's
+        vertices in that order [F]): by phase, then priority (higher first), then id."""
+        plan, local = self.plan, self.local
+        phases = np.unique(plan.phase)
+        order = local[np.lexsort((local, -plan.priority[local], plan.phase[local]))]
+        return phases, order, np.searchsorted(plan.phase[order], phases, side="right")
+
+    def inputs(self, v: int) -> dict:
+        """{in-neighbour: read-only payload} of ``v`` (empty without payloads); drops payloads that
+        no vertex here still reads."""
+        r = self.routes
+        a, b = r.in_ptr[v], r.in_ptr[v + 1]
+        inputs = {}
+        if self.carry:
+            for u, g, offset, n in zip(r.in_src[a:b].tolist(), r.in_group[a:b].tolist(),
+                                       r.in_offset[a:b].tolist(), r.in_size[a:b].tolist()):
+                held = self.held[g]
+                payload = held[v].view() if isinstance(held, dict) else held[offset:offset + n]
+                payload.flags.writeable = False
+                inputs[u] = payload
+        groups = r.in_group[a:b]
+        self.uses[groups] -= 1
+        for g in groups[self.uses[groups] == 0].tolist():
+            self.held.pop(g, None)
+        self.counts["fired"] += 1
+        return inputs
+
+    def route(self, u: int, out) -> list:
+        """Deliver ``u``'s output to its out-neighbours here; returns [(group, payload)] for the
+        other ranks (the concatenation of the per-edge payloads for each; None without payloads)."""
+        r = self.routes
+        g0, g1 = r.vertex_groups[u], r.vertex_groups[u + 1]
+        if g0 == g1:
+            return []
+        a, b = r.group_ptr[g0], r.group_ptr[g1]
+        payload = None
+        if self.carry and r.broadcast[u]:
+            payload = _payload(out, u, int(r.sizes[a]), "its broadcast payload")
+        elif self.carry:
+            _check_keys(out, u, r.dst[a:b])
+            for v, n in zip(r.dst[a:b].tolist(), r.sizes[a:b].tolist()):
+                _payload(out[v], u, n, f"its payload for vertex {v}")
+        remote = []
+        for g in range(g0, g1):
+            if r.group_rank[g] == self.rank:
+                self.deliver(g, payload if r.broadcast[u] else out)
+                continue
+            if self.carry and not r.broadcast[u]:
+                parts = [out[v] for v in r.dst[r.group_ptr[g]:r.group_ptr[g + 1]].tolist()]
+                payload = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            remote.append((g, payload))
+            self.counts["messages_sent"] += 1
+            self.counts["bytes_sent"] += 4 * int(r.group_size[g])
+        return remote
+
+    def deliver(self, g: int, payload) -> None:
+        """Hold group ``g``'s payload for its readers here; queue those that became ready."""
+        r = self.routes
+        if self.carry:
+            self.held[g] = payload
+        readers = r.dst[r.group_ptr[g]:r.group_ptr[g + 1]]
+        self.missing[readers] -= 1
+        for v in readers[self.missing[readers] == 0].tolist():
+            self._push(v)
+
+    def received(self, g: int, payload) -> None:
+        """Deliver a message from another rank (and count it)."""
+        self.deliver(g, payload)
+        self.counts["messages_received"] += 1
+        self.counts["bytes_received"] += 4 * int(self.routes.group_size[g])
+
+    def _push(self, v: int) -> None:
+        heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
+
+
+class _Run:
+    """One rank's run over MPI: the transport that drives this rank's ``Firing``."""
+
+    def __init__(self, comm, plan, program, routes: _Routes, clock: _Clock):
+        self.comm, self.plan, self.program, self.routes, self.clock = comm, plan, program, routes, clock
+        self.firing = Firing(plan, program, routes, comm.rank, comm.size)
+
     # ------------------------------------------------------------------ the two modes
 
     def dataflow(self) -> None:
         """Fire ready vertices by priority, send at once, block only when nothing is ready."""
-        r, comm, clock = self.routes, self.comm, self.clock
+        r, comm, clock, firing = self.routes, self.comm, self.clock, self.firing
         receives, sends = _Requests(), _Requests()  # items: (group, buffer); buffers kept alive
         for g in r.incoming.tolist():
             buffer = np.empty(r.group_size[g], dtype=np.float32)
             receives.add(comm.irecv(buffer, int(r.group_source_rank[g]), int(r.tag[g])), (g, buffer))
         next_poll, next_send_check = 0.0, SEND_CHECK
-        while self.counts["fired"] < len(self.local):
+        while not firing.done:
             if receives and time.perf_counter() >= next_poll:
                 t0 = time.perf_counter()
                 arrived = receives.completed(comm.testsome(receives.requests))
@@ -345,11 +452,11 @@ class _Run:
                 clock.add("recv", t0, keep=bool(arrived))
                 t1 = time.perf_counter()
                 next_poll = t1 + POLL_SPACING * (t1 - t0)
-            if self.ready:
-                u = heapq.heappop(self.ready)[1]
+            if firing.ready:
+                u = firing.pop()
                 out = self._fire(u)
                 t0 = time.perf_counter()
-                for g, payload in self._route(u, out):
+                for g, payload in firing.route(u, out):
                     sends.add(comm.isend(payload, int(r.group_rank[g]), int(r.tag[g])), payload)
                 if len(sends.requests) >= next_send_check:
                     sends.completed(comm.testsome(sends.requests))
@@ -369,10 +476,8 @@ class _Run:
 
     def bsp(self) -> None:
         """Phase by phase: fire, meet at a barrier, exchange the phase's messages in one Alltoallv."""
-        r, plan, comm, clock = self.routes, self.plan, self.comm, self.clock
-        phases = np.unique(plan.phase)
-        order = self.local[np.lexsort((self.local, -plan.priority[self.local], plan.phase[self.local]))]
-        bounds = np.searchsorted(plan.phase[order], phases, side="right")
+        r, plan, comm, clock, firing = self.routes, self.plan, self.comm, self.clock, self.firing
+        phases, order, bounds = firing.bsp_order()
         sending = r.outgoing[np.lexsort((r.group_src[r.outgoing], r.group_rank[r.outgoing],
                                          plan.phase[r.group_src[r.outgoing]]))]
         coming = r.incoming[np.lexsort((r.group_src[r.incoming], r.group_source_rank[r.incoming],
@@ -389,7 +494,7 @@ class _Run:
             for u in order[start:bounds[i]].tolist():
                 out = self._fire(u)
                 t0 = time.perf_counter()
-                outputs.update(self._route(u, out))
+                outputs.update(firing.route(u, out))
                 clock.add("send", t0, u)
             start = bounds[i]
             t0 = time.perf_counter()
@@ -402,89 +507,26 @@ class _Run:
             groups = coming[recv_cut[i - 1] if i else 0:recv_cut[i]]
             ends = np.cumsum(r.group_size[groups])
             for g, a, b in zip(groups.tolist(), (ends - r.group_size[groups]).tolist(), ends.tolist()):
-                self._deliver(g, received[a:b])
-                self._count_received(b - a)
+                firing.received(g, received[a:b])
             clock.add("recv", t0)
 
     # ------------------------------------------------------------------ shared steps
 
     def _fire(self, v: int):
         """Run ``program.fire`` on ``v`` with its inputs (timed as compute)."""
-        inputs = self._inputs(v)
+        inputs = self.firing.inputs(v)
         t0 = time.perf_counter()
-        out = self.program.fire(self.ctx, v, inputs)
+        out = self.program.fire(self.firing.ctx, v, inputs)
         self.clock.add("compute", t0, v)
-        self.counts["fired"] += 1
         return out
-
-    def _inputs(self, v: int) -> dict:
-        """{in-neighbour: read-only payload} of ``v``; drops payloads that no vertex here still reads."""
-        r = self.routes
-        a, b = r.in_ptr[v], r.in_ptr[v + 1]
-        inputs = {}
-        for u, g, offset, n in zip(r.in_src[a:b].tolist(), r.in_group[a:b].tolist(),
-                                   r.in_offset[a:b].tolist(), r.in_size[a:b].tolist()):
-            held = self.held[g]
-            payload = held[v].view() if isinstance(held, dict) else held[offset:offset + n]
-            payload.flags.writeable = False
-            inputs[u] = payload
-        groups = r.in_group[a:b]
-        self.uses[groups] -= 1
-        for g in groups[self.uses[groups] == 0].tolist():
-            del self.held[g]
-        return inputs
-
-    def _route(self, u: int, out) -> list:
-        """Deliver ``u``'s output to its out-neighbours here; returns [(group, payload)] for the
-        other ranks (the concatenation of the per-edge payloads for each)."""
-        r = self.routes
-        g0, g1 = r.vertex_groups[u], r.vertex_groups[u + 1]
-        if g0 == g1:
-            return []
-        a, b = r.group_ptr[g0], r.group_ptr[g1]
-        if r.broadcast[u]:
-            payload = _payload(out, u, int(r.sizes[a]), "its broadcast payload")
-        else:
-            _check_keys(out, u, r.dst[a:b])
-            for v, n in zip(r.dst[a:b].tolist(), r.sizes[a:b].tolist()):
-                _payload(out[v], u, n, f"its payload for vertex {v}")
-        remote = []
-        for g in range(g0, g1):
-            if r.group_rank[g] == self.comm.rank:
-                self._deliver(g, payload if r.broadcast[u] else out)
-                continue
-            if not r.broadcast[u]:
-                parts = [out[v] for v in r.dst[r.group_ptr[g]:r.group_ptr[g + 1]].tolist()]
-                payload = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            remote.append((g, payload))
-            self.counts["messages_sent"] += 1
-            self.counts["bytes_sent"] += payload.nbytes
-        return remote
-
-    def _deliver(self, g: int, payload) -> None:
-        """Hold group ``g``'s payload for its readers here; queue those that became ready."""
-        r = self.routes
-        self.held[g] = payload
-        readers = r.dst[r.group_ptr[g]:r.group_ptr[g + 1]]
-        self.missing[readers] -= 1
-        for v in readers[self.missing[readers] == 0].tolist():
-            self._push(v)
 
     def _arrived(self, arrived: list) -> None:
         """Deliver the (group, buffer) of completed receives."""
         for g, buffer in arrived:
-            self._deliver(g, buffer)
-            self._count_received(buffer.size)
-
-    def _count_received(self, elements: int) -> None:
-        self.counts["messages_received"] += 1
-        self.counts["bytes_received"] += 4 * elements
-
-    def _push(self, v: int) -> None:
-        heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
+            self.firing.received(g, buffer)
 
     def result(self, mode: str) -> DataflowResult:
-        c, seconds = self.counts, self.clock.seconds
+        c, seconds = self.firing.counts, self.clock.seconds
         return DataflowResult(mode, c["fired"], seconds["compute"], seconds["comm"], seconds["wait"],
                               c["messages_sent"], c["bytes_sent"], c["messages_received"],
                               c["bytes_received"], time.perf_counter() - self.clock.start, self.clock.spans)

@@ -7,6 +7,8 @@
   loss and held-out PSNR against steps, plus per-rank compute/comm/wait seconds when the file has
   ``/metrics/per_rank`` (a compound table with those fields, one row per rank, or a [ranks, 3] array
   whose ``fields`` attribute names the columns);
+* a ``pregel simulate`` result (``/gpus``, ``/steps_per_second/{mode}``): steps/s against GPUs and
+  each mode's speed-up over barrier, one line per mode;
 * Chrome-trace JSON files (``traceEvents`` with ``ph = "X"``, ``tid`` = rank, ``cat`` or else ``name`` the kind):
   a Gantt chart with ranks as rows and a colour per kind; several traces are stacked on one time axis.
 """
@@ -62,6 +64,11 @@ def _result_figure(path):
             fields = [str(v) for v in f["stats/per_superstep"].attrs["fields"]]
             algorithm = str(f.attrs.get("algorithm", ""))
             return _run_figure(table, fields, algorithm, "layer" if algorithm == "gnn" else "superstep"), "run"
+        if "gpus" in f and "steps_per_second" in f:
+            curves = {m: f[f"steps_per_second/{m}"][()] for m in f["steps_per_second"]}
+            title = f"{f.attrs.get('layout', '')}, {int(f.attrs.get('gaussians', 0)):,} Gaussians, " \
+                    f"{f.attrs.get('profile_name', '')}"
+            return _scaling_figure(f["gpus"][()], curves, title), "simulate"
         if "metrics/loss" in f:
             metrics = {name: f[f"metrics/{name}"] for name in f["metrics"]}
             per_rank = _per_rank(path, metrics.get("per_rank"))
@@ -69,6 +76,28 @@ def _result_figure(path):
             return _train_figure(path, values, per_rank), "train"
     raise InputError.at(path, None, "neither a run/infer result (/stats/per_superstep) nor a train "
                         "result (/metrics/loss)")
+
+
+def _scaling_figure(gpus: np.ndarray, curves: dict, title: str):
+    """A ``pregel simulate`` result: steps/s against GPUs, and each mode's speed-up over barrier.
+    gpus: [n]; curves: mode -> [n] steps per second."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for mode, speed in curves.items():
+        left.plot(gpus, speed, marker="o", label=mode)
+        if "barrier" in curves:
+            right.plot(gpus, speed / curves["barrier"], marker="o", label=mode)
+    for ax, label in ((left, "steps / s"), (right, "speed-up over barrier")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(gpus, [str(g) for g in gpus])
+        ax.set_xlabel("GPUs")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
 
 
 def _run_figure(table: np.ndarray, fields: list, title: str, unit: str):

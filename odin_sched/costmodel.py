@@ -1,0 +1,174 @@
+"""The simulator's cost model: seconds per image step, per cell update and per message.
+
+* An image step (render, loss, backward) costs ``c0 + c_vis · visible + c_px · pixels + c_pair · pairs``
+  seconds, with ``visible`` the Gaussians it renders (radius > 0), ``pixels`` = width x height and
+  ``pairs`` the tile-Gaussian pairs of the rasterizer's binning (``image_features``). The coefficients
+  are fitted (non-negative least squares, ``fit_costs``) to the compute spans of real ``pregel train``
+  runs (``benchmarks/odin_calibrate.py`` writes ``profiles/cpu-here.json``).
+* A cell version (visible Adam on one cell) costs ``v0 + v_row · rows``, fitted the same way.
+* Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
+  costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
+  plan longer, so this underestimates planning at scale).
+* A message costs ``latency + bytes / bandwidth`` on the link between the two ranks (within a node or
+  between nodes), plus ``overhead`` seconds of the sender's time; the latency and bandwidth of
+  ``cpu-here`` come from an MPI ping-pong on this machine (``pingpong``).
+
+Profiles: ``cpu-here`` (measured here) and ``h200-ib`` (a datacenter: H200 GPUs, 8 per node on NVLink,
+nodes on 200 Gb/s InfiniBand; figures and sources in ``H200_IB``).
+"""
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+PROFILE_DIR = os.path.join(os.path.dirname(__file__), "profiles")
+FEATURES = ("visible", "pixels", "pairs")
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    """Seconds of every simulated action (see the module docstring)."""
+
+    name: str
+    image: tuple          # (c0, c_vis, c_px, c_pair) seconds
+    version: tuple        # (v0, v_row) seconds
+    latency: float        # seconds per message between nodes
+    bandwidth: float      # bytes / second between nodes
+    node_latency: float   # seconds per message within a node
+    node_bandwidth: float  # bytes / second within a node
+    gpus_per_node: int
+    overhead: float       # sender seconds per message
+    count_planning: bool  # whether the window planning is on the critical path
+    source: str
+    plan_seconds: float = 0.0  # seconds per window of the runtime's planning (when count_planning)
+
+    def image_seconds(self, features: np.ndarray) -> np.ndarray:
+        """[n] seconds of image steps with ``features`` [n, 3] (visible, pixels, pairs)."""
+        return self.image[0] + np.asarray(features, np.float64) @ np.asarray(self.image[1:], np.float64)
+
+    def version_seconds(self, rows: np.ndarray) -> np.ndarray:
+        """[n] seconds of cell updates of ``rows`` [n] Gaussians."""
+        return self.version[0] + self.version[1] * np.asarray(rows, np.float64)
+
+    def link(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(latency [m], bandwidth [m]) of the messages from ranks ``src`` [m] to ``dst`` [m]."""
+        same = np.asarray(src) // self.gpus_per_node == np.asarray(dst) // self.gpus_per_node
+        return (np.where(same, self.node_latency, self.latency),
+                np.where(same, self.node_bandwidth, self.bandwidth))
+
+    def barrier_seconds(self, ranks: int) -> float:
+        """A barrier: a dissemination of ceil(log2 P) rounds of the slowest latency in use."""
+        rounds = math.ceil(math.log2(ranks)) if ranks > 1 else 0
+        return rounds * (self.latency if ranks > self.gpus_per_node else self.node_latency)
+
+    def allgather_seconds(self, total_bytes: float, ranks: int) -> float:
+        """An allgather of ``total_bytes`` (all ranks' parts together): ring, (P - 1) steps."""
+        if ranks == 1:
+            return 0.0
+        slow = ranks > self.gpus_per_node
+        latency, bandwidth = (self.latency, self.bandwidth) if slow else (self.node_latency, self.node_bandwidth)
+        return (ranks - 1) * latency + total_bytes * (ranks - 1) / ranks / bandwidth
+
+
+#: The datacenter profile. Compute: the README's H200 timings of our CUDA kernels (forward + backward
+#: of one 256 x 256 image: 10,000 Gaussians 8.5 ms, 100,000 Gaussians 9.4 ms), which give
+#: c_vis = 0.9 ms / 90,000 = 1.0e-8 s per visible Gaussian and 8.4 ms for the rest; with one image size
+#: measured, the rest cannot be split into a constant and a per-pixel part: it is charged per pixel
+#: (8.4 ms / 65,536 px). Tile pairs are not separable from these two points (coefficient 0). Cell
+#: update: Adam reads and writes parameters, gradient and two moments (7 x 14 floats per Gaussian) at
+#: the H200's 4.8 TB/s HBM3e (NVIDIA H200 datasheet), plus a 10 us kernel launch. Network: NVLink 4
+#: between the 8 GPUs of a node, 450 GB/s per direction (900 GB/s bidirectional, H200 SXM datasheet),
+#: 3 us per message; between nodes one 200 Gb/s InfiniBand HDR port per GPU = 25 GB/s (IBTA HDR
+#: rate), 5 us per message (MPI small-message latency over HDR with GPU buffers); 5 us of host time
+#: per message sent. Planning is assumed to run ahead of the GPUs (as in Odin), off the critical path.
+H200_IB = CostProfile(
+    name="h200-ib", image=(0.0, 1.0e-8, 8.4e-3 / 65536, 0.0), version=(1.0e-5, 7 * 14 * 4 / 4.8e12),
+    latency=5e-6, bandwidth=25e9, node_latency=3e-6, node_bandwidth=450e9, gpus_per_node=8, overhead=5e-6,
+    count_planning=False,
+    source="compute: README H200 render timings (256x256 fwd+bwd, 10k: 8.5 ms, 100k: 9.4 ms); cell update: "
+           "HBM3e 4.8 TB/s (H200 datasheet) + 10 us; NVLink 4 450 GB/s/direction, 3 us; InfiniBand HDR "
+           "200 Gb/s = 25 GB/s per GPU, 5 us; 8 GPUs per node")
+
+
+def load_profile(name: str) -> CostProfile:
+    """The profile ``name``: 'h200-ib', or 'cpu-here' (measured here, ``profiles/cpu-here.json``)."""
+    if name == "h200-ib":
+        return H200_IB
+    if name == "cpu-here":
+        path = os.path.join(PROFILE_DIR, "cpu-here.json")
+        with open(path) as f:
+            data = json.load(f)
+        data["image"], data["version"] = tuple(data["image"]), tuple(data["version"])
+        return CostProfile(**data)
+    raise ValueError(f"unknown cost profile {name!r} (cpu-here, h200-ib)")
+
+
+def save_profile(profile: CostProfile, path) -> None:
+    """Write ``profile`` as JSON (what ``load_profile`` reads)."""
+    with open(path, "w") as f:
+        json.dump(asdict(profile), f, indent=1)
+
+
+def fit_costs(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Non-negative least-squares coefficients [1 + f] (intercept first) of ``seconds`` [n] on
+    ``features`` [n, f]. Columns are scaled to unit size for the solve."""
+    from scipy.optimize import nnls
+
+    x = np.column_stack([np.ones(len(seconds)), np.asarray(features, np.float64)])
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-300)
+    coef, _ = nnls(x / scale, np.asarray(seconds, np.float64))
+    return coef / scale
+
+
+def image_features(means: np.ndarray, scales: np.ndarray, quats: np.ndarray, viewmats: np.ndarray,
+                   Ks: np.ndarray, width: int, height: int, sample: float = 1.0, seed: int = 0) -> np.ndarray:
+    """[C, 3] float64 (visible Gaussians, pixels, tile-Gaussian pairs) of every camera.
+
+    means, scales (log), quats: [G, 3], [G, 3], [G, 4]; viewmats [C, 4, 4]; Ks [C, 3, 3]. With
+    ``sample`` < 1 a seeded subsample of the Gaussians is projected and the counts are scaled up
+    (large metadata-only scenes). Uses the rasterizer's own projection and tile rule.
+    """
+    from kernels.splat.binning import tile_grid
+    from kernels.splat.constants import TILE_SIZE
+    from kernels.splat.projection import project
+
+    count = len(means)
+    pick = np.arange(count)
+    if sample < 1.0:
+        pick = np.sort(np.random.default_rng(seed).choice(count, max(1, int(sample * count)), replace=False))
+    m, s, q = (np.ascontiguousarray(a[pick], np.float32) for a in (means, scales, quats))
+    tiles_x, tiles_y = tile_grid(width, height)
+    out = np.empty((len(viewmats), 3))
+    for c in range(len(viewmats)):  # one kernel call per camera, vectorised over Gaussians
+        mean2d, _, _, radius = project(m, s, q, np.asarray(viewmats[c]), np.asarray(Ks[c]), width, height)
+        seen = radius > 0
+        r, mx, my = radius[seen].astype(np.float64), mean2d[seen, 0], mean2d[seen, 1]
+        span_x = np.clip(np.ceil((mx + r) / TILE_SIZE), 0, tiles_x) - np.clip(np.floor((mx - r) / TILE_SIZE), 0, tiles_x)
+        span_y = np.clip(np.ceil((my + r) / TILE_SIZE), 0, tiles_y) - np.clip(np.floor((my - r) / TILE_SIZE), 0, tiles_y)
+        out[c] = (seen.sum(), width * height, (span_x * span_y).sum())
+    out[:, [0, 2]] *= count / len(pick)
+    return out
+
+
+def pingpong(comm, sizes=(8, 1 << 12, 1 << 16, 1 << 20, 1 << 22), repeats: int = 50) -> tuple[float, float]:
+    """(latency s, bandwidth bytes/s) between ranks 0 and 1 of ``comm`` (collective; ranks > 1 idle):
+    half the round trip of float32 messages of ``sizes`` bytes, fitted as latency + bytes / bandwidth."""
+    import time
+
+    half = []
+    for nbytes in sizes:
+        buffer = np.zeros(nbytes // 4, np.float32)
+        comm.barrier()
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            if comm.rank == 0:
+                comm.mpi.Send(buffer, dest=1)
+                comm.mpi.Recv(buffer, source=1)
+            elif comm.rank == 1:
+                comm.mpi.Recv(buffer, source=0)
+                comm.mpi.Send(buffer, dest=0)
+        half.append((time.perf_counter() - t0) / (2 * repeats))
+    coef = fit_costs(np.array(sizes, np.float64)[:, None], np.array(half))
+    return float(comm.bcast(coef[0])), float(comm.bcast(1.0 / max(coef[1], 1e-15)))

@@ -1,0 +1,407 @@
+"""A discrete-event simulator of distributed training that runs the runtime's own scheduling code.
+
+What decides what runs where and when is the runtime's: every window is planned by
+``odin_sched.odin.plan_window`` (cells, conservative visibility, step graph, ``relax_reads`` in
+odin-fast mode, levels / priorities / assignment by ``plan_schedule`` for ``gpus`` virtual ranks), the
+messages are those of ``odin_sched.odin.StepMessages``, and every virtual rank fires its vertices
+through ``pregel.dataflow.Firing`` (the ready queue, pending counts and routing that ``run_dataflow``
+uses over MPI). Only the transport and the clock differ: SimPy processes (one per virtual GPU) take
+a vertex's cost from the cost model (``odin_sched.costmodel``) as virtual time and hand each message
+to the destination after ``latency + bytes / bandwidth`` (each rank's outgoing link sends its
+messages one after another, and each rank's incoming link takes them in one after another). BSP mode (``barrier``) fires the same phases as ``run_dataflow(mode='bsp')``, then a
+barrier and an Alltoallv per phase. Each window ends like the runtime's: a barrier and an
+allgather of the model; planning counts when the profile says so (its measured ``plan_seconds`` per window).
+
+Not simulated: densification and evaluation (the runtime does both at window boundaries, the same
+in every mode), and contention inside the network beyond the two ends of a link.
+"""
+import copy
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from odin_sched.costmodel import CostProfile, image_features
+from odin_sched.depgraph import parallelism
+from odin_sched.odin import StepMessages, plan_window
+from odin_sched.step import PARAM_COLUMNS, BatchSettings
+from odin_sched.train import camera_batches, camera_centres, scene_extent
+from odin_sched.visibility import window_margin
+from pregel.dataflow import Firing, _Routes
+from pregel.errors import InputError
+
+MODES = ("odin", "barrier", "odin-fast")
+#: bytes per Gaussian of the window-end allgather: parameters and two Adam moments (float32), the
+#: densification accumulator (float32) and the id, step count and accumulator count (int64)
+GATHER_BYTES = 4 * (3 * PARAM_COLUMNS + 1) + 3 * 8
+
+
+def _local_comm():
+    """A one-rank communicator (MPI.COMM_SELF): the simulator plans for many virtual GPUs on one process."""
+    from mpi4py import MPI
+
+    from pregel.comm import Comm
+
+    return Comm(MPI.COMM_SELF)
+
+
+@dataclass
+class SimScene:
+    """What the simulator needs of a scene: the model's Gaussians (means, log-scales [G, 3], quats
+    [G, 4]), the cameras (viewmats [C, 4, 4], Ks [C, 3, 3], size), the training cameras and each
+    camera's cost features [C, 3] (``costmodel.image_features``)."""
+
+    means: np.ndarray
+    scales: np.ndarray
+    quats: np.ndarray
+    viewmats: np.ndarray
+    Ks: np.ndarray
+    width: int
+    height: int
+    train_ids: np.ndarray
+    features: np.ndarray
+
+
+def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, height: int = 192,
+                   seed: int = 0, sample: float | None = None) -> SimScene:
+    """A generated layout as metadata only (no images): the ground-truth Gaussians are the model.
+    Features are projected from a subsample of about 20,000 Gaussians unless ``sample`` is given."""
+    from odin_sched.scene_gen import HOLDOUT_EVERY, LAYOUTS, scene_geometry
+
+    if layout not in LAYOUTS:
+        raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if gaussians < 16 or cameras < 2:
+        raise InputError(f"--gaussians must be >= 16 and --cameras >= 2, got {gaussians} and {cameras}")
+    gauss, viewmats, Ks = scene_geometry(gaussians, cameras, width, height, np.random.default_rng(seed), layout)
+    sample = min(1.0, 20000 / gaussians) if sample is None else sample
+    features = image_features(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, sample)
+    train_ids = np.flatnonzero(np.arange(cameras) % HOLDOUT_EVERY != 0)
+    return SimScene(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, train_ids, features)
+
+
+def scene_of_setup(setup) -> SimScene:
+    """The SimScene of a trainer's ``TrainingSetup`` (its initial Gaussians; for validation runs)."""
+    g = {k: v.numpy() for k, v in setup.initial.items()}
+    s = setup.scene
+    features = image_features(g["means"], g["scales"], g["quats"], s.viewmats, s.Ks, s.width, s.height)
+    return SimScene(g["means"], g["scales"], g["quats"], s.viewmats, s.Ks, s.width, s.height, setup.train_ids,
+                    features)
+
+
+@dataclass
+class SimResult:
+    """One simulated run: seconds per rank and in all, and the dependency graph's parallelism."""
+
+    mode: str
+    gpus: int
+    steps: int
+    seconds: float
+    compute: np.ndarray   # [P] seconds
+    comm: np.ndarray      # [P]
+    wait: np.ndarray      # [P]
+    plan_seconds: float
+    parallelism: float
+    stale_reads: int = 0
+    max_staleness_seen: int = 0
+    spans: list = field(default_factory=list)  # per rank: [(kind, start, end, vertex)] of the first window
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds
+
+    @property
+    def wait_fraction(self) -> float:
+        return float(self.wait.sum() / (self.gpus * self.seconds))
+
+
+def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps: int, batch_size: int,
+             window: int = 20, cells_per_gpu: int = 4, max_staleness: int = 1, seed: int = 0,
+             trace: bool = False) -> SimResult:
+    """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
+    (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells."""
+    if mode not in MODES:
+        raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    comm = _local_comm()
+    settings = BatchSettings(batch_size)
+    extent = scene_extent(scene.viewmats)
+    batches = camera_batches(scene.train_ids, steps, batch_size, seed, camera_centres(scene.viewmats))
+    staleness = max_staleness if mode == "odin-fast" else 0
+    # the planner balances the cost model's prediction from predicted visibility (tile pairs: the
+    # scene's mean pairs per visible Gaussian)
+    per_visible = scene.features[:, 2].sum() / max(scene.features[:, 0].sum(), 1.0)
+    weights = (profile.image[0], profile.image[1] + profile.image[3] * per_visible, profile.image[2])
+    totals = {k: np.zeros(gpus) for k in ("compute", "comm", "wait")}
+    clock, plan_total, work, path, stale, worst, spans = 0.0, 0.0, 0.0, 0.0, 0, 0, []
+    for start in range(0, steps, window):
+        stop = min(start + window, steps)
+        lrs = settings.lrs(extent, start + 1, steps)
+        margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
+        t0 = time.perf_counter()
+        win, _ = plan_window(comm, scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
+                             batches, start, stop, margin, cells_per_gpu * gpus, gpus, staleness, weights)
+        planned = time.perf_counter() - t0
+        plan_total += planned
+        stale += int(np.count_nonzero(win.staleness))
+        worst = max(worst, int(win.staleness.max(initial=0)))
+        cost = vertex_costs(win, scene.features, profile)
+        p = parallelism(win.steps, cost)
+        work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
+        if profile.count_planning:
+            clock += profile.plan_seconds
+            totals["compute"] += profile.plan_seconds
+        run = _WindowRun(win, cost, profile, gpus, trace and start == 0)
+        run.dataflow() if mode != "barrier" else run.bsp()
+        end = run.end.max()
+        for k in totals:
+            totals[k] += getattr(run, k)
+        totals["wait"] += end - run.end  # the window-end barrier
+        gather = profile.allgather_seconds(GATHER_BYTES * len(scene.means), gpus) + profile.barrier_seconds(gpus)
+        totals["comm"] += gather
+        clock += end + gather
+        spans = spans or run.spans
+    return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
+                     work / path if path else 0.0, stale, worst, spans)
+
+
+def vertex_costs(win, features: np.ndarray, profile: CostProfile) -> np.ndarray:
+    """[N] simulated seconds of every vertex of a planned window: images by their camera's features,
+    cell versions by their cell's size (initial versions: 0)."""
+    steps = win.steps
+    rows = np.diff(win.member_indptr)[steps.version_cell]
+    versions = np.where(steps.version_batch < 0, 0.0, profile.version_seconds(rows))
+    return np.concatenate([profile.image_seconds(features[steps.image_camera]), versions])
+
+
+class _WindowRun:
+    """One window on ``gpus`` virtual ranks: a ``Firing`` per rank, driven in virtual time."""
+
+    def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool):
+        self.plan, self.cost, self.profile, self.gpus = win.plan, cost, profile, gpus
+        program = StepMessages(win.steps, np.diff(win.member_indptr))
+        self.routes = _Routes(win.plan, program, gpus)
+        self.firings = [Firing(win.plan, program, copy.copy(self.routes).select(r), r, gpus, carry=False)
+                        for r in range(gpus)]
+        self.compute, self.comm, self.wait, self.end = (np.zeros(gpus) for _ in range(4))
+        self.spans = [[] for _ in range(gpus)] if trace else []
+
+    def _span(self, rank, kind, t0, t1, vertex=-1):
+        if self.spans and t1 > t0:
+            self.spans[rank].append((kind, t0, t1, vertex))
+
+    def _fire(self, rank: int, u: int | None = None):
+        """Fire ``u`` (default: rank's next ready vertex): (vertex, seconds, remote groups)."""
+        f = self.firings[rank]
+        u = f.pop() if u is None else u
+        f.inputs(u)
+        seconds = float(self.cost[u])
+        return u, seconds, [g for g, _ in f.route(u, None)]
+
+    def dataflow(self) -> None:
+        """Every rank fires ready vertices by priority and sends at once (SimPy processes)."""
+        import simpy
+
+        env = simpy.Environment()
+        r = self.routes
+        out_free, in_free = np.zeros(self.gpus), np.zeros(self.gpus)
+        wake = [env.event() for _ in range(self.gpus)]
+
+        def arrive(dst, g):
+            self.firings[dst].received(g, None)
+            if not wake[dst].triggered:
+                wake[dst].succeed()
+
+        def send(src, g):
+            dst = int(r.group_rank[g])
+            latency, bandwidth = self.profile.link(src, dst)
+            seconds = 4.0 * r.group_size[g] / float(bandwidth)
+            begin = max(env.now, out_free[src])  # the sender's link streams its messages in order ...
+            out_free[src] = begin + seconds
+            in_free[dst] = max(begin, in_free[dst]) + seconds  # ... and the receiver's drains them in order
+            event = env.timeout(in_free[dst] + float(latency) - env.now)
+            event.callbacks.append(lambda _, dst=dst, g=g: arrive(dst, g))
+
+        def rank(me):
+            f = self.firings[me]
+            while not f.done:
+                if f.ready:
+                    u, seconds, remote = self._fire(me)
+                    t0 = env.now
+                    yield env.timeout(seconds)
+                    self.compute[me] += seconds
+                    self._span(me, "compute", t0, env.now, u)
+                    if remote:
+                        t0 = env.now
+                        yield env.timeout(self.profile.overhead * len(remote))
+                        self.comm[me] += env.now - t0
+                        self._span(me, "send", t0, env.now, u)
+                        for g in remote:
+                            send(me, g)
+                else:
+                    t0 = env.now
+                    wake[me] = env.event()
+                    yield wake[me]
+                    self.wait[me] += env.now - t0
+                    self._span(me, "wait", t0, env.now)
+            self.end[me] = env.now
+
+        for me in range(self.gpus):
+            env.process(rank(me))
+        env.run()
+
+    def bsp(self) -> None:
+        """Phase by phase as ``run_dataflow(mode='bsp')``: fire, barrier, one Alltoallv of the phase."""
+        r, gpus = self.routes, self.gpus
+        orders = [f.bsp_order() for f in self.firings]
+        phases = orders[0][0]
+        starts = [0] * gpus
+        now = 0.0
+        for i in range(len(phases)):
+            clocks, sent = np.full(gpus, now), []
+            for me, (_, order, bounds) in enumerate(orders):
+                for u in order[starts[me]:bounds[i]].tolist():
+                    u, seconds, remote = self._fire(me, u)
+                    self._span(me, "compute", clocks[me], clocks[me] + seconds, u)
+                    clocks[me] += seconds
+                    self.compute[me] += seconds
+                    overhead = self.profile.overhead * len(remote)
+                    self._span(me, "send", clocks[me], clocks[me] + overhead, u)
+                    clocks[me] += overhead
+                    self.comm[me] += overhead
+                    sent.extend(remote)
+                starts[me] = bounds[i]
+            met = clocks.max() + self.profile.barrier_seconds(gpus)
+            self.wait += met - clocks
+            for me in range(gpus):
+                self._span(me, "barrier", clocks[me], met)
+            exchange = self._alltoallv(np.array(sent, np.int64))
+            for g in sent:
+                self.firings[int(r.group_rank[g])].received(g, None)
+            self.comm += exchange
+            for me in range(gpus):
+                self._span(me, "recv", met, met + exchange)
+            now = met + exchange
+        self.end[:] = now
+
+    def _alltoallv(self, groups: np.ndarray) -> float:
+        """Seconds of an Alltoallv of the messages ``groups``: the busiest rank's bytes in or out over
+        its links, plus one latency per peer it talks to."""
+        if groups.size == 0:
+            return 0.0
+        r = self.routes
+        src, dst = r.group_source_rank[groups], r.group_rank[groups]
+        latency, bandwidth = self.profile.link(src, dst)
+        seconds = 4.0 * r.group_size[groups] / bandwidth
+        busy = np.maximum(np.bincount(src, seconds, self.gpus), np.bincount(dst, seconds, self.gpus))
+        pairs = np.unique(src * self.gpus + dst)
+        peers = np.bincount(pairs // self.gpus, minlength=self.gpus)
+        return float((busy + peers * latency.max()).max())
+
+
+def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch_size: int | None = None,
+            modes=MODES, **options) -> dict:
+    """{mode: [SimResult per GPU count]}; the batch size defaults to the number of GPUs."""
+    return {mode: [simulate(scene, profile, mode, p, steps, batch_size or p, **options) for p in gpu_counts]
+            for mode in modes}
+
+
+def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: dict) -> None:
+    """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode},
+    /speedup_vs_barrier, /hidden_fraction, /parallelism, /stale_reads, /max_staleness_seen; the
+    cost profile and ``attrs`` as root attributes."""
+    import h5py
+
+    from pregel.atomic import atomic_output
+
+    by = {m: results[m] for m in results}
+    with atomic_output(path, ".h5") as temp, h5py.File(temp, "w") as f:
+        f.create_dataset("gpus", data=np.asarray(gpu_counts, np.int64))
+        for m, runs in by.items():
+            f.create_dataset(f"steps_per_second/{m}", data=[x.steps_per_second for x in runs])
+            f.create_dataset(f"wait_fraction/{m}", data=[x.wait_fraction for x in runs])
+            f.create_dataset(f"wait_seconds/{m}", data=[x.wait.sum() for x in runs])
+        if "odin" in by and "barrier" in by:
+            f.create_dataset("speedup_vs_barrier", data=[o.steps_per_second / b.steps_per_second
+                                                         for o, b in zip(by["odin"], by["barrier"])])
+            f.create_dataset("hidden_fraction", data=[hidden_fraction(o, b) for o, b in zip(by["odin"], by["barrier"])])
+        first = next(iter(by.values()))
+        f.create_dataset("parallelism", data=[x.parallelism for x in first])
+        if "odin-fast" in by:
+            f.create_dataset("stale_reads", data=[x.stale_reads for x in by["odin-fast"]])
+            f.create_dataset("max_staleness_seen", data=[x.max_staleness_seen for x in by["odin-fast"]])
+        for k, v in {**_profile_attrs(profile), **attrs}.items():
+            f.attrs[k] = v
+
+
+def hidden_fraction(odin: SimResult, barrier: SimResult) -> float:
+    """1 - wait_odin / wait_barrier (summed over GPUs); 0 when the barrier run never waits."""
+    total = barrier.wait.sum()
+    return float(1.0 - odin.wait.sum() / total) if total > 0 else 0.0
+
+
+def _profile_attrs(profile: CostProfile) -> dict:
+    from dataclasses import asdict
+
+    return {f"profile_{k}": (list(v) if isinstance(v, tuple) else v) for k, v in asdict(profile).items()}
+
+
+def format_table(gpu_counts, results: dict) -> str:
+    """The printed table: steps/s and wait fraction per mode, speedup and hidden fraction."""
+    modes = list(results)
+    head = "GPUs " + " ".join(f"{m + ' st/s':>15} {m + ' wait':>15}" for m in modes)
+    if "odin" in results and "barrier" in results:
+        head += f" {'odin/barrier':>12} {'hidden':>7}"
+    head += f" {'parallelism':>11}"
+    lines = [head]
+    for i, p in enumerate(gpu_counts):
+        row = f"{p:>4} " + " ".join(f"{results[m][i].steps_per_second:>15.2f} {results[m][i].wait_fraction:>15.3f}"
+                                    for m in modes)
+        if "odin" in results and "barrier" in results:
+            o, b = results["odin"][i], results["barrier"][i]
+            row += f" {o.steps_per_second / b.steps_per_second:>12.3f} {hidden_fraction(o, b):>7.3f}"
+        row += f" {results[modes[0]][i].parallelism:>11.1f}"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+
+
+def main(args) -> dict:
+    """Entry for ``pregel simulate`` (see ``pregel simulate --help``): prints the table, writes ``--out``."""
+    from odin_sched.costmodel import load_profile
+    from pregel.atomic import check_writable
+
+    try:
+        gpus = [int(x) for x in str(args.gpus).split(",")]
+    except ValueError:
+        raise InputError(f"--gpus must be a comma-separated list of integers, got {args.gpus!r}") from None
+    for name, value in (("--gpus", min(gpus)), ("--steps", args.steps), ("--window", args.window),
+                        ("--cells-per-gpu", args.cells_per_gpu)):
+        if value < 1:
+            raise InputError(f"{name} must be at least 1, got {value}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.max_staleness < 0:
+        raise InputError(f"--max-staleness must be at least 0, got {args.max_staleness}")
+    check_writable(args.out)
+    try:
+        profile = load_profile(args.profile)
+    except (OSError, ValueError) as err:
+        raise InputError(f"--profile {args.profile}: {err}") from None
+    if args.scene is not None:
+        from odin_sched.train import prepare
+
+        setup = prepare(args.scene, args.steps, args.batch_size or 1, args.seed, 0.2, args.steps, ())
+        scene = scene_of_setup(setup)
+    else:
+        scene = metadata_scene(args.layout, args.gaussians, args.cameras, args.width, args.height, args.seed)
+    results = scaling(scene, profile, gpus, args.steps, args.batch_size, window=args.window,
+                      cells_per_gpu=args.cells_per_gpu, max_staleness=args.max_staleness, seed=args.seed)
+    print(f"{args.scene or args.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
+          f"{args.steps} steps, batch size {args.batch_size or 'GPUs'}, profile {profile.name}")
+    print(format_table(gpus, results))
+    write_results(args.out, gpus, results, profile,
+                  {"layout": args.layout if args.scene is None else "scene", "gaussians": len(scene.means),
+                   "cameras": len(scene.viewmats), "steps": args.steps, "batch_size": args.batch_size or 0,
+                   "window": args.window, "cells_per_gpu": args.cells_per_gpu, "max_staleness": args.max_staleness})
+    print(f"wrote {args.out}")
+    return results
