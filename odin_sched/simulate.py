@@ -23,9 +23,10 @@ import numpy as np
 
 from odin_sched.costmodel import CostProfile, image_features
 from odin_sched.depgraph import parallelism
-from odin_sched.odin import StepMessages, plan_window
+from odin_sched.image_order import spread_batches
+from odin_sched.odin import OdinOptions, StepMessages, plan_window
 from odin_sched.step import PARAM_COLUMNS, BatchSettings
-from odin_sched.train import camera_batches, camera_centres, scene_extent
+from odin_sched.train import scene_extent, visible_cells_of_cameras
 from odin_sched.visibility import window_margin
 from pregel.dataflow import Firing, _Routes
 from pregel.errors import InputError
@@ -115,7 +116,8 @@ class SimResult:
 
 
 def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps: int, batch_size: int,
-             window: int = 20, cells_per_gpu: int = 4, max_staleness: int = 1, seed: int = 0,
+             window: int = OdinOptions.window, cells_per_gpu: int = OdinOptions.CELLS_PER_RANK,
+             max_staleness: int = 1, seed: int = 0,
              trace: bool = False) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells."""
@@ -124,7 +126,9 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     comm = _local_comm()
     settings = BatchSettings(batch_size)
     extent = scene_extent(scene.viewmats)
-    batches = camera_batches(scene.train_ids, steps, batch_size, seed, camera_centres(scene.viewmats))
+    sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
+                                    settings, extent, steps)
+    batches = spread_batches(scene.train_ids, steps, batch_size, seed, sees)  # the trainer's order for B > 1
     staleness = max_staleness if mode == "odin-fast" else 0
     # the planner balances the cost model's prediction from predicted visibility (tile pairs: the
     # scene's mean pairs per visible Gaussian)

@@ -145,20 +145,21 @@ def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> No
     Image.fromarray(np.round(both * 255).astype(np.uint8)).save(path)
 
 
-def visible_cells_of_cameras(scene: Scene, initial: dict, settings: BatchSettings, extent: float,
+def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray,
+                             width: int, height: int, settings: BatchSettings, extent: float,
                              steps: int) -> np.ndarray:
-    """bool [C, ORDER_CELLS]: the k-d cells of the initial Gaussians each camera may see within a window of
-    ``ORDER_WINDOW`` batches (the distributed trainer's prediction with its default window; fixed here so
-    that the order depends on the scene, the seed and B only)."""
+    """bool [C, ORDER_CELLS]: the k-d cells of the initial Gaussians (means, log scales [G, 3]) each
+    camera (viewmats [C, 4, 4], Ks [C, 3, 3]) may see within a window of ``ORDER_WINDOW`` batches (the
+    distributed trainer's prediction with its default window; fixed here so that the order depends on
+    the scene, the seed and B only)."""
     from odin_sched.cells import cell_bounds, kd_cells
     from odin_sched.visibility import predict_visible_cells, window_margin
 
-    means, scales = initial["means"].numpy(), initial["scales"].numpy()
     cells = min(ORDER_CELLS, len(means))
     bounds = cell_bounds(means, scales, kd_cells(means, cells), cells)
     lrs = settings.lrs(extent, 1, steps)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, ORDER_WINDOW)
-    return predict_visible_cells(bounds, scene.viewmats, scene.Ks, scene.width, scene.height, margin)
+    return predict_visible_cells(bounds, viewmats, Ks, width, height, margin)
 
 
 @dataclass
@@ -214,7 +215,8 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     images = torch.from_numpy(scene.images).float() / 255.0
     settings, extent = BatchSettings(batch_size), scene_extent(scene.viewmats)
     if image_order == "spread":
-        sees = visible_cells_of_cameras(scene, initial, settings, extent, steps)
+        sees = visible_cells_of_cameras(initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
+                                        scene.Ks, scene.width, scene.height, settings, extent, steps)
         batches = spread_batches(train_ids, steps, batch_size, seed, sees)
     else:
         batches = shuffled_batches(train_ids, steps, batch_size, seed)
