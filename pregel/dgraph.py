@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
+from pregel.edge_order import group_by_row
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -96,7 +97,7 @@ class DistributedGraph:
 
     owned: [n] int64 global ids of the owned vertices, ascending.
     Destination-side edges (gathered by their destination's owner): in_indptr [n + 1] int64 CSR
-    over owned vertices; in_indices [E_d] int64 columns in the extended space ``[0, n)`` owned,
+    over owned vertices; in_indices [E_d] int32 (int64 past 2**31 columns) columns in the extended space ``[0, n)`` owned,
     ``[n, n + g)`` ghosts; in_weights [E_d] float32 or None.
     Source-side edges (partial gather; pre-reduced here, sent to the destination's owner):
     part_indptr [h + 1] int64 CSR over part_dst [h] int64 global destination ids; part_src [E_s]
@@ -331,6 +332,25 @@ class _LocalEdges:
         return in_hubs
 
 
+def _extended_columns(comm, partition, n: int, src: np.ndarray):
+    """Columns [E] of in-edges with global sources ``src`` [E] in the extended space ``[owned |
+    ghosts]`` (int32 when it fits), the ghosts' global ids [g] grouped by owner rank (ids ascending
+    within a rank) and the ghost count of each rank [size]."""
+    if comm.size == 1:  # one rank owns every vertex, at its global id
+        return src.astype(np.int32 if n < 2**31 else np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+    is_local = partition.owner(src) == comm.rank
+    remote_ids, remote_pos = np.unique(src[~is_local], return_inverse=True)
+    remote_owner = partition.owner(remote_ids)
+    ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
+    ghost_ids = remote_ids[ghost_order]
+    ghost_rank_of_unique = np.empty(len(remote_ids), dtype=np.int64)
+    ghost_rank_of_unique[ghost_order] = np.arange(len(remote_ids))
+    columns = np.empty(len(src), dtype=np.int32 if n + len(ghost_ids) < 2**31 else np.int64)
+    columns[is_local] = partition.local_index(src[is_local], comm.rank)
+    columns[~is_local] = n + ghost_rank_of_unique[remote_pos]
+    return columns, ghost_ids, np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
+
+
 def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree, feats, labels,
                  in_hubs):
     n = len(owned)
@@ -344,30 +364,9 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
     part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 
-    dest, num_nodes = local.dest, max(header.num_nodes, 1)
-    key = local.dst_local * num_nodes + dest.src  # sort by (destination, global source id)
-    weights = None
-    if dest.weight is None:
-        key.sort()
-    else:
-        by_key = np.argsort(key, kind="stable")
-        key, weights = key[by_key], dest.weight[by_key]
-    dst_local, src = key // num_nodes, key % num_nodes
-    in_indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst_local, minlength=n), out=in_indptr[1:])
-
-    src_owner = partition.owner(src)
-    is_local = src_owner == comm.rank
-    remote_ids, remote_pos = np.unique(src[~is_local], return_inverse=True)
-    remote_owner = partition.owner(remote_ids)
-    ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
-    ghost_ids = remote_ids[ghost_order]
-    ghost_rank_of_unique = np.empty(len(remote_ids), dtype=np.int64)
-    ghost_rank_of_unique[ghost_order] = np.arange(len(remote_ids))
-    in_indices = np.empty(len(src), dtype=np.int64)
-    in_indices[is_local] = to_local(src[is_local])
-    in_indices[~is_local] = n + ghost_rank_of_unique[remote_pos]
-    ghost_counts = np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
+    columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
+    in_indptr, in_indices, weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
+                                                  keys=local.dest.src)
 
     wanted, send_counts = comm.alltoallv(ghost_ids, ghost_counts)
     part_owner = partition.owner(part_dst)

@@ -1,0 +1,51 @@
+"""Grouping a rank's edges into a CSR by row in O(E): a stable counting sort.
+
+At load time each rank turns its in-edges (parallel arrays, in no particular order) into a CSR over
+its owned vertices whose rows list their edges by ascending global source id. A comparison sort of
+(row, source) keys costs O(E log E); a counting sort by row is O(E + n) and stable, so edges already
+in source order (as they come from the file's out-edge CSR, slice after slice) keep that order
+within each row.
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _scatter_to_rows(rows, indptr, columns, weights, out_columns, out_weights):
+    """Place edge ``e`` at the next free position of row ``rows[e]``, in edge order.
+
+    rows: [E] int64 in [0, n); indptr: [n + 1] int64 row starts; columns: [E]; weights: [E] or None
+    (the branch is pruned at compile time); out_columns, out_weights: [E], written in place.
+    """
+    next_free = indptr[:-1].copy()
+    for e in range(rows.shape[0]):
+        r = rows[e]
+        position = next_free[r]
+        next_free[r] = position + 1
+        out_columns[position] = columns[e]
+        if weights is not None:
+            out_weights[position] = weights[e]
+
+
+def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: np.ndarray | None,
+                 keys: np.ndarray) -> tuple:
+    """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order).
+
+    rows: [E] int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
+    keys: [E] int64 the within-row order (the global source ids).
+    Returns (indptr [num_rows + 1] int64, columns [E] as given, weights [E] or None).
+    Edges whose keys are not ascending are first put in key order (a stable sort); edges read from
+    an out-edge CSR are, and skip it.
+    """
+    if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
+        order = np.argsort(keys, kind="stable")
+        rows, columns = rows[order], columns[order]
+        weights = None if weights is None else weights[order]
+    indptr = np.zeros(num_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
+    out_columns = np.empty_like(columns)
+    out_weights = None if weights is None else np.empty_like(weights)
+    _scatter_to_rows(np.ascontiguousarray(rows, dtype=np.int64), indptr, columns, weights,
+                     out_columns, out_weights)
+    return indptr, out_columns, out_weights
