@@ -97,8 +97,8 @@ class DistributedGraph:
 
     owned: [n] int64 global ids of the owned vertices, ascending.
     Destination-side edges (gathered by their destination's owner): in_indptr [n + 1] int64 CSR
-    over owned vertices; in_indices [E_d] int32 (int64 past 2**31 columns) columns in the extended space ``[0, n)`` owned,
-    ``[n, n + g)`` ghosts; in_weights [E_d] float32 or None.
+    over owned vertices; in_indices [E_d] int32 (int64 beyond 2**31 columns) columns in the
+    extended space ``[0, n)`` owned, ``[n, n + g)`` ghosts; in_weights [E_d] float32 or None.
     Source-side edges (partial gather; pre-reduced here, sent to the destination's owner):
     part_indptr [h + 1] int64 CSR over part_dst [h] int64 global destination ids; part_src [E_s]
     int64 local ids of the owned sources; part_weights [E_s] float32 or None.
