@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
-from pregel.edge_order import group_by_row
+from pregel.edge_order import group_by_row, row_ids
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -259,7 +259,7 @@ class _Edges:
 
 def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
     """The edges read by this rank (the reverse edges appended if ``symmetric``)."""
-    src = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
+    src = row_ids(part.indptr, part.start)
     dst = np.asarray(part.indices, dtype=np.int64)
     weights = part.weights if weighted else None
     if symmetric:

@@ -1,4 +1,5 @@
-"""Grouping a rank's edges into a CSR by row in O(E): a stable counting sort.
+"""Load-time edge layout in O(E): row ids of a CSR's edges, and grouping edges into a CSR by row
+with a stable counting sort.
 
 At load time each rank turns its in-edges (parallel arrays, in no particular order) into a CSR over
 its owned vertices whose rows list their edges by ascending global source id. A comparison sort of
@@ -9,6 +10,23 @@ within each row.
 
 import numpy as np
 from numba import njit
+
+
+@njit(cache=True)
+def _fill_row_ids(indptr, first, out):
+    """out[e] = first + r for every edge e of row r. indptr: [R + 1] int64; out: [E] int64."""
+    for r in range(indptr.shape[0] - 1):
+        for e in range(indptr[r], indptr[r + 1]):
+            out[e] = first + r
+
+
+def row_ids(indptr: np.ndarray, first: int = 0) -> np.ndarray:
+    """[E] int64: ``first + r`` for each edge of row ``r`` of a CSR with ``indptr`` [R + 1] int64
+    starting at 0 (``np.repeat(np.arange(first, first + R), np.diff(indptr))``, without its
+    per-row copies)."""
+    out = np.empty(int(indptr[-1]), dtype=np.int64)
+    _fill_row_ids(np.ascontiguousarray(indptr, dtype=np.int64), np.int64(first), out)
+    return out
 
 
 @njit(cache=True)
