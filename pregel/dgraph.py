@@ -239,7 +239,8 @@ def _vertex_data(comm, partition, part, owned):
 
 @dataclass
 class _Edges:
-    """Edges as parallel arrays: src, dst [k] int64 global ids; weight [k] float32 or None;
+    """Edges as parallel arrays: src [k] int64, dst [k] int32 or int64 global ids (the file's
+    index dtype until mixed with int64 ids); weight [k] float32 or None;
     source_side [k] bool (processed on the source's owner: partial gather / no shadow)."""
 
     src: np.ndarray
@@ -260,7 +261,7 @@ class _Edges:
 def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
     """The edges read by this rank (the reverse edges appended if ``symmetric``)."""
     src = row_ids(part.indptr, part.start)
-    dst = np.asarray(part.indices, dtype=np.int64)
+    dst = part.indices
     weights = part.weights if weighted else None
     if symmetric:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
@@ -360,7 +361,7 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
 
     source = local.source
     order = np.lexsort((source.src, source.dst))
-    part_dst, part_counts = np.unique(source.dst[order], return_counts=True)
+    part_dst, part_counts = np.unique(source.dst[order].astype(np.int64), return_counts=True)
     part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 

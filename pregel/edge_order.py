@@ -33,7 +33,7 @@ def row_ids(indptr: np.ndarray, first: int = 0) -> np.ndarray:
 def _scatter_to_rows(rows, indptr, columns, weights, out_columns, out_weights):
     """Place edge ``e`` at the next free position of row ``rows[e]``, in edge order.
 
-    rows: [E] int64 in [0, n); indptr: [n + 1] int64 row starts; columns: [E]; weights: [E] or None
+    rows: [E] int32/int64 in [0, n); indptr: [n + 1] int64 row starts; columns: [E]; weights: [E] or None
     (the branch is pruned at compile time); out_columns, out_weights: [E], written in place.
     """
     next_free = indptr[:-1].copy()
@@ -50,7 +50,7 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
                  keys: np.ndarray) -> tuple:
     """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order).
 
-    rows: [E] int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
+    rows: [E] int32/int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
     keys: [E] int64 the within-row order (the global source ids).
     Returns (indptr [num_rows + 1] int64, columns [E] as given, weights [E] or None).
     Edges whose keys are not ascending are first put in key order (a stable sort); edges read from
@@ -64,6 +64,5 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
     out_columns = np.empty_like(columns)
     out_weights = None if weights is None else np.empty_like(weights)
-    _scatter_to_rows(np.ascontiguousarray(rows, dtype=np.int64), indptr, columns, weights,
-                     out_columns, out_weights)
+    _scatter_to_rows(np.ascontiguousarray(rows), indptr, columns, weights, out_columns, out_weights)
     return indptr, out_columns, out_weights
