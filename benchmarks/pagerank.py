@@ -11,7 +11,7 @@ The end-to-end rows time whole processes, as a user runs them: ``pregel run page
 (start-up, load, 20 supersteps, write; ``--tol`` tiny so that all 20 run) against a plain h5py +
 scipy script doing the same job (read the file, build the transposed CSR, 20 iterations, write
 ``/values``), run alternately ``--repeat`` times; medians of wall time, of each phase, and of the
-peak RSS of each process (``os.wait4``).
+peak RSS of each process (``getrusage`` of a small parent).
 
     .venv/bin/python benchmarks/pagerank.py [--nodes 1000000 --avg-degree 10] [--repeat 3]
     .venv/bin/python benchmarks/pagerank.py --end-to-end-only --graph g.h5
@@ -106,17 +106,22 @@ print(json.dumps({"start": imported - started, "load": loaded - imported, "compu
 """
 
 
+# Runs a command as its child and prints the child's peak RSS (KiB) last on stderr. The child is
+# forked from this small process: a child forked from the benchmark itself would inherit its peak
+# RSS (Linux keeps the larger of the forking process's and the new program's).
+_RSS_WRAPPER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
+                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+                "sys.exit(code)")
+
+
 def _peak_rss(command: list) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS in bytes, stdout) of ``command`` run as a child process."""
+    """(wall seconds, peak RSS in bytes, stdout) of ``command`` run as a separate process."""
     started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    stdout = child.stdout.read()
-    stderr = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
+    out = subprocess.run([sys.executable, "-c", _RSS_WRAPPER] + command, capture_output=True, text=True)
     wall = time.perf_counter() - started
-    if status:
-        raise RuntimeError(f"{' '.join(command[:4])} failed: {stderr.decode()[-2000:]}")
-    return wall, usage.ru_maxrss * 1024, stdout.decode()
+    if out.returncode:
+        raise RuntimeError(f"{' '.join(command[:4])} failed: {out.stderr[-2000:]}")
+    return wall, int(out.stderr.strip().splitlines()[-1]) * 1024, out.stdout
 
 
 def end_to_end(graph_path: str, folder: str, repeat: int, ranks: int = 1) -> dict:
