@@ -164,7 +164,9 @@ def pyg_sparse_worker(folder: str) -> None:
     seconds = time.perf_counter() - started
     np.save(os.path.join(folder, "pyg_sparse.npy"), x.numpy())
     print(json.dumps({"load": load_seconds, "compute": seconds, "total": load_seconds + seconds,
-                      "rss": [peak_rss_bytes()], "kind": type(adj_t).__name__}))
+                      "rss": [peak_rss_bytes()],
+                      "kind": ("SparseTensor" if torch_geometric.typing.WITH_TORCH_SPARSE
+                               else "torch.sparse_csr_tensor")}))
 
 
 def _transpose_csr(indptr, indices, n):

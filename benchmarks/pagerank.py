@@ -162,15 +162,15 @@ def print_end_to_end(runs: dict, edges: int, ranks: int) -> None:
     def med(side, key):
         return statistics.median(r[key] for r in runs[side])
 
-    e, s = runs["engine"], runs["script"]
-    print(f"\nend to end, {len(e)} alternating runs each (medians), load average "
+    print(f"\nend to end, {len(runs['engine'])} alternating runs each (medians), load average "
           f"{os.getloadavg()[0]:.2f}; pregel at P={ranks}")
     print(f"{'':<34}{'pregel run':>12}{'h5py+scipy':>12}{'ratio':>8}")
+    per_iteration = 1000 * med("script", "compute") / ITERATIONS
     rows = [("whole command (s)", med("engine", "wall"), med("script", "wall")),
             ("load: read + build (s)", med("engine", "load"), med("script", "load")),
             ("20 iterations (s)", med("engine", "compute"), med("script", "compute")),
-            ("one iteration, first (ms)", 1000 * med("engine", "first"), 1000 * med("script", "compute") / ITERATIONS),
-            ("one iteration, steady (ms)", 1000 * med("engine", "steady"), 1000 * med("script", "compute") / ITERATIONS),
+            ("one iteration, first (ms)", 1000 * med("engine", "first"), per_iteration),
+            ("one iteration, steady (ms)", 1000 * med("engine", "steady"), per_iteration),
             ("peak RSS (MB)", med("engine", "rss") / 2**20, med("script", "rss") / 2**20),
             ("peak RSS per edge (bytes)", med("engine", "rss") / edges, med("script", "rss") / edges)]
     for name, mine, theirs in rows:
