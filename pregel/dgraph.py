@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
-from pregel.edge_order import group_by_row, row_ids
+from pregel.edge_order import count_rows, group_by_row, row_ids
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -239,8 +239,8 @@ def _vertex_data(comm, partition, part, owned):
 
 @dataclass
 class _Edges:
-    """Edges as parallel arrays: src [k] int64, dst [k] int32 or int64 global ids (the file's
-    index dtype until mixed with int64 ids); weight [k] float32 or None;
+    """Edges as parallel arrays: src, dst [k] int32 or int64 global ids (int32 while the graph has
+    fewer than 2**31 vertices, dst in the file's index dtype); weight [k] float32 or None;
     source_side [k] bool (processed on the source's owner: partial gather / no shadow)."""
 
     src: np.ndarray
@@ -260,7 +260,7 @@ class _Edges:
 
 def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
     """The edges read by this rank (the reverse edges appended if ``symmetric``)."""
-    src = row_ids(part.indptr, part.start)
+    src = row_ids(part.indptr, part.start, np.int32 if part.header.num_nodes < 2**31 else np.int64)
     dst = part.indices
     weights = part.weights if weighted else None
     if symmetric:
@@ -299,7 +299,7 @@ class _LocalEdges:
         else:
             self.dest, self.source = edges, edges.take(slice(0, 0))
         self.dst_local = partition.local_index(self.dest.dst, comm.rank)
-        self.in_degree = np.bincount(self.dst_local, minlength=n).astype(np.int64)
+        self.in_degree = count_rows(self.dst_local, n)
         loops = np.concatenate([self.dest.dst[self.dest.src == self.dest.dst],
                                 self.source.dst[self.source.src == self.source.dst]])
         self.self_loops = np.bincount(partition.local_index(loops, comm.rank), minlength=n).astype(np.int64)
@@ -338,9 +338,10 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
     ghosts]`` (int32 when it fits), the ghosts' global ids [g] grouped by owner rank (ids ascending
     within a rank) and the ghost count of each rank [size]."""
     if comm.size == 1:  # one rank owns every vertex, at its global id
-        return src.astype(np.int32 if n < 2**31 else np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+        columns = src.astype(np.int32 if n < 2**31 else np.int64, copy=False)
+        return columns, np.zeros(0, np.int64), np.zeros(1, np.int64)
     is_local = partition.owner(src) == comm.rank
-    remote_ids, remote_pos = np.unique(src[~is_local], return_inverse=True)
+    remote_ids, remote_pos = np.unique(src[~is_local].astype(np.int64), return_inverse=True)
     remote_owner = partition.owner(remote_ids)
     ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
     ghost_ids = remote_ids[ghost_order]
@@ -379,7 +380,7 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
         comm=comm, partition=partition, num_nodes=header.num_nodes, num_edges=header.num_edges,
         directed=header.directed, owned=owned, in_indptr=in_indptr, in_indices=in_indices,
         in_weights=weights, part_indptr=part_indptr, part_dst=part_dst,
-        part_src=to_local(source.src[order]), part_weights=part_weights,
+        part_src=to_local(source.src[order]).astype(np.int64), part_weights=part_weights,
         ghost_ids=ghost_ids, ghost_counts=ghost_counts, send_index=to_local(wanted),
         send_counts=send_counts, dst_send_index=to_local(dst_wanted), dst_send_counts=dst_send_counts,
         dst_recv_counts=dst_recv_counts, dst_recv_rows=dst_recv_rows, any_source_side=any_source_side,

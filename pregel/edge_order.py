@@ -14,19 +14,43 @@ from numba import njit
 
 @njit(cache=True)
 def _fill_row_ids(indptr, first, out):
-    """out[e] = first + r for every edge e of row r. indptr: [R + 1] int64; out: [E] int64."""
+    """out[e] = first + r for every edge e of row r. indptr: [R + 1] int64; out: [E] int32/int64."""
     for r in range(indptr.shape[0] - 1):
         for e in range(indptr[r], indptr[r + 1]):
             out[e] = first + r
 
 
-def row_ids(indptr: np.ndarray, first: int = 0) -> np.ndarray:
-    """[E] int64: ``first + r`` for each edge of row ``r`` of a CSR with ``indptr`` [R + 1] int64
+def row_ids(indptr: np.ndarray, first: int = 0, dtype=np.int64) -> np.ndarray:
+    """[E] ``dtype``: ``first + r`` for each edge of row ``r`` of a CSR with ``indptr`` [R + 1] int64
     starting at 0 (``np.repeat(np.arange(first, first + R), np.diff(indptr))``, without its
     per-row copies)."""
-    out = np.empty(int(indptr[-1]), dtype=np.int64)
+    out = np.empty(int(indptr[-1]), dtype=dtype)
     _fill_row_ids(np.ascontiguousarray(indptr, dtype=np.int64), np.int64(first), out)
     return out
+
+
+@njit(cache=True)
+def _count_rows(rows, counts):
+    """counts[r] += number of entries of rows [E] (int32/int64) equal to r; counts: [n] int64."""
+    for e in range(rows.shape[0]):
+        counts[rows[e]] += 1
+
+
+def count_rows(rows: np.ndarray, num_rows: int) -> np.ndarray:
+    """[num_rows] int64 occurrences of each row id in ``rows`` [E] int32/int64 in [0, num_rows)
+    (``np.bincount`` without converting int32 ids to int64 first)."""
+    counts = np.zeros(num_rows, dtype=np.int64)
+    _count_rows(np.ascontiguousarray(rows), counts)
+    return counts
+
+
+@njit(cache=True)
+def _ascending(keys):
+    """Whether keys [E] never decrease (stops at the first descent)."""
+    for e in range(1, keys.shape[0]):
+        if keys[e] < keys[e - 1]:
+            return False
+    return True
 
 
 @njit(cache=True)
@@ -51,17 +75,17 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order).
 
     rows: [E] int32/int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
-    keys: [E] int64 the within-row order (the global source ids).
+    keys: [E] int32/int64 the within-row order (the global source ids).
     Returns (indptr [num_rows + 1] int64, columns [E] as given, weights [E] or None).
     Edges whose keys are not ascending are first put in key order (a stable sort); edges read from
     an out-edge CSR are, and skip it.
     """
-    if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
+    if not _ascending(keys):
         order = np.argsort(keys, kind="stable")
         rows, columns = rows[order], columns[order]
         weights = None if weights is None else weights[order]
     indptr = np.zeros(num_rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
+    np.cumsum(count_rows(rows, num_rows), out=indptr[1:])
     out_columns = np.empty_like(columns)
     out_weights = None if weights is None else np.empty_like(weights)
     _scatter_to_rows(np.ascontiguousarray(rows), indptr, columns, weights, out_columns, out_weights)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pregel.edge_order import group_by_row
+from pregel.edge_order import count_rows, group_by_row, row_ids
 
 
 @pytest.mark.parametrize("sorted_keys", [True, False])
@@ -26,3 +26,12 @@ def test_group_by_row_matches_lexsort(sorted_keys, weighted):
         np.testing.assert_array_equal(out_weights, weights[order])
     else:
         assert out_weights is None
+
+
+def test_row_ids_and_count_rows_match_numpy():
+    rng = np.random.default_rng(4)
+    degrees = rng.integers(0, 6, 40)
+    indptr = np.concatenate([[0], np.cumsum(degrees)])
+    np.testing.assert_array_equal(row_ids(indptr, 7), np.repeat(np.arange(7, 47), degrees))
+    rows = rng.integers(0, 30, 500).astype(np.int32)
+    np.testing.assert_array_equal(count_rows(rows, 33), np.bincount(rows, minlength=33))
