@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
-from pregel.edge_order import count_rows, group_by_row, row_ids
+from pregel.edge_order import count_rows, group_by_row, row_ids, stable_order
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -273,8 +273,7 @@ def _send_edges(comm, edges: _Edges, ranks: np.ndarray) -> _Edges:
     """Send each edge to the rank ``ranks`` [k] names; returns the edges received."""
     if comm.size == 1:
         return edges
-    order = np.argsort(ranks, kind="stable")
-    counts = np.bincount(ranks, minlength=comm.size)
+    order, counts = stable_order(ranks, comm.size)
     src, received = comm.alltoallv(edges.src[order], counts)
 
     def send(array):

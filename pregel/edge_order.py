@@ -70,6 +70,28 @@ def _scatter_to_rows(rows, indptr, columns, weights, out_columns, out_weights):
             out_weights[position] = weights[e]
 
 
+@njit(cache=True)
+def _stable_order(keys, starts, order):
+    """order[next free position of key k] = e for each e, in edge order (a counting sort)."""
+    next_free = starts.copy()
+    for e in range(keys.shape[0]):
+        k = keys[e]
+        order[next_free[k]] = e
+        next_free[k] += 1
+
+
+def stable_order(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order [E] int64, counts [num_keys] int64): ``np.argsort(keys, kind="stable")`` in O(E)
+    for small non-negative integer keys [E] in [0, num_keys) (e.g. destination ranks), and how
+    many keys each value has."""
+    counts = count_rows(keys, num_keys)
+    starts = np.zeros(num_keys, dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    order = np.empty(len(keys), dtype=np.int64)
+    _stable_order(np.ascontiguousarray(keys), starts, order)
+    return order, counts
+
+
 def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: np.ndarray | None,
                  keys: np.ndarray) -> tuple:
     """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order).

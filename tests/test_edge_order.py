@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pregel.edge_order import count_rows, group_by_row, row_ids
+from pregel.edge_order import count_rows, group_by_row, row_ids, stable_order
 
 
 @pytest.mark.parametrize("sorted_keys", [True, False])
@@ -35,3 +35,11 @@ def test_row_ids_and_count_rows_match_numpy():
     np.testing.assert_array_equal(row_ids(indptr, 7), np.repeat(np.arange(7, 47), degrees))
     rows = rng.integers(0, 30, 500).astype(np.int32)
     np.testing.assert_array_equal(count_rows(rows, 33), np.bincount(rows, minlength=33))
+
+
+def test_stable_order_matches_stable_argsort():
+    keys = np.random.default_rng(5).integers(0, 4, 300)
+    keys[keys == 2] = 1  # a key without entries
+    order, counts = stable_order(keys, 4)
+    np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(counts, np.bincount(keys, minlength=4))
