@@ -5,7 +5,6 @@ The dispatch functions call these before launching a kernel, so a bad argument g
 """
 
 import numpy as np
-from numba import cuda
 
 from kernels._device import is_device_array
 
@@ -37,6 +36,8 @@ def as_arrays(**arrays):
         raise ValueError(f"arrays {', '.join(sorted(device))} are on the GPU but {', '.join(host)} "
                          f"{'is' if len(host) == 1 else 'are'} on the host; pass all of them on one device")
     converted = dict(arrays)
+    if device:
+        from numba import cuda
     for name, a in given.items():
         if device:
             converted[name] = a if cuda.devicearray.is_cuda_ndarray(a) else cuda.as_cuda_array(a)

@@ -10,13 +10,11 @@ destinations, ``indices`` are sources) this is message passing's gather.
 """
 
 import numpy as np
-from numba import cuda, njit
+from numba import njit
 
 from kernels._checks import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, as_arrays, check_csr, check_dtype,
                              check_index_range, check_ndim, check_weights, op_code)
 from kernels._device import blocks_for
-
-THREADS_PER_BLOCK = 256
 
 
 @njit(cache=True, inline="always")
@@ -100,45 +98,6 @@ def _gather_reduce_2d_cpu(indptr, indices, x, weights, op, out):
                     acc[f] = -acc[f]
 
 
-@cuda.jit
-def _gather_reduce_cuda(indptr, indices, x, weights, weighted, op, out):
-    """CUDA gather: one thread per (row, feature); consecutive threads read consecutive features.
-
-    indptr: [R + 1]; indices: [E]; x: [N, F]; weights: [E], read only when ``weighted`` (CUDA
-    kernels cannot be launched with None); out: [R, F], fully written.
-    A row's edges run serially in its thread, so the largest hub row bounds the kernel's time: on an
-    H200 with the 1M-vertex / 10M-edge power-law graph of benchmarks/bench_kernels.py it took 3.0 ms at
-    F = 1 and 5.3 ms at F = 64 against cuSPARSE's 0.23 ms and 1.2 ms (torch.sparse.mm).
-    """
-    tid = cuda.grid(1)
-    num_features = x.shape[1]
-    if tid >= out.shape[0] * num_features:
-        return
-    r = tid // num_features
-    f = tid - r * num_features
-    start = indptr[r]
-    end = indptr[r + 1]
-    if start == end:
-        out[r, f] = 0
-        return
-    sign = np.float32(-1.0) if op == MIN else np.float32(1.0)
-    acc = np.float32(0.0)  # Numba widens it to float64 when x is float64
-    for e in range(start, end):
-        value = x[indices[e], f]
-        if weighted:  # this and the op branch go the same way for the whole grid: no divergence
-            value = value * weights[e]
-        if op == SUM or op == MEAN:
-            acc += value
-        elif e == start or sign * value > acc:
-            acc = sign * value
-    if op == SUM:
-        out[r, f] = acc
-    elif op == MEAN:
-        out[r, f] = acc / (end - start)
-    else:
-        out[r, f] = sign * acc
-
-
 def _gather_reduce(indptr, indices, x, op, weights=None):
     """NumPy reference twin of :func:`gather_reduce` (same arguments and result)."""
     from kernels.scatter import _scatter_reduce
@@ -188,6 +147,10 @@ def gather_reduce(indptr, indices, x, op: str, weights=None, *, check: bool = Tr
     num_rows = indptr.shape[0] - 1
 
     if on_device:
+        from numba import cuda
+
+        from kernels.graph_cuda import THREADS_PER_BLOCK, _gather_reduce_cuda
+
         x2 = x.reshape(x.shape[0], 1) if x.ndim == 1 else x
         out = cuda.device_array((num_rows, x2.shape[1]), dtype=x.dtype)
         blocks = blocks_for(num_rows * x2.shape[1], THREADS_PER_BLOCK)

@@ -6,13 +6,11 @@ same destination are pre-reduced this way before they are sent (partial gather).
 """
 
 import numpy as np
-from numba import cuda, njit
+from numba import njit
 
 from kernels._device import blocks_for
 from kernels._checks import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, as_arrays, check_dtype,
                             check_index_range, check_ndim, op_code)
-
-THREADS_PER_BLOCK = 256
 
 
 @njit(cache=True, inline="always")
@@ -55,48 +53,6 @@ def _scatter_reduce_cpu(index, values, op, out, counts):
     for s in range(out.shape[0]):
         for f in range(num_features):
             out[s, f] = _finish_segment(out[s, f], counts[s], op)
-
-
-@cuda.jit
-def _fill_cuda(out, value):
-    """Set every entry of out [S, F] to ``value``."""
-    tid = cuda.grid(1)
-    if tid < out.shape[0] * out.shape[1]:
-        out[tid // out.shape[1], tid % out.shape[1]] = value
-
-
-@cuda.jit
-def _scatter_reduce_cuda(index, values, op, out, counts):
-    """CUDA scatter: one thread per (message, feature), atomics into out [S, F] and counts [S].
-
-    index: [M]; values: [M, F]; ``out`` starts at 0 (sum, mean) or -inf (max, min).
-    """
-    tid = cuda.grid(1)
-    num_features = values.shape[1]
-    if tid >= values.shape[0] * num_features:
-        return
-    m = tid // num_features
-    f = tid - m * num_features
-    s = index[m]
-    if f == 0:
-        cuda.atomic.add(counts, s, 1)
-    if op == SUM or op == MEAN:
-        cuda.atomic.add(out, (s, f), values[m, f])
-    elif op == MIN:
-        cuda.atomic.max(out, (s, f), -values[m, f])
-    else:
-        cuda.atomic.max(out, (s, f), values[m, f])
-
-
-@cuda.jit
-def _finish_segments_cuda(op, out, counts):
-    """CUDA finish of out [S, F] given counts [S]: see ``_finish_segment``."""
-    tid = cuda.grid(1)
-    num_features = out.shape[1]
-    if tid < out.shape[0] * num_features:
-        s = tid // num_features
-        f = tid - s * num_features
-        out[s, f] = _finish_segment(out[s, f], counts[s], op)
 
 
 def _scatter_reduce(index, values, num_segments, op):
@@ -156,6 +112,11 @@ def scatter_reduce(index, values, num_segments: int, op: str, *, check: bool = T
     shape2 = (num_segments, values2.shape[1])
     initial = 0.0 if code in (SUM, MEAN) else -np.inf
     if on_device:
+        from numba import cuda
+
+        from kernels.graph_cuda import (THREADS_PER_BLOCK, _fill_cuda, _finish_segments_cuda,
+                                        _scatter_reduce_cuda)
+
         out = cuda.device_array(shape2, dtype=values.dtype)
         counts = cuda.device_array(num_segments, dtype=np.int64)
         out_blocks = blocks_for(out.size, THREADS_PER_BLOCK)

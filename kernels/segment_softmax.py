@@ -4,15 +4,11 @@
 for every edge ``e`` of row ``r``, with ``m_r`` the row's maximum score (numerically stable), per head.
 """
 
-import math
-
 import numpy as np
-from numba import cuda, njit
+from numba import njit
 
 from kernels._device import blocks_for
 from kernels._checks import FLOAT_DTYPES, as_arrays, check_csr, check_dtype, check_ndim
-
-THREADS_PER_BLOCK = 256
 
 
 @njit(cache=True)
@@ -40,35 +36,6 @@ def _segment_softmax_cpu(indptr, logits, out):
         for e in range(start, end):
             for h in range(num_heads):
                 out[e, h] /= row_sum[h]
-
-
-@cuda.jit
-def _segment_softmax_cuda(indptr, logits, out):
-    """CUDA softmax: one thread per (row, head), three passes over the row's edges.
-
-    indptr: [R + 1]; logits: [E, H]; out: [E, H].
-    """
-    tid = cuda.grid(1)
-    num_heads = logits.shape[1]
-    if tid >= (indptr.shape[0] - 1) * num_heads:
-        return
-    r = tid // num_heads
-    h = tid - r * num_heads
-    start = indptr[r]
-    end = indptr[r + 1]
-    if start == end:
-        return
-    row_max = logits[start, h]
-    for e in range(start + 1, end):
-        row_max = max(row_max, logits[e, h])
-    row_sum = math.exp(logits[start, h] - row_max)  # the sum starts in the logits' precision
-    out[start, h] = row_sum
-    for e in range(start + 1, end):
-        value = math.exp(logits[e, h] - row_max)
-        out[e, h] = value
-        row_sum += value
-    for e in range(start, end):
-        out[e, h] /= row_sum
 
 
 def _segment_softmax(indptr, logits):
@@ -103,6 +70,10 @@ def segment_softmax(indptr, logits, *, check: bool = True):
 
     logits2 = logits.reshape(logits.shape[0], 1) if logits.ndim == 1 else logits
     if on_device:
+        from numba import cuda
+
+        from kernels.graph_cuda import THREADS_PER_BLOCK, _segment_softmax_cuda
+
         out = cuda.device_array(logits2.shape, dtype=logits.dtype)
         blocks = blocks_for((indptr.shape[0] - 1) * logits2.shape[1], THREADS_PER_BLOCK)
         _segment_softmax_cuda[blocks, THREADS_PER_BLOCK](indptr, logits2, out)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
+from pregel.edge_order import count_rows, group_by_row, row_ids, stable_order
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -96,8 +97,8 @@ class DistributedGraph:
 
     owned: [n] int64 global ids of the owned vertices, ascending.
     Destination-side edges (gathered by their destination's owner): in_indptr [n + 1] int64 CSR
-    over owned vertices; in_indices [E_d] int64 columns in the extended space ``[0, n)`` owned,
-    ``[n, n + g)`` ghosts; in_weights [E_d] float32 or None.
+    over owned vertices; in_indices [E_d] int32 (int64 beyond 2**31 columns) columns in the
+    extended space ``[0, n)`` owned, ``[n, n + g)`` ghosts; in_weights [E_d] float32 or None.
     Source-side edges (partial gather; pre-reduced here, sent to the destination's owner):
     part_indptr [h + 1] int64 CSR over part_dst [h] int64 global destination ids; part_src [E_s]
     int64 local ids of the owned sources; part_weights [E_s] float32 or None.
@@ -238,7 +239,8 @@ def _vertex_data(comm, partition, part, owned):
 
 @dataclass
 class _Edges:
-    """Edges as parallel arrays: src, dst [k] int64 global ids; weight [k] float32 or None;
+    """Edges as parallel arrays: src, dst [k] int32 or int64 global ids (int32 while the graph has
+    fewer than 2**31 vertices, dst in the file's index dtype); weight [k] float32 or None;
     source_side [k] bool (processed on the source's owner: partial gather / no shadow)."""
 
     src: np.ndarray
@@ -258,8 +260,8 @@ class _Edges:
 
 def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
     """The edges read by this rank (the reverse edges appended if ``symmetric``)."""
-    src = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
-    dst = np.asarray(part.indices, dtype=np.int64)
+    src = row_ids(part.indptr, part.start, np.int32 if part.header.num_nodes < 2**31 else np.int64)
+    dst = part.indices
     weights = part.weights if weighted else None
     if symmetric:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
@@ -271,8 +273,7 @@ def _send_edges(comm, edges: _Edges, ranks: np.ndarray) -> _Edges:
     """Send each edge to the rank ``ranks`` [k] names; returns the edges received."""
     if comm.size == 1:
         return edges
-    order = np.argsort(ranks, kind="stable")
-    counts = np.bincount(ranks, minlength=comm.size)
+    order, counts = stable_order(ranks, comm.size)
     src, received = comm.alltoallv(edges.src[order], counts)
 
     def send(array):
@@ -297,7 +298,7 @@ class _LocalEdges:
         else:
             self.dest, self.source = edges, edges.take(slice(0, 0))
         self.dst_local = partition.local_index(self.dest.dst, comm.rank)
-        self.in_degree = np.bincount(self.dst_local, minlength=n).astype(np.int64)
+        self.in_degree = count_rows(self.dst_local, n)
         loops = np.concatenate([self.dest.dst[self.dest.src == self.dest.dst],
                                 self.source.dst[self.source.src == self.source.dst]])
         self.self_loops = np.bincount(partition.local_index(loops, comm.rank), minlength=n).astype(np.int64)
@@ -331,6 +332,26 @@ class _LocalEdges:
         return in_hubs
 
 
+def _extended_columns(comm, partition, n: int, src: np.ndarray):
+    """Columns [E] of in-edges with global sources ``src`` [E] in the extended space ``[owned |
+    ghosts]`` (int32 when it fits), the ghosts' global ids [g] grouped by owner rank (ids ascending
+    within a rank) and the ghost count of each rank [size]."""
+    if comm.size == 1:  # one rank owns every vertex, at its global id
+        columns = src.astype(np.int32 if n < 2**31 else np.int64, copy=False)
+        return columns, np.zeros(0, np.int64), np.zeros(1, np.int64)
+    is_local = partition.owner(src) == comm.rank
+    remote_ids, remote_pos = np.unique(src[~is_local].astype(np.int64), return_inverse=True)
+    remote_owner = partition.owner(remote_ids)
+    ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
+    ghost_ids = remote_ids[ghost_order]
+    ghost_rank_of_unique = np.empty(len(remote_ids), dtype=np.int64)
+    ghost_rank_of_unique[ghost_order] = np.arange(len(remote_ids))
+    columns = np.empty(len(src), dtype=np.int32 if n + len(ghost_ids) < 2**31 else np.int64)
+    columns[is_local] = partition.local_index(src[is_local], comm.rank)
+    columns[~is_local] = n + ghost_rank_of_unique[remote_pos]
+    return columns, ghost_ids, np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
+
+
 def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree, feats, labels,
                  in_hubs):
     n = len(owned)
@@ -340,34 +361,13 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
 
     source = local.source
     order = np.lexsort((source.src, source.dst))
-    part_dst, part_counts = np.unique(source.dst[order], return_counts=True)
+    part_dst, part_counts = np.unique(source.dst[order].astype(np.int64), return_counts=True)
     part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 
-    dest, num_nodes = local.dest, max(header.num_nodes, 1)
-    key = local.dst_local * num_nodes + dest.src  # sort by (destination, global source id)
-    weights = None
-    if dest.weight is None:
-        key.sort()
-    else:
-        by_key = np.argsort(key, kind="stable")
-        key, weights = key[by_key], dest.weight[by_key]
-    dst_local, src = key // num_nodes, key % num_nodes
-    in_indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst_local, minlength=n), out=in_indptr[1:])
-
-    src_owner = partition.owner(src)
-    is_local = src_owner == comm.rank
-    remote_ids, remote_pos = np.unique(src[~is_local], return_inverse=True)
-    remote_owner = partition.owner(remote_ids)
-    ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
-    ghost_ids = remote_ids[ghost_order]
-    ghost_rank_of_unique = np.empty(len(remote_ids), dtype=np.int64)
-    ghost_rank_of_unique[ghost_order] = np.arange(len(remote_ids))
-    in_indices = np.empty(len(src), dtype=np.int64)
-    in_indices[is_local] = to_local(src[is_local])
-    in_indices[~is_local] = n + ghost_rank_of_unique[remote_pos]
-    ghost_counts = np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
+    columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
+    in_indptr, in_indices, weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
+                                                  keys=local.dest.src)
 
     wanted, send_counts = comm.alltoallv(ghost_ids, ghost_counts)
     part_owner = partition.owner(part_dst)
@@ -379,7 +379,7 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
         comm=comm, partition=partition, num_nodes=header.num_nodes, num_edges=header.num_edges,
         directed=header.directed, owned=owned, in_indptr=in_indptr, in_indices=in_indices,
         in_weights=weights, part_indptr=part_indptr, part_dst=part_dst,
-        part_src=to_local(source.src[order]), part_weights=part_weights,
+        part_src=to_local(source.src[order]).astype(np.int64), part_weights=part_weights,
         ghost_ids=ghost_ids, ghost_counts=ghost_counts, send_index=to_local(wanted),
         send_counts=send_counts, dst_send_index=to_local(dst_wanted), dst_send_counts=dst_send_counts,
         dst_recv_counts=dst_recv_counts, dst_recv_rows=dst_recv_rows, any_source_side=any_source_side,

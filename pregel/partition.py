@@ -56,8 +56,10 @@ class RangePartition:
         return np.arange(self.bounds[rank], self.bounds[rank + 1], dtype=np.int64)
 
     def local_index(self, ids: np.ndarray, rank: int) -> np.ndarray:
-        """Positions [k] in ``owned(rank)`` of global ids [k] that ``rank`` owns."""
-        return np.asarray(ids, dtype=np.int64) - self.bounds[rank]
+        """Positions [k] in ``owned(rank)`` of global integer ids [k] that ``rank`` owns: ``ids``
+        itself (any integer dtype) when ``rank`` owns from 0, do not write into it; else int64."""
+        ids = np.asarray(ids)
+        return ids if self.bounds[rank] == 0 else ids - self.bounds[rank]
 
 
 class HashPartition:

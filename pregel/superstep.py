@@ -14,6 +14,7 @@ import numpy as np
 
 from kernels.gather import gather_reduce
 from kernels.scatter import scatter_reduce
+from pregel.edge_order import row_ids
 from pregel.exchange import Outgoing
 from pregel.program import COMBINERS, REDUCERS, Messages, VertexProgram
 from pregel.softmax_parts import SoftmaxParts
@@ -43,8 +44,12 @@ class EdgeIds:
     @cached_property
     def dst_rows(self) -> np.ndarray:
         """[E_d] local destination row of each destination-side edge."""
-        g = self.graph
-        return np.repeat(np.arange(g.num_local, dtype=np.int64), np.diff(g.in_indptr))
+        return row_ids(self.graph.in_indptr)
+
+    @cached_property
+    def in_counts(self) -> np.ndarray:
+        """[n] float64 number of destination-side in-edges of each owned vertex."""
+        return np.diff(self.graph.in_indptr).astype(np.float64)
 
     @cached_property
     def dst_side(self) -> tuple:
@@ -226,10 +231,11 @@ class Superstep:
             return self._softmax(ext, sent_ext, inc)
         edge_side = self.edges.dst_side if self.per_edge else (g.in_weights, None, None, None)
         gathered = self._reduce_edges(g.in_indptr, g.in_indices, ext, sent_ext, edge_side, False)
-        count = (np.diff(g.in_indptr).astype(np.float64) if sent_ext is None else
+        count = (self.edges.in_counts if sent_ext is None else
                  np.bincount(self.edges.dst_rows, weights=sent_ext[g.in_indices], minlength=n))
         op, identity = self.combiner, IDENTITY[self.combiner]
-        gathered[count == 0] = identity  # gather_reduce gives 0 for rows without edges
+        if identity != 0:  # gather_reduce gives 0 for rows without edges
+            gathered[count == 0] = identity
         if len(inc.direct_ids):  # partial aggregates and direct messages touch only their rows
             rows, inverse = np.unique(g.local_index(inc.direct_ids), return_inverse=True)
             reduce_op = "sum" if op == "mean" else op
@@ -243,7 +249,8 @@ class Superstep:
         received = count > 0
         if op == "mean":
             gathered = gathered / _rows(np.maximum(count, 1), gathered).astype(gathered.dtype)
-        gathered[~received] = identity
+        if identity != 0:
+            gathered[~received] = identity
         return gathered, received
 
     def _softmax(self, ext, sent_ext, inc):

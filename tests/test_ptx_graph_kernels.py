@@ -2,13 +2,12 @@
 type combination the dispatch functions launch it with, so a kernel that would not build on a GPU
 fails here (no GPU or simulator needed).
 """
-import importlib
 import itertools
 
 import pytest
 from numba import cuda, types
 
-from kernels import gather, scatter
+from kernels import graph_cuda
 
 FLOATS = [types.float32, types.float64]
 INDEX = [types.int32, types.int64]
@@ -24,21 +23,21 @@ def matrix(dtype):
 
 
 def launch_signatures():
-    """(kernel, signature) for every kernel launch in kernels.gather / scatter / segment_softmax."""
+    """(kernel, signature) for every kernel launch of the dispatch functions in kernels.gather /
+    scatter / segment_softmax (the kernels are in kernels.graph_cuda)."""
     for indptr, indices, dtype in itertools.product(INDEX, INDEX, FLOATS):
-        yield gather._gather_reduce_cuda, types.void(
+        yield graph_cuda._gather_reduce_cuda, types.void(
             vector(indptr), vector(indices), matrix(dtype), vector(dtype), types.boolean, OP,
             matrix(dtype))
     for dtype in FLOATS:
-        yield scatter._fill_cuda, types.void(matrix(dtype), types.float64)
-        yield scatter._finish_segments_cuda, types.void(OP, matrix(dtype), vector(types.int64))
+        yield graph_cuda._fill_cuda, types.void(matrix(dtype), types.float64)
+        yield graph_cuda._finish_segments_cuda, types.void(OP, matrix(dtype), vector(types.int64))
         for index in INDEX:
-            yield scatter._scatter_reduce_cuda, types.void(
+            yield graph_cuda._scatter_reduce_cuda, types.void(
                 vector(index), matrix(dtype), OP, matrix(dtype), vector(types.int64))
-    yield scatter._fill_cuda, types.void(matrix(types.int64), types.int64)  # the counts
+    yield graph_cuda._fill_cuda, types.void(matrix(types.int64), types.int64)  # the counts
     for indptr, dtype in itertools.product(INDEX, FLOATS):
-        # the package exports the function segment_softmax, which hides the module of that name
-        yield importlib.import_module("kernels.segment_softmax")._segment_softmax_cuda, types.void(
+        yield graph_cuda._segment_softmax_cuda, types.void(
             vector(indptr), matrix(dtype), matrix(dtype))
 
 

@@ -27,17 +27,24 @@ class PageRank(VertexProgram):
         return None
 
     def init(self, ctx):
+        # fixed for the run: 1 / out-degree [n] (1 for dangling vertices, which send nothing
+        # anyone receives) and the dangling vertices' local ids [d]
+        self._inverse_degree = 1.0 / np.maximum(ctx.out_degree, 1)
+        self._dangling = np.flatnonzero(ctx.out_degree == 0)
         rank = np.full(ctx.num_local, 1.0 / max(ctx.num_vertices, 1))
-        ctx.aggregate("dangling", rank[ctx.out_degree == 0].sum())
+        ctx.aggregate("dangling", rank[self._dangling].sum())
         return rank
 
     def message(self, ctx, rank):
-        return rank / np.maximum(ctx.out_degree, 1)
+        return rank * self._inverse_degree
 
     def apply(self, ctx, rank, gathered):
         n = ctx.num_vertices
-        new = self.alpha * (gathered + ctx.aggregated["dangling"] / n) + (1.0 - self.alpha) / n
-        ctx.aggregate("dangling", new[ctx.out_degree == 0].sum())
+        new = gathered  # a fresh array: updated in place
+        new += ctx.aggregated["dangling"] / n
+        new *= self.alpha
+        new += (1.0 - self.alpha) / n
+        ctx.aggregate("dangling", new[self._dangling].sum())
         ctx.aggregate("change", np.abs(new - rank).sum())
         return new, True
 

@@ -1,0 +1,114 @@
+"""Load-time edge layout in O(E): row ids of a CSR's edges, and grouping edges into a CSR by row
+with a stable counting sort.
+
+At load time each rank turns its in-edges (parallel arrays, in no particular order) into a CSR over
+its owned vertices whose rows list their edges by ascending global source id. A comparison sort of
+(row, source) keys costs O(E log E); a counting sort by row is O(E + n) and stable, so edges already
+in source order (as they come from the file's out-edge CSR, slice after slice) keep that order
+within each row.
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _fill_row_ids(indptr, first, out):
+    """out[e] = first + r for every edge e of row r. indptr: [R + 1] int64; out: [E] int32/int64."""
+    for r in range(indptr.shape[0] - 1):
+        for e in range(indptr[r], indptr[r + 1]):
+            out[e] = first + r
+
+
+def row_ids(indptr: np.ndarray, first: int = 0, dtype=np.int64) -> np.ndarray:
+    """[E] ``dtype``: ``first + r`` for each edge of row ``r`` of a CSR with ``indptr`` [R + 1] int64
+    starting at 0 (``np.repeat(np.arange(first, first + R), np.diff(indptr))``, without its
+    per-row copies)."""
+    out = np.empty(int(indptr[-1]), dtype=dtype)
+    _fill_row_ids(np.ascontiguousarray(indptr, dtype=np.int64), np.int64(first), out)
+    return out
+
+
+@njit(cache=True)
+def _count_rows(rows, counts):
+    """counts[r] += number of entries of rows [E] (int32/int64) equal to r; counts: [n] int64."""
+    for e in range(rows.shape[0]):
+        counts[rows[e]] += 1
+
+
+def count_rows(rows: np.ndarray, num_rows: int) -> np.ndarray:
+    """[num_rows] int64 occurrences of each row id in ``rows`` [E] int32/int64 in [0, num_rows)
+    (``np.bincount`` without converting int32 ids to int64 first)."""
+    counts = np.zeros(num_rows, dtype=np.int64)
+    _count_rows(np.ascontiguousarray(rows), counts)
+    return counts
+
+
+@njit(cache=True)
+def _ascending(keys):
+    """Whether keys [E] never decrease (stops at the first descent)."""
+    for e in range(1, keys.shape[0]):
+        if keys[e] < keys[e - 1]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _scatter_to_rows(rows, indptr, columns, weights, out_columns, out_weights):
+    """Place edge ``e`` at the next free position of row ``rows[e]``, in edge order.
+
+    rows: [E] int32/int64 in [0, n); indptr: [n + 1] int64 row starts; columns: [E]; weights: [E] or None
+    (the branch is pruned at compile time); out_columns, out_weights: [E], written in place.
+    """
+    next_free = indptr[:-1].copy()
+    for e in range(rows.shape[0]):
+        r = rows[e]
+        position = next_free[r]
+        next_free[r] = position + 1
+        out_columns[position] = columns[e]
+        if weights is not None:
+            out_weights[position] = weights[e]
+
+
+@njit(cache=True)
+def _stable_order(keys, starts, order):
+    """order[next free position of key k] = e for each e, in edge order (a counting sort)."""
+    next_free = starts.copy()
+    for e in range(keys.shape[0]):
+        k = keys[e]
+        order[next_free[k]] = e
+        next_free[k] += 1
+
+
+def stable_order(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order [E] int64, counts [num_keys] int64): ``np.argsort(keys, kind="stable")`` in O(E)
+    for small non-negative integer keys [E] in [0, num_keys) (e.g. destination ranks), and how
+    many keys each value has."""
+    counts = count_rows(keys, num_keys)
+    starts = np.zeros(num_keys, dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    order = np.empty(len(keys), dtype=np.int64)
+    _stable_order(np.ascontiguousarray(keys), starts, order)
+    return order, counts
+
+
+def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: np.ndarray | None,
+                 keys: np.ndarray) -> tuple:
+    """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order).
+
+    rows: [E] int32/int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
+    keys: [E] int32/int64 the within-row order (the global source ids).
+    Returns (indptr [num_rows + 1] int64, columns [E] as given, weights [E] or None).
+    Edges whose keys are not ascending are first put in key order (a stable sort); edges read from
+    an out-edge CSR are, and skip it.
+    """
+    if not _ascending(keys):
+        order = np.argsort(keys, kind="stable")
+        rows, columns = rows[order], columns[order]
+        weights = None if weights is None else weights[order]
+    indptr = np.zeros(num_rows + 1, dtype=np.int64)
+    np.cumsum(count_rows(rows, num_rows), out=indptr[1:])
+    out_columns = np.empty_like(columns)
+    out_weights = None if weights is None else np.empty_like(weights)
+    _scatter_to_rows(np.ascontiguousarray(rows), indptr, columns, weights, out_columns, out_weights)
+    return indptr, out_columns, out_weights

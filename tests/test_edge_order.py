@@ -1,0 +1,45 @@
+"""group_by_row (the load-time counting sort) against a lexsort by (row, key)."""
+
+import numpy as np
+import pytest
+
+from pregel.edge_order import count_rows, group_by_row, row_ids, stable_order
+
+
+@pytest.mark.parametrize("sorted_keys", [True, False])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_group_by_row_matches_lexsort(sorted_keys, weighted):
+    rng = np.random.default_rng(3)
+    num_rows, num_edges = 50, 2000
+    keys = rng.integers(0, 300, num_edges)
+    if sorted_keys:
+        keys.sort()
+    rows = rng.integers(0, num_rows - 5, num_edges)  # the last rows stay empty
+    columns = rng.integers(0, 10**6, num_edges).astype(np.int32)
+    weights = rng.random(num_edges).astype(np.float32) if weighted else None
+    indptr, out_columns, out_weights = group_by_row(rows, num_rows, columns, weights, keys=keys)
+    order = np.lexsort((np.arange(num_edges), keys, rows))  # ties keep the input order
+    np.testing.assert_array_equal(indptr, np.searchsorted(rows[order], np.arange(num_rows + 1)))
+    np.testing.assert_array_equal(out_columns, columns[order])
+    assert out_columns.dtype == np.int32
+    if weighted:
+        np.testing.assert_array_equal(out_weights, weights[order])
+    else:
+        assert out_weights is None
+
+
+def test_row_ids_and_count_rows_match_numpy():
+    rng = np.random.default_rng(4)
+    degrees = rng.integers(0, 6, 40)
+    indptr = np.concatenate([[0], np.cumsum(degrees)])
+    np.testing.assert_array_equal(row_ids(indptr, 7), np.repeat(np.arange(7, 47), degrees))
+    rows = rng.integers(0, 30, 500).astype(np.int32)
+    np.testing.assert_array_equal(count_rows(rows, 33), np.bincount(rows, minlength=33))
+
+
+def test_stable_order_matches_stable_argsort():
+    keys = np.random.default_rng(5).integers(0, 4, 300)
+    keys[keys == 2] = 1  # a key without entries
+    order, counts = stable_order(keys, 4)
+    np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(counts, np.bincount(keys, minlength=4))
