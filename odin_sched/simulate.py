@@ -28,7 +28,7 @@ from odin_sched.odin import OdinOptions, StepMessages, plan_window
 from odin_sched.step import PARAM_COLUMNS, BatchSettings
 from odin_sched.train import scene_extent, visible_cells_of_cameras
 from odin_sched.visibility import window_margin
-from pregel.dataflow import Firing, _Routes
+from pregel.dataflow import Firing, Routes
 from pregel.errors import InputError
 
 MODES = ("odin", "barrier", "odin-fast")
@@ -182,7 +182,7 @@ class _WindowRun:
     def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool):
         self.plan, self.cost, self.profile, self.gpus = win.plan, cost, profile, gpus
         program = StepMessages(win.steps, np.diff(win.member_indptr))
-        self.routes = _Routes(win.plan, program, gpus)
+        self.routes = Routes(win.plan, program, gpus)
         self.firings = [Firing(win.plan, program, copy.copy(self.routes).select(r), r, gpus, carry=False)
                         for r in range(gpus)]
         self.compute, self.comm, self.wait, self.end = (np.zeros(gpus) for _ in range(4))

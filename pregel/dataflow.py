@@ -130,7 +130,7 @@ def run_dataflow(comm, plan: DataflowPlan, program: DataflowProgram, mode: str =
     """Fire every vertex of ``plan`` once on its rank (collectively, on every rank of ``comm``)."""
     if mode not in MODES:
         raise ValueError(f"run_dataflow: mode must be one of {MODES}, got {mode!r}")
-    routes = _Routes(plan, program, comm.size, comm.rank)
+    routes = Routes(plan, program, comm.size, comm.rank)
     if comm.size > 1 and routes.num_messages > comm.tag_limit + 1:
         raise ValueError(f"run_dataflow: {routes.num_messages:,} messages, but MPI tags stop at "
                          f"{comm.tag_limit:,}: coarsen the DAG or use fewer ranks")
@@ -208,7 +208,7 @@ def _check_plan(plan: DataflowPlan, size: int) -> tuple[np.ndarray, np.ndarray]:
     return src, dst
 
 
-class _Routes:
+class Routes:
     """The deliveries of a plan as NumPy tables, seen from rank ``me``.
 
     A group is (source u, destination rank r) with at least one out-neighbour of u on r; a group
@@ -243,7 +243,7 @@ class _Routes:
         if me is not None:
             self.select(me)
 
-    def select(self, me: int) -> "_Routes":
+    def select(self, me: int) -> "Routes":
         """Set the tables of rank ``me`` (its in-edges, its incoming and outgoing messages); returns self."""
         n, rank = self.plan.graph.num_nodes, self.plan.rank
         mine = np.flatnonzero(rank[self.dst] == me)
@@ -326,11 +326,11 @@ class Firing:
     fire's inputs are, and where its outputs go. ``run_dataflow`` drives it with MPI; a simulator
     (``odin_sched.simulate``) drives the same class with a virtual clock and simulated transfers.
 
-    routes: the plan's ``_Routes`` with rank ``rank`` selected; carry: False to route no payloads
+    routes: the plan's ``Routes`` with rank ``rank`` selected; carry: False to route no payloads
     (``fire`` then gets empty inputs and its return value is ignored; sizes still count).
     """
 
-    def __init__(self, plan: DataflowPlan, program: DataflowProgram, routes: _Routes, rank: int, size: int,
+    def __init__(self, plan: DataflowPlan, program: DataflowProgram, routes: Routes, rank: int, size: int,
                  carry: bool = True):
         self.plan, self.program, self.routes, self.rank, self.carry = plan, program, routes, rank, carry
         self.ctx = DataflowContext(rank, size, plan)
@@ -430,7 +430,7 @@ class Firing:
 class _Run:
     """One rank's run over MPI: the transport that drives this rank's ``Firing``."""
 
-    def __init__(self, comm, plan, program, routes: _Routes, clock: _Clock):
+    def __init__(self, comm, plan, program, routes: Routes, clock: _Clock):
         self.comm, self.plan, self.program, self.routes, self.clock = comm, plan, program, routes, clock
         self.firing = Firing(plan, program, routes, comm.rank, comm.size)
 
