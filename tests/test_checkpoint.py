@@ -3,14 +3,10 @@ result file and the last complete checkpoint intact; resuming (at the same or an
 ranks) gives the uninterrupted run's /values (bitwise), which networkx confirms. Mismatched and
 corrupted checkpoints are refused with one line and exit status 2."""
 
-import hashlib
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import h5py
 import networkx as nx
@@ -19,6 +15,7 @@ import pytest
 import torch
 from torch_geometric.nn import SAGEConv
 
+from killing import assert_nothing_written, intact, kill_and_end, stop, wait_for
 from pregel.generate import generate_graph, random_features
 from pregel.graph_io import GraphData, write_graph
 from vertex_programs.gnn import save_model
@@ -27,7 +24,6 @@ BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
 PREGEL = shutil.which("pregel", path=BIN) or "pregel"
 ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-KILL_DEADLINE = 30  # seconds from the kill to the end of the job
 SIDE = 12  # grid side: sssp needs 2 (SIDE - 1) supersteps from a corner
 
 # Programs run through FILE.py:CLASS; with PREGEL_TEST_PIDFILE set, the last rank writes its pid
@@ -95,13 +91,6 @@ def _values(path):
         return f["values"][:], int(f.attrs["supersteps"])
 
 
-def _intact(step_dir) -> bool:
-    """A complete checkpoint: the manifest and every part it lists, with matching SHA-256."""
-    manifest = json.loads((step_dir / "manifest.json").read_text())
-    return all(hashlib.sha256((step_dir / p["file"]).read_bytes()).hexdigest() == p["sha256"]
-               for p in manifest["parts"]) and len(manifest["parts"]) == manifest["ranks"]
-
-
 def _kill_during_run(files, tmp_path, cls, ranks, extra=()):
     """Start a checkpointed run that hangs in superstep 5, SIGKILL the hanging rank, wait."""
     pidfile, ck, out = tmp_path / "pid", tmp_path / "ck", tmp_path / "out.h5"
@@ -111,22 +100,11 @@ def _kill_during_run(files, tmp_path, cls, ranks, extra=()):
                             "--checkpoint-every", "2", "--quiet", *extra],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        deadline = time.time() + 90
-        while not pidfile.exists():
-            assert job.poll() is None, job.communicate()
-            assert time.time() < deadline, "the program never reached superstep 5"
-            time.sleep(0.05)
-        os.kill(int(pidfile.read_text()), signal.SIGKILL)
-        killed = time.time()
-        job.communicate(timeout=KILL_DEADLINE)
-        assert time.time() - killed < KILL_DEADLINE
+        wait_for(pidfile, job, 90, "the program never reached superstep 5")
+        kill_and_end(job, int(pidfile.read_text()))
     finally:
-        if job.poll() is None:
-            job.kill()
-            job.communicate()
-    assert job.returncode != 0
-    assert not out.exists(), "a killed job leaves no result file"
-    assert not list(tmp_path.glob(".out.h5.*")), "nor a temporary one"
+        stop(job)
+    assert_nothing_written(job, out, tmp_path)
     return ck
 
 
@@ -140,7 +118,7 @@ def test_killed_rank_then_resume_matches_uninterrupted_run(files, tmp_path, cls,
     ck = _kill_during_run(files, tmp_path, cls, ranks)
     steps = sorted(p.name for p in ck.iterdir())
     assert steps == ["step-000000002", "step-000000004"]
-    assert all(_intact(ck / s) for s in steps)
+    assert all(intact(ck / s) for s in steps)
 
     program = f"{files / 'programs.py'}:{cls}"
     resumed = _pregel(resume_ranks, "run", program, "--graph", files / "g.h5", "--out",
@@ -284,22 +262,15 @@ def test_infer_killed_in_a_layer_resumes_at_that_layer(gnn_files, tmp_path, rank
                             "--checkpoint-dir", str(ck)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=ENV)
     try:
-        while not (ck / "step-000000002" / "manifest.json").exists():  # layer 2 checkpointed
-            assert job.poll() is None, job.communicate()
-            time.sleep(0.005)
+        wait_for(ck / "step-000000002" / "manifest.json", job, 300, "layer 2 was never checkpointed")
         victims = _ranks_of(job.pid)
         assert victims and job.poll() is None, "the job ended before it could be killed"
-        os.kill(max(victims), signal.SIGKILL)
-        killed = time.time()
-        job.communicate(timeout=KILL_DEADLINE)
-        assert time.time() - killed < KILL_DEADLINE
+        kill_and_end(job, max(victims))
     finally:
-        if job.poll() is None:
-            job.kill()
-            job.communicate()
-    assert job.returncode != 0 and not out.exists()
+        stop(job)
+    assert_nothing_written(job, out, tmp_path)
     complete = sorted(p.name for p in ck.iterdir() if (p / "manifest.json").exists())
-    assert complete[-1] in ("step-000000002", "step-000000003") and all(_intact(ck / s) for s in complete)
+    assert complete[-1] in ("step-000000002", "step-000000003") and all(intact(ck / s) for s in complete)
 
     resumed = _pregel(resume_ranks, "infer", *args, "--out", tmp_path / "resumed.h5", "--resume", ck)
     assert resumed.returncode == 0, resumed.stderr

@@ -4,19 +4,16 @@ complete checkpoint intact; resuming it (at the same or another number of ranks)
 parameters and metrics of an uninterrupted single-process run, bit for bit, with densification on
 and off. Mismatched and corrupted checkpoints are refused with one line and exit status 2."""
 
-import hashlib
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
 import pytest
 
+from killing import assert_nothing_written, intact, kill_and_end, stop, wait_for
 from odin_sched.ply import write_ply
 from odin_sched.scene_gen import generate_scene
 from odin_sched.scene_io import write_scene
@@ -26,7 +23,6 @@ BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
 PREGEL = shutil.which("pregel", path=BIN) or "pregel"
 ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-KILL_DEADLINE = 30  # seconds from the kill to the end of the job
 STEPS, EVERY, HANG_AFTER = 12, 4, 6
 # densification every 3 steps from step 3, evaluation every 5, windows of at most 4 batches
 OPTIONS = ["--steps", STEPS, "--batch-size", 2, "--eval-every", 5, "--window", 4, "--seed", 3]
@@ -100,13 +96,6 @@ def _assert_bitwise(path, oracle_path):
         assert np.array_equal(got[name], want[name]), f"{name} differs from the uninterrupted run"
 
 
-def _intact(step_dir) -> bool:
-    """A complete checkpoint: the manifest and its one part, with matching size and SHA-256."""
-    manifest = json.loads((step_dir / "manifest.json").read_text())
-    data = (step_dir / manifest["parts"][0]["file"]).read_bytes()
-    return len(manifest["parts"]) == 1 and hashlib.sha256(data).hexdigest() == manifest["parts"][0]["sha256"]
-
-
 def _kill_during_training(files, tmp_path, ranks, extra):
     """Start a checkpointed training run whose last rank hangs after step 6, SIGKILL that process
     once it hangs, and check that the job ends promptly and writes nothing at --out."""
@@ -118,25 +107,14 @@ def _kill_during_training(files, tmp_path, ranks, extra):
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=dict(ENV, TEST_PIDFILE=str(pidfile)))
     try:
-        deadline = time.time() + 120
-        while not pidfile.exists():
-            assert job.poll() is None, job.communicate()
-            assert time.time() < deadline, "training never reached step 6"
-            time.sleep(0.05)
+        wait_for(pidfile, job, 120, "training never reached step 6")
         assert any((step / "manifest.json").exists() for step in ck.iterdir()), "a checkpoint has appeared"
-        os.kill(int(pidfile.read_text()), signal.SIGKILL)
-        killed = time.time()
-        job.communicate(timeout=KILL_DEADLINE)
-        assert time.time() - killed < KILL_DEADLINE
+        kill_and_end(job, int(pidfile.read_text()))
     finally:
-        if job.poll() is None:
-            job.kill()
-            job.communicate()
-    assert job.returncode != 0
-    assert not out.exists(), "a killed job leaves no result file"
-    assert not list(tmp_path.glob(".out.h5.*")), "nor a temporary one"
+        stop(job)
+    assert_nothing_written(job, out, tmp_path)
     steps = sorted(p.name for p in ck.iterdir())
-    assert steps and all(_intact(ck / s) for s in steps)
+    assert steps and all(intact(ck / s, parts=1) for s in steps)
     return ck, steps
 
 
