@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch_geometric.nn import SAGEConv
 
-from killing import assert_nothing_written, intact, kill_and_end, stop, wait_for
+from job_checks import assert_nothing_written, intact, kill_and_end, one_line_error, stop, wait_for
 from pregel.generate import generate_graph, random_features
 from pregel.graph_io import GraphData, write_graph
 from vertex_programs.gnn import save_model
@@ -158,22 +158,15 @@ def checkpointed(files, tmp_path):
     return ck
 
 
-def _one_line_error(result, *fragments):
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert all(f in lines[0] for f in fragments), lines[0]
-
-
 def test_mismatched_checkpoint_is_refused(files, tmp_path, checkpointed):
     other = _pregel(2, "run", "sssp", "--source", "5", "--graph", files / "g.h5", "--out",
                     tmp_path / "o.h5", "--resume", checkpointed)
-    _one_line_error(other, "does not match this job", "source")
+    one_line_error(other, "does not match this job", "source")
     indptr, indices = generate_graph("grid", SIDE * SIDE, 4, seed=0)
     write_graph(tmp_path / "unweighted.h5", GraphData(indptr, indices, directed=False))
     graph = _pregel(2, "run", "sssp", "--graph", tmp_path / "unweighted.h5", "--out", tmp_path / "o.h5",
                     "--resume", checkpointed)
-    _one_line_error(graph, "does not match this job", "graph")
+    one_line_error(graph, "does not match this job", "graph")
     assert not (tmp_path / "o.h5").exists()
 
 
@@ -184,14 +177,14 @@ def test_corrupted_or_missing_checkpoints_are_refused(files, tmp_path, checkpoin
     part.write_bytes(bytes(data))
     corrupted = _pregel(3, "run", "sssp", "--graph", files / "g.h5", "--out", tmp_path / "o.h5",
                         "--resume", checkpointed)
-    _one_line_error(corrupted, "part-00001.npz", "corrupted")
+    one_line_error(corrupted, "part-00001.npz", "corrupted")
     empty = tmp_path / "empty"
     empty.mkdir()
     none = _pregel(2, "run", "sssp", "--graph", files / "g.h5", "--out", tmp_path / "o.h5", "--resume", empty)
-    _one_line_error(none, "holds no complete checkpoint")
+    one_line_error(none, "holds no complete checkpoint")
     reused = _pregel(2, "run", "sssp", "--graph", files / "g.h5", "--out", tmp_path / "o.h5",
                      "--checkpoint-dir", checkpointed)
-    _one_line_error(reused, "already holds checkpoints")
+    one_line_error(reused, "already holds checkpoints")
     assert not (tmp_path / "o.h5").exists()
 
 

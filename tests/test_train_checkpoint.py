@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from killing import assert_nothing_written, intact, kill_and_end, stop, wait_for
+from job_checks import assert_nothing_written, intact, kill_and_end, one_line_error, stop, wait_for
 from odin_sched.ply import write_ply
 from odin_sched.scene_gen import generate_scene
 from odin_sched.scene_io import write_scene
@@ -156,13 +156,6 @@ def checkpointed(files, tmp_path_factory):
     return ck
 
 
-def _one_line_error(result, *fragments):
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert all(f in lines[0] for f in fragments), lines[0]
-
-
 @pytest.mark.parametrize("change,densify,key,ranks", [
     (["--scene", "other.h5"], True, "scene", 2),
     (["--init-ply", "init.ply"], True, "init", 1),
@@ -177,7 +170,7 @@ def test_mismatched_checkpoint_is_refused(files, checkpointed, tmp_path, change,
     before = sorted(p.name for p in checkpointed.iterdir())
     result = _pregel(ranks, "train", "--scene", files / "s.h5", "--out", tmp_path / "o.h5", *OPTIONS,
                      *(DENSIFY if densify else []), *change, "--resume", checkpointed)  # a later option wins
-    _one_line_error(result, "does not match this job", key)
+    one_line_error(result, "does not match this job", key)
     assert not (tmp_path / "o.h5").exists()
     assert sorted(p.name for p in checkpointed.iterdir()) == before
 
@@ -190,13 +183,13 @@ def test_corrupted_checkpoint_is_refused(files, checkpointed, tmp_path):
     data[len(data) // 2] ^= 1
     part.write_bytes(bytes(data))
     args = ["--scene", files / "s.h5", "--out", tmp_path / "o.h5", *OPTIONS, *DENSIFY, "--resume", ck]
-    _one_line_error(_pregel(1, "train", *args), "state.npz", "corrupted")
+    one_line_error(_pregel(1, "train", *args), "state.npz", "corrupted")
     (ck / "step-000000012" / "manifest.json").write_text('{"format": "pregel-chec')
-    _one_line_error(_pregel(1, "train", *args), "manifest.json", "unreadable checkpoint manifest")
+    one_line_error(_pregel(1, "train", *args), "manifest.json", "unreadable checkpoint manifest")
     assert not (tmp_path / "o.h5").exists()
 
 
 def test_a_fresh_run_refuses_a_folder_with_checkpoints(files, checkpointed, tmp_path):
     result = _pregel(1, "train", "--scene", files / "s.h5", "--out", tmp_path / "o.h5", *OPTIONS,
                      "--checkpoint-dir", checkpointed)
-    _one_line_error(result, "already holds checkpoints")
+    one_line_error(result, "already holds checkpoints")

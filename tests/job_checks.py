@@ -1,4 +1,5 @@
-"""Killing a job's process for real, shared by the checkpoint tests of `pregel run`, `infer` and `train`."""
+"""Checks on whole `pregel` jobs shared by the checkpoint tests of `run`, `infer` and `train`: killing a
+job's process for real and what it must leave behind, and one-line errors."""
 import hashlib
 import json
 import os
@@ -46,3 +47,11 @@ def intact(step_dir, parts: int | None = None) -> bool:
     expected = manifest["ranks"] if parts is None else parts
     return all(hashlib.sha256((step_dir / p["file"]).read_bytes()).hexdigest() == p["sha256"]
                for p in manifest["parts"]) and len(manifest["parts"]) == expected
+
+
+def one_line_error(result, *fragments) -> None:
+    """A refused command (a CompletedProcess): exit status 2 and one stderr line holding ``fragments``."""
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert all(f in lines[0] for f in fragments), lines[0]
