@@ -14,22 +14,17 @@ manifest and the clean-up), compared with the mean superstep time of the same ru
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
-
-# Import the project's packages when run as a script from this folder.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = os.path.dirname(sys.path[0])
 
 for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"
 
-from pregel.checkpoint import Checkpointer, graph_identity  # noqa: E402
-from pregel.comm import Comm  # noqa: E402
-from pregel.dgraph import load_graph  # noqa: E402
-from pregel.engine import run  # noqa: E402
-from vertex_programs import PageRank  # noqa: E402
+from pregel.checkpoint import Checkpointer, graph_identity
+from pregel.comm import Comm
+from pregel.dgraph import load_graph
+from pregel.engine import run
+from vertex_programs import PageRank
 
 
 class TimedCheckpointer(Checkpointer):

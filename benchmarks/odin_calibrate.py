@@ -17,11 +17,8 @@ import sys
 import h5py
 import numpy as np
 
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = os.path.dirname(sys.path[0])  # the repository, not benchmarks/ (kernels.py would shadow kernels)
-
-from odin_sched.costmodel import PROFILE_DIR, CostProfile, fit_costs, image_features, save_profile  # noqa: E402
-from odin_sched.train import prepare  # noqa: E402
+from odin_sched.costmodel import PROFILE_DIR, CostProfile, fit_costs, image_features, save_profile
+from odin_sched.train import prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")

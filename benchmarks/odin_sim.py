@@ -13,16 +13,14 @@ import sys
 
 import h5py
 
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = os.path.dirname(sys.path[0])  # the repository, not benchmarks/ (kernels.py would shadow kernels)
-
-from odin_sched.costmodel import load_profile  # noqa: E402
-from odin_sched.simulate import scene_of_setup, simulate  # noqa: E402
-from odin_sched.train import prepare  # noqa: E402
+from odin_sched.costmodel import load_profile
+from odin_sched.odin import OdinOptions
+from odin_sched.simulate import scene_of_setup, simulate
+from odin_sched.train import prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
-STEPS, CELLS_PER_RANK, WINDOW = 24, 4, 20
+STEPS, CELLS_PER_RANK, WINDOW = 24, OdinOptions.CELLS_PER_RANK, OdinOptions.window
 
 
 def measured(scene, size, mode, work):
