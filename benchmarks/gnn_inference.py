@@ -116,19 +116,25 @@ def _sage_layers(spec: dict):
 
 def pyg_full_worker(folder: str) -> None:
     """PyG's full-graph forward pass on one process; prints one JSON line, saves the output."""
+    x, edge_index, layers, load_seconds = _pyg_inputs(folder)
+    _pyg_forward(folder, "pyg_full", layers, x, edge_index, load_seconds)
+
+
+def _pyg_forward(folder: str, name: str, layers, x, adjacency, load_seconds: float, **extra) -> None:
+    """Run the SAGE layers (ReLU between them) over ``adjacency`` (edge_index or a sparse adj_t), save
+    the output as NAME.npy and print one JSON line with the timings, peak RSS and ``extra``."""
     import torch
 
-    x, edge_index, layers, load_seconds = _pyg_inputs(folder)
     started = time.perf_counter()
     with torch.no_grad():
         for i, conv in enumerate(layers):
-            x = conv(x, edge_index)
+            x = conv(x, adjacency)
             if i < len(layers) - 1:
                 x = x.relu()
     seconds = time.perf_counter() - started
-    np.save(os.path.join(folder, "pyg_full.npy"), x.numpy())
+    np.save(os.path.join(folder, f"{name}.npy"), x.numpy())
     print(json.dumps({"load": load_seconds, "compute": seconds, "total": load_seconds + seconds,
-                      "rss": [peak_rss_bytes()]}))
+                      "rss": [peak_rss_bytes()], **extra}))
 
 
 def pyg_sparse_worker(folder: str) -> None:
@@ -155,18 +161,8 @@ def pyg_sparse_worker(folder: str) -> None:
     del graph
     load_seconds = time.perf_counter() - started
     layers = _sage_layers(torch.load(os.path.join(folder, "pyg.pt")))
-    started = time.perf_counter()
-    with torch.no_grad():
-        for i, conv in enumerate(layers):
-            x = conv(x, adj_t)
-            if i < len(layers) - 1:
-                x = x.relu()
-    seconds = time.perf_counter() - started
-    np.save(os.path.join(folder, "pyg_sparse.npy"), x.numpy())
-    print(json.dumps({"load": load_seconds, "compute": seconds, "total": load_seconds + seconds,
-                      "rss": [peak_rss_bytes()],
-                      "kind": ("SparseTensor" if torch_geometric.typing.WITH_TORCH_SPARSE
-                               else "torch.sparse_csr_tensor")}))
+    kind = "SparseTensor" if torch_geometric.typing.WITH_TORCH_SPARSE else "torch.sparse_csr_tensor"
+    _pyg_forward(folder, "pyg_sparse", layers, x, adj_t, load_seconds, kind=kind)
 
 
 def _transpose_csr(indptr, indices, n):
