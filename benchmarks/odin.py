@@ -61,30 +61,31 @@ def read_run(path) -> dict:
 
 
 def parallelism_table(scene_path, ranks, args):
-    """Work / critical path of a window's dependency graph for B = 1, P and 4P (planning code of the trainer)."""
-    from odin_sched.cells import cell_bounds, kd_cells
-    from odin_sched.depgraph import build_step_graph, parallelism
-    from odin_sched.odin import PIXEL_COST
-    from odin_sched.step import BatchSettings
+    """Work / critical path of the first window's dependency graph for B = 1, P and 4P, planned by the
+    trainer's own ``plan_window`` (on this one process, for P ranks)."""
+    from odin_sched.depgraph import parallelism
+    from odin_sched.odin import PIXEL_COST, plan_window
     from odin_sched.train import prepare
-    from odin_sched.visibility import predict_visible_cells, window_margin
+    from odin_sched.visibility import window_margin
+    from pregel.comm import Comm
 
-    rows = []
+    comm, rows = Comm(), []
     for p in ranks:
         for batch in sorted({1, p, 4 * p}):
-            setup = prepare(scene_path, args.window, batch, 0, 0.2, args.window, ())
+            setup = prepare(scene_path, args.steps, batch, 0, 0.2, args.steps, ())
             scene, initial = setup.scene, setup.initial
-            cells = args.cells_per_rank * p
-            means, scales = initial["means"].numpy(), initial["scales"].numpy()
-            bounds = cell_bounds(means, scales, kd_cells(means, cells), cells)
             lrs = setup.settings.lrs(setup.extent, 1, args.steps)
-            margin = window_margin(lrs["means"], lrs["scales"], BatchSettings(batch).betas, args.window)
-            visible = predict_visible_cells(bounds, scene.viewmats, scene.Ks, scene.width, scene.height, margin)
-            steps = build_step_graph(setup.batches, visible)
-            cost = np.zeros(steps.num_vertices)
-            cost[:steps.num_images] = (visible[steps.image_camera] @ bounds.count
+            margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, args.window)
+            cells = args.cells_per_rank * p
+            window, _ = plan_window(comm, initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
+                                    scene.Ks, scene.width, scene.height, setup.batches, 0, args.window, margin,
+                                    cells, p)
+            steps = window.steps
+            cost = np.zeros(steps.num_vertices)  # the planner's predicted image cost; cell updates cost 0
+            counts = np.diff(window.member_indptr)
+            cost[:steps.num_images] = (window.visible[steps.image_camera] @ counts
                                        + scene.width * scene.height * PIXEL_COST)
-            rows.append((p, batch, cells, float(visible.mean()), parallelism(steps, cost)))
+            rows.append((p, batch, cells, float(window.visible.mean()), parallelism(steps, cost)))
     return rows
 
 
