@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from odin_sched.cells import cell_bounds, cell_members, kd_cells
-from odin_sched.densify import GradAccumulator, densify_and_prune
+from odin_sched.densify import GradAccumulator, densify_optimizer
 from odin_sched.depgraph import StepGraph, build_step_graph
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.schedule import Schedule, plan_schedule
@@ -420,10 +420,7 @@ class DistributedTrainer:
             losses[start:stop] = self._gather_state(window, program)
             self._verify(snapshot, window)
             if self.densify is not None and self.densify.due(stop):
-                new, source = densify_and_prune(params_of(self.opt), self.accum.average(), setup.extent,
-                                                self.densify, self.densify_gen)
-                self.opt.replace(new, source)
-                self.accum = GradAccumulator(self.opt.num_gaussians)
+                self.accum = densify_optimizer(self.opt, self.accum, setup.extent, self.densify, self.densify_gen)
             if stop % self.eval_every == 0 or stop == self.steps:
                 psnr_steps.append(stop)
                 value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets) \

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune
+from odin_sched.densify import DensifyConfig, GradAccumulator, densify_optimizer
 from odin_sched.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order, shuffled_batches,
                                      spread_batches)
 from odin_sched.metrics import psnr
@@ -278,9 +278,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         idx = torch.nonzero(seen).squeeze(1)
         opt.step_rows(idx, {name: g[idx] for name, g in batch_gradient(total, batch_size).items()})
         if densify and densify.due(step):
-            new, source = densify_and_prune(params_of(opt), accum.average(), setup.extent, densify, densify_gen)
-            opt.replace(new, source)
-            accum = GradAccumulator(opt.num_gaussians)
+            accum = densify_optimizer(opt, accum, setup.extent, densify, densify_gen)
         if step % eval_every == 0 or step == steps:
             psnr_steps.append(step)
             psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets))
