@@ -17,6 +17,7 @@ import time  # noqa: E402
 
 from pregel.atomic import check_writable  # noqa: E402
 from pregel.errors import InputError  # noqa: E402
+from pregel.memory import keep_freed_memory  # noqa: E402
 
 EXIT_BAD_INPUT = 2
 ABORT_GRACE_SECONDS = 1.0
@@ -575,6 +576,7 @@ def main(argv=None) -> int:
     MPI is printed with its rank and aborts the whole job, so no rank waits forever.
     """
     args = build_parser().parse_args(argv)
+    keep_freed_memory()
     try:
         args.run(args)
     except InputError as err:

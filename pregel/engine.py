@@ -14,7 +14,7 @@ from pregel.exchange import exchange
 from pregel.progress import Progress
 from pregel.program import REDUCERS, Context, VertexProgram
 from pregel.stats import FIELDS, SuperstepStats
-from pregel.superstep import EdgeIds, Superstep, as_numpy
+from pregel.superstep import EdgeIds, Superstep, as_numpy, load_gather_kernel
 
 
 @dataclass
@@ -60,6 +60,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         stats = [SuperstepStats.from_row(row) for row in saved.stats]
     bar = Progress(limit, enabled=progress and comm.rank == 0)
     edge_ids = EdgeIds(graph)
+    load_gather_kernel(graph, state, program.weighted)
     while limit is None or ctx.superstep < limit:
         step = SuperstepStats(edges_processed=graph.num_local_edges)
         t0 = time.perf_counter()

@@ -19,14 +19,16 @@ class Progress:
     def __init__(self, limit, enabled: bool, unit: str = "superstep"):
         self.enabled, self.limit, self.unit = enabled, limit, unit
         self.terminal = enabled and sys.stderr.isatty()
-        self.bar = tqdm(total=limit, desc=f"{unit}s", unit=unit, leave=False, disable=not self.terminal)
+        # no tqdm object off a terminal: creating one sets up a multiprocessing lock (about 6 ms)
+        self.bar = tqdm(total=limit, desc=f"{unit}s", unit=unit, leave=False) if self.terminal else None
         self.started = self.last_line = time.perf_counter()
 
     def update(self, done: int, note: str = "") -> None:
         """Record that ``done`` units are complete; ``note`` is shown beside the count."""
-        self.bar.update(done - self.bar.n)
-        if note:
-            self.bar.set_postfix_str(note)
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+            if note:
+                self.bar.set_postfix_str(note)
         now = time.perf_counter()
         if self.enabled and not self.terminal and now - self.last_line >= self.LINE_SECONDS:
             of = f"/{self.limit}" if self.limit is not None else ""
@@ -40,4 +42,5 @@ class Progress:
             (self.bar.write if self.terminal else print)(line)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()

@@ -35,6 +35,17 @@ def wire(values) -> np.ndarray:
     return np.ascontiguousarray(values)
 
 
+def load_gather_kernel(graph, state, weighted: bool) -> None:
+    """Load (from numba's cache, or compile) the gather kernel for messages shaped like ``state``
+    ([n] / [n, F] array or tensor; anything else is skipped; ``weighted``: the program's), so that the first superstep does not
+    pay for it: messages usually have the state's dtype and width (PageRank, SSSP, components)."""
+    if not hasattr(state, "shape") or state.ndim not in (1, 2):
+        return
+    rows = wire(state[:0])
+    weights = graph.in_weights[:0] if weighted and graph.in_weights is not None else None
+    gather_reduce(graph.in_indptr[:1], graph.in_indices[:0], rows, "sum", weights, check=False)
+
+
 class EdgeIds:
     """Per-edge index arrays of a rank's edges, built once per run and only when a path needs them."""
 
@@ -48,8 +59,8 @@ class EdgeIds:
 
     @cached_property
     def in_counts(self) -> np.ndarray:
-        """[n] float64 number of destination-side in-edges of each owned vertex."""
-        return np.diff(self.graph.in_indptr).astype(np.float64)
+        """[n] int64 number of destination-side in-edges of each owned vertex."""
+        return np.diff(self.graph.in_indptr)
 
     @cached_property
     def dst_side(self) -> tuple:
