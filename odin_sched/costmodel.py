@@ -9,6 +9,8 @@
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
   plan longer, so this underestimates planning at scale).
+* Ranks that outnumber the processors (``cores``, as P = 3 on this 2-core machine) share them: a
+  computation takes longer by busy ranks / cores (``slowdown``).
 * A message costs ``latency + bytes / bandwidth`` on the link between the two ranks (within a node or
   between nodes), plus ``overhead`` seconds of the sender's time; the latency and bandwidth of
   ``cpu-here`` come from an MPI ping-pong on this machine (``pingpong``).
@@ -43,6 +45,13 @@ class CostProfile:
     count_planning: bool  # whether the window planning is on the critical path
     source: str
     plan_seconds: float = 0.0  # seconds per window of the runtime's planning (when count_planning)
+    cores: int = 0  # processors shared by all ranks (0: one per rank, as GPUs)
+
+    def slowdown(self, busy: np.ndarray) -> np.ndarray:
+        """[n] factor by which computing takes longer when ``busy`` [n] ranks compute at once:
+        ranks share ``cores`` processors (the operating system time-slices them), 1 without sharing."""
+        busy = np.asarray(busy, np.float64)
+        return np.maximum(1.0, busy / self.cores) if self.cores else np.ones_like(busy)
 
     def image_seconds(self, features: np.ndarray) -> np.ndarray:
         """[n] seconds of image steps with ``features`` [n, 3] (visible, pixels, pairs)."""

@@ -105,10 +105,17 @@ class SimResult:
     stale_reads: int = 0
     max_staleness_seen: int = 0
     spans: list = field(default_factory=list)  # per rank: [(kind, start, end, vertex)] of the first window
+    bound_seconds: float = 0.0  # no schedule of these windows can take less (see ``simulate``)
 
     @property
     def steps_per_second(self) -> float:
         return self.steps / self.seconds
+
+    @property
+    def ceiling_steps_per_second(self) -> float:
+        """The most steps/s any schedule of the same windows could reach: per window, the larger of
+        its work over the processors and its critical path, plus the window-end costs every mode pays."""
+        return self.steps / self.bound_seconds if self.bound_seconds else 0.0
 
     @property
     def wait_fraction(self) -> float:
@@ -135,7 +142,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     per_visible = scene.features[:, 2].sum() / max(scene.features[:, 0].sum(), 1.0)
     weights = (profile.image[0], profile.image[1] + profile.image[3] * per_visible, profile.image[2])
     totals = {k: np.zeros(gpus) for k in ("compute", "comm", "wait")}
-    clock, plan_total, work, path, stale, worst, spans = 0.0, 0.0, 0.0, 0.0, 0, 0, []
+    clock, plan_total, work, path, stale, worst, spans, bound = 0.0, 0.0, 0.0, 0.0, 0, 0, [], 0.0
+    processors = min(gpus, profile.cores) if profile.cores else gpus
     for start in range(0, steps, window):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1, steps)
@@ -150,8 +158,10 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         cost = vertex_costs(win, scene.features, profile)
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
+        bound += max(cost.sum() / processors, cost.sum() / p if p else 0.0)
         if profile.count_planning:
             clock += profile.plan_seconds
+            bound += profile.plan_seconds
             totals["compute"] += profile.plan_seconds
         run = _WindowRun(win, cost, profile, gpus, trace and start == 0)
         run.dataflow() if mode != "barrier" else run.bsp()
@@ -162,9 +172,10 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         gather = profile.allgather_seconds(GATHER_BYTES * len(scene.means), gpus) + profile.barrier_seconds(gpus)
         totals["comm"] += gather
         clock += end + gather
+        bound += gather
         spans = spans or run.spans
     return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
-                     work / path if path else 0.0, stale, worst, spans)
+                     work / path if path else 0.0, stale, worst, spans, bound)
 
 
 def vertex_costs(win, features: np.ndarray, profile: CostProfile) -> np.ndarray:
@@ -224,18 +235,27 @@ class _WindowRun:
             event = env.timeout(in_free[dst] + float(latency) - env.now)
             event.callbacks.append(lambda _, dst=dst, g=g: arrive(dst, g))
 
+        busy = [0]  # ranks computing now (they share the profile's cores, if any)
+
+        def occupied(seconds):
+            """Hold a processor for ``seconds`` of work, slowed down by the ranks that share it
+            (the number computing when it starts, itself included)."""
+            busy[0] += 1
+            yield env.timeout(seconds * float(self.profile.slowdown(busy[0])))
+            busy[0] -= 1
+
         def rank(me):
             f = self.firings[me]
             while not f.done:
                 if f.ready:
                     u, seconds, remote = self._fire(me)
                     t0 = env.now
-                    yield env.timeout(seconds)
-                    self.compute[me] += seconds
+                    yield from occupied(seconds)
+                    self.compute[me] += env.now - t0
                     self._span(me, "compute", t0, env.now, u)
                     if remote:
                         t0 = env.now
-                        yield env.timeout(self.profile.overhead * len(remote))
+                        yield from occupied(self.profile.overhead * len(remote))
                         self.comm[me] += env.now - t0
                         self._span(me, "send", t0, env.now, u)
                         for g in remote:
@@ -260,19 +280,25 @@ class _WindowRun:
         starts = [0] * gpus
         now = 0.0
         for i in range(len(phases)):
-            clocks, sent = np.full(gpus, now), []
+            fired, sent = [], []  # per rank: [(vertex, compute seconds, send seconds)]
             for me, (_, order, bounds) in enumerate(orders):
+                fired.append([])
                 for u in order[starts[me]:bounds[i]].tolist():
                     u, seconds, remote = self._fire(me, u)
-                    self._span(me, "compute", clocks[me], clocks[me] + seconds, u)
-                    clocks[me] += seconds
-                    self.compute[me] += seconds
-                    overhead = self.profile.overhead * len(remote)
-                    self._span(me, "send", clocks[me], clocks[me] + overhead, u)
-                    clocks[me] += overhead
-                    self.comm[me] += overhead
+                    fired[me].append((u, seconds, self.profile.overhead * len(remote)))
                     sent.extend(remote)
                 starts[me] = bounds[i]
+            work = np.array([sum(c + o for _, c, o in f) for f in fired])
+            stretch = shared_finish(work, self.profile) / np.maximum(work, 1e-300)  # 1 without shared cores
+            clocks = np.full(gpus, now)
+            for me, rank_fired in enumerate(fired):
+                for u, seconds, overhead in rank_fired:
+                    seconds, overhead = seconds * stretch[me], overhead * stretch[me]
+                    self._span(me, "compute", clocks[me], clocks[me] + seconds, u)
+                    self._span(me, "send", clocks[me] + seconds, clocks[me] + seconds + overhead, u)
+                    clocks[me] += seconds + overhead
+                    self.compute[me] += seconds
+                    self.comm[me] += overhead
             met = clocks.max() + self.profile.barrier_seconds(gpus)
             self.wait += met - clocks
             for me in range(gpus):
@@ -301,6 +327,21 @@ class _WindowRun:
         return float((busy + peers * latency.max()).max())
 
 
+def shared_finish(work: np.ndarray, profile: CostProfile) -> np.ndarray:
+    """[P] seconds until each rank finishes its ``work`` [P] seconds when all start together and
+    share the profile's cores by processor sharing (``work`` itself without sharing).
+
+    In order of increasing work, the k-th rank to finish ran alongside P - k others since the
+    previous one finished, each progressing at ``1 / slowdown(P - k)``."""
+    work = np.asarray(work, np.float64)
+    order = np.argsort(work, kind="stable")
+    steps = np.diff(np.concatenate([[0.0], work[order]]))
+    running = len(work) - np.arange(len(work))  # zero-work ranks finish at once (empty intervals)
+    finish = np.empty_like(work)
+    finish[order] = np.cumsum(steps * profile.slowdown(running))
+    return finish
+
+
 def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch_size: int | None = None,
             modes=MODES, **options) -> dict:
     """{mode: [SimResult per GPU count]}; the batch size defaults to the number of GPUs."""
@@ -310,8 +351,8 @@ def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch
 
 def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: dict) -> None:
     """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode},
-    /speedup_vs_barrier, /hidden_fraction, /parallelism, /stale_reads, /max_staleness_seen; the
-    cost profile and ``attrs`` as root attributes."""
+    /speedup_vs_barrier, /hidden_fraction, /ceiling_steps_per_second, /ceiling_vs_barrier, /parallelism,
+    /stale_reads, /max_staleness_seen; the cost profile and ``attrs`` as root attributes."""
     import h5py
 
     from pregel.atomic import atomic_output
@@ -327,6 +368,9 @@ def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: 
             f.create_dataset("speedup_vs_barrier", data=[o.steps_per_second / b.steps_per_second
                                                          for o, b in zip(by["odin"], by["barrier"])])
             f.create_dataset("hidden_fraction", data=[hidden_fraction(o, b) for o, b in zip(by["odin"], by["barrier"])])
+            f.create_dataset("ceiling_steps_per_second", data=[o.ceiling_steps_per_second for o in by["odin"]])
+            f.create_dataset("ceiling_vs_barrier", data=[o.ceiling_steps_per_second / b.steps_per_second
+                                                         for o, b in zip(by["odin"], by["barrier"])])
         first = next(iter(by.values()))
         f.create_dataset("parallelism", data=[x.parallelism for x in first])
         if "odin-fast" in by:
@@ -353,7 +397,7 @@ def format_table(gpu_counts, results: dict) -> str:
     modes = list(results)
     head = "GPUs " + " ".join(f"{m + ' st/s':>15} {m + ' wait':>15}" for m in modes)
     if "odin" in results and "barrier" in results:
-        head += f" {'odin/barrier':>12} {'hidden':>7}"
+        head += f" {'odin/barrier':>12} {'hidden':>7} {'ceiling/barrier':>15}"
     head += f" {'parallelism':>11}"
     lines = [head]
     for i, p in enumerate(gpu_counts):
@@ -361,7 +405,8 @@ def format_table(gpu_counts, results: dict) -> str:
                                     for m in modes)
         if "odin" in results and "barrier" in results:
             o, b = results["odin"][i], results["barrier"][i]
-            row += f" {o.steps_per_second / b.steps_per_second:>12.3f} {hidden_fraction(o, b):>7.3f}"
+            row += (f" {o.steps_per_second / b.steps_per_second:>12.3f} {hidden_fraction(o, b):>7.3f}"
+                    f" {o.ceiling_steps_per_second / b.steps_per_second:>15.3f}")
         row += f" {results[modes[0]][i].parallelism:>11.1f}"
         lines.append(row)
     return "\n".join(lines)

@@ -143,3 +143,42 @@ def test_cli_writes_datasets_and_plot(tmp_path, capsys):
     assert main(["simulate", "--gpus", "0", "--out", str(tmp_path / "bad.h5")]) == 2
     assert "--gpus must be at least 1" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "bad.h5")
+
+
+def test_processor_sharing_against_small_time_steps():
+    from odin_sched.simulate import shared_finish
+
+    rng = np.random.default_rng(2)
+    for ranks, cores in ((3, 2), (5, 2), (4, 1), (2, 4)):
+        work = rng.uniform(0.0, 1.0, ranks)
+        work[0] = 0.0  # a rank without work in this phase
+        profile = dataclasses.replace(H200_IB, cores=cores)
+        left, finish, dt, now = work.copy(), np.zeros(ranks), 1e-4, 0.0
+        while (left > 0).any():  # every unfinished rank gets cores / running of a processor, at most one
+            running = left > 0
+            left[running] -= dt * min(1.0, cores / running.sum())
+            now += dt
+            finish[running & (left <= 0)] = now
+        assert np.allclose(shared_finish(work, profile), finish, atol=3 * dt)
+    assert np.array_equal(shared_finish(work, H200_IB), work)  # no sharing without cores
+
+
+@pytest.mark.parametrize("profile_name", ["h200-ib", "cpu-here"])
+def test_no_mode_beats_its_ceiling(profile_name):
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    profile = dataclasses.replace(load_profile(profile_name), count_planning=False)
+    for gpus in (2, 3):
+        for mode in MODES:
+            run = simulate(scene, profile, mode, gpus, 8, 2 * gpus)
+            assert 0 < run.steps_per_second <= run.ceiling_steps_per_second * (1 + 1e-9)
+
+
+def test_shared_cores_slow_ranks_that_outnumber_them():
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    alone = dataclasses.replace(load_profile("cpu-here"), count_planning=False, cores=0)
+    for mode in ("odin", "barrier"):
+        spare = simulate(scene, dataclasses.replace(alone, cores=3), mode, 3, 6, 6)
+        assert spare.seconds == simulate(scene, alone, mode, 3, 6, 6).seconds
+        shared = simulate(scene, dataclasses.replace(alone, cores=1), mode, 3, 6, 6)
+        # one processor: the ranks' work runs one after another at best
+        assert shared.seconds >= shared.compute.sum() / 3 and shared.seconds >= 2.5 * spare.compute.sum() / 3
