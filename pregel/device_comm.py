@@ -15,6 +15,7 @@ each exchange, and counts the bytes it staged.
 """
 
 import ctypes
+import importlib
 import os
 
 import numpy as np
@@ -40,7 +41,7 @@ def cuda_aware_mpi() -> bool:
 
 def library_cuda_support() -> bool | None:
     """The MPI library's own answer, ``MPIX_Query_cuda_support() == 1``; None when it lacks the function."""
-    from mpi4py import MPI  # noqa: F401  (loads and initialises the MPI library before asking it)
+    importlib.import_module("mpi4py.MPI")  # loads and initialises the MPI library before asking it
 
     for library in _mpi_libraries():
         query = getattr(library, "MPIX_Query_cuda_support", None)

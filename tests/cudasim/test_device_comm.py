@@ -62,7 +62,8 @@ class FakeMPI:
         return list(self.world.posted)
 
     def Alltoallv(self, send, received):
-        (send_buffer, (send_counts, send_displ), _), (recv_buffer, (recv_counts, recv_displ), _) = send, received
+        send_buffer, (send_counts, send_displ), _ = send
+        recv_buffer, (recv_counts, recv_displ), _ = received
         self.given.append((send_buffer, recv_buffer))
         everyone = self.allgather((host_bytes(send_buffer), send_counts, send_displ))
         out = host_bytes(recv_buffer).copy()
