@@ -68,18 +68,24 @@ class Comm:
         return received
 
     def _alltoallv_rows(self, send, send_items, received, recv_items):
+        item = send.dtype.itemsize
+        self.alltoallv_bytes(_as_bytes(send), send_items * item, _as_bytes(received), recv_items * item)
+
+    def alltoallv_bytes(self, send, send_bytes: np.ndarray, received, recv_bytes: np.ndarray) -> None:
+        """One ``Alltoallv`` of contiguous blocks, counted in bytes: ``send_bytes`` [size] to each
+        rank from the start of ``send``, ``recv_bytes`` [size] from each rank into ``received``.
+
+        ``send`` and ``received`` are anything mpi4py takes as a buffer: host arrays, or device arrays
+        (``__cuda_array_interface__``) when the MPI library is CUDA-aware (pregel/device_comm.py).
+        """
         from mpi4py import MPI
 
-        send_bytes = send.reshape(-1).view(np.uint8) if send.size else np.empty(0, np.uint8)
-        recv_bytes = received.reshape(-1).view(np.uint8) if received.size else np.empty(0, np.uint8)
-        item = send.dtype.itemsize
-        s_counts, r_counts = send_items * item, recv_items * item
+        s_counts, r_counts = np.asarray(send_bytes, np.int64), np.asarray(recv_bytes, np.int64)
         s_displ = np.concatenate([[0], np.cumsum(s_counts)[:-1]])
         r_displ = np.concatenate([[0], np.cumsum(r_counts)[:-1]])
         if max(s_counts.sum(), r_counts.sum()) >= 2**31:
             raise ValueError("a single exchange over 2 GiB per rank: use more ranks")
-        self.mpi.Alltoallv([send_bytes, (s_counts, s_displ), MPI.BYTE],
-                           [recv_bytes, (r_counts, r_displ), MPI.BYTE])
+        self.mpi.Alltoallv([send, (s_counts, s_displ), MPI.BYTE], [received, (r_counts, r_displ), MPI.BYTE])
 
     def gather_rows(self, rows: np.ndarray, root: int = 0) -> np.ndarray | None:
         """Concatenate every rank's ``rows`` [n_r, ...] in rank order on ``root`` (None elsewhere)."""
