@@ -2,8 +2,9 @@
 
 1. An MPI ping-pong between two ranks (``odin_sched.costmodel.pingpong``): latency and bandwidth.
 2. Real ``pregel train --timeline`` runs at P = 2 on two generated city scenes of different image
-   sizes; every image step's compute span is matched with its camera's features (visible Gaussians,
-   pixels, tile-Gaussian pairs of the initial Gaussians) and every cell update's span with its
+   sizes and cell counts; every image step's compute span is matched with its camera's features
+   (visible Gaussians, pixels, tile-Gaussian pairs of the initial Gaussians) and the number of
+   Gaussians it rendered (from its timeline label), and every cell update's span with its
    cell's size, and the coefficients are fitted by non-negative least squares; the per-message
    sender time is the runs' communication seconds per message; planning: the runs' planning seconds per window.
 
@@ -22,8 +23,9 @@ from odin_sched.train import prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
-SCENES = {"city_64": (3000, 40, 64, 48), "city_128": (3000, 40, 128, 96)}
-STEPS, BATCH, CELLS = 16, 4, 8
+#: name: (Gaussians, cameras, width, height, cells)
+SCENES = {"city_64": (3000, 40, 64, 48, 8), "city_128": (3000, 40, 128, 96, 8), "city_64_fine": (3000, 40, 64, 48, 24)}
+STEPS, BATCH = 16, 4
 
 
 def run(cmd):
@@ -32,21 +34,22 @@ def run(cmd):
 
 
 def spans(trace_path):
-    """(image camera [n], image seconds [n], version cells [m], version seconds [m])."""
+    """(image camera [n], Gaussians rendered [n], image seconds [n], version cells [m], version seconds [m])."""
     with open(trace_path) as f:
         events = json.load(f)["traceEvents"]
-    cams, image_s, cells, version_s = [], [], [], []
+    cams, rendered, image_s, cells, version_s = [], [], [], [], []
     for e in events:
         if e.get("cat") != "compute" or "label" not in e.get("args", {}):
             continue
         label = e["args"]["label"]
         if label.startswith("image "):
-            cams.append(int(label.split("camera ")[1].rstrip(")")))
+            cams.append(int(label.split("camera ")[1].split(",")[0]))
+            rendered.append(int(label.split("renders ")[1].rstrip(")")))
             image_s.append(e["dur"] * 1e-6)
         elif label.startswith("cell ") and " after " in label:
             cells.append(int(label.split()[1]))
             version_s.append(e["dur"] * 1e-6)
-    return np.array(cams), np.array(image_s), np.array(cells), np.array(version_s)
+    return np.array(cams), np.array(rendered), np.array(image_s), np.array(cells), np.array(version_s)
 
 
 def main(work):
@@ -56,22 +59,22 @@ def main(work):
     latency, bandwidth = map(float, out.split())
     print(f"ping-pong: latency {latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.2f} GB/s")
     feats, secs, rows, vsecs, comm_s, messages, real_plan = [], [], [], [], 0.0, 0, 0.0
-    for name, (g, c, w, h) in SCENES.items():
-        scene = os.path.join(work, f"{name}.h5")
+    for name, (g, c, w, h, cells_count) in SCENES.items():
+        scene = os.path.join(work, f"{name.removesuffix('_fine')}.h5")
         if not os.path.exists(scene):
             run([PY, "-m", "pregel.cli", "generate-scene", "--gaussians", str(g), "--cameras", str(c), "--width", str(w),
                  "--height", str(h), "--layout", "city", "--out", scene])
         trace, trained = os.path.join(work, f"{name}.json"), os.path.join(work, f"{name}_trained.h5")
         run([MPIEXEC, "-n", "2", PY, "-m", "pregel.cli", "train", "--scene", scene, "--steps", str(STEPS),
-             "--batch-size", str(BATCH), "--cells", str(CELLS), "--eval-every", str(STEPS), "--mode", "odin",
+             "--batch-size", str(BATCH), "--cells", str(cells_count), "--eval-every", str(STEPS), "--mode", "odin",
              "--timeline", trace, "--out", trained])
         setup = prepare(scene, STEPS, BATCH, 0, 0.2, STEPS, ())
         init = {k: v.numpy() for k, v in setup.initial.items()}
         f = image_features(init["means"], init["scales"], init["quats"], setup.scene.viewmats, setup.scene.Ks, w, h)
-        cams, image_s, cells, version_s = spans(trace)
-        feats.append(f[cams])
+        cams, rendered, image_s, cells, version_s = spans(trace)
+        feats.append(np.column_stack([f[cams], rendered]))
         secs.append(image_s)
-        rows.append(np.full(len(cells), len(init["means"]) / CELLS))
+        rows.append(np.full(len(cells), len(init["means"]) / cells_count))
         vsecs.append(version_s)
         with h5py.File(trained) as t:
             table = t["metrics/per_rank"][()]
@@ -82,16 +85,17 @@ def main(work):
     features, seconds = np.concatenate(feats), np.concatenate(secs)
     image = fit_costs(features, seconds)
     version = fit_costs(np.concatenate(rows)[:, None], np.concatenate(vsecs))
-    predicted = image[0] + features @ image[1:]
+    predicted = image[0] + features @ image[1:]  # (visible, pixels, pairs, rendered)
     error = np.abs(predicted - seconds).mean() / seconds.mean()
     print(f"image steps: {len(seconds)} spans, {seconds.mean() * 1e3:.1f} ms mean; fit c0 {image[0] * 1e3:.2f} ms, "
-          f"per visible {image[1] * 1e6:.3f} us, per pixel {image[2] * 1e9:.2f} ns, per pair {image[3] * 1e6:.3f} us; "
+          f"per visible {image[1] * 1e6:.3f} us, per pixel {image[2] * 1e9:.2f} ns, per pair {image[3] * 1e6:.3f} us, "
+          f"per Gaussian rendered {image[4] * 1e6:.3f} us; "
           f"mean abs error {100 * error:.0f}%")
     print(f"cell updates: {len(np.concatenate(vsecs))} spans; fit v0 {version[0] * 1e3:.3f} ms, "
           f"per row {version[1] * 1e6:.3f} us; per-message sender time {comm_s / max(messages, 1) * 1e6:.0f} us")
     profile = CostProfile(
-        name="cpu-here", image=tuple(map(float, image)), version=tuple(map(float, version)), latency=latency,
-        bandwidth=bandwidth, node_latency=latency, node_bandwidth=bandwidth, gpus_per_node=1 << 20,
+        name="cpu-here", image=tuple(map(float, image[:4])), render_rows=float(image[4]),
+        version=tuple(map(float, version)), latency=latency, bandwidth=bandwidth, node_latency=latency, node_bandwidth=bandwidth, gpus_per_node=1 << 20,
         overhead=comm_s / max(messages, 1), count_planning=True, plan_seconds=real_plan / len(SCENES),
         cores=len(os.sched_getaffinity(0)),
         source=f"benchmarks/odin_calibrate.py: MPI ping-pong and {len(seconds)} image / "

@@ -1,8 +1,10 @@
 """The simulator's cost model: seconds per image step, per cell update and per message.
 
-* An image step (render, loss, backward) costs ``c0 + c_vis · visible + c_px · pixels + c_pair · pairs``
-  seconds, with ``visible`` the Gaussians it renders (radius > 0), ``pixels`` = width x height and
-  ``pairs`` the tile-Gaussian pairs of the rasterizer's binning (``image_features``). The coefficients
+* An image step (render, loss, backward) costs ``c0 + c_vis · visible + c_px · pixels + c_pair · pairs
+  + c_rows · rows`` seconds, with ``visible`` the Gaussians on screen (radius > 0), ``pixels`` = width x
+  height, ``pairs`` the tile-Gaussian pairs of the rasterizer's binning (``image_features``) and
+  ``rows`` the Gaussians it renders: all those of the cells it reads, each projected (and most
+  culled), so finer cells make images cheaper (``Window.image_rows``). The coefficients
   are fitted (non-negative least squares, ``fit_costs``) to the compute spans of real ``pregel train``
   runs (``benchmarks/odin_calibrate.py`` writes ``profiles/cpu-here.json``).
 * A cell version (visible Adam on one cell) costs ``v0 + v_row · rows``, fitted the same way.
@@ -46,6 +48,7 @@ class CostProfile:
     source: str
     plan_seconds: float = 0.0  # seconds per window of the runtime's planning (when count_planning)
     cores: int = 0  # processors shared by all ranks (0: one per rank, as GPUs)
+    render_rows: float = 0.0  # c_rows: seconds per Gaussian of the cells an image reads
 
     def slowdown(self, busy: np.ndarray) -> np.ndarray:
         """[n] factor by which computing takes longer when ``busy`` [n] ranks compute at once:
@@ -53,9 +56,11 @@ class CostProfile:
         busy = np.asarray(busy, np.float64)
         return np.maximum(1.0, busy / self.cores) if self.cores else np.ones_like(busy)
 
-    def image_seconds(self, features: np.ndarray) -> np.ndarray:
-        """[n] seconds of image steps with ``features`` [n, 3] (visible, pixels, pairs)."""
-        return self.image[0] + np.asarray(features, np.float64) @ np.asarray(self.image[1:], np.float64)
+    def image_seconds(self, features: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """[n] seconds of image steps with ``features`` [n, 3] (visible, pixels, pairs) rendering
+        ``rows`` [n] Gaussians."""
+        return (self.image[0] + np.asarray(features, np.float64) @ np.asarray(self.image[1:], np.float64)
+                + self.render_rows * np.asarray(rows, np.float64))
 
     def version_seconds(self, rows: np.ndarray) -> np.ndarray:
         """[n] seconds of cell updates of ``rows`` [n] Gaussians."""
@@ -85,7 +90,8 @@ class CostProfile:
 #: of one 256 x 256 image: 10,000 Gaussians 8.5 ms, 100,000 Gaussians 9.4 ms), which give
 #: c_vis = 0.9 ms / 90,000 = 1.0e-8 s per visible Gaussian and 8.4 ms for the rest; with one image size
 #: measured, the rest cannot be split into a constant and a per-pixel part: it is charged per pixel
-#: (8.4 ms / 65,536 px). Tile pairs are not separable from these two points (coefficient 0). Cell
+#: (8.4 ms / 65,536 px). Tile pairs are not separable from these two points (coefficient 0), nor are
+#: Gaussians rendered from Gaussians visible (every one was on screen): all is charged as visible. Cell
 #: update: Adam reads and writes parameters, gradient and two moments (7 x 14 floats per Gaussian) at
 #: the H200's 4.8 TB/s HBM3e (NVIDIA H200 datasheet), plus a 10 us kernel launch. Network: NVLink 4
 #: between the 8 GPUs of a node, 450 GB/s per direction (900 GB/s bidirectional, H200 SXM datasheet),

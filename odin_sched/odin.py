@@ -34,6 +34,7 @@ mode (a collective exchange and a global barrier per phase), the synchronous bas
 """
 import time
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -127,6 +128,14 @@ class Window:
     def cell_rows(self, cell: int) -> np.ndarray:
         """Global ids [g_c] of the Gaussians of ``cell``, ascending."""
         return self.members[self.member_indptr[cell]:self.member_indptr[cell + 1]]
+
+    @cached_property
+    def image_rows(self) -> np.ndarray:
+        """[I] int64 number of Gaussians each image step renders (all of the cells it reads)."""
+        steps = self.steps
+        read_rows = np.diff(self.member_indptr)[steps.version_cell[steps.image_reads - steps.num_images]]
+        image_of_read = np.repeat(np.arange(steps.num_images), np.diff(steps.image_reads_indptr))
+        return np.bincount(image_of_read, weights=read_rows, minlength=steps.num_images).astype(np.int64)
 
 
 @dataclass
@@ -473,8 +482,10 @@ class DistributedTrainer:
         steps = window.steps
         if vertex < steps.num_images:
             image = window.start * steps.batch_size + int(vertex)
-            self.labels.setdefault(image, f"image {image} (step {image // steps.batch_size + 1}, camera "
-                                          f"{int(steps.image_camera[vertex])})")
+            if image not in self.labels:
+                self.labels[image] = (f"image {image} (step {image // steps.batch_size + 1}, camera "
+                                      f"{int(steps.image_camera[vertex])}, renders "
+                                      f"{int(window.image_rows[vertex])})")
             return image
         version = int(vertex) - steps.num_images
         step_id = self.steps * steps.batch_size + self.versions_seen + version

@@ -179,12 +179,12 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
 
 
 def vertex_costs(win, features: np.ndarray, profile: CostProfile) -> np.ndarray:
-    """[N] simulated seconds of every vertex of a planned window: images by their camera's features,
-    cell versions by their cell's size (initial versions: 0)."""
+    """[N] simulated seconds of every vertex of a planned window: images by their camera's features
+    and the Gaussians of the cells they read, cell versions by their cell's size (initial versions: 0)."""
     steps = win.steps
     rows = np.diff(win.member_indptr)[steps.version_cell]
     versions = np.where(steps.version_batch < 0, 0.0, profile.version_seconds(rows))
-    return np.concatenate([profile.image_seconds(features[steps.image_camera]), versions])
+    return np.concatenate([profile.image_seconds(features[steps.image_camera], win.image_rows), versions])
 
 
 class _WindowRun:

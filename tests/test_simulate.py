@@ -182,3 +182,27 @@ def test_shared_cores_slow_ranks_that_outnumber_them():
         shared = simulate(scene, dataclasses.replace(alone, cores=1), mode, 3, 6, 6)
         # one processor: the ranks' work runs one after another at best
         assert shared.seconds >= shared.compute.sum() / 3 and shared.seconds >= 2.5 * spare.compute.sum() / 3
+
+
+def test_image_rows_count_the_gaussians_of_the_cells_read():
+    from odin_sched.image_order import spread_batches
+    from odin_sched.odin import plan_window
+    from odin_sched.simulate import _local_comm
+    from odin_sched.step import BatchSettings
+    from odin_sched.train import scene_extent, visible_cells_of_cameras
+    from odin_sched.visibility import window_margin
+
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    settings, extent = BatchSettings(4), scene_extent(scene.viewmats)
+    sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, settings, extent, 6)
+    batches = spread_batches(scene.train_ids, 6, 4, 0, sees)
+    lrs = settings.lrs(extent, 1, 6)
+    margin = window_margin(lrs["means"], lrs["scales"], settings.betas, 6)
+    win, _ = plan_window(_local_comm(), scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, batches, 0, 6,
+                         margin, 12, 2, 0, (0.0, 1.0, 0.0))
+    steps = win.steps
+    for image in range(steps.num_images):
+        reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
+        cells = steps.version_cell[reads - steps.num_images]
+        assert win.image_rows[image] == sum(len(win.cell_rows(c)) for c in cells)
+    assert win.image_rows.sum() > 0
