@@ -10,7 +10,7 @@ import math
 
 import numba
 import numpy as np
-from numba import cuda
+from numba import cuda, njit
 
 from kernels._checks import MEAN, MIN, SUM
 from kernels._device import blocks_for
@@ -32,39 +32,15 @@ LANE_EDGES = 32  # a piece of a long row gives each of its threads about this ma
 MAX_BLOCKS = 4096  # grid-stride kernels over the queued pieces never launch more blocks
 
 
-@cuda.jit(device=True)
-def _edge_term(indices, x, weights, weighted, e, f):
-    """``weights[e] * x[indices[e], f]`` (or ``x[indices[e], f]`` when not ``weighted``)."""
-    value = x[indices[e], f]
-    if weighted:  # the same way for the whole grid: no divergence
-        value = value * weights[e]
-    return value
-
-
-@cuda.jit(device=True)
+@njit(cache=True, inline="always")
 def _combine(acc, value, op):
-    """One step of the reduction: a sum for sum/mean, a max otherwise (min runs as -max(-v))."""
+    """One step of the reduction: a sum for sum/mean, a max otherwise (min runs as -max(-v)).
+
+    (Plain ``@njit``: numba-cuda compiles it for the GPU, and compile_ptx needs no driver for it.)
+    """
     if op == SUM or op == MEAN:
         return acc + value
     return max(acc, value)
-
-
-@cuda.jit(device=True)
-def _queue_pieces(row, length, piece_edges, pieces, multi, counters):
-    """Append the pieces of a long row (``ceil(length / piece_edges)``) to ``pieces``; a row of several
-    pieces also gets consecutive partial-result slots and an entry in ``multi`` (see the launcher)."""
-    count = (length + piece_edges - 1) // piece_edges
-    first = cuda.atomic.add(counters, 0, count)
-    slot = -1
-    if count > 1:
-        slot = cuda.atomic.add(counters, 1, count)
-        m = cuda.atomic.add(counters, 2, 1)
-        multi[m, 0] = row
-        multi[m, 1] = slot
-    for k in range(count):
-        pieces[first + k, 0] = row
-        pieces[first + k, 1] = k
-        pieces[first + k, 2] = slot + k if count > 1 else -1
 
 
 @cuda.jit
@@ -86,15 +62,30 @@ def _gather_short_rows_cuda(indptr, indices, x, weights, weighted, op, piece_edg
     f = tid - r * num_features
     start = indptr[r]
     end = indptr[r + 1]
-    if end - start > SHORT_ROW:
-        if f == 0:
-            _queue_pieces(r, end - start, piece_edges, pieces, multi, counters)
+    length = end - start
+    if length > SHORT_ROW:
+        if f == 0:  # queue the row's pieces; a row of several also gets consecutive partial slots
+            count = (length + piece_edges - 1) // piece_edges
+            first = cuda.atomic.add(counters, 0, count)
+            slot = -1
+            if count > 1:
+                slot = cuda.atomic.add(counters, 1, count)
+                m = cuda.atomic.add(counters, 2, 1)
+                multi[m, 0] = r
+                multi[m, 1] = slot
+            for k in range(count):
+                pieces[first + k, 0] = r
+                pieces[first + k, 1] = k
+                pieces[first + k, 2] = slot + k if count > 1 else -1
         return
     sign = np.float32(-1.0) if op == MIN else np.float32(1.0)
     acc = np.float32(0.0) if op == SUM or op == MEAN else np.float32(-np.inf)  # widened for float64
     for e in range(start, end):
-        acc = _combine(acc, sign * _edge_term(indices, x, weights, weighted, e, f), op)
-    out[r, f] = _finish_segment(acc, end - start, op)
+        value = x[indices[e], f]
+        if weighted:  # this and the op branch go the same way for the whole grid: no divergence
+            value = value * weights[e]
+        acc = _combine(acc, sign * value, op)
+    out[r, f] = _finish_segment(acc, length, op)
 
 
 @cuda.jit
@@ -132,7 +123,10 @@ def _gather_pieces_cuda(indptr, indices, x, weights, weighted, op, piece_edges, 
             acc = np.float32(0.0) if op == SUM or op == MEAN else np.float32(-np.inf)
             if active and f < num_features:
                 for e in range(start + slot_index, end, slots):
-                    acc = _combine(acc, sign * _edge_term(indices, x, weights, weighted, e, f), op)
+                    value = x[indices[e], f]
+                    if weighted:
+                        value = value * weights[e]
+                    acc = _combine(acc, sign * value, op)
             scratch[t] = acc
             cuda.syncthreads()
             half = slots // 2
