@@ -9,7 +9,7 @@ export OMP_NUM_THREADS := 1
 export NUMBA_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
 
-.PHONY: demo test venv clean
+.PHONY: demo test gpu-test venv clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,18 @@ $(STAMP): setup.cfg pyproject.toml
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 	NUMBA_ENABLE_CUDASIM=1 $(BIN)/python -m pytest -q tests/cudasim
+
+# On a CUDA machine (README, GPU): install the `gpu` extra (GPU_EXTRA=gpu-cu12 for CUDA 12 drivers)
+# and run the CUDA kernel tests on the device.
+GPU_EXTRA ?= gpu
+
+$(VENV)/.installed-%: setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[$*]'
+	touch $@
+
+gpu-test: $(VENV)/.installed-$(GPU_EXTRA)
+	PREGEL_REAL_GPU=1 $(BIN)/python -m pytest -q tests/cudasim
 
 demo: $(STAMP)
 	mkdir -p $(DEMO)

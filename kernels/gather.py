@@ -14,7 +14,6 @@ from numba import njit
 
 from kernels._checks import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, as_arrays, check_csr, check_dtype,
                              check_index_range, check_ndim, check_weights, op_code)
-from kernels._device import blocks_for
 
 
 @njit(cache=True, inline="always")
@@ -147,18 +146,9 @@ def gather_reduce(indptr, indices, x, op: str, weights=None, *, check: bool = Tr
     num_rows = indptr.shape[0] - 1
 
     if on_device:
-        from numba import cuda
+        from kernels.graph_cuda import gather_reduce_cuda
 
-        from kernels.graph_cuda import THREADS_PER_BLOCK, _gather_reduce_cuda
-
-        x2 = x.reshape(x.shape[0], 1) if x.ndim == 1 else x
-        out = cuda.device_array((num_rows, x2.shape[1]), dtype=x.dtype)
-        blocks = blocks_for(num_rows * x2.shape[1], THREADS_PER_BLOCK)
-        weighted = weights is not None
-        if not weighted:
-            weights = cuda.device_array(1, dtype=x.dtype)  # a placeholder the kernel never reads
-        _gather_reduce_cuda[blocks, THREADS_PER_BLOCK](indptr, indices, x2, weights, weighted, code,
-                                                       out)
+        out = gather_reduce_cuda(indptr, indices, x.reshape(x.shape[0], -1), weights, code)
         return out.reshape(num_rows) if x.ndim == 1 else out
 
     out = np.zeros((num_rows,) + x.shape[1:], dtype=x.dtype)

@@ -25,10 +25,18 @@ def matrix(dtype):
 def launch_signatures():
     """(kernel, signature) for every kernel launch of the dispatch functions in kernels.gather /
     scatter / segment_softmax (the kernels are in kernels.graph_cuda)."""
+    queue = matrix(types.int64)  # leading slices of the reused scratch arrays: still C-contiguous
+    counters = vector(types.int64)
     for indptr, indices, dtype in itertools.product(INDEX, INDEX, FLOATS):
-        yield graph_cuda._gather_reduce_cuda, types.void(
-            vector(indptr), vector(indices), matrix(dtype), vector(dtype), types.boolean, OP,
+        edge_args = (vector(indptr), vector(indices), matrix(dtype), vector(dtype), types.boolean, OP)
+        yield graph_cuda._gather_short_rows_cuda, types.void(
+            *edge_args, types.int64, queue, queue, counters, matrix(dtype))
+        yield graph_cuda._gather_pieces_cuda, types.void(
+            *edge_args, types.int64, types.int64, types.int64, queue, counters, matrix(dtype),
             matrix(dtype))
+    for indptr, dtype in itertools.product(INDEX, FLOATS):
+        yield graph_cuda._combine_pieces_cuda, types.void(
+            vector(indptr), OP, types.int64, queue, counters, matrix(dtype), matrix(dtype))
     for dtype in FLOATS:
         yield graph_cuda._fill_cuda, types.void(matrix(dtype), types.float64)
         yield graph_cuda._finish_segments_cuda, types.void(OP, matrix(dtype), vector(types.int64))

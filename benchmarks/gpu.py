@@ -1,0 +1,282 @@
+"""GPU benchmark: the project's CUDA kernels against their GPU peers, one table, ratios side by side.
+
+Run it on a machine with a CUDA GPU (after ``pip install -e '.[gpu]'``, README, GPU):
+
+    python benchmarks/gpu.py            # 1M-vertex / 10M-edge graph, 10k / 100k / 1M Gaussians at 1080p
+    python benchmarks/gpu.py --quick    # 100k / 1M graph, 10k / 100k Gaussians
+    NUMBA_ENABLE_CUDASIM=1 python benchmarks/gpu.py --smoke   # tiny sizes: checks the script itself
+
+Sections (each a function below):
+
+a. ``gather_reduce`` sum at F = 1 and F = 64 on the power-law graph of ``pregel.generate`` (in-edge
+   CSR) against ``torch.sparse.mm`` with a sparse CSR tensor (cuSPARSE), both checked against each other.
+b. PageRank, 20 power iterations: the gather kernel (edge weights 1 / out-degree) against the same
+   iteration with ``torch.sparse.mm``; the two results are compared.
+c. The rasterizer, forward + backward of one 1920 x 1080 image, the project's CUDA kernels
+   (``kernels.splat.render`` on CUDA tensors) against gsplat's CUDA rasterizer when it builds
+   (gsplat compiles its extension on first use; otherwise the row says why it did not build).
+   The two follow different conventions (docs/rasterizer.md), so their images are not compared.
+d. The InferTurbo-scale projection of a 2-layer SAGE (64 -> 64 -> 16) from (a) at F = 64: edge-layers
+   per second per GPU, bytes per edge per rank of the ghost exchange (hash partition, measured on
+   the benchmark graph), and what they give for 10 billion vertices / 100 billion edges on 64 and 512
+   GPUs, with 25 GB/s InfiniBand per GPU and ``--load-gbps`` of storage per GPU (InferTurbo: 2 hours).
+
+Times are the best of ``--repeats`` after a warm-up, synchronised. Under the simulator or without
+torch CUDA the peers run on torch's CPU and gsplat is skipped: those timings mean nothing.
+"""
+
+import argparse
+import time
+import warnings
+
+import numba
+import numpy as np
+import torch
+from numba import cuda
+
+from benchmarks.bench_kernels import in_edge_csr
+from benchmarks.render import make_scene
+from kernels.gather import gather_reduce
+from kernels.splat import render
+from pregel.generate import generate_graph
+from pregel.partition import HashPartition
+
+INFINIBAND_BYTES_PER_SECOND = 25e9  # 200 Gb/s HDR per GPU
+TARGET_VERTICES, TARGET_EDGES = 10e9, 100e9
+INFERTURBO_HOURS = 2.0
+SAGE_WIDTHS = (64, 16)  # bytes sent per edge follow the narrower side of each layer (README, GNN)
+SIZES = {  # nodes, avg degree, feature widths, PageRank iterations, Gaussian counts, width, height, repeats
+    "full": (1_000_000, 10, (1, 64), 20, (10_000, 100_000, 1_000_000), 1920, 1080, 10),
+    "quick": (100_000, 10, (1, 64), 20, (10_000, 100_000), 1920, 1080, 5),
+    "smoke": (200, 3, (1, 4), 2, (200,), 64, 36, 1),
+}
+
+
+def progress(message: str) -> None:
+    print(f"[gpu.py] {message}", flush=True)
+
+
+class Device:
+    """Where the kernels and the peers run: a CUDA GPU, or (smoke runs) the simulator and torch CPU."""
+
+    def __init__(self):
+        self.torch_cuda = torch.cuda.is_available()
+        self.torch = torch.device("cuda" if self.torch_cuda else "cpu")
+
+    def kernel_array(self, tensor: torch.Tensor):
+        """A device array for the kernels: the CUDA tensor itself, or a simulator copy of a CPU one."""
+        return tensor if tensor.is_cuda else cuda.to_device(tensor.numpy())
+
+    def tensor(self, device_array) -> torch.Tensor:
+        """A kernel's device result as a torch tensor on ``self.torch`` (no copy on a GPU)."""
+        if self.torch_cuda:
+            return torch.as_tensor(device_array, device="cuda")
+        return torch.from_numpy(device_array.copy_to_host())
+
+    def sync(self) -> None:
+        if self.torch_cuda:
+            torch.cuda.synchronize()
+
+    def best_seconds(self, fn, repeats: int) -> float:
+        """Best wall time of ``fn()`` over ``repeats`` synchronised calls, after one warm-up call."""
+        fn()
+        best = float("inf")
+        for _ in range(repeats):
+            self.sync()
+            start = time.perf_counter()
+            fn()
+            self.sync()
+            best = min(best, time.perf_counter() - start)
+        return best
+
+
+def load_graph(nodes: int, avg_degree: float):
+    """The power-law graph's out-edge CSR and its in-edge CSR (scipy, rows = destinations, int32)."""
+    start = time.perf_counter()
+    indptr, indices = generate_graph("powerlaw", nodes, avg_degree, seed=0)
+    a_in = in_edge_csr(nodes, indptr, indices)
+    progress(f"graph: {nodes} vertices, {a_in.nnz} edges, max in-degree {np.diff(a_in.indptr).max()} "
+             f"({time.perf_counter() - start:.1f} s)")
+    return indptr, indices, a_in
+
+
+def torch_csr(a_in, values: np.ndarray, device: Device) -> torch.Tensor:
+    """The in-edge CSR [N, N] as a torch sparse CSR tensor with ``values`` [E] on the peer's device."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(torch.from_numpy(a_in.indptr.astype(np.int64)),
+                                       torch.from_numpy(a_in.indices.astype(np.int64)),
+                                       torch.from_numpy(values), size=a_in.shape,
+                                       check_invariants=False).to(device.torch)
+
+
+def gather_section(a_in, widths, repeats: int, device: Device):
+    """(a) rows: gather_reduce sum vs torch.sparse.mm at each F; returns (rows, {F: kernel seconds})."""
+    csr = [cuda.to_device(a) for a in (a_in.indptr.astype(np.int64), a_in.indices)]
+    a_torch = torch_csr(a_in, np.ones(a_in.nnz, dtype=np.float32), device)
+    rows, seconds = [], {}
+    for width in widths:
+        progress(f"(a) gather_reduce sum, F = {width}")
+        x = torch.from_numpy(np.random.default_rng(width).standard_normal((a_in.shape[0], width),
+                                                                          dtype=np.float32))
+        x = x.to(device.torch)
+        x_kernel = device.kernel_array(x)
+        ours = device.tensor(gather_reduce(*csr, x_kernel, "sum", check=False))
+        peer = torch.sparse.mm(a_torch, x)
+        error = float((ours - peer).abs().max() / peer.abs().max().clamp_min(1e-30))
+        if error > 1e-4:
+            raise SystemExit(f"gather_reduce disagrees with torch.sparse.mm at F = {width}: "
+                             f"relative {error:.1e}")
+        seconds[width] = device.best_seconds(lambda: gather_reduce(*csr, x_kernel, "sum", check=False),
+                                             repeats)
+        peer_seconds = device.best_seconds(lambda: torch.sparse.mm(a_torch, x), repeats)
+        rows.append(("gather sum", f"F = {width}, {a_in.nnz:.3g} edges", 1e3 * seconds[width],
+                     1e3 * peer_seconds, f"torch.sparse.mm ({device.torch.type}); max rel diff {error:.1e}"))
+    return rows, seconds
+
+
+def pagerank_section(indptr, indices, a_in, iterations: int, repeats: int, device: Device):
+    """(b) rows: PageRank power iterations (20 but in smoke runs), the gather kernel vs torch.sparse.mm."""
+    progress(f"(b) PageRank, {iterations} power iterations")
+    num_nodes = a_in.shape[0]
+    out_degree = np.diff(indptr)
+    weights = (1.0 / out_degree[a_in.indices]).astype(np.float32)  # in-edge u -> v carries 1 / outdeg(u)
+    dangling = torch.from_numpy(out_degree == 0).to(device.torch)
+    csr = [cuda.to_device(a) for a in (a_in.indptr.astype(np.int64), a_in.indices, weights)]
+    a_torch = torch_csr(a_in, weights, device)
+
+    def iterate(spmv):
+        rank = torch.full((num_nodes,), 1.0 / num_nodes, device=device.torch)
+        for _ in range(iterations):
+            rank = 0.15 / num_nodes + 0.85 * (spmv(rank) + rank[dangling].sum() / num_nodes)
+        return rank
+
+    def ours(rank):
+        gathered = gather_reduce(csr[0], csr[1], device.kernel_array(rank), "sum", csr[2], check=False)
+        return device.tensor(gathered)
+
+    def peer(rank):
+        return torch.sparse.mm(a_torch, rank[:, None])[:, 0]
+
+    reference = iterate(peer)
+    error = float((iterate(ours) - reference).abs().max() / reference.abs().max())
+    if error > 1e-4:
+        raise SystemExit(f"PageRank with the kernel disagrees with torch.sparse.mm: relative {error:.1e}")
+    ours_seconds = device.best_seconds(lambda: iterate(ours), repeats)
+    peer_seconds = device.best_seconds(lambda: iterate(peer), repeats)
+    return [("PageRank", f"{iterations} iterations", 1e3 * ours_seconds, 1e3 * peer_seconds,
+             f"torch.sparse.mm power iteration ({device.torch.type}); max rel diff {error:.1e}")]
+
+
+def gsplat_step(params, viewmat, K, width, height):
+    """Forward + backward of gsplat's CUDA rasterizer on the same scene (activations applied)."""
+    from gsplat import rasterization
+
+    leaves = [p.detach().clone().requires_grad_(True) for p in params]
+    means, log_scales, quats, opacity_logits, colors = leaves
+    image, _, _ = rasterization(means, quats, log_scales.exp(), torch.sigmoid(opacity_logits), colors,
+                                viewmat[None], K[None], width, height)
+    image.mean().backward()
+
+
+def render_step(params, viewmat, K, width, height):
+    """Forward + backward of the project's rasterizer (CUDA kernels for CUDA tensors)."""
+    leaves = [p.detach().clone().requires_grad_(True) for p in params]
+    image, _ = render(*leaves, viewmat, K, width, height)
+    image.mean().backward()
+
+
+def rasterizer_section(counts, width: int, height: int, repeats: int, device: Device):
+    """(c) rows: rasterizer forward + backward per Gaussian count, ours vs gsplat (when it builds)."""
+    rows = []
+    kernels = "CUDA kernels" if device.torch_cuda else "CPU kernels (no torch CUDA)"
+    for count in counts:
+        progress(f"(c) rasterizer forward + backward, {count} Gaussians at {width} x {height}")
+        params, viewmat, K = make_scene(count, height)
+        K[0, 2] = width / 2
+        params = [p.to(device.torch) for p in params]
+        viewmat, K = viewmat.to(device.torch), K.to(device.torch)
+        ours = device.best_seconds(lambda: render_step(params, viewmat, K, width, height), repeats)
+        peer, note = float("nan"), "gsplat not built: torch.cuda unavailable"
+        if device.torch_cuda:
+            try:
+                peer = device.best_seconds(lambda: gsplat_step(params, viewmat, K, width, height), repeats)
+                note = "gsplat 1.5.3 CUDA rasterizer"
+            except Exception as error:  # gsplat builds its extension on first use; report why not
+                note = f"gsplat not built: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
+        rows.append(("rasterizer", f"{count} Gaussians, {width}x{height}", 1e3 * ours, 1e3 * peer,
+                     f"{kernels}; {note}"))
+    return rows
+
+
+def ghost_bytes_per_edge(indptr, indices, ranks: int) -> float:
+    """Bytes per edge per layer of the SAGE ghost exchange under the hash partition on ``ranks``:
+    each (source, remote destination rank) pair sends the source's row once per layer, at the
+    narrower width of each layer (summed over the two layers)."""
+    sources = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    partition = HashPartition(indptr.shape[0] - 1, ranks)
+    owner_dst = partition.owner(indices)
+    remote = partition.owner(sources) != owner_dst
+    pairs = np.unique(sources[remote] * ranks + owner_dst[remote]).shape[0]
+    return pairs / indices.shape[0] * 4 * sum(SAGE_WIDTHS)
+
+
+def projection_section(indptr, indices, width: int, kernel_seconds: float, num_edges: int, load_gbps: float):
+    """(d) rows: the 2-layer SAGE on 10 billion vertices / 100 billion edges on 64 and 512 GPUs, its
+    compute rate from the gather's ``kernel_seconds`` at F = ``width`` (64 but in smoke runs)."""
+    progress(f"(d) InferTurbo-scale projection from the F = {width} gather")
+    edge_layers_per_second = num_edges / kernel_seconds
+    rows = []
+    for gpus in (64, 512):
+        bytes_per_edge = ghost_bytes_per_edge(indptr, indices, gpus)
+        compute = len(SAGE_WIDTHS) * TARGET_EDGES / (edge_layers_per_second * gpus)
+        exchange = TARGET_EDGES * bytes_per_edge / gpus / INFINIBAND_BYTES_PER_SECOND
+        stored = TARGET_EDGES * 8 + TARGET_VERTICES * 4 * SAGE_WIDTHS[0]  # int64 ids, float32 features
+        load = stored / gpus / (load_gbps * 1e9) + TARGET_EDGES * 8 / gpus / INFINIBAND_BYTES_PER_SECOND
+        terms = {"compute": compute, "exchange": exchange, "load": load}
+        total = sum(terms.values())
+        rows.append(("projection", f"{gpus} GPUs, 1e10 V / 1e11 E, hours", total / 3600, INFERTURBO_HOURS,
+                     f"{edge_layers_per_second:.3g} edge-layers/s/GPU, "
+                     f"{bytes_per_edge:.0f} B sent per edge (2 layers); "
+                     + ", ".join(f"{k} {v:.0f} s" for k, v in terms.items())
+                     + f"; {max(terms, key=terms.get)} dominates"))
+    return rows
+
+
+def print_table(rows) -> None:
+    header = ("section", "case", "ours", "peer", "ours / peer", "peer and notes")
+    lines = [header] + [(s, c, f"{o:.4g}", f"{p:.4g}", f"{o / p:.2f}" if p == p else "-", n)
+                        for s, c, o, p, n in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(5)]
+    print("\ntimes in ms (projection: hours)")
+    for k, line in enumerate(lines):
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[5])
+        if k == 0:
+            print("-" * (sum(widths) + 2 * 5 + len("peer and notes")))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="smaller graph and scenes")
+    size.add_argument("--smoke", action="store_true", help="tiny sizes (for the simulator)")
+    parser.add_argument("--load-gbps", type=float, default=2.0,
+                        help="storage read bandwidth per GPU for the projection's load term, GB/s")
+    args = parser.parse_args(argv)
+    nodes, avg_degree, widths, iterations, counts, width, height, repeats = SIZES[
+        "smoke" if args.smoke else "quick" if args.quick else "full"]
+    device = Device()
+    gpu = "Numba CUDA simulator" if numba.config.ENABLE_CUDASIM else cuda.get_current_device().name
+    progress(f"kernels on: {gpu}; torch peers on: {device.torch}")
+
+    indptr, indices, a_in = load_graph(nodes, avg_degree)
+    rows, gather_seconds = gather_section(a_in, widths, repeats, device)
+    rows += pagerank_section(indptr, indices, a_in, iterations, repeats, device)
+    rows += rasterizer_section(counts, width, height, repeats, device)
+    rows += projection_section(indptr, indices, widths[-1], gather_seconds[widths[-1]], a_in.nnz,
+                               args.load_gbps)
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
