@@ -8,7 +8,7 @@
   ``/metrics/per_rank`` (a compound table with those fields, one row per rank, or a [ranks, 3] array
   whose ``fields`` attribute names the columns);
 * a ``pregel simulate`` result (``/gpus``, ``/steps_per_second/{mode}``): steps/s against GPUs and
-  each mode's speed-up over barrier, one line per mode;
+  each mode's speed-up over barrier, one line per mode, and dashed the ceiling no schedule can pass;
 * Chrome-trace JSON files (``traceEvents`` with ``ph = "X"``, ``tid`` = rank, ``cat`` or else ``name`` the kind):
   a Gantt chart with ranks as rows and a colour per kind; several traces are stacked on one time axis.
 """
@@ -66,6 +66,8 @@ def _result_figure(path):
             return _run_figure(table, fields, algorithm, "layer" if algorithm == "gnn" else "superstep"), "run"
         if "gpus" in f and "steps_per_second" in f:
             curves = {m: f[f"steps_per_second/{m}"][()] for m in f["steps_per_second"]}
+            if "ceiling_steps_per_second" in f:
+                curves["ceiling (any schedule)"] = f["ceiling_steps_per_second"][()]
             title = f"{f.attrs.get('layout', '')}, {int(f.attrs.get('gaussians', 0)):,} Gaussians, " \
                     f"{f.attrs.get('profile_name', '')}"
             return _scaling_figure(f["gpus"][()], curves, title), "simulate"
@@ -80,14 +82,15 @@ def _result_figure(path):
 
 def _scaling_figure(gpus: np.ndarray, curves: dict, title: str):
     """A ``pregel simulate`` result: steps/s against GPUs, and each mode's speed-up over barrier.
-    gpus: [n]; curves: mode -> [n] steps per second."""
+    gpus: [n]; curves: mode -> [n] steps per second (a name starting with 'ceiling' is drawn dashed)."""
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     for mode, speed in curves.items():
-        left.plot(gpus, speed, marker="o", label=mode)
+        style = dict(linestyle="--", color="grey") if mode.startswith("ceiling") else dict(marker="o")
+        left.plot(gpus, speed, label=mode, **style)
         if "barrier" in curves:
-            right.plot(gpus, speed / curves["barrier"], marker="o", label=mode)
+            right.plot(gpus, speed / curves["barrier"], label=mode, **style)
     for ax, label in ((left, "steps / s"), (right, "speed-up over barrier")):
         ax.set_xscale("log", base=2)
         ax.set_xticks(gpus, [str(g) for g in gpus])
