@@ -4,9 +4,11 @@ latest update.
 
 In the exact step graph (``odin_sched.depgraph``) an image of batch b reads the version of each cell
 it sees written by the last batch before b that touched the cell. ``relax_reads`` rewires the reads
-of *low-impact* (image, cell) pairs — the cell holds at most ``impact`` of the Gaussians predicted
-visible to the image — to the version up to K updates older (never before the window's initial
-version: a window ends at every densification, so a stale read never crosses one). The image's
+of *low-impact* (image, cell) pairs to the version up to K updates older (never before the window's
+initial version: a window ends at every densification, so a stale read never crosses one). The
+impact of a read is the share of the image's predicted visible Gaussians its cell holds; an image
+may read stale cells holding together at most ``impact`` of them, its smallest cells first (so where
+every camera sees nearly everything, an image still reads most of its Gaussians up to date). The image's
 gradient still goes to the version of its own batch. Because a cell's versions must still be
 applied in order on its owner (one up-to-date Adam state), consecutive versions of every cell are
 chained by an edge (version j -> version j + 1, the same rank: no transfer). The staleness of a read
@@ -21,7 +23,7 @@ from odin_sched.depgraph import StepGraph
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
 
-#: a cell may be read stale when it holds at most this share of an image's predicted visible Gaussians
+#: the share of an image's predicted visible Gaussians that it may read stale
 STALE_IMPACT = 0.25
 
 
@@ -43,7 +45,16 @@ def relax_reads(steps: StepGraph, cell_count: np.ndarray, max_staleness: int,
     total = np.bincount(pair_image, weights=count[pair_cell], minlength=steps.num_images)
     share = count[pair_cell] / np.maximum(total[pair_image], 1.0)
     first = np.searchsorted(steps.version_cell, pair_cell)  # each cell's initial version
-    skip = np.where(share <= impact, np.minimum(max_staleness, reads - first), 0).astype(np.int64)
+    can_lag = reads > first  # a read of the initial version has nothing older to read
+    # per image, its lagging-capable reads by increasing share (ties: read order) while their
+    # running sum stays within the budget
+    order = np.lexsort((np.arange(len(reads)), np.where(can_lag, share, np.inf), pair_image))
+    running = np.cumsum(np.where(can_lag, share, 0.0)[order])
+    image_start = np.searchsorted(pair_image[order], np.arange(steps.num_images))
+    before_image = np.concatenate([[0.0], running])[image_start]
+    within = np.empty(len(reads), bool)
+    within[order] = running - before_image[pair_image[order]] <= impact
+    skip = np.where(can_lag & within, np.minimum(max_staleness, reads - first), 0).astype(np.int64)
     new_reads = steps.image_reads - skip
     versions = np.arange(steps.num_vertices - steps.num_images)
     chained = versions[1:][steps.version_cell[1:] == steps.version_cell[:-1]]  # j with j - 1 the same cell
