@@ -57,7 +57,7 @@ class VertexProgram:
         """Initial state of the owned vertices: an array [n] / [n, F] (NumPy or torch) or a dict of
         them, optionally ``(state, active)`` with ``active`` a bool [n] array or a bool (default:
         every vertex active)."""
-        return np.zeros(ctx.num_local)
+        return ctx.xp.full(ctx.num_local, 0.0)
 
     def message(self, ctx: "Context", state):
         """Value each owned vertex sends along all its out-edges: [n] or [n, F], or None to send
