@@ -24,7 +24,7 @@ from pregel.dgraph import HubOptions
 from pregel.errors import InputError
 from pregel.exchange import Incoming, Outgoing
 from pregel.program import Context
-from pregel.superstep import IDENTITY, EdgeIds, _rows, finish_gather
+from pregel.superstep import IDENTITY, EdgeIds, check_message_rows, finish_gather, rows_like
 
 SUPPORTED_COMBINERS = ("sum", "min", "max", "mean")
 #: Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): no CUDA torch, "device" tensors are CPU tensors
@@ -102,8 +102,7 @@ class Gpu:
         rank), pick this rank's GPU; returns it with the hub options to load the graph with."""
         problem = unsupported(program, hubs, checkpoint)
         comm.agree(None if problem is None else InputError(problem))
-        gpu = cls(comm, select_gpu(comm))
-        return gpu, HubOptions(partial_gather=False, threshold=None if hubs is None else hubs.threshold)
+        return cls(comm, select_gpu(comm)), HubOptions(partial_gather=False)
 
     def context(self, graph) -> Context:
         return Context(graph, xp=self.xp, vertices=DeviceVertices(graph, self.xp))
@@ -147,7 +146,7 @@ class DevicePath:
         if isinstance(sent, tuple):
             sent, senders = sent
             senders = xp.astype(xp.asarray(senders), xp.bool, copy=False)
-        values = None if sent is None else self._wire(sent)
+        values = None if sent is None else check_message_rows(self._wire(sent), self.graph.num_local)
         if program.per_edge:
             dst = program.destination_values(ctx, state)
             self.dst_values = None if dst is None else self._wire(dst)
@@ -207,11 +206,11 @@ class DevicePath:
         if self.program.per_edge:
             per_edge = self._edge_values(ext)
             if sent_ext is not None:
-                per_edge = xp.where(_rows(sent_ext[self.indices], per_edge), per_edge, identity)
+                per_edge = xp.where(rows_like(sent_ext[self.indices], per_edge), per_edge, identity)
             gathered = self._gather(self._edges["positions"], per_edge, op)
         else:
             if sent_ext is not None:  # non-senders contribute the identity
-                ext = xp.where(_rows(sent_ext, ext), ext, identity)
+                ext = xp.where(rows_like(sent_ext, ext), ext, identity)
             gathered = self._gather(self.kernel_indices, ext, op, self.program.weighted)
         count = (self.in_counts if sent_ext is None else
                  self._gather(self.kernel_indices, xp.astype(sent_ext, xp.float64), "sum"))

@@ -107,10 +107,7 @@ class Superstep:
             senders = np.asarray(senders, dtype=bool)
         values = None
         if sent is not None:
-            values = wire(sent)
-            if values.shape[0] != g.num_local:
-                raise ValueError(f"message() must return one row per owned vertex ({g.num_local}), "
-                                 f"got {values.shape[0]}")
+            values = check_message_rows(wire(sent), g.num_local)
         if self.per_edge:
             self._destination_values(state)
         all_send = bool(senders.all())
@@ -289,7 +286,7 @@ def finish_gather(gathered, count, combiner: str, xp):
     (``numpy``, or a ``pregel.arrays.TorchNamespace``)."""
     received = count > 0
     if combiner == "mean":
-        gathered = gathered / xp.astype(_rows(xp.maximum(count, 1), gathered), gathered.dtype)
+        gathered = gathered / xp.astype(rows_like(xp.maximum(count, 1), gathered), gathered.dtype)
     if IDENTITY[combiner] != 0:
         gathered[~received] = IDENTITY[combiner]
     return gathered, received
@@ -317,6 +314,13 @@ class HostPath:
         return self.superstep.gather(out, inc)
 
 
-def _rows(mask, like):
+def check_message_rows(values, n: int):
+    """``values`` [n] / [n, F] returned by ``message()``, or ValueError when it has not n rows."""
+    if values.shape[0] != n:
+        raise ValueError(f"message() must return one row per owned vertex ({n}), got {values.shape[0]}")
+    return values
+
+
+def rows_like(mask, like):
     """``mask`` [n] reshaped to broadcast over the rows of ``like`` [n] / [n, F]."""
     return mask.reshape((-1,) + (1,) * (np.ndim(like) - 1))
