@@ -4,8 +4,9 @@ Each rank drives one GPU (``pregel.device.select_gpu``). Its in-edge CSR, the gh
 and the vertex state are torch tensors on that GPU; messages are gathered there by
 ``gather_reduce``'s CUDA kernel, and ghost rows cross ranks through ``DeviceComm`` (CUDA-aware MPI,
 or staged through pinned host buffers; their counts are fixed at load time, so no count exchange).
-Only control values cross to the host: one small allgather per superstep (the kind of rows each
-rank sends and whether all its vertices send), aggregators, halt votes, and the final values.
+Only control values cross to the host: two small allgathers per superstep (whether any rank hit
+something unsupported; the kind of rows each rank sends and whether all its vertices send),
+aggregators, halt votes, and the final values.
 
 Supported: combiners sum, min, max and mean, with or without per-edge transforms
 (``edge_message``, ``destination_values``) and edge weights. Not yet: the softmax combiner and
