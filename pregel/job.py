@@ -45,7 +45,8 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
     ``{name: local rows [n, ...]}`` written beside ``/values`` in global vertex order.
     ``checkpoint``: a ``pregel.checkpoint.Checkpointer`` (checkpoints and restart).
     ``device``: ``'cpu'`` (host arrays) or ``'cuda'``: each rank runs on its GPU
-    (``pregel.device_path``; what is not supported there yet is refused with one ``InputError``).
+    (``pregel.device_path``; partial gather off, and what is not supported there yet, including
+    ``hubs`` that ask for partial gather, is refused with one ``InputError``).
     """
     problem = None
     try:
