@@ -137,6 +137,8 @@ def _add_run(sub) -> None:
     p.add_argument("--max-iter", type=int, default=100, help="PageRank iteration cap")
     p.add_argument("--stats", action="store_true", help="print per-superstep statistics")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: each rank runs on one GPU of its node (default %(default)s)")
     _add_checkpoint_flags(p, every=10, unit="supersteps")
     p.set_defaults(run=_run_run)
 
@@ -233,7 +235,7 @@ def _run_run(args) -> None:
     checkpoint = _checkpointer(comm, args, identity)
     report = run_job(comm, args.graph, program, args.out, algorithm=args.algorithm,
                      partitioner=args.partition, max_supersteps=args.max_supersteps,
-                     progress=not args.quiet, checkpoint=checkpoint)
+                     progress=not args.quiet, checkpoint=checkpoint, device=args.device)
     if comm.rank != 0:
         return
     result, graph = report.result, report.graph

@@ -9,12 +9,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from pregel.arrays import as_numpy
 from pregel.errors import InputError
-from pregel.exchange import exchange
 from pregel.progress import Progress
 from pregel.program import REDUCERS, Context, VertexProgram
 from pregel.stats import FIELDS, SuperstepStats
-from pregel.superstep import EdgeIds, Superstep, as_numpy, load_gather_kernel
+from pregel.superstep import HostPath
 
 
 @dataclass
@@ -37,42 +37,41 @@ class RunResult:
 
 
 def run(graph, program: VertexProgram, max_supersteps: int | None = None,
-        progress: bool = False, checkpoint=None) -> RunResult:
+        progress: bool = False, checkpoint=None, device=None) -> RunResult:
     """Run ``program`` on ``graph`` until no vertex is active, ``master`` stops it, or
     ``max_supersteps`` (default: the program's, else unlimited) supersteps have run.
 
     ``checkpoint``: a ``pregel.checkpoint.Checkpointer`` that may restore the run from a saved
     superstep (``init`` is then called with ``ctx.superstep`` already set, and its state replaced
-    by the saved one) and saves one every few supersteps."""
+    by the saved one) and saves one every few supersteps. ``device``: None (host arrays), or a
+    ``pregel.device_path.Gpu`` that holds the state, messages and gather on this rank's GPU."""
     comm = graph.comm
     limit = max_supersteps if max_supersteps is not None else program.max_supersteps
-    ctx = Context(graph)
+    ctx = Context(graph) if device is None else device.context(graph)
     problem = program.check_input(ctx)
     comm.agree(None if problem is None else InputError(problem))
     started = time.perf_counter()
     saved = checkpoint.load(graph) if checkpoint is not None else None
     ctx.superstep = 0 if saved is None else saved.superstep
-    state, active = _split_active(program.init(ctx), graph.num_local)
+    state, active = _split_active(program.init(ctx), graph.num_local, ctx.xp)
     ctx.aggregated, _ = _reduce_aggregates(comm, ctx, int(active.sum()))
     stats, stopped_by = [], "max_supersteps"
     if saved is not None:
         state, active, ctx.aggregated = saved.state, saved.active, saved.aggregated
         stats = [SuperstepStats.from_row(row) for row in saved.stats]
     bar = Progress(limit, enabled=progress and comm.rank == 0)
-    edge_ids = EdgeIds(graph)
-    load_gather_kernel(graph, state, program.weighted)
+    path = HostPath(graph, program, ctx, state) if device is None else device.path(graph, program, ctx)
     while limit is None or ctx.superstep < limit:
         step = SuperstepStats(edges_processed=graph.num_local_edges)
         t0 = time.perf_counter()
         ctx.active, ctx._direct = active, []
-        superstep = Superstep(graph, program, ctx, edge_ids)
-        outgoing = superstep.outgoing(state, active)
+        outgoing = path.outgoing(state, active)
         t1 = time.perf_counter()
-        incoming = exchange(graph, outgoing, with_counts=superstep.with_counts)
+        incoming = path.exchange(outgoing)
         t2 = time.perf_counter()
-        gathered, received = superstep.gather(outgoing, incoming)
+        gathered, received = path.gather(outgoing, incoming)
         ctx.received = received
-        new_state, new_active = _split_active(program.apply(ctx, state, gathered), graph.num_local)
+        new_state, new_active = _split_active(program.apply(ctx, state, gathered), graph.num_local, ctx.xp)
         computing = active | received
         state = _merge(state, new_state, computing)
         active = computing & new_active
@@ -108,15 +107,16 @@ def _stats_rows(stats) -> np.ndarray:
     return np.array([s.as_row() for s in stats], dtype=np.float64).reshape(len(stats), len(FIELDS))
 
 
-def _split_active(result, n):
-    """(state, active [n] bool) from a hook's return value (``active`` defaults to all True)."""
+def _split_active(result, n, xp):
+    """(state, active [n] bool) from a hook's return value (``active`` defaults to all True);
+    ``xp``: the run's array namespace (``ctx.xp``)."""
     if isinstance(result, tuple):
         state, active = result
     else:
         state, active = result, True
     if np.isscalar(active) or np.ndim(active) == 0:
-        return state, np.full(n, bool(active))
-    active = np.asarray(active, dtype=bool)
+        return state, xp.full(n, bool(active))
+    active = xp.astype(xp.asarray(active), xp.bool, copy=False)
     if active.shape != (n,):
         raise ValueError(f"active must be a bool or a [{n}] bool array, got shape {active.shape}")
     return state, active
@@ -131,7 +131,8 @@ def _merge(old, new, computing):
     if hasattr(new, "detach"):  # torch
         import torch
 
-        mask = torch.from_numpy(computing).reshape((-1,) + (1,) * (new.dim() - 1))
+        mask = computing if isinstance(computing, torch.Tensor) else torch.from_numpy(computing)
+        mask = mask.reshape((-1,) + (1,) * (new.dim() - 1))
         return torch.where(mask, new, old)
     mask = computing.reshape((-1,) + (1,) * (np.ndim(new) - 1))
     return np.where(mask, new, old)

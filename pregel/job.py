@@ -2,8 +2,9 @@
 
 The result file holds ``/values`` ([N] or [N, F], global vertex order), ``/stats/per_superstep``
 ([ranks, supersteps, fields], fields named in its ``fields`` attribute) and root attributes:
-``algorithm``, ``ranks``, ``partitioner``, ``supersteps``, ``stopped_by``, ``load_seconds``,
-``compute_seconds`` (wall time of the superstep loop on rank 0) and, per statistic, its total and
+``algorithm``, ``ranks``, ``partitioner``, ``device``, ``supersteps``, ``stopped_by``, ``load_seconds``,
+``compute_seconds`` (wall time of the superstep loop on rank 0), with ``device='cuda'`` also
+``cuda_aware_mpi`` and ``bytes_staged`` (summed over ranks), and, per statistic, its total and
 its imbalance (max/mean over ranks); a job may add attributes and per-vertex datasets (``outputs``).
 Rank 0 writes it from the gathered slices, atomically.
 """
@@ -19,6 +20,8 @@ from pregel.engine import RunResult, run
 from pregel.errors import InputError
 from pregel.stats import FIELDS, summarize
 
+DEVICES = ("cpu", "cuda")
+
 
 @dataclass
 class JobReport:
@@ -33,7 +36,7 @@ class JobReport:
 
 def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, partitioner: str = "range",
             max_supersteps: int | None = None, progress: bool = False, hubs=None,
-            extra_attrs: dict | None = None, outputs=None, checkpoint=None) -> JobReport:
+            extra_attrs: dict | None = None, outputs=None, checkpoint=None, device: str = "cpu") -> JobReport:
     """Load ``graph_source`` on every rank, run ``program``, and write the result to ``out_path``.
 
     ``hubs``: a ``pregel.dgraph.HubOptions`` (default: both hub strategies on).
@@ -41,18 +44,29 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
     when there is an ``out_path``: more root attributes (rank 0's are written) and
     ``{name: local rows [n, ...]}`` written beside ``/values`` in global vertex order.
     ``checkpoint``: a ``pregel.checkpoint.Checkpointer`` (checkpoints and restart).
+    ``device``: ``'cpu'`` (host arrays) or ``'cuda'``: each rank runs on its GPU
+    (``pregel.device_path``; partial gather off, and what is not supported there yet, including
+    ``hubs`` that ask for partial gather, is refused with one ``InputError``).
     """
     problem = None
     try:
+        if device not in DEVICES:
+            raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
         if out_path is not None:
             check_writable(out_path)
     except InputError as err:
         problem = err
     comm.agree(problem)
+    gpu = None
+    if device == "cuda":
+        from pregel.device_path import Gpu
+
+        gpu, hubs = Gpu.open(comm, program, hubs, checkpoint)
     started = time.perf_counter()
     graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric, hubs=hubs)
     load_seconds = time.perf_counter() - started
-    result = run(graph, program, max_supersteps, progress, checkpoint)
+    result = run(graph, program, max_supersteps, progress, checkpoint, device=gpu)
+    device_attrs = {"device": device, **({} if gpu is None else gpu.attributes(comm))}
     values = gather_values(graph, result.values)
     table = comm.gather_rows(np.array([s.as_row() for s in result.stats]).reshape(-1, len(FIELDS)))
     if table is not None:
@@ -65,7 +79,7 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
             attrs = {"algorithm": algorithm, "ranks": comm.size, "partitioner": partitioner,
                      "supersteps": result.supersteps, "stopped_by": result.stopped_by,
                      "load_seconds": load_seconds, "compute_seconds": result.compute_seconds,
-                     **(extra_attrs or {}), **more_attrs}
+                     **device_attrs, **(extra_attrs or {}), **more_attrs}
             write_values(out_path, values, attrs, table, datasets)
     comm.barrier()  # the file is complete when every rank returns
     return report

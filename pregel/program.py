@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pregel.arrays import as_numpy
+
 COMBINERS = ("sum", "min", "max", "mean", "softmax", None)
 
 
@@ -55,7 +57,7 @@ class VertexProgram:
         """Initial state of the owned vertices: an array [n] / [n, F] (NumPy or torch) or a dict of
         them, optionally ``(state, active)`` with ``active`` a bool [n] array or a bool (default:
         every vertex active)."""
-        return np.zeros(ctx.num_local)
+        return ctx.xp.full(ctx.num_local, 0.0)
 
     def message(self, ctx: "Context", state):
         """Value each owned vertex sends along all its out-edges: [n] or [n, F], or None to send
@@ -119,6 +121,10 @@ class Context:
     features: [n, F] float32 or None; labels: [n] int64 or None; active: [n] bool before
     ``message``; received: [n] bool in ``apply``; aggregated: the aggregator values reduced after
     the previous superstep (or init); edge_src, edge_dst: [E] global ids, in ``edge_message``.
+    The per-vertex arrays are NumPy arrays, or torch tensors on the GPU with ``--device cuda``;
+    ``xp`` is their namespace: the ``numpy`` module, or a ``pregel.arrays.TorchNamespace`` with the
+    same names (``xp.where``, ``xp.minimum``, ``xp.astype(x, xp.int64)``, ...), so one program runs
+    on both.
     """
 
     graph: object
@@ -128,8 +134,14 @@ class Context:
     edge_src: np.ndarray | None = None
     edge_dst: np.ndarray | None = None
     aggregated: dict = field(default_factory=dict)
+    xp: object = np
+    vertices: object = None  # where global_ids, degrees, features, labels are read (default: graph)
     _pending_aggregates: dict = field(default_factory=dict)
     _direct: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.vertices is None:
+            self.vertices = self.graph
 
     @property
     def rank(self) -> int:
@@ -150,27 +162,27 @@ class Context:
 
     @property
     def global_ids(self) -> np.ndarray:
-        return self.graph.owned
+        return self.vertices.owned
 
     @property
     def out_degree(self) -> np.ndarray:
-        return self.graph.out_degree
+        return self.vertices.out_degree
 
     @property
     def in_degree(self) -> np.ndarray:
-        return self.graph.in_degree
+        return self.vertices.in_degree
 
     @property
     def self_loops(self) -> np.ndarray:
-        return self.graph.self_loops
+        return self.vertices.self_loops
 
     @property
     def features(self):
-        return self.graph.features
+        return self.vertices.features
 
     @property
     def labels(self):
-        return self.graph.labels
+        return self.vertices.labels
 
     def aggregate(self, name: str, value, op: str = "sum") -> None:
         """Contribute ``value`` (a number or small array) to the global aggregator ``name``.
@@ -181,7 +193,7 @@ class Context:
         """
         if op not in ("sum", "min", "max"):
             raise ValueError(f"aggregator op must be sum, min or max, got {op!r}")
-        value = np.asarray(value)
+        value = as_numpy(value)
         if name in self._pending_aggregates:
             previous_op, previous = self._pending_aggregates[name]
             if previous_op != op:
@@ -195,8 +207,8 @@ class Context:
         ids: [k] int global ids; values: [k] or [k, F], same dtype and width as the edge messages.
         They are combined with the program's combiner on this rank before they travel.
         """
-        ids = np.asarray(ids, dtype=np.int64)
-        values = np.asarray(values)
+        ids = as_numpy(ids).astype(np.int64, copy=False)
+        values = as_numpy(values)
         if len(ids) != len(values):
             raise ValueError(f"send_to got {len(ids)} ids and {len(values)} values")
         if len(ids) and (ids.min() < 0 or ids.max() >= self.num_vertices):

@@ -14,17 +14,13 @@ import numpy as np
 
 from kernels.gather import gather_reduce
 from kernels.scatter import scatter_reduce
+from pregel.arrays import as_numpy
 from pregel.edge_order import row_ids
-from pregel.exchange import Outgoing
+from pregel.exchange import Outgoing, exchange
 from pregel.program import COMBINERS, REDUCERS, Messages, VertexProgram
 from pregel.softmax_parts import SoftmaxParts
 
 IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
-
-
-def as_numpy(values) -> np.ndarray:
-    """A NumPy view of a NumPy array or (CPU) torch tensor."""
-    return values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
 
 
 def wire(values) -> np.ndarray:
@@ -111,10 +107,7 @@ class Superstep:
             senders = np.asarray(senders, dtype=bool)
         values = None
         if sent is not None:
-            values = wire(sent)
-            if values.shape[0] != g.num_local:
-                raise ValueError(f"message() must return one row per owned vertex ({g.num_local}), "
-                                 f"got {values.shape[0]}")
+            values = check_message_rows(wire(sent), g.num_local)
         if self.per_edge:
             self._destination_values(state)
         all_send = bool(senders.all())
@@ -244,10 +237,10 @@ class Superstep:
         gathered = self._reduce_edges(g.in_indptr, g.in_indices, ext, sent_ext, edge_side, False)
         count = (self.edges.in_counts if sent_ext is None else
                  np.bincount(self.edges.dst_rows, weights=sent_ext[g.in_indices], minlength=n))
-        op, identity = self.combiner, IDENTITY[self.combiner]
-        if identity != 0:  # gather_reduce gives 0 for rows without edges
-            gathered[count == 0] = identity
+        op = self.combiner
         if len(inc.direct_ids):  # partial aggregates and direct messages touch only their rows
+            if IDENTITY[op] != 0:  # gather_reduce gives 0 for rows without edges
+                gathered[count == 0] = IDENTITY[op]
             rows, inverse = np.unique(g.local_index(inc.direct_ids), return_inverse=True)
             reduce_op = "sum" if op == "mean" else op
             direct, direct_count = scatter_reduce(inverse, inc.direct_values.astype(gathered.dtype),
@@ -257,12 +250,7 @@ class Superstep:
             gathered[rows] = REDUCERS[reduce_op](gathered[rows], direct)
             count = count.astype(np.float64)
             count[rows] += direct_count
-        received = count > 0
-        if op == "mean":
-            gathered = gathered / _rows(np.maximum(count, 1), gathered).astype(gathered.dtype)
-        if identity != 0:
-            gathered[~received] = identity
-        return gathered, received
+        return finish_gather(gathered, count, op, np)
 
     def _softmax(self, ext, sent_ext, inc):
         g = self.graph
@@ -291,6 +279,48 @@ class Superstep:
         return Messages(indptr, values[order]), counts > 0
 
 
-def _rows(mask, like):
+def finish_gather(gathered, count, combiner: str, xp):
+    """(gathered, received) from the reduced rows ``gathered`` [n] / [n, F] (sums for mean) and the
+    number of messages each row got, ``count`` [n]: means divided by their counts, the combiner's
+    identity where nothing arrived, ``received = count > 0``. ``xp``: the arrays' namespace
+    (``numpy``, or a ``pregel.arrays.TorchNamespace``)."""
+    received = count > 0
+    if combiner == "mean":
+        gathered = gathered / xp.astype(rows_like(xp.maximum(count, 1), gathered), gathered.dtype)
+    if IDENTITY[combiner] != 0:
+        gathered[~received] = IDENTITY[combiner]
+    return gathered, received
+
+
+class HostPath:
+    """The data path of a run on host arrays: ``Superstep`` on both sides, ``exchange`` between.
+
+    The engine calls ``outgoing``, ``exchange`` and ``gather`` once each per superstep (as it does
+    on ``pregel.device_path.DevicePath``)."""
+
+    def __init__(self, graph, program: VertexProgram, ctx, state):
+        self.graph, self.program, self.ctx, self.edges = graph, program, ctx, EdgeIds(graph)
+        self.superstep = None
+        load_gather_kernel(graph, state, program.weighted)
+
+    def outgoing(self, state, active) -> Outgoing:
+        self.superstep = Superstep(self.graph, self.program, self.ctx, self.edges)
+        return self.superstep.outgoing(state, active)
+
+    def exchange(self, out: Outgoing):
+        return exchange(self.graph, out, with_counts=self.superstep.with_counts)
+
+    def gather(self, out: Outgoing, inc):
+        return self.superstep.gather(out, inc)
+
+
+def check_message_rows(values, n: int):
+    """``values`` [n] / [n, F] returned by ``message()``, or ValueError when it has not n rows."""
+    if values.shape[0] != n:
+        raise ValueError(f"message() must return one row per owned vertex ({n}), got {values.shape[0]}")
+    return values
+
+
+def rows_like(mask, like):
     """``mask`` [n] reshaped to broadcast over the rows of ``like`` [n] / [n, F]."""
     return mask.reshape((-1,) + (1,) * (np.ndim(like) - 1))

@@ -1,7 +1,5 @@
 """Weakly connected components by min-label propagation."""
 
-import numpy as np
-
 from pregel.program import VertexProgram
 
 
@@ -16,11 +14,12 @@ class WeakComponents(VertexProgram):
     symmetric = True
 
     def init(self, ctx):
-        return ctx.global_ids.copy()
+        return ctx.xp.astype(ctx.global_ids, ctx.xp.int64)
 
     def message(self, ctx, label):
         return label
 
     def apply(self, ctx, label, gathered):
-        new = np.minimum(label, gathered).astype(np.int64)
+        xp = ctx.xp
+        new = xp.astype(xp.minimum(label, gathered), xp.int64)
         return new, new < label

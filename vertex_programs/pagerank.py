@@ -29,9 +29,10 @@ class PageRank(VertexProgram):
     def init(self, ctx):
         # fixed for the run: 1 / out-degree [n] (1 for dangling vertices, which send nothing
         # anyone receives) and the dangling vertices' local ids [d]
-        self._inverse_degree = 1.0 / np.maximum(ctx.out_degree, 1)
-        self._dangling = np.flatnonzero(ctx.out_degree == 0)
-        rank = np.full(ctx.num_local, 1.0 / max(ctx.num_vertices, 1))
+        xp = ctx.xp
+        self._inverse_degree = 1.0 / xp.astype(xp.maximum(ctx.out_degree, 1), xp.float64)
+        self._dangling = xp.flatnonzero(ctx.out_degree == 0)
+        rank = xp.full(ctx.num_local, 1.0 / max(ctx.num_vertices, 1))
         ctx.aggregate("dangling", rank[self._dangling].sum())
         return rank
 
@@ -45,7 +46,7 @@ class PageRank(VertexProgram):
         new *= self.alpha
         new += (1.0 - self.alpha) / n
         ctx.aggregate("dangling", new[self._dangling].sum())
-        ctx.aggregate("change", np.abs(new - rank).sum())
+        ctx.aggregate("change", ctx.xp.abs(new - rank).sum())
         return new, True
 
     def master(self, ctx, aggregates) -> bool:

@@ -21,10 +21,10 @@ class _FromSource(VertexProgram):
 
     def init(self, ctx):
         at_source = ctx.global_ids == self.source
-        return np.where(at_source, 0.0, np.inf), at_source
+        return ctx.xp.where(at_source, 0.0, np.inf), at_source
 
     def apply(self, ctx, dist, gathered):
-        new = np.minimum(dist, gathered)
+        new = ctx.xp.minimum(dist, gathered)
         return new, new < dist
 
 
@@ -54,4 +54,5 @@ class BreadthFirst(_FromSource):
         return dist + 1.0
 
     def output(self, ctx, dist):
-        return np.where(np.isinf(dist), -1, dist).astype(np.int64)
+        xp = ctx.xp
+        return xp.astype(xp.where(xp.isinf(dist), -1, dist), xp.int64)
