@@ -449,8 +449,8 @@ def _add_train(sub) -> None:
     p.add_argument("--max-staleness", type=int, default=1, metavar="K",
                    help="odin-fast: updates of a low-impact cell an image may miss (default 1)")
     p.add_argument("--stale-impact", type=float, default=0.25, metavar="F",
-                   help="odin-fast: a cell may be read stale when it holds at most this share of the image's "
-                        "predicted visible Gaussians (default 0.25)")
+                   help="odin-fast: the share of an image's predicted visible Gaussians it may read stale, "
+                        "its smallest cells first (default 0.25)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default 16 per rank)")
     p.add_argument("--window", type=int, default=None, metavar="W",
