@@ -317,6 +317,9 @@ def _add_infer(sub) -> None:
     p.add_argument("--stats", action="store_true",
                    help="print per-rank edges, messages, bytes, seconds and their imbalance")
     p.add_argument("--quiet", action="store_true", help="no progress line per layer")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: each rank runs on one GPU of its node, partial gather off "
+                        "(default %(default)s)")
     _add_checkpoint_flags(p, every=1, unit="layers")
     p.set_defaults(run=_run_infer)
 
@@ -341,10 +344,12 @@ def _run_infer(args) -> None:
         problem = err
     comm.agree(problem)
     checkpoint = _checkpointer(comm, args, identity)
-    hubs = HubOptions(partial_gather=not args.no_partial_gather, shadow_nodes=not args.no_shadow_nodes,
+    hubs = HubOptions(partial_gather=not args.no_partial_gather and args.device == "cpu",
+                      shadow_nodes=not args.no_shadow_nodes,
                       threshold=args.hub_threshold)
     report = infer(comm, args.graph, args.model, args.out, layer_outputs=args.layer_outputs,
-                   partitioner=args.partition, hubs=hubs, progress=not args.quiet, checkpoint=checkpoint)
+                   partitioner=args.partition, hubs=hubs, progress=not args.quiet, checkpoint=checkpoint,
+                   device=args.device)
     if comm.rank != 0:
         return
     graph, result = report.graph, report.result

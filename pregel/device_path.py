@@ -63,9 +63,10 @@ def torch_device(index: int) -> str:
 
 def unsupported(program, hubs: HubOptions | None, checkpoint) -> str | None:
     """Why ``program`` with these hub options and checkpointer cannot run on the GPU yet, or None."""
-    if program.combiner not in SUPPORTED_COMBINERS:
-        return (f"--device cuda: {type(program).__name__} uses combiner {program.combiner!r}; only "
-                f"{', '.join(SUPPORTED_COMBINERS)} are supported on the GPU yet")
+    for user, combiner in program.combiners().items():
+        if combiner not in SUPPORTED_COMBINERS:
+            return (f"--device cuda: {user} uses combiner {combiner!r}; only "
+                    f"{', '.join(SUPPORTED_COMBINERS)} are supported on the GPU yet")
     if checkpoint is not None:
         return "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
     if hubs is not None and (hubs.partial_gather or not hubs.shadow_nodes):
@@ -103,7 +104,7 @@ class Gpu:
         rank), pick this rank's GPU; returns it with the hub options to load the graph with."""
         problem = unsupported(program, hubs, checkpoint)
         comm.agree(None if problem is None else InputError(problem))
-        return cls(comm, select_gpu(comm)), HubOptions(partial_gather=False)
+        return cls(comm, select_gpu(comm)), hubs or HubOptions(partial_gather=False)
 
     def context(self, graph) -> Context:
         return Context(graph, xp=self.xp, vertices=DeviceVertices(graph, self.xp))

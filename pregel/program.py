@@ -47,6 +47,12 @@ class VertexProgram:
     symmetric: bool = False
     max_supersteps: int | None = None
 
+    def combiners(self) -> dict:
+        """Every combiner a run of this program uses, keyed by what uses it (the GPU path refuses
+        unsupported ones before the run): ``{class name: combiner}``, unless overridden by a
+        program that changes ``combiner`` between supersteps."""
+        return {type(self).__name__: self.combiner}
+
     def check_input(self, ctx: "Context") -> str | None:
         """Validate the program's options against the loaded graph before anything runs: return
         a one-line problem (e.g. a source vertex out of range) or None. Called on every rank; if

@@ -22,6 +22,15 @@ def as_tensor(values) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
 
 
+def moved(value, device: str):
+    """``value`` with every tensor in it (also inside lists and tuples) on torch ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(moved(item, device) for item in value)
+    return value
+
+
 def module_tensor(module, name: str, kind: str) -> torch.Tensor:
     """``module.<name>`` as a detached float32 tensor (a ValueError for lazy, uninitialised weights)."""
     value = getattr(module, name)
@@ -43,6 +52,12 @@ class GNNLayer(ABC):
     per_edge: bool = False
     in_features: int
     out_features: int
+
+    def to(self, device: str) -> "GNNLayer":
+        """Move the layer's weights to torch ``device`` (in place; a no-op where they are); returns it."""
+        for name, value in vars(self).items():
+            setattr(self, name, moved(value, device))
+        return self
 
     @abstractmethod
     def message(self, ctx, x: torch.Tensor):

@@ -1,6 +1,5 @@
 """GCN (PyG ``GCNConv`` with its defaults) as one superstep."""
 
-import numpy as np
 import torch
 
 from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
@@ -28,10 +27,9 @@ class GCNLayer(GNNLayer):
 
     def message(self, ctx, x):
         loops = ctx.self_loops
-        degree = (ctx.in_degree - loops + 1).astype(np.float32)
-        norm = torch.from_numpy(degree).pow(-0.5)[:, None]
+        norm = as_tensor(ctx.in_degree - loops + 1).pow(-0.5)[:, None]
         sent = (x @ self.weight.T if self.transform_first else x) * norm
-        self_count = torch.from_numpy((1 - loops).astype(np.float32))[:, None]
+        self_count = as_tensor(1 - loops)[:, None]
         return sent, (sent, norm, self_count)
 
     def apply(self, ctx, x, cache, gathered):

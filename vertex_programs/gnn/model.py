@@ -4,6 +4,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from pregel.arrays import as_numpy
 from pregel.program import VertexProgram
 from vertex_programs.gnn.base import GNNLayer, as_tensor
 
@@ -24,7 +25,8 @@ class GNNModel(VertexProgram):
 
     ``layers``: ``GNNLayer`` objects (``vertex_programs.gnn``'s layer classes) or PyG conv modules
     of the supported kinds (converted with ``layer_from_pyg``). The output is float32
-    [n, out_features]; the layer's dense transforms run in torch float32 on the owning rank.
+    [n, out_features]; the layer's dense transforms run in torch float32 on the owning rank (on
+    its GPU in a ``device='cuda'`` run, where ``init`` moves the weights to the device).
     With ``keep_hidden``, the state also keeps each hidden layer's output (after the activation)
     for ``hidden_outputs``.
 
@@ -87,8 +89,14 @@ class GNNModel(VertexProgram):
                     f"expects {self.in_features}")
         return None
 
+    def combiners(self) -> dict:
+        return {f"layer {i} ({layer.kind})": layer.combiner for i, layer in enumerate(self.layers)}
+
     def init(self, ctx):
+        """The input features as float32 [n, in]; moves the weights to the run's torch device."""
         self._layer, self._cache = ctx.superstep, None
+        device = "cpu" if ctx.xp is np else ctx.xp.device
+        self.layers = [layer.to(device) for layer in self.layers]
         return {"x": as_tensor(ctx.features), "hidden": []}
 
     def message(self, ctx, state):
@@ -114,12 +122,12 @@ class GNNModel(VertexProgram):
 
     def output(self, ctx, state) -> np.ndarray:
         """float32 [n, out_features]: the last layer's output of the owned vertices."""
-        return state["x"].numpy()
+        return as_numpy(state["x"])
 
     def hidden_outputs(self, state) -> list[np.ndarray]:
         """With ``keep_hidden``: the output of every layer but the last, after the activation, as
         float32 [n, width_l] per layer (``RunResult.state`` holds the state); [] otherwise."""
-        return [h.numpy() for h in state["hidden"]]
+        return [as_numpy(h) for h in state["hidden"]]
 
 
 def chain_problem(layers) -> str | None:

@@ -35,7 +35,7 @@ class SAGELayer(GNNLayer):
     def apply(self, ctx, x, cache, gathered):
         aggregated = as_tensor(gathered)
         if self.aggr == "max":  # the engine's identity for 'max' is -inf; PyG gives 0
-            aggregated = torch.where(torch.from_numpy(ctx.received)[:, None], aggregated, 0.0)
+            aggregated = torch.where(torch.as_tensor(ctx.received)[:, None], aggregated, 0.0)
         out = aggregated if self.transform_first else aggregated @ self.weight_l.T
         if self.bias_l is not None:
             out = out + self.bias_l
