@@ -1,4 +1,5 @@
-"""Running a vertex program on the GPU (``pregel run --device cuda``): the data path on device arrays.
+"""Running a vertex program on the GPU (``pregel run`` and ``pregel infer`` with ``--device cuda``): the
+data path on device arrays.
 
 Each rank drives one GPU (``pregel.device.select_gpu``). Its in-edge CSR, the ghost exchange plan
 and the vertex state are torch tensors on that GPU; messages are gathered there by

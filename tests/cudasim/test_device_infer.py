@@ -23,7 +23,7 @@ HERE = os.path.dirname(__file__)
 SCRIPT = os.path.join(os.path.dirname(HERE), "mpi_scripts", "run_device_infer.py")
 BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
-MODELS = ("sage_mean", "gcn", "gin")  # combiners mean, sum with GCN's normalisation, sum
+MODELS = ("sage_mean", "sage_max", "gcn", "gin")  # combiners mean, max, sum (GCN-normalised), sum
 TIMEOUT = 300  # seconds; a hang fails the test instead of the suite
 ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", NUMBA_ENABLE_CUDASIM="1")
 TO_PYG = 1e-4  # float32 against PyG, as tests/test_gnn_distributed.py
