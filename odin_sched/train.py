@@ -243,6 +243,8 @@ def training_device(device: str):
     """
     from kernels.splat import render
 
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"--device must be cpu or cuda, got {device!r}")
     if device == "cpu":
         return torch.device("cpu"), render
     from kernels._device import SIMULATED

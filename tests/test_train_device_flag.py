@@ -9,20 +9,11 @@ import sys
 
 import pytest
 
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import write_scene
 from pregel.cli import main
 
 BIN = os.path.dirname(sys.executable)
 DISTRIBUTED = ("pregel train: error: --device cuda: the distributed trainer (more than one rank, --mode, "
                "--timeline, --schedule-out) is not supported on the GPU yet; use --device cpu")
-
-
-@pytest.fixture(scope="module")
-def scene(tmp_path_factory):
-    path = tmp_path_factory.mktemp("train_device") / "scene.h5"
-    write_scene(path, generate_scene(80, 3, 16, 16, seed=1))
-    return path
 
 
 def launch(ranks, scene, out):
@@ -35,8 +26,8 @@ def launch(ranks, scene, out):
         capture_output=True, text=True, timeout=120, env=environment)
 
 
-def test_no_cuda_is_one_line_and_exit_2(scene, tmp_path):
-    result = launch(1, scene, tmp_path / "t.h5")
+def test_no_cuda_is_one_line_and_exit_2(tiny_scene, tmp_path):
+    result = launch(1, tiny_scene, tmp_path / "t.h5")
     assert result.returncode == 2
     line, = result.stderr.strip().splitlines()
     assert line.startswith("pregel train: error: --device cuda: rank 0 on ") and line.endswith(
@@ -44,8 +35,8 @@ def test_no_cuda_is_one_line_and_exit_2(scene, tmp_path):
     assert not (tmp_path / "t.h5").exists() and not (tmp_path / "t.png").exists()
 
 
-def test_two_ranks_are_one_line_and_exit_2_on_every_rank(scene, tmp_path):
-    result = launch(2, scene, tmp_path / "t.h5")
+def test_two_ranks_are_one_line_and_exit_2_on_every_rank(tiny_scene, tmp_path):
+    result = launch(2, tiny_scene, tmp_path / "t.h5")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [DISTRIBUTED]
     assert not (tmp_path / "t.h5").exists()
@@ -56,9 +47,9 @@ def test_two_ranks_are_one_line_and_exit_2_on_every_rank(scene, tmp_path):
     (["--checkpoint-dir", "CKPT"], "pregel train: error: --device cuda: checkpoints (--checkpoint-dir, --resume) "
                                    "are not supported on the GPU yet"),
 ])
-def test_unsupported_options_are_one_line(scene, tmp_path, capsys, flags, message):
+def test_unsupported_options_are_one_line(tiny_scene, tmp_path, capsys, flags, message):
     flags = [str(tmp_path / "ckpt") if f == "CKPT" else f for f in flags]
-    assert main(["train", "--scene", str(scene), "--steps", "2", "--out", str(tmp_path / "t.h5"),
+    assert main(["train", "--scene", str(tiny_scene), "--steps", "2", "--out", str(tmp_path / "t.h5"),
                  "--device", "cuda", *flags]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [message]
     assert os.listdir(tmp_path) == []

@@ -8,7 +8,6 @@ kernels; ``on_device=True`` runs the CUDA kernels on CPU tensors under Numba's C
 "device" tensors of a simulated device run).
 """
 
-import numpy as np
 import torch
 
 from kernels._device import SIMULATED, across

@@ -11,21 +11,11 @@ import h5py
 import numpy as np
 import pytest
 
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import write_scene
 from pregel.cli import main
 
 render_module = importlib.import_module("kernels.splat.render")  # the module, not the function
 PARAMS = ("means", "scales", "quats", "opacities", "colors")
 DENSIFY = ["--densify", "--densify-from", "1", "--densify-interval", "1", "--densify-grad-threshold", "1e-6"]
-
-
-@pytest.fixture(scope="module")
-def scene(tmp_path_factory):
-    """3 cameras at 16 x 16 (one held out), 40 initial points."""
-    path = tmp_path_factory.mktemp("train_cuda") / "scene.h5"
-    write_scene(path, generate_scene(80, 3, 16, 16, seed=1))
-    return path
 
 
 def train(scene, out, device, extra, monkeypatch):
@@ -45,10 +35,10 @@ def train(scene, out, device, extra, monkeypatch):
 
 
 @pytest.mark.parametrize("densify", [False, True], ids=["plain", "densify"])
-def test_device_training_equals_the_cpu_run(scene, tmp_path, monkeypatch, densify):
+def test_device_training_equals_the_cpu_run(tiny_scene, tmp_path, monkeypatch, densify):
     extra = DENSIFY if densify else []
-    cpu, cpu_crossings = train(scene, tmp_path / "cpu.h5", "cpu", extra, monkeypatch)
-    cuda, cuda_crossings = train(scene, tmp_path / "cuda.h5", "cuda", extra, monkeypatch)
+    cpu, cpu_crossings = train(tiny_scene, tmp_path / "cpu.h5", "cpu", extra, monkeypatch)
+    cuda, cuda_crossings = train(tiny_scene, tmp_path / "cuda.h5", "cuda", extra, monkeypatch)
     assert cpu_crossings == 0 and cuda_crossings > 0  # the device run's kernels ran on device arrays
     assert cpu.attrs["device"] == "cpu" and cuda.attrs["device"] == "cuda"
     assert cuda.attrs["num_gaussians"] == cpu.attrs["num_gaussians"]
