@@ -27,7 +27,7 @@ def _kernel_array(tensor: torch.Tensor, on_device: bool):
 
 
 def _tensor(array, on_device: bool) -> torch.Tensor:
-    """The tensor over a kernel's output array (no copy, but out of the simulator's arrays)."""
+    """The tensor over a kernel's output array (no copy, except out of the simulator's arrays)."""
     return across(array) if on_device else torch.from_numpy(array)
 
 
