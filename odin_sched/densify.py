@@ -68,11 +68,11 @@ def screen_grad_norm(means: torch.Tensor, means_grad: torch.Tensor, viewmat: tor
 
 
 class GradAccumulator:
-    """Running sum of screen-space gradient norms and visibility counts per Gaussian."""
+    """Running sum of screen-space gradient norms and visibility counts per Gaussian (on ``device``)."""
 
-    def __init__(self, num_gaussians: int):
-        self.total = torch.zeros(num_gaussians, dtype=torch.float32)
-        self.count = torch.zeros(num_gaussians, dtype=torch.int64)
+    def __init__(self, num_gaussians: int, device="cpu"):
+        self.total = torch.zeros(num_gaussians, dtype=torch.float32, device=device)
+        self.count = torch.zeros(num_gaussians, dtype=torch.int64, device=device)
 
     def add(self, grad_norm: torch.Tensor, visible: torch.Tensor) -> None:
         """Accumulate ``grad_norm`` ([G]) for the ``visible`` ([G] bool) Gaussians."""
@@ -126,7 +126,8 @@ def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, confi
     keep_idx = torch.nonzero(~split).squeeze(1)
 
     stds = torch.exp(scales[split_idx])
-    offsets = torch.randn(stds.shape, generator=generator, dtype=stds.dtype) * stds
+    # drawn by the CPU ``generator`` wherever the Gaussians are, so a GPU run splits as the CPU run does
+    offsets = torch.randn(stds.shape, generator=generator, dtype=stds.dtype).to(stds.device) * stds
     split_means = means[split_idx] + torch.einsum("gij,gj->gi", quat_to_rotmat(quats[split_idx]), offsets)
     split_scales = scales[split_idx] - torch.log(torch.tensor(0.8 * 2, dtype=scales.dtype))
 
@@ -135,7 +136,8 @@ def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, confi
     n_old = keep_idx.shape[0] + clone_idx.shape[0]
     new["means"][n_old:] = split_means
     new["scales"][n_old:] = split_scales
-    source = torch.cat([keep_idx, torch.full((order.shape[0] - keep_idx.shape[0],), -1, dtype=torch.int64)])
+    fresh = torch.full((order.shape[0] - keep_idx.shape[0],), -1, dtype=torch.int64, device=keep_idx.device)
+    source = torch.cat([keep_idx, fresh])
 
     alive = torch.sigmoid(new["opacities"]) >= config.min_opacity
     if g and not alive.any():
@@ -151,4 +153,4 @@ def densify_optimizer(opt, accum: GradAccumulator, extent: float, config: Densif
     params = {name: p.detach() for name, p in opt.params.items()}
     new, source = densify_and_prune(params, accum.average(), extent, config, generator)
     opt.replace(new, source)
-    return GradAccumulator(opt.num_gaussians)
+    return GradAccumulator(opt.num_gaussians, opt.device)

@@ -38,7 +38,7 @@ def ssim(image: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     Returns a scalar tensor; 1 for identical images.
     """
     channels = image.shape[-1]
-    window = gaussian_window().to(image.dtype).expand(channels, 1, SSIM_WINDOW, SSIM_WINDOW).contiguous()
+    window = gaussian_window().to(image.device, image.dtype).expand(channels, 1, SSIM_WINDOW, SSIM_WINDOW).contiguous()
     x = image.permute(2, 0, 1).unsqueeze(0)
     y = target.permute(2, 0, 1).unsqueeze(0)
 

@@ -585,7 +585,7 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
                  "cells": trainer.num_cells, "window": options.window,
                  "dependency_edges": trainer.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,
-                 "densify": densify is not None, "source_scene": os.path.abspath(scene_path)}
+                 "densify": densify is not None, "source_scene": os.path.abspath(scene_path), "device": "cpu"}
         write_outputs(trainer.render, setup, params_of(trainer.opt), result, out_path, ply_path, png_path, attrs,
                       metrics={"per_rank": table})
         if options.timeline is not None:

@@ -34,6 +34,7 @@ class VisibleAdam:
 
     params: dict name -> torch.Tensor  # [G, ...] float32, leaf tensors; ``requires_grad`` is set here
     lrs: dict name -> float            # learning rate per parameter (may be changed between steps)
+    The moments and step counts live on the parameters' device (CPU or GPU).
     """
 
     def __init__(self, params: dict, lrs: dict, betas=(0.9, 0.999), eps: float = 1e-15):
@@ -50,11 +51,15 @@ class VisibleAdam:
         self.exp_avg = {}
         self.exp_avg_sq = {}
         self._install(params)
-        self.step_count = torch.zeros(self.num_gaussians, dtype=torch.int64)
+        self.step_count = torch.zeros(self.num_gaussians, dtype=torch.int64, device=self.device)
 
     @property
     def num_gaussians(self) -> int:
         return next(iter(self.params.values())).shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.params.values())).device
 
     def _install(self, params: dict) -> None:
         for name, value in params.items():

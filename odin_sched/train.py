@@ -12,18 +12,22 @@ and trains against the images of the training cameras:
 * visible Adam (``odin_sched.optim``): only the Gaussians the batch sees are updated; the means'
   learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
 * optional densification (``odin_sched.densify``) on its schedule;
-* PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps.
+* PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
+* on the CPU, or with ``device='cuda'`` on this process's GPU (``training_device``): the Gaussians,
+  their Adam state and the images live there, and rendering, the loss, the backward pass, visible Adam
+  and densification run there; the metrics and the outputs are copied to the host to be written.
 
 The trained scene is written in the scene format (the input's cameras, images and held-out split with
 the trained Gaussians) with ``/metrics/psnr_steps``, ``/metrics/psnr``, ``/metrics/loss`` and root
 attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``, ``num_gaussians``,
-``mode``, ``ranks``, ``batch_size``, ``steps_per_second``; optionally a 3DGS PLY; and a PNG of the
+``mode``, ``ranks``, ``batch_size``, ``steps_per_second``, ``device``; optionally a 3DGS PLY; and a PNG of the
 first held-out view rendered beside its ground truth.
 """
+import functools
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -44,6 +48,7 @@ from pregel.progress import Progress
 
 INIT_OPACITY = 0.1
 KNN_CHUNK = 2048
+NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
 
 
 @dataclass
@@ -126,8 +131,8 @@ def heldout_mask(scene: Scene) -> np.ndarray:
 
 
 def _render_view(render, params, scene, cam):
-    return render(**params, viewmat=torch.from_numpy(scene.viewmats[cam]), K=torch.from_numpy(scene.Ks[cam]),
-                  width=scene.width, height=scene.height)
+    viewmat, K = camera(scene, cam, params["means"].device)
+    return render(**params, viewmat=viewmat, K=K, width=scene.width, height=scene.height)
 
 
 @torch.no_grad()
@@ -141,7 +146,7 @@ def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> No
     """PNG of a rendered view (left) beside its ground truth (right); images [H, W, 3] in [0, 1]."""
     from PIL import Image
 
-    both = torch.cat([rendered.clamp(0, 1), truth], dim=1).numpy()
+    both = torch.cat([rendered.clamp(0, 1), truth], dim=1).cpu().numpy()
     Image.fromarray(np.round(both * 255).astype(np.uint8)).save(path)
 
 
@@ -224,33 +229,66 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
                          extent, batches, settings, initial)
 
 
-def camera(scene: Scene, cam: int) -> tuple:
-    """(viewmat [4, 4], K [3, 3]) tensors of camera ``cam``."""
-    return torch.from_numpy(scene.viewmats[cam]), torch.from_numpy(scene.Ks[cam])
+def camera(scene: Scene, cam: int, device="cpu") -> tuple:
+    """(viewmat [4, 4], K [3, 3]) tensors of camera ``cam`` on ``device``."""
+    return torch.from_numpy(scene.viewmats[cam]).to(device), torch.from_numpy(scene.Ks[cam]).to(device)
+
+
+def training_device(device: str):
+    """(torch device, render) of ``device`` 'cpu' or 'cuda' for the single-process trainer.
+
+    'cuda' selects this process's GPU (``pregel.device.select_gpu``; one ``InputError`` line when there
+    is none) and its torch device. Under Numba's CUDA simulator that torch device is the CPU
+    (``pregel.device_path.torch_device``), and ``render`` is told to run its CUDA kernels anyway.
+    """
+    from kernels.splat import render
+
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"--device must be cpu or cuda, got {device!r}")
+    if device == "cpu":
+        return torch.device("cpu"), render
+    from kernels._device import SIMULATED
+    from pregel.comm import Comm
+    from pregel.device import select_gpu
+    from pregel.device_path import torch_device
+
+    index = select_gpu(Comm())
+    if not (SIMULATED or torch.cuda.is_available()):
+        raise InputError("--device cuda: this torch is a CPU-only build (install a CUDA build of torch)")
+    return torch.device(torch_device(index)), functools.partial(render, on_device=True)
+
+
+def to_device(setup: TrainingSetup, device) -> TrainingSetup:
+    """``setup`` with the initial Gaussians and the camera images copied to ``device``."""
+    return replace(setup, initial={name: value.to(device) for name, value in setup.initial.items()},
+                   targets={cam: image.to(device) for cam, image in setup.targets.items()})
 
 
 def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
           ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
           progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None,
-          checkpoint=None) -> TrainResult:
+          checkpoint=None, device: str = "cpu") -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
     scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
     each, see ``odin_sched.step`` for the batch semantics); out_path: trained scene file; ply_path:
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
     densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
-    image_order: see ``prepare``; checkpoint: an ``odin_sched.train_checkpoint.TrainCheckpointer`` or None.
+    image_order: see ``prepare``; checkpoint: an ``odin_sched.train_checkpoint.TrainCheckpointer`` or None
+    (CPU only); device: 'cpu' or 'cuda' (see ``training_device``).
     Returns a TrainResult.
     """
-    from kernels.splat import render
-
+    if device == "cuda" and checkpoint is not None:
+        raise InputError(NO_CUDA_CHECKPOINTS)
+    dev, render = training_device(device)
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
     setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path),
                     init_ply, image_order)
+    setup = to_device(setup, dev)
     scene = setup.scene
     started = time.perf_counter()
     opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
-    accum = GradAccumulator(opt.num_gaussians) if densify else None
+    accum = GradAccumulator(opt.num_gaussians, dev) if densify else None
     densify_gen = torch.Generator().manual_seed(seed + 1)
     psnr_steps, psnr_values, losses = [], [], np.empty(steps)
     resumed = TrainState(0, opt, accum, densify_gen, losses, psnr_steps, psnr_values)
@@ -263,10 +301,10 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         opt.lrs = setup.settings.lrs(setup.extent, step, steps)
         params = {name: p.detach() for name, p in opt.params.items()}
         total = {name: torch.zeros_like(p) for name, p in params.items()}
-        seen = torch.zeros(opt.num_gaussians, dtype=torch.bool)
+        seen = torch.zeros(opt.num_gaussians, dtype=torch.bool, device=dev)
         image_losses = []
         for cam in setup.batches[step - 1]:
-            result = image_gradients(render, params, *camera(scene, int(cam)), scene.width, scene.height,
+            result = image_gradients(render, params, *camera(scene, int(cam), dev), scene.width, scene.height,
                                      setup.targets[int(cam)], ssim_weight, densify is not None)
             for name in total:
                 total[name] += result.grads[name]
@@ -290,7 +328,8 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     bar.close()
     wall = time.perf_counter() - started
     result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64), np.array(psnr_values), losses)
-    attrs = {"mode": "single", "ranks": 1, "batch_size": batch_size, "steps_per_second": steps / wall}
+    attrs = {"mode": "single", "ranks": 1, "batch_size": batch_size, "steps_per_second": steps / wall,
+             "device": device}
     write_outputs(render, setup, params_of(opt), result, out_path, ply_path, png_path,
                   dict(seed=seed, ssim_weight=ssim_weight, densify=densify is not None,
                        source_scene=os.path.abspath(scene_path), **attrs))
@@ -312,7 +351,7 @@ def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResul
     """Write the trained scene file (with ``/metrics`` and root ``attrs``), the optional PLY and the PNG of
     the first held-out view beside its ground truth."""
     scene = setup.scene
-    arrays = {k: v.numpy().astype(np.float32) for k, v in params.items()}
+    arrays = {k: v.cpu().numpy().astype(np.float32) for k, v in params.items()}
     trained = Scene(**arrays, viewmats=scene.viewmats, Ks=scene.Ks, images=scene.images, width=scene.width,
                     height=scene.height, heldout=heldout_mask(scene),
                     metrics={"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": result.losses,
@@ -343,12 +382,14 @@ def main(args) -> TrainResult:
                   densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
                   image_order=args.image_order)
     comm = Comm()
+    single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
+    comm.agree(_device_problem(args, single))
     common["checkpoint"] = train_checkpointer(comm, args, config)
-    if comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None:
+    if single:
         for flag, value in (("--window", args.window), ("--cells", args.cells)):
             if value is not None and value < 1:
                 raise InputError(f"{flag} must be at least 1, got {value}")
-        result = train(args.scene, args.steps, args.out, **common)
+        result = train(args.scene, args.steps, args.out, device=args.device, **common)
     else:
         from odin_sched.odin import OdinOptions, train_distributed
 
@@ -364,6 +405,19 @@ def main(args) -> TrainResult:
     if result.per_rank is not None and args.stats:
         print(format_per_rank(result))
     return result
+
+
+def _device_problem(args, single: bool) -> InputError | None:
+    """Why ``pregel train --device cuda`` cannot run with these options (``single``: whether the
+    single-process trainer runs), or None."""
+    if args.device != "cuda":
+        return None
+    if not single:
+        return InputError("--device cuda: the distributed trainer (more than one rank, --mode, --timeline, "
+                          "--schedule-out) is not supported on the GPU yet; use --device cpu")
+    if args.checkpoint_dir is not None or args.resume is not None:
+        return InputError(NO_CUDA_CHECKPOINTS)
+    return None
 
 
 def format_per_rank(result: TrainResult) -> str:

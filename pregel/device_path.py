@@ -15,9 +15,9 @@ programs without a combiner, ``ctx.send_to``, partial gather of hubs (switched o
 are gathered by its owner) and checkpoints; each is refused with one line (``InputError``).
 """
 
-import numba
 import numpy as np
 
+from kernels._device import SIMULATED, across
 from kernels.gather import gather_reduce
 from pregel.arrays import TorchNamespace
 from pregel.device import select_gpu
@@ -29,31 +29,10 @@ from pregel.program import Context
 from pregel.superstep import IDENTITY, EdgeIds, check_message_rows, finish_gather, rows_like
 
 SUPPORTED_COMBINERS = ("sum", "min", "max", "mean")
-#: Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): no CUDA torch, "device" tensors are CPU tensors
-SIMULATED = bool(numba.config.ENABLE_CUDASIM)
-
-
-def across(value):
-    """Carry an array over the torch / Numba boundary: a torch tensor [...] becomes a Numba device
-    array (for ``gather_reduce`` and ``DeviceComm``), a Numba device array a torch tensor.
-
-    This is the one place where a real GPU and Numba's simulator differ. On a GPU both directions
-    are zero-copy views of the same device memory (``numba.cuda.as_cuda_array`` and
-    ``torch.as_tensor`` read ``__cuda_array_interface__``). Under the simulator there is no CUDA
-    torch: the run's "device" tensors are CPU tensors (``torch_device``), and each crossing copies
-    into or out of the simulator's device arrays (``cuda.to_device``, ``copy_to_host``).
-    """
-    import torch
-    from numba import cuda
-
-    if isinstance(value, torch.Tensor):
-        value = value.contiguous()
-        return cuda.to_device(value.numpy()) if SIMULATED else cuda.as_cuda_array(value.detach())
-    return torch.from_numpy(value.copy_to_host()) if SIMULATED else torch.as_tensor(value, device="cuda")
 
 
 def torch_device(index: int) -> str:
-    """The torch device of GPU ``index`` (the CPU under the simulator: see ``across``)."""
+    """The torch device of GPU ``index`` (the CPU under the simulator: see ``kernels._device.across``)."""
     if SIMULATED:
         return "cpu"
     import torch

@@ -7,5 +7,19 @@ machine with a GPU the same tests run on the real device with ``PREGEL_REAL_GPU=
 """
 import os
 
+import pytest
+
 if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" and os.environ.get("PREGEL_REAL_GPU") != "1":
     collect_ignore = ["cudasim"]
+
+
+@pytest.fixture(scope="module")
+def tiny_scene(tmp_path_factory):
+    """A generated scene file for the device trainer's tests: 3 cameras at 16 x 16 (one held out)
+    and 40 initial points, quick enough for Numba's CUDA simulator."""
+    from odin_sched.scene_gen import generate_scene
+    from odin_sched.scene_io import write_scene
+
+    path = tmp_path_factory.mktemp("tiny_scene") / "scene.h5"
+    write_scene(path, generate_scene(80, 3, 16, 16, seed=1))
+    return path
