@@ -97,7 +97,7 @@ def main(work):
         name="cpu-here", image=tuple(map(float, image[:4])), render_rows=float(image[4]),
         version=tuple(map(float, version)), latency=latency, bandwidth=bandwidth, node_latency=latency, node_bandwidth=bandwidth, gpus_per_node=1 << 20,
         overhead=comm_s / max(messages, 1), count_planning=True, plan_seconds=real_plan / len(SCENES),
-        cores=len(os.sched_getaffinity(0)),
+        cores=len(os.sched_getaffinity(0)), image_noise=tuple(np.round(seconds / predicted - 1.0, 4).tolist()),
         source=f"benchmarks/odin_calibrate.py: MPI ping-pong and {len(seconds)} image / "
                f"{len(np.concatenate(vsecs))} cell-update spans of pregel train --timeline at P = 2 on this machine "
                f"(load average {os.getloadavg()[0]:.1f})")

@@ -2,7 +2,7 @@
 
 For each (P, mode) a real ``mpiexec -n P pregel train`` run (city scene, B = 2P) is measured and the
 same training (same scene, seed, steps, batch size, cells, window) is simulated with the cpu-here
-profile. Measured training time = the largest per-rank compute + comm + wait + plan seconds (the
+profile; each real run is repeated and the medians are compared. Measured training time = the largest per-rank compute + comm + wait + plan seconds (the
 run's wall time without the final held-out evaluation, which the simulator does not model); wait =
 wait seconds summed over ranks. Run from the repository root after benchmarks/odin_calibrate.py:
 ``python benchmarks/odin_sim.py [workdir]``.
@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import h5py
+import numpy as np
 
 from odin_sched.costmodel import load_profile
 from odin_sched.odin import OdinOptions
@@ -20,7 +21,8 @@ from odin_sched.train import prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
-STEPS, CELLS_PER_RANK, WINDOW = 24, OdinOptions.CELLS_PER_RANK, OdinOptions.window
+STEPS, CELLS_PER_RANK, WINDOW = 40, OdinOptions.CELLS_PER_RANK, OdinOptions.window
+REPEATS = 3  # real runs of each (P, mode); their medians are compared (a run's speed varies by 10-20 % here)
 
 
 def measured(scene, size, mode, work):
@@ -52,7 +54,8 @@ def main(work):
         setup = prepare(scene, STEPS, 2 * size, 0, 0.2, STEPS, ())
         sim_scene = scene_of_setup(setup)
         for mode in ("odin", "barrier"):
-            real_speed, real_wait, real_compute = measured(scene, size, mode, work)
+            runs = np.array([measured(scene, size, mode, work) for _ in range(REPEATS)])
+            real_speed, real_wait, real_compute = np.median(runs, axis=0)
             sim = simulate(sim_scene, profile, mode, size, STEPS, 2 * size, window=WINDOW, cells_per_gpu=CELLS_PER_RANK)
             print(f"{size}  {mode:<8} {real_speed:>16.2f} {sim.steps_per_second:>10.2f} "
                   f"{sim.steps_per_second / real_speed - 1:>+6.0%} {real_wait:>17.2f} {sim.wait.sum():>10.2f} "

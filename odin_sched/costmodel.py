@@ -6,7 +6,10 @@
   ``rows`` the Gaussians it renders: all those of the cells it reads, each projected (and most
   culled), so finer cells make images cheaper (``Window.image_rows``). The coefficients
   are fitted (non-negative least squares, ``fit_costs``) to the compute spans of real ``pregel train``
-  runs (``benchmarks/odin_calibrate.py`` writes ``profiles/cpu-here.json``).
+  runs (``benchmarks/odin_calibrate.py`` writes ``profiles/cpu-here.json``). What the features do not
+  explain is kept as the fit's relative errors (``image_noise``); the simulator multiplies each image's
+  cost by one of them, drawn at random, so that images vary as much as measured (the imbalance a
+  barrier waits for), not only as much as the fit predicts.
 * A cell version (visible Adam on one cell) costs ``v0 + v_row · rows``, fitted the same way.
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
@@ -49,6 +52,7 @@ class CostProfile:
     plan_seconds: float = 0.0  # seconds per window of the runtime's planning (when count_planning)
     cores: int = 0  # processors shared by all ranks (0: one per rank, as GPUs)
     render_rows: float = 0.0  # c_rows: seconds per Gaussian of the cells an image reads
+    image_noise: tuple = ()  # relative errors (measured / fitted - 1) of the image fit, resampled per image
 
     def slowdown(self, busy: np.ndarray) -> np.ndarray:
         """[n] factor by which computing takes longer when ``busy`` [n] ranks compute at once:
@@ -116,6 +120,7 @@ def load_profile(name: str) -> CostProfile:
         with open(path) as f:
             data = json.load(f)
         data["image"], data["version"] = tuple(data["image"]), tuple(data["version"])
+        data["image_noise"] = tuple(data.get("image_noise", ()))
         return CostProfile(**data)
     raise ValueError(f"unknown cost profile {name!r} (cpu-here, h200-ib)")
 

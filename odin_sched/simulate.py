@@ -10,7 +10,8 @@ a vertex's cost from the cost model (``odin_sched.costmodel``) as virtual time a
 to the destination after ``latency + bytes / bandwidth`` (each rank's outgoing link sends its
 messages one after another, and each rank's incoming link takes them in one after another). BSP mode (``barrier``) fires the same phases as ``run_dataflow(mode='bsp')``, then a
 barrier and an Alltoallv per phase. Each window ends like the runtime's: a barrier and an
-allgather of the model; planning counts when the profile says so (its measured ``plan_seconds`` per window).
+allgather of the model; planning counts when the profile says so (its measured ``plan_seconds`` per window,
+slowed down like any computation when the ranks outnumber the processors).
 
 Not simulated: densification and evaluation (the runtime does both at window boundaries, the same
 in every mode), and contention inside the network beyond the two ends of a link.
@@ -155,14 +156,15 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
         worst = max(worst, int(win.staleness.max(initial=0)))
-        cost = vertex_costs(win, scene.features, profile)
+        cost = vertex_costs(win, scene.features, profile, np.random.default_rng([seed, start]))
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         bound += max(cost.sum() / processors, cost.sum() / p if p else 0.0)
         if profile.count_planning:
-            clock += profile.plan_seconds
-            bound += profile.plan_seconds
-            totals["compute"] += profile.plan_seconds
+            planning = profile.plan_seconds * float(profile.slowdown(gpus))  # every rank plans
+            clock += planning
+            bound += planning
+            totals["compute"] += planning
         run = _WindowRun(win, cost, profile, gpus, trace and start == 0)
         run.dataflow() if mode != "barrier" else run.bsp()
         end = run.end.max()
@@ -178,13 +180,18 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
                      work / path if path else 0.0, stale, worst, spans, bound)
 
 
-def vertex_costs(win, features: np.ndarray, profile: CostProfile) -> np.ndarray:
+def vertex_costs(win, features: np.ndarray, profile: CostProfile, rng: np.random.Generator) -> np.ndarray:
     """[N] simulated seconds of every vertex of a planned window: images by their camera's features
-    and the Gaussians of the cells they read, cell versions by their cell's size (initial versions: 0)."""
+    and the Gaussians of the cells they read, each times one resampled relative error of the profile's
+    fit (``image_noise``; the same draws in every mode), cell versions by their cell's size (initial
+    versions: 0)."""
     steps = win.steps
     rows = np.diff(win.member_indptr)[steps.version_cell]
     versions = np.where(steps.version_batch < 0, 0.0, profile.version_seconds(rows))
-    return np.concatenate([profile.image_seconds(features[steps.image_camera], win.image_rows), versions])
+    images = profile.image_seconds(features[steps.image_camera], win.image_rows)
+    if profile.image_noise:
+        images = images * (1.0 + rng.choice(np.asarray(profile.image_noise, np.float64), len(images)))
+    return np.concatenate([images, versions])
 
 
 class _WindowRun:

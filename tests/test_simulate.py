@@ -192,7 +192,8 @@ def test_shared_cores_slow_ranks_that_outnumber_them():
         assert shared.seconds >= shared.compute.sum() / 3 and shared.seconds >= 2.5 * spare.compute.sum() / 3
 
 
-def test_image_rows_count_the_gaussians_of_the_cells_read():
+def _small_window():
+    """A planned window (6 batches of 4 images, 12 cells, 2 ranks) of a small city, and its scene."""
     from odin_sched.image_order import spread_batches
     from odin_sched.odin import plan_window
     from odin_sched.simulate import _local_comm
@@ -208,6 +209,26 @@ def test_image_rows_count_the_gaussians_of_the_cells_read():
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, 6)
     win, _ = plan_window(_local_comm(), scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, batches, 0, 6,
                          margin, 12, 2, 0, (0.0, 1.0, 0.0))
+    return win, scene
+
+
+def test_image_costs_carry_resampled_fit_errors():
+    from odin_sched.simulate import vertex_costs
+
+    win, scene = _small_window()
+    exact = dataclasses.replace(load_profile("cpu-here"), image_noise=())
+    noisy = dataclasses.replace(exact, image_noise=(-0.5, 0.5))
+    images = win.steps.num_images
+    base = vertex_costs(win, scene.features, exact, np.random.default_rng(0))
+    drawn = vertex_costs(win, scene.features, noisy, np.random.default_rng(0))
+    factor = drawn[:images] / base[:images]
+    assert np.isin(np.round(factor, 12), [0.5, 1.5]).all() and len(np.unique(np.round(factor, 12))) == 2
+    assert np.array_equal(drawn[images:], base[images:])  # cell updates keep their fitted cost
+    assert np.array_equal(drawn, vertex_costs(win, scene.features, noisy, np.random.default_rng(0)))
+
+
+def test_image_rows_count_the_gaussians_of_the_cells_read():
+    win, _ = _small_window()
     steps = win.steps
     for image in range(steps.num_images):
         reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
