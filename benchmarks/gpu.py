@@ -16,7 +16,12 @@ c. The rasterizer, forward + backward of one 1920 x 1080 image, the project's CU
    (``kernels.splat.render`` on CUDA tensors) against gsplat's CUDA rasterizer when it builds
    (gsplat compiles its extension on first use; otherwise the row says why it did not build).
    The two follow different conventions (docs/rasterizer.md), so their images are not compared.
-d. The InferTurbo-scale projection of a 2-layer SAGE (64 -> 64 -> 16) from (a) at F = 64: edge-layers
+d. Whole jobs on the device, in this process (P = 1): ``pregel infer --device cuda`` (what
+   ``vertex_programs.gnn.infer.infer`` runs) of a 2-layer SAGE (64 -> 64 -> 16, PyG's random
+   initialisation) on a power-law graph with 64 features, against PyG's full-graph forward on the
+   GPU with ``edge_index`` and with a sparse CSR ``adj_t`` (outputs compared); and steps of
+   ``pregel train --device cuda`` (``odin_sched.train.train``) against the same training on the CPU.
+e. The InferTurbo-scale projection of a 2-layer SAGE (64 -> 64 -> 16) from (a) at F = 64: edge-layers
    per second per GPU, bytes per edge per rank of the ghost exchange (hash partition, measured on
    the benchmark graph), and what they give for 10 billion vertices / 100 billion edges on 64 and 512
    GPUs, with 25 GB/s InfiniBand per GPU and ``--load-gbps`` of storage per GPU (InferTurbo: 2 hours).
@@ -26,6 +31,7 @@ torch CUDA the peers run on torch's CPU and gsplat is skipped: those timings mea
 """
 
 import argparse
+import tempfile
 import time
 import warnings
 
@@ -34,8 +40,8 @@ import numpy as np
 import torch
 from numba import cuda
 
-from benchmarks.bench_kernels import in_edge_csr
-from benchmarks.render import make_scene
+from bench_kernels import in_edge_csr  # a sibling script: benchmarks/ is on the path when run
+from render import make_scene
 from kernels.gather import gather_reduce
 from kernels.splat import render
 from pregel.generate import generate_graph
@@ -49,6 +55,11 @@ SIZES = {  # nodes, avg degree, feature widths, PageRank iterations, Gaussian co
     "full": (1_000_000, 10, (1, 64), 20, (10_000, 100_000, 1_000_000), 1920, 1080, 10),
     "quick": (100_000, 10, (1, 64), 20, (10_000, 100_000), 1920, 1080, 5),
     "smoke": (200, 3, (1, 4), 2, (200,), 64, 36, 1),
+}
+JOBS = {  # SAGE graph (nodes, features, hidden, classes); training scene (Gaussians, cameras, size, steps)
+    "full": ((1_000_000, 64, 64, 16), (20_000, 8, 256, 20)),
+    "quick": ((100_000, 64, 64, 16), (5_000, 8, 128, 10)),
+    "smoke": ((200, 8, 8, 4), (40, 3, 16, 2)),
 }
 
 
@@ -222,9 +233,9 @@ def ghost_bytes_per_edge(indptr, indices, ranks: int) -> float:
 
 
 def projection_section(indptr, indices, width: int, kernel_seconds: float, num_edges: int, load_gbps: float):
-    """(d) rows: the 2-layer SAGE on 10 billion vertices / 100 billion edges on 64 and 512 GPUs, its
+    """(e) rows: the 2-layer SAGE on 10 billion vertices / 100 billion edges on 64 and 512 GPUs, its
     compute rate from the gather's ``kernel_seconds`` at F = ``width`` (64 but in smoke runs)."""
-    progress(f"(d) InferTurbo-scale projection from the F = {width} gather")
+    progress(f"(e) InferTurbo-scale projection from the F = {width} gather")
     edge_layers_per_second = num_edges / kernel_seconds
     rows = []
     for gpus in (64, 512):
@@ -241,6 +252,60 @@ def projection_section(indptr, indices, width: int, kernel_seconds: float, num_e
                      + ", ".join(f"{k} {v:.0f} s" for k, v in terms.items())
                      + f"; {max(terms, key=terms.get)} dominates"))
     return rows
+
+
+def sage_section(folder: str, nodes: int, features: int, hidden: int, classes: int, device: Device):
+    """(d) rows: ``pregel infer --device cuda`` (whole job at P = 1) against PyG's full-graph forward on
+    the GPU, with ``edge_index`` and with a sparse CSR ``adj_t``; outputs compared."""
+    from gnn_inference import _sage_layers, _transpose_csr, write_inputs
+    from pregel.comm import Comm
+    from pregel.graph_io import read_graph
+    from vertex_programs.gnn.infer import infer
+
+    progress(f"(d) 2-layer SAGE inference, {nodes} vertices, {features} features")
+    write_inputs(folder, nodes, 10, features, hidden, classes, 2.2)
+    started = time.perf_counter()
+    report = infer(Comm(), f"{folder}/graph.h5", f"{folder}/model.pt", f"{folder}/scores.h5", device="cuda")
+    ours = time.perf_counter() - started
+    graph = read_graph(f"{folder}/graph.h5")
+    x = torch.from_numpy(graph.features).to(device.torch)
+    src = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))
+    edge_index = torch.from_numpy(np.stack([src, graph.indices.astype(np.int64)])).to(device.torch)
+    crow, col = _transpose_csr(graph.indptr, graph.indices, graph.num_nodes)
+    adj_t = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(col), torch.ones(len(col)),
+                                    size=(graph.num_nodes, graph.num_nodes)).to(device.torch)
+    layers = [layer.to(device.torch) for layer in _sage_layers(torch.load(f"{folder}/pyg.pt"))]
+
+    def forward(adjacency):
+        with torch.no_grad():
+            h = layers[1](layers[0](x, adjacency).relu(), adjacency)
+        return h
+
+    rows = []
+    for name, adjacency in (("edge_index", edge_index), ("sparse CSR adj_t", adj_t)):
+        error = float((forward(adjacency).cpu() - torch.from_numpy(report.values)).abs().max())
+        peer = device.best_seconds(lambda adjacency=adjacency: forward(adjacency), 3)
+        rows.append(("SAGE inference", f"whole job vs PyG forward ({name})", 1e3 * ours, 1e3 * peer,
+                     f"PyG on {device.torch.type}; ours: load + layers + write "
+                     f"({1e3 * report.result.compute_seconds:.4g} ms layers); max |diff| {error:.1e}"))
+    return rows
+
+
+def training_section(folder: str, gaussians: int, cameras: int, size: int, steps: int):
+    """(d) row: steps of ``pregel train --device cuda`` against the same training on the CPU."""
+    from odin_sched.scene_gen import generate_scene
+    from odin_sched.scene_io import write_scene
+    from odin_sched.train import train
+
+    progress(f"(d) training, {gaussians} Gaussians, {cameras} cameras at {size}x{size}, {steps} steps")
+    scene = f"{folder}/scene.h5"
+    write_scene(scene, generate_scene(gaussians, cameras, size, size, seed=0))
+    results = {device: train(scene, steps, f"{folder}/trained_{device}.h5", eval_every=steps, progress=False,
+                             device=device) for device in ("cuda", "cpu")}
+    per_step = {device: r.wall_time_s / steps for device, r in results.items()}
+    gap = abs(results["cuda"].losses[-1] - results["cpu"].losses[-1]) / results["cpu"].losses[-1]
+    return [("training step", f"{results['cpu'].num_gaussians} Gaussians at {size}x{size}", 1e3 * per_step["cuda"],
+             1e3 * per_step["cpu"], f"pregel train on the CPU; last loss rel diff {gap:.1e}")]
 
 
 def print_table(rows) -> None:
@@ -273,6 +338,10 @@ def main(argv=None):
     rows, gather_seconds = gather_section(a_in, widths, repeats, device)
     rows += pagerank_section(indptr, indices, a_in, iterations, repeats, device)
     rows += rasterizer_section(counts, width, height, repeats, device)
+    graph_sizes, scene_sizes = JOBS["smoke" if args.smoke else "quick" if args.quick else "full"]
+    with tempfile.TemporaryDirectory() as folder:
+        rows += sage_section(folder, *graph_sizes, device)
+        rows += training_section(folder, *scene_sizes)
     rows += projection_section(indptr, indices, widths[-1], gather_seconds[widths[-1]], a_in.nnz,
                                args.load_gbps)
     print_table(rows)

@@ -11,7 +11,7 @@ import time
 
 import torch  # noqa: E402
 
-from benchmarks.render import make_scene  # noqa: E402
+from render import make_scene  # noqa: E402  (a sibling script: benchmarks/ is on the path when run)
 from kernels.splat import render  # noqa: E402
 
 NAMES = ("means", "scales", "quats", "opacities", "colors")

@@ -17,5 +17,6 @@ def test_gpu_benchmark_smoke_run_prints_the_table():
     header = next(i for i, line in enumerate(lines) if line.startswith("section"))
     assert "ours / peer" in lines[header]
     sections = [line.split()[0] for line in lines[header + 2:] if line.strip()]
-    assert sections == ["gather", "gather", "PageRank", "rasterizer", "projection", "projection"]
+    assert sections == ["gather", "gather", "PageRank", "rasterizer", "SAGE", "SAGE", "training", "projection",
+                        "projection"]
     assert all("dominates" in line for line in lines if line.startswith("projection"))
