@@ -31,6 +31,10 @@ result equals the single-process run with the same batch size bit for bit, whate
 ranks — provided the visibility prediction held, which is checked and reported
 (``visibility_violations``). ``mode="barrier"`` runs the same program in the engine's bulk-synchronous
 mode (a collective exchange and a global barrier per phase), the synchronous baseline of Grendel-GS.
+
+With ``device='cuda'`` each rank's copy of the model, its cells' Adam state, the renders, losses,
+backward passes and Adam steps are on the rank's GPU; the blocks sent between ranks and the
+window-end gather cross through host memory in ``HostStaging``, which counts the bytes copied.
 """
 import time
 from dataclasses import dataclass, field, fields
@@ -46,8 +50,8 @@ from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.schedule import Schedule, plan_schedule
 from odin_sched.staleness import STALE_IMPACT, relax_reads
 from odin_sched.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
-from odin_sched.train import (TrainResult, TrainingSetup, batch_loss, camera, evaluate, params_of, prepare,
-                              write_outputs)
+from odin_sched.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera, evaluate,
+                              params_of, prepare, to_device, training_device, write_outputs)
 from odin_sched.train_checkpoint import TrainState
 from odin_sched.visibility import motion_within_margin, predict_visible_cells, window_margin
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
@@ -227,19 +231,21 @@ class TrainingSteps(StepMessages):
         for version, cell in zip(versions, cells):
             payload = inputs.get(version + steps.num_images)  # none from an initial version
             if payload is not None and payload.size:
-                blocks.append(_rows(payload, PARAM_COLUMNS))
+                blocks.append(trainer.staging.to_device(payload, PARAM_COLUMNS))
             else:
-                blocks.append(pack_params(self.start_params, torch.from_numpy(window.cell_rows(cell))))
+                blocks.append(pack_params(self.start_params, trainer.index(window.cell_rows(cell))))
         order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
-        params = unpack_params(torch.cat(blocks)[torch.from_numpy(order)])
+        params = unpack_params(torch.cat(blocks)[trainer.index(order)])
         cam = int(steps.image_camera[image])
         scene = trainer.setup.scene
-        result = image_gradients(trainer.render, params, *camera(scene, cam), scene.width, scene.height,
-                                 trainer.setup.targets[cam], trainer.ssim_weight, trainer.densify is not None)
+        result = image_gradients(trainer.render, params, *camera(scene, cam, trainer.device), scene.width,
+                                 scene.height, trainer.setup.targets[cam], trainer.ssim_weight,
+                                 trainer.densify is not None)
         self.image_losses[image] = result.loss
-        packed = torch.cat([pack_params(result.grads), result.visible[:, None].to(torch.float32),
-                            (result.screen_norm if result.screen_norm is not None
-                             else torch.zeros(len(rows)))[:, None]], dim=1).numpy()
+        packed = trainer.staging.to_host(torch.cat(
+            [pack_params(result.grads), result.visible[:, None].to(torch.float32),
+             (result.screen_norm if result.screen_norm is not None
+              else torch.zeros(len(rows), device=trainer.device))[:, None]], dim=1))
         sorted_rows = rows[order]
         writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
         out = {}
@@ -255,21 +261,22 @@ class TrainingSteps(StepMessages):
         rows = self.window.cell_rows(cell)
         if batch < 0:
             return np.empty(0, np.float32)
-        total = torch.zeros(len(rows), PARAM_COLUMNS)
-        seen = torch.zeros(len(rows), dtype=torch.bool)
+        ids = trainer.index(rows)
+        total = torch.zeros(len(rows), PARAM_COLUMNS, device=trainer.device)
+        seen = torch.zeros(len(rows), dtype=torch.bool, device=trainer.device)
         for image in sorted(k for k in inputs if k < steps.num_images):  # batch order (position in batch)
-            block = _rows(inputs[image], GRAD_COLUMNS)
+            block = trainer.staging.to_device(inputs[image], GRAD_COLUMNS)
             total += block[:, :PARAM_COLUMNS]
             visible = block[:, PARAM_COLUMNS] > 0
             seen |= visible
             if trainer.densify is not None:
-                trainer.accum.add_rows(torch.from_numpy(rows), block[:, PARAM_COLUMNS + 1], visible)
+                trainer.accum.add_rows(ids, block[:, PARAM_COLUMNS + 1], visible)
         global_batch = self.window.start + batch
         trainer.opt.lrs = trainer.setup.settings.lrs(trainer.setup.extent, global_batch + 1, trainer.steps)
         grads = batch_gradient(unpack_params(total), trainer.setup.settings.batch_size)
         idx = torch.nonzero(seen).squeeze(1)
-        trainer.opt.step_rows(torch.from_numpy(rows)[idx], {name: g[idx] for name, g in grads.items()})
-        return pack_params(trainer.opt.params, torch.from_numpy(rows)).numpy().reshape(-1)
+        trainer.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()})
+        return trainer.staging.to_host(pack_params(trainer.opt.params, ids)).reshape(-1)
 
 
 def publish_first(priority: np.ndarray, num_images: int) -> np.ndarray:
@@ -329,9 +336,36 @@ def without_initial_reads(graph: GraphData, steps: StepGraph) -> GraphData:
     return GraphData(indptr, indices, directed=True)
 
 
-def _rows(payload: np.ndarray, columns: int) -> torch.Tensor:
-    """A received payload (a read-only float32 view) as a tensor [rows, columns] of its own."""
-    return torch.from_numpy(np.array(payload).reshape(-1, columns))
+class HostStaging:
+    """Where the trainer's tensors and the host arrays that MPI carries meet: the dataflow transport
+    sends NumPy payloads and the window-end gather NumPy rows, so on a GPU every block goes to the
+    host right before it is handed over and to the device right after it arrives, here and nowhere
+    else. ``bytes_staged`` counts those copies (both directions; 0 on the CPU, where a block handed
+    over is a view of the tensor). Payloads to the same rank go through the host too: the
+    transport holds NumPy arrays.
+
+    device: the torch device of the trainer's tensors; staged: whether they are device tensors
+    (``--device cuda``; under Numba's simulator those are CPU tensors, and the copies count alike).
+    """
+
+    def __init__(self, device, staged: bool):
+        self.device, self.staged = torch.device(device), staged
+        self.bytes_staged = 0
+
+    def to_host(self, block: torch.Tensor) -> np.ndarray:
+        """A tensor [rows, ...] as a host array of the same shape (a view of it on the CPU)."""
+        self._count(block)
+        return block.detach().cpu().numpy()
+
+    def to_device(self, payload: np.ndarray, columns: int) -> torch.Tensor:
+        """A received payload (a read-only host view) as a tensor [rows, columns] of its own on the device."""
+        block = torch.from_numpy(np.array(payload).reshape(-1, columns))
+        self._count(block)
+        return block.to(self.device)
+
+    def _count(self, block: torch.Tensor) -> None:
+        if self.staged:
+            self.bytes_staged += block.numel() * block.element_size()
 
 
 def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int,
@@ -366,16 +400,22 @@ class DistributedTrainer:
     """Trains on every rank of ``comm``; see the module docstring."""
 
     def __init__(self, comm, setup: TrainingSetup, steps: int, options: OdinOptions, ssim_weight: float,
-                 densify, seed: int, eval_every: int, progress, checkpoint=None):
-        from kernels.splat import render
+                 densify, seed: int, eval_every: int, progress, checkpoint=None, render=None,
+                 staging: HostStaging | None = None):
+        """``setup`` on the trainer's device (``odin_sched.train.to_device``), ``render`` the rasterizer
+        for it (default: ``kernels.splat.render``, the CPU's), ``staging`` its ``HostStaging`` (default:
+        the CPU's)."""
+        from kernels.splat import render as cpu_render
 
         self.comm, self.setup, self.steps, self.options = comm, setup, steps, options
         self.checkpoint = checkpoint  # an odin_sched.train_checkpoint.TrainCheckpointer or None
         self.ssim_weight, self.densify, self.eval_every, self.progress = ssim_weight, densify, eval_every, progress
-        self.render = render
+        self.render = render or cpu_render
+        self.staging = staging or HostStaging("cpu", staged=False)
+        self.device = self.staging.device
         self.opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas,
                                eps=setup.settings.eps)
-        self.accum = GradAccumulator(self.opt.num_gaussians)
+        self.accum = GradAccumulator(self.opt.num_gaussians, self.device)
         self.densify_gen = torch.Generator().manual_seed(seed + 1)
         self.num_cells = options.resolved_cells(comm.size)
         self.metrics = RankMetrics()
@@ -388,6 +428,10 @@ class DistributedTrainer:
         self.started = None
         self.labels = {}        # timeline step id -> label
         self.versions_seen = 0  # cell versions of the windows before this one (for timeline ids)
+
+    def index(self, rows: np.ndarray) -> torch.Tensor:
+        """Gaussian ids (or positions) [k] int64 as an index tensor on the trainer's device."""
+        return torch.from_numpy(rows).to(self.device)
 
     # --- planning
     def window_end(self, start: int) -> int:
@@ -403,8 +447,8 @@ class DistributedTrainer:
         lrs = setup.settings.lrs(setup.extent, start + 1, self.steps)  # the largest in the window (decaying)
         margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, stop - start, self.safety)
         scene = setup.scene
-        window, schedule = plan_window(self.comm, opt.params["means"].detach().numpy(),
-                                       opt.params["scales"].detach().numpy(), scene.viewmats, scene.Ks,
+        window, schedule = plan_window(self.comm, opt.params["means"].detach().cpu().numpy(),
+                                       opt.params["scales"].detach().cpu().numpy(), scene.viewmats, scene.Ks,
                                        scene.width, scene.height, setup.batches, start, stop, margin,
                                        self.num_cells, self.comm.size, self.options.staleness,
                                        stale_impact=self.options.stale_impact)
@@ -516,12 +560,13 @@ class DistributedTrainer:
         t0 = time.perf_counter()
         comm.barrier()
         t1 = time.perf_counter()
-        mine = torch.from_numpy(np.flatnonzero(window.owner[window.cell_of] == comm.rank))
+        mine = self.index(np.flatnonzero(window.owner[window.cell_of] == comm.rank))
         floats = torch.cat([pack_params(state, mine) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
                            + [self.accum.total[mine][:, None]], dim=1)
         ints = torch.stack([mine, opt.step_count[mine], self.accum.count[mine]], dim=1)
-        floats = torch.from_numpy(comm.allgather_rows(floats.numpy()))
-        ints = torch.from_numpy(comm.allgather_rows(ints.numpy()))
+        staging = self.staging
+        floats = staging.to_device(comm.allgather_rows(staging.to_host(floats)), floats.shape[1])
+        ints = staging.to_device(comm.allgather_rows(staging.to_host(ints)), ints.shape[1])
         ids = ints[:, 0]
         with torch.no_grad():
             for i, state in enumerate((opt.params, opt.exp_avg, opt.exp_avg_sq)):
@@ -546,8 +591,8 @@ class DistributedTrainer:
     def _verify(self, snapshot: dict, window: Window) -> None:
         """Count Gaussians that moved or grew past the window's margin (the prediction's premise)."""
         now = params_of(self.opt)
-        ok = motion_within_margin(snapshot["means"].numpy(), snapshot["scales"].numpy(), now["means"].numpy(),
-                                  now["scales"].numpy(), window.margin)
+        ok = motion_within_margin(*(state[name].cpu().numpy() for state in (snapshot, now)
+                                    for name in ("means", "scales")), window.margin)
         bad = int(np.count_nonzero(~ok))
         if bad:
             self.violations += bad
@@ -559,14 +604,19 @@ class DistributedTrainer:
 def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None,
                       png_path=None, seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
                       batch_size: int = 1, progress: bool = True, init_ply=None,
-                      image_order: str | None = None, checkpoint=None) -> TrainResult:
+                      image_order: str | None = None, checkpoint=None, device: str = "cpu") -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
-    The arguments are those of ``odin_sched.train.train`` plus ``options``. Returns the TrainResult
-    (the same on every rank). Bad options or input raise the same InputError on every rank.
+    The arguments are those of ``odin_sched.train.train`` plus ``options``; with ``device='cuda'``
+    every rank trains on its GPU (``training_device``) and its payloads cross ranks through the host
+    (``HostStaging``). Returns the TrainResult (the same on every rank). Bad options or input raise the
+    same InputError on every rank.
     """
     import os
 
+    if device == "cuda" and checkpoint is not None:
+        raise InputError(NO_CUDA_CHECKPOINTS)
+    dev, render = training_device(device, comm)
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
     setup, problem = None, None
     try:
@@ -581,13 +631,17 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
         print(f"note: --batch-size {batch_size} < {comm.size} ranks: at most {batch_size} ranks can work on a "
               f"batch at once")
     bar = Progress(steps, enabled=progress and comm.rank == 0, unit="step")
-    trainer = DistributedTrainer(comm, setup, steps, options, ssim_weight, densify, seed, eval_every, bar,
-                                 checkpoint)
+    staging = HostStaging(dev, staged=device == "cuda")
+    trainer = DistributedTrainer(comm, to_device(setup, dev), steps, options, ssim_weight, densify, seed, eval_every,
+                                 bar, checkpoint, render, staging)
     result = trainer.run()
     bar.close()
     table = comm.gather_rows(trainer.metrics.as_row()[None, :])
     spans = comm.allgather(trainer.metrics.spans) if options.timeline is not None else None
     labels = comm.allgather(trainer.labels) if options.timeline is not None else None
+    # the payloads always go through host buffers (the transport sends NumPy arrays): not CUDA-aware
+    staged = {"cuda_aware_mpi": False, "bytes_staged": int(sum(comm.allgather(staging.bytes_staged)))} \
+        if device == "cuda" else {}
     if comm.rank == 0:
         totals = dict(zip(RANK_FIELDS, table.sum(axis=0)))
         attrs = {"mode": options.mode, "ranks": comm.size, "batch_size": batch_size,
@@ -599,7 +653,8 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
                  "cells": trainer.num_cells, "window": options.window,
                  "dependency_edges": trainer.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,
-                 "densify": densify is not None, "source_scene": os.path.abspath(scene_path), "device": "cpu"}
+                 "densify": densify is not None, "source_scene": os.path.abspath(scene_path), "device": device,
+                 **staged}
         write_outputs(trainer.render, setup, params_of(trainer.opt), result, out_path, ply_path, png_path, attrs,
                       metrics={"per_rank": table})
         if options.timeline is not None:

@@ -234,12 +234,13 @@ def camera(scene: Scene, cam: int, device="cpu") -> tuple:
     return torch.from_numpy(scene.viewmats[cam]).to(device), torch.from_numpy(scene.Ks[cam]).to(device)
 
 
-def training_device(device: str):
-    """(torch device, render) of ``device`` 'cpu' or 'cuda' for the single-process trainer.
+def training_device(device: str, comm=None):
+    """(torch device, render) of ``device`` 'cpu' or 'cuda' for the trainers.
 
-    'cuda' selects this process's GPU (``pregel.device.select_gpu``; one ``InputError`` line when there
-    is none) and its torch device. Under Numba's CUDA simulator that torch device is the CPU
-    (``pregel.device_path.torch_device``), and ``render`` is told to run its CUDA kernels anyway.
+    'cuda' selects this rank's GPU (``pregel.device.select_gpu`` on ``comm``, collective; default: the
+    whole job; one ``InputError`` line on every rank when one sees none) and its torch device. Under
+    Numba's CUDA simulator that torch device is the CPU (``pregel.device_path.torch_device``), and
+    ``render`` is told to run its CUDA kernels anyway.
     """
     from kernels.splat import render
 
@@ -252,7 +253,7 @@ def training_device(device: str):
     from pregel.device import select_gpu
     from pregel.device_path import torch_device
 
-    index = select_gpu(Comm())
+    index = select_gpu(comm or Comm())
     if not (SIMULATED or torch.cuda.is_available()):
         raise InputError("--device cuda: this torch is a CPU-only build (install a CUDA build of torch)")
     return torch.device(torch_device(index)), functools.partial(render, on_device=True)
@@ -383,7 +384,7 @@ def main(args) -> TrainResult:
                   image_order=args.image_order)
     comm = Comm()
     single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
-    comm.agree(_device_problem(args, single))
+    comm.agree(_device_problem(args))
     common["checkpoint"] = train_checkpointer(comm, args, config)
     if single:
         for flag, value in (("--window", args.window), ("--cells", args.cells)):
@@ -397,7 +398,8 @@ def main(args) -> TrainResult:
         options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=window, timeline=args.timeline,
                               schedule_out=args.schedule_out, max_staleness=args.max_staleness,
                               stale_impact=args.stale_impact)
-        result = train_distributed(comm, args.scene, args.steps, args.out, options, **common)
+        result = train_distributed(comm, args.scene, args.steps, args.out, options, device=args.device,
+                                   **common)
         if comm.rank != 0:
             return result
     print(f"wrote {args.out}: {result.steps} steps, {result.num_gaussians} Gaussians, "
@@ -407,15 +409,9 @@ def main(args) -> TrainResult:
     return result
 
 
-def _device_problem(args, single: bool) -> InputError | None:
-    """Why ``pregel train --device cuda`` cannot run with these options (``single``: whether the
-    single-process trainer runs), or None."""
-    if args.device != "cuda":
-        return None
-    if not single:
-        return InputError("--device cuda: the distributed trainer (more than one rank, --mode, --timeline, "
-                          "--schedule-out) is not supported on the GPU yet; use --device cpu")
-    if args.checkpoint_dir is not None or args.resume is not None:
+def _device_problem(args) -> InputError | None:
+    """Why ``pregel train --device cuda`` cannot run with these options (checkpoints), or None."""
+    if args.device == "cuda" and (args.checkpoint_dir is not None or args.resume is not None):
         return InputError(NO_CUDA_CHECKPOINTS)
     return None
 

@@ -466,7 +466,7 @@ def _add_train(sub) -> None:
                    help="write the first window's dependency graph of steps and its schedule")
     p.add_argument("--stats", action="store_true", help="print time and traffic per rank")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                   help="cuda: train on this process's GPU (one process only; default %(default)s)")
+                   help="cuda: train on each rank's GPU (default %(default)s)")
     _add_checkpoint_flags(p, every=500, unit="steps")
     p.set_defaults(run=_run_train)
 
