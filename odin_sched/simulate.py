@@ -18,7 +18,7 @@ in every mode), and contention inside the network beyond the two ends of a link.
 """
 import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -438,9 +438,11 @@ def main(args) -> dict:
         raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.max_staleness < 0:
         raise InputError(f"--max-staleness must be at least 0, got {args.max_staleness}")
+    if args.shared_cores < 0:
+        raise InputError(f"--shared-cores must be at least 0, got {args.shared_cores}")
     check_writable(args.out)
     try:
-        profile = load_profile(args.profile)
+        profile = replace(load_profile(args.profile), cores=args.shared_cores)  # GPUs, not this machine's cores
     except (OSError, ValueError) as err:
         raise InputError(f"--profile {args.profile}: {err}") from None
     if args.scene is not None:

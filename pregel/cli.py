@@ -516,6 +516,9 @@ def _add_simulate(sub) -> None:
     p.add_argument("--window", type=int, default=10, help="batches per planning window (as pregel train)")
     p.add_argument("--cells-per-gpu", type=int, default=16, help="cells per GPU (as pregel train)")
     p.add_argument("--max-staleness", type=int, default=1, help="odin-fast's staleness bound K")
+    p.add_argument("--shared-cores", type=int, default=0, metavar="N",
+                   help="all virtual GPUs share N processors, as mpiexec -n P on an N-core machine "
+                        "(default 0: each has its own)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="result file (.h5)")
     p.set_defaults(run=lambda args: __import__("odin_sched.simulate", fromlist=["main"]).main(args))
