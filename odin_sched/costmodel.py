@@ -9,7 +9,8 @@
   runs (``benchmarks/odin_calibrate.py`` writes ``profiles/cpu-here.json``). What the features do not
   explain is kept as the fit's relative errors (``image_noise``); the simulator multiplies each image's
   cost by one of them, drawn at random, so that images vary as much as measured (the imbalance a
-  barrier waits for), not only as much as the fit predicts.
+  barrier waits for), not only as much as the fit predicts. Each rank's first image also loads the
+  kernels from numba's cache: that warm-up (``warmup_seconds``) is fitted apart and charged once.
 * A cell version (visible Adam on one cell) costs ``v0 + v_row · rows``, fitted the same way.
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
@@ -53,6 +54,7 @@ class CostProfile:
     cores: int = 0  # processors shared by all ranks (0: one per rank, as GPUs)
     render_rows: float = 0.0  # c_rows: seconds per Gaussian of the cells an image reads
     image_noise: tuple = ()  # relative errors (measured / fitted - 1) of the image fit, resampled per image
+    warmup_seconds: float = 0.0  # once per rank at the start: its first image loads the kernels
 
     def slowdown(self, busy: np.ndarray) -> np.ndarray:
         """[n] factor by which computing takes longer when ``busy`` [n] ranks compute at once:

@@ -142,9 +142,12 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     # scene's mean pairs per visible Gaussian)
     per_visible = scene.features[:, 2].sum() / max(scene.features[:, 0].sum(), 1.0)
     weights = (profile.image[0], profile.image[1] + profile.image[3] * per_visible, profile.image[2])
-    totals = {k: np.zeros(gpus) for k in ("compute", "comm", "wait")}
-    clock, plan_total, work, path, stale, worst, spans, bound = 0.0, 0.0, 0.0, 0.0, 0, 0, [], 0.0
     processors = min(gpus, profile.cores) if profile.cores else gpus
+    # every rank warms up at the start (its first image loads the kernels), all at once
+    warmup = profile.warmup_seconds * float(profile.slowdown(gpus))
+    totals = {k: np.zeros(gpus) for k in ("compute", "comm", "wait")}
+    totals["compute"] += warmup
+    clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
     for start in range(0, steps, window):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1, steps)
