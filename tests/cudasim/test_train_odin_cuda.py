@@ -9,8 +9,11 @@ simulator, against two oracles on the same tiny scene, seed and batch size:
   differences of about 1e-7 relative; the test allows 1e-6;
 * the distributed trainer on the CPU (``--device cpu``, the same P), within 1e-5 relative.
 
-At P = 2 in modes odin (with a timeline) and barrier, and at P = 3 in mode odin; every payload
-crosses ranks through host buffers, so the file says ``cuda_aware_mpi`` False and ``bytes_staged`` > 0.
+At P = 2 in modes odin (with a timeline) and barrier; every payload crosses ranks through host
+buffers, so the file says ``cuda_aware_mpi`` False and ``bytes_staged`` > 0. Not at P = 3: three ranks
+on a 2-core machine, each simulating CUDA threads as Python threads, took 13 s in one run and 118 s
+in another (the simulated threads hand the GIL to each other at every barrier of a kernel); the
+trainer's P = 3 schedule is covered on the CPU (tests/test_odin.py).
 """
 import json
 import os
@@ -66,7 +69,7 @@ def cpu_distributed(tiny_scene, tmp_path_factory):
     return run
 
 
-@pytest.mark.parametrize("ranks, mode", [(2, "odin"), (2, "barrier"), (3, "odin")])
+@pytest.mark.parametrize("ranks, mode", [(2, "odin"), (2, "barrier")])
 def test_distributed_device_training_equals_the_single_process(tiny_scene, tmp_path, single, cpu_distributed,
                                                                ranks, mode):
     out, trace = tmp_path / "gpu.h5", tmp_path / "trace.json"
