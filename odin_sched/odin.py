@@ -48,6 +48,7 @@ from odin_sched.densify import GradAccumulator, densify_optimizer
 from odin_sched.depgraph import StepGraph, build_step_graph
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.schedule import Schedule, plan_schedule
+from odin_sched.staging import HostStaging
 from odin_sched.staleness import STALE_IMPACT, relax_reads
 from odin_sched.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
 from odin_sched.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera, evaluate,
@@ -334,38 +335,6 @@ def without_initial_reads(graph: GraphData, steps: StepGraph) -> GraphData:
     keep = ~initial[src]
     indptr, indices = edges_to_csr(graph.num_nodes, src[keep], graph.indices[keep])
     return GraphData(indptr, indices, directed=True)
-
-
-class HostStaging:
-    """Where the trainer's tensors and the host arrays that MPI carries meet: the dataflow transport
-    sends NumPy payloads and the window-end gather NumPy rows, so on a GPU every block goes to the
-    host right before it is handed over and to the device right after it arrives, here and nowhere
-    else. ``bytes_staged`` counts those copies (both directions; 0 on the CPU, where a block handed
-    over is a view of the tensor). Payloads to the same rank go through the host too: the
-    transport holds NumPy arrays.
-
-    device: the torch device of the trainer's tensors; staged: whether they are device tensors
-    (``--device cuda``; under Numba's simulator those are CPU tensors, and the copies count alike).
-    """
-
-    def __init__(self, device, staged: bool):
-        self.device, self.staged = torch.device(device), staged
-        self.bytes_staged = 0
-
-    def to_host(self, block: torch.Tensor) -> np.ndarray:
-        """A tensor [rows, ...] as a host array of the same shape (a view of it on the CPU)."""
-        self._count(block)
-        return block.detach().cpu().numpy()
-
-    def to_device(self, payload: np.ndarray, columns: int) -> torch.Tensor:
-        """A received payload (a read-only host view) as a tensor [rows, columns] of its own on the device."""
-        block = torch.from_numpy(np.array(payload).reshape(-1, columns))
-        self._count(block)
-        return block.to(self.device)
-
-    def _count(self, block: torch.Tensor) -> None:
-        if self.staged:
-            self.bytes_staged += block.numel() * block.element_size()
 
 
 def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int,
