@@ -27,6 +27,14 @@ def _fill_cuda(out, value):
         out[tid // out.shape[1], tid % out.shape[1]] = value
 
 
+@cuda.jit(device=True, inline=True)
+def _row_and_column(tid, width):
+    """The (row, column) of flat thread index ``tid`` over a grid of rows of ``width`` columns
+    (features or heads): consecutive threads take consecutive columns of a row."""
+    row = tid // width
+    return row, tid - row * width
+
+
 SHORT_ROW = 32  # rows with at most this many edges: one thread per (row, feature)
 LANE_EDGES = 32  # a piece of a long row gives each of its threads about this many edge terms
 MAX_BLOCKS = 4096  # grid-stride kernels over the queued pieces never launch more blocks
@@ -58,8 +66,7 @@ def _gather_short_rows_cuda(indptr, indices, x, weights, weighted, op, piece_edg
     num_features = x.shape[1]
     if tid >= out.shape[0] * num_features:
         return
-    r = tid // num_features
-    f = tid - r * num_features
+    r, f = _row_and_column(tid, num_features)
     start = indptr[r]
     end = indptr[r + 1]
     length = end - start
@@ -152,8 +159,7 @@ def _combine_pieces_cuda(indptr, op, piece_edges, multi, counters, partial, out)
     """
     num_features = out.shape[1]
     for tid in range(cuda.grid(1), counters[2] * num_features, cuda.gridsize(1)):
-        m = tid // num_features
-        f = tid - m * num_features
+        m, f = _row_and_column(tid, num_features)
         row = multi[m, 0]
         first = multi[m, 1]
         length = indptr[row + 1] - indptr[row]
@@ -255,8 +261,7 @@ def _scatter_reduce_cuda(index, values, op, out, counts):
     num_features = values.shape[1]
     if tid >= values.shape[0] * num_features:
         return
-    m = tid // num_features
-    f = tid - m * num_features
+    m, f = _row_and_column(tid, num_features)
     s = index[m]
     if f == 0:
         cuda.atomic.add(counts, s, 1)
@@ -274,8 +279,7 @@ def _finish_segments_cuda(op, out, counts):
     tid = cuda.grid(1)
     num_features = out.shape[1]
     if tid < out.shape[0] * num_features:
-        s = tid // num_features
-        f = tid - s * num_features
+        s, f = _row_and_column(tid, num_features)
         out[s, f] = _finish_segment(out[s, f], counts[s], op)
 
 
@@ -289,8 +293,7 @@ def _segment_softmax_cuda(indptr, logits, out):
     num_heads = logits.shape[1]
     if tid >= (indptr.shape[0] - 1) * num_heads:
         return
-    r = tid // num_heads
-    h = tid - r * num_heads
+    r, h = _row_and_column(tid, num_heads)
     start = indptr[r]
     end = indptr[r + 1]
     if start == end:
