@@ -35,6 +35,15 @@ def _row_and_column(tid, width):
     return row, tid - row * width
 
 
+@cuda.jit(device=True, inline=True)
+def _thread_cell(rows, width):
+    """(row, column, inside) of this thread in a one-dimensional launch over a [rows, width] grid;
+    ``inside`` is False for the spare threads of the last block."""
+    tid = cuda.grid(1)
+    row, column = _row_and_column(tid, width)
+    return row, column, tid < rows * width
+
+
 SHORT_ROW = 32  # rows with at most this many edges: one thread per (row, feature)
 LANE_EDGES = 32  # a piece of a long row gives each of its threads about this many edge terms
 MAX_BLOCKS = 4096  # grid-stride kernels over the queued pieces never launch more blocks
@@ -62,11 +71,10 @@ def _gather_short_rows_cuda(indptr, indices, x, weights, weighted, op, piece_edg
     [max_pieces, 3] int64, multi: [max_multi, 2] int64 and counters: [3] int64 (zeros) are the queue
     that :func:`gather_reduce_cuda` describes.
     """
-    tid = cuda.grid(1)
     num_features = x.shape[1]
-    if tid >= out.shape[0] * num_features:
+    r, f, inside = _thread_cell(out.shape[0], num_features)
+    if not inside:
         return
-    r, f = _row_and_column(tid, num_features)
     start = indptr[r]
     end = indptr[r + 1]
     length = end - start
@@ -257,11 +265,9 @@ def _scatter_reduce_cuda(index, values, op, out, counts):
 
     index: [M]; values: [M, F]; ``out`` starts at 0 (sum, mean) or -inf (max, min).
     """
-    tid = cuda.grid(1)
-    num_features = values.shape[1]
-    if tid >= values.shape[0] * num_features:
+    m, f, inside = _thread_cell(values.shape[0], values.shape[1])
+    if not inside:
         return
-    m, f = _row_and_column(tid, num_features)
     s = index[m]
     if f == 0:
         cuda.atomic.add(counts, s, 1)
@@ -276,10 +282,8 @@ def _scatter_reduce_cuda(index, values, op, out, counts):
 @cuda.jit
 def _finish_segments_cuda(op, out, counts):
     """CUDA finish of out [S, F] given counts [S]: see ``_finish_segment``."""
-    tid = cuda.grid(1)
-    num_features = out.shape[1]
-    if tid < out.shape[0] * num_features:
-        s, f = _row_and_column(tid, num_features)
+    s, f, inside = _thread_cell(out.shape[0], out.shape[1])
+    if inside:
         out[s, f] = _finish_segment(out[s, f], counts[s], op)
 
 
@@ -289,11 +293,9 @@ def _segment_softmax_cuda(indptr, logits, out):
 
     indptr: [R + 1]; logits: [E, H]; out: [E, H].
     """
-    tid = cuda.grid(1)
-    num_heads = logits.shape[1]
-    if tid >= (indptr.shape[0] - 1) * num_heads:
+    r, h, inside = _thread_cell(indptr.shape[0] - 1, logits.shape[1])
+    if not inside:
         return
-    r, h = _row_and_column(tid, num_heads)
     start = indptr[r]
     end = indptr[r + 1]
     if start == end:
