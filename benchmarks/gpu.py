@@ -42,6 +42,7 @@ from numba import cuda
 
 from bench_kernels import in_edge_csr  # a sibling script: benchmarks/ is on the path when run
 from render import make_scene
+from kernels._device import across
 from kernels.gather import gather_reduce
 from kernels.splat import render
 from pregel.generate import generate_graph
@@ -68,21 +69,12 @@ def progress(message: str) -> None:
 
 
 class Device:
-    """Where the kernels and the peers run: a CUDA GPU, or (smoke runs) the simulator and torch CPU."""
+    """Where the torch peers run (a CUDA GPU, or torch CPU in smoke runs) and how runs are timed; the
+    kernels take tensors through ``kernels._device.across``."""
 
     def __init__(self):
         self.torch_cuda = torch.cuda.is_available()
         self.torch = torch.device("cuda" if self.torch_cuda else "cpu")
-
-    def kernel_array(self, tensor: torch.Tensor):
-        """A device array for the kernels: the CUDA tensor itself, or a simulator copy of a CPU one."""
-        return tensor if tensor.is_cuda else cuda.to_device(tensor.numpy())
-
-    def tensor(self, device_array) -> torch.Tensor:
-        """A kernel's device result as a torch tensor on ``self.torch`` (no copy on a GPU)."""
-        if self.torch_cuda:
-            return torch.as_tensor(device_array, device="cuda")
-        return torch.from_numpy(device_array.copy_to_host())
 
     def sync(self) -> None:
         if self.torch_cuda:
@@ -131,8 +123,8 @@ def gather_section(a_in, widths, repeats: int, device: Device):
         x = torch.from_numpy(np.random.default_rng(width).standard_normal((a_in.shape[0], width),
                                                                           dtype=np.float32))
         x = x.to(device.torch)
-        x_kernel = device.kernel_array(x)
-        ours = device.tensor(gather_reduce(*csr, x_kernel, "sum", check=False))
+        x_kernel = across(x)
+        ours = across(gather_reduce(*csr, x_kernel, "sum", check=False))
         peer = torch.sparse.mm(a_torch, x)
         error = float((ours - peer).abs().max() / peer.abs().max().clamp_min(1e-30))
         if error > 1e-4:
@@ -163,8 +155,7 @@ def pagerank_section(indptr, indices, a_in, iterations: int, repeats: int, devic
         return rank
 
     def ours(rank):
-        gathered = gather_reduce(csr[0], csr[1], device.kernel_array(rank), "sum", csr[2], check=False)
-        return device.tensor(gathered)
+        return across(gather_reduce(csr[0], csr[1], across(rank), "sum", csr[2], check=False))
 
     def peer(rank):
         return torch.sparse.mm(a_torch, rank[:, None])[:, 0]
