@@ -64,12 +64,11 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
     """Render the chosen cameras to ``out_dir/NNNN.png`` (and an orbit); returns the paths written."""
     from PIL import Image
 
-    from kernels.splat import render
     from odin_sched.ply import read_gaussians_ply
     from odin_sched.scene_io import read_scene
+    from odin_sched.train import training_device
 
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda: no CUDA GPU is available here (use --device cpu)")
+    device, render = training_device(device)  # the trainer's choice of GPU and of kernels
     if orbit < 0:
         raise InputError(f"--orbit must be non-negative, got {orbit}")
     if orbit and orbit_format == "mp4":
