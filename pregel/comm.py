@@ -4,6 +4,7 @@ With one rank every method returns early without calling MPI, so a single proces
 ``mpiexec`` (mpi4py is still imported: it initialises a singleton MPI world, which MPICH allows).
 """
 
+import os
 import time
 
 import numpy as np
@@ -13,10 +14,29 @@ from pregel.errors import InputError
 
 #: how long a waiting rank sleeps between looks at its pending messages (see ``Comm.waitsome``)
 IDLE_POLL_SECONDS = 1e-4
+#: where MPI launchers state how many ranks they started on this node (MPICH's Hydra, Open MPI)
+LOCAL_RANKS_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+
+
+def ranks_outnumber_cores() -> bool:
+    """Whether the launcher started more ranks on this node than this process may use processors
+    (as ``mpiexec -n 3`` on 2 cores); False when no launcher says how many ranks run here."""
+    for name in LOCAL_RANKS_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value) > len(os.sched_getaffinity(0))
+    return False
 
 
 class Comm:
-    """The communicator of a Pregel job: ``rank``, ``size`` and the collectives the engine uses."""
+    """The communicator of a Pregel job: ``rank``, ``size`` and the collectives the engine uses.
+
+    How a rank waits depends on whether the ranks outnumber the node's processors (``shares_cores``).
+    If not, it waits inside MPI, which polls without pause and so notices a message at once. If so,
+    a rank that polled would hold a processor that a computing rank needs: it looks, then sleeps
+    ``IDLE_POLL_SECONDS``, and enters every blocking collective only after a barrier waited for that
+    way, so that it never polls inside MPI while another rank still computes.
+    """
 
     def __init__(self, mpi_comm=None):
         if mpi_comm is None:
@@ -26,6 +46,7 @@ class Comm:
         self.mpi = mpi_comm
         self.rank = mpi_comm.Get_rank()
         self.size = mpi_comm.Get_size()
+        self.shares_cores = self.size > 1 and ranks_outnumber_cores()
 
     # ------------------------------------------------------------------ data (buffers)
 
@@ -64,6 +85,7 @@ class Comm:
         if self.size == 1:
             return send_counts.copy()
         received = np.empty_like(send_counts)
+        self._arrive()
         self.mpi.Alltoall(send_counts, received)
         return received
 
@@ -85,6 +107,7 @@ class Comm:
         r_displ = np.concatenate([[0], np.cumsum(r_counts)[:-1]])
         if max(s_counts.sum(), r_counts.sum()) >= 2**31:
             raise ValueError("a single exchange over 2 GiB per rank: use more ranks")
+        self._arrive()
         self.mpi.Alltoallv([send, (s_counts, s_displ), MPI.BYTE], [received, (r_counts, r_displ), MPI.BYTE])
 
     def gather_rows(self, rows: np.ndarray, root: int = 0) -> np.ndarray | None:
@@ -112,6 +135,7 @@ class Comm:
 
     def _rows_layout(self, rows: np.ndarray, allocate: bool):
         """(output array or None, (byte counts, byte displacements) per rank) for gathering ``rows``."""
+        self._arrive()
         counts = np.asarray(self.mpi.allgather(len(rows)), dtype=np.int64)
         row = int(np.prod(rows.shape[1:], dtype=np.int64))
         out = np.empty((int(counts.sum()),) + rows.shape[1:], dtype=rows.dtype) if allocate else None
@@ -141,27 +165,30 @@ class Comm:
 
         return MPI.Request.Testsome(requests) or []
 
-    @staticmethod
-    def waitsome(requests: list) -> list[int]:
+    def waitsome(self, requests: list) -> list[int]:
         """Block until at least one of the ``requests`` completes; the indices of those that did.
 
-        Waits by polling with short sleeps (``IDLE_POLL_SECONDS``) rather than in MPI's busy loop, so
-        that a waiting rank leaves its core to ranks that compute when there are more ranks than cores.
+        Waits in MPI, or by looking and sleeping when the ranks share cores (see the class).
         """
         from mpi4py import MPI
 
+        if not self.shares_cores:
+            return MPI.Request.Waitsome(requests) or []
         while True:
             done = MPI.Request.Testsome(requests)
             if done is None or done:  # None: no active request left
                 return done or []
             time.sleep(IDLE_POLL_SECONDS)
 
-    @staticmethod
-    def waitall(requests: list) -> None:
-        """Block until every one of the ``requests`` has completed."""
+    def waitall(self, requests: list) -> None:
+        """Block until every one of the ``requests`` has completed (waiting like ``waitsome``)."""
         from mpi4py import MPI
 
-        MPI.Request.Waitall(requests)
+        if not self.shares_cores:
+            MPI.Request.Waitall(requests)
+            return
+        while not MPI.Request.Testall(requests):
+            time.sleep(IDLE_POLL_SECONDS)
 
     @property
     def tag_limit(self) -> int:
@@ -174,18 +201,33 @@ class Comm:
 
     def allgather(self, value) -> list:
         """Every rank's small ``value`` (pickled), in rank order."""
-        return [value] if self.size == 1 else self.mpi.allgather(value)
+        if self.size == 1:
+            return [value]
+        self._arrive()
+        return self.mpi.allgather(value)
 
     def bcast(self, value, root: int = 0):
         """``value`` from ``root`` on every rank."""
-        return value if self.size == 1 else self.mpi.bcast(value, root=root)
+        if self.size == 1:
+            return value
+        self._arrive()
+        return self.mpi.bcast(value, root=root)
 
     def barrier(self) -> None:
-        """Wait until every rank has arrived (polling with short sleeps, like ``waitsome``)."""
-        if self.size > 1:
-            request = self.mpi.Ibarrier()
-            while not request.Test():
-                time.sleep(IDLE_POLL_SECONDS)
+        """Wait until every rank has arrived (in MPI, or looking and sleeping like ``waitsome``)."""
+        if self.size == 1:
+            return
+        if not self.shares_cores:
+            self.mpi.Barrier()
+            return
+        request = self.mpi.Ibarrier()
+        while not request.Test():
+            time.sleep(IDLE_POLL_SECONDS)
+
+    def _arrive(self) -> None:
+        """Before a blocking collective: when the ranks share cores, wait for all of them asleep."""
+        if self.shares_cores:
+            self.barrier()
 
     def agree(self, error: InputError | None) -> None:
         """Collective check before continuing: if any rank hit an ``InputError``, all raise one.
