@@ -11,12 +11,20 @@
   cost by one of them, drawn at random, so that images vary as much as measured (the imbalance a
   barrier waits for), not only as much as the fit predicts. Each rank's first image also loads the
   kernels from numba's cache: that warm-up (``warmup_seconds``) is fitted apart and charged once.
-* A cell version (visible Adam on one cell) costs ``v0 + v_row · rows``, fitted the same way.
+* A cell version (visible Adam on one cell) costs ``v0 + v_row · rows``, fitted the same way, when
+  its batch's images saw some of its Gaussians, else ``version_unseen`` (the gradients are summed but
+  no Gaussian is stepped): conservative visibility makes images report to cells they turn out not to
+  see. The simulator tells the two apart with the Gaussians on each camera's screen (``camera_views``).
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
   plan longer, so this underestimates planning at scale).
-* Ranks that outnumber the processors (``cores``, as P = 3 on this 2-core machine) share them: a
-  computation takes longer by busy ranks / cores (``slowdown``).
+* Ranks that outnumber the processors (``cores``, as P = 3 on this 2-core machine) share them as the
+  operating system does: round robin in time slices of ``time_slice`` seconds (measured here by
+  ``time_slice``: busy processes outnumbering the cores run about 4 ms at a time), so a rank's work
+  may finish up to a slice later than under an even share (``simulate.Processors``). A waiting rank
+  looks for messages every ``poll_seconds + poll_sleep`` seconds and each look takes ``poll_seconds``
+  of a processor (measured by ``polling``). Work that all ranks do at once (planning, the warm-up)
+  takes longer by ranks / cores (``slowdown``).
 * A message costs ``latency + bytes / bandwidth`` on the link between the two ranks (within a node or
   between nodes), plus ``overhead`` seconds of the sender's time; the latency and bandwidth of
   ``cpu-here`` come from an MPI ping-pong on this machine (``pingpong``).
@@ -41,7 +49,7 @@ class CostProfile:
 
     name: str
     image: tuple          # (c0, c_vis, c_px, c_pair) seconds
-    version: tuple        # (v0, v_row) seconds
+    version: tuple        # (v0, v_row) seconds of a cell update whose batch saw the cell
     latency: float        # seconds per message between nodes
     bandwidth: float      # bytes / second between nodes
     node_latency: float   # seconds per message within a node
@@ -55,12 +63,15 @@ class CostProfile:
     render_rows: float = 0.0  # c_rows: seconds per Gaussian of the cells an image reads
     image_noise: tuple = ()  # relative errors (measured / fitted - 1) of the image fit, resampled per image
     warmup_seconds: float = 0.0  # once per rank at the start: its first image loads the kernels
+    time_slice: float = 0.0  # seconds a shared processor runs one rank before the next waiting one
+    poll_seconds: float = 0.0  # processor seconds of one look for messages by a waiting rank (shared cores)
+    poll_sleep: float = 0.0  # seconds a waiting rank sleeps between looks (shared cores)
+    version_unseen: float | None = None  # seconds of a cell update whose batch saw none of its Gaussians
 
-    def slowdown(self, busy: np.ndarray) -> np.ndarray:
-        """[n] factor by which computing takes longer when ``busy`` [n] ranks compute at once:
-        ranks share ``cores`` processors (the operating system time-slices them), 1 without sharing."""
-        busy = np.asarray(busy, np.float64)
-        return np.maximum(1.0, busy / self.cores) if self.cores else np.ones_like(busy)
+    def slowdown(self, ranks: int) -> float:
+        """Factor by which work takes longer when ``ranks`` ranks do it at once on the shared ``cores``
+        (1 without sharing)."""
+        return max(1.0, ranks / self.cores) if self.cores else 1.0
 
     def image_seconds(self, features: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """[n] seconds of image steps with ``features`` [n, 3] (visible, pixels, pairs) rendering
@@ -68,9 +79,13 @@ class CostProfile:
         return (self.image[0] + np.asarray(features, np.float64) @ np.asarray(self.image[1:], np.float64)
                 + self.render_rows * np.asarray(rows, np.float64))
 
-    def version_seconds(self, rows: np.ndarray) -> np.ndarray:
-        """[n] seconds of cell updates of ``rows`` [n] Gaussians."""
-        return self.version[0] + self.version[1] * np.asarray(rows, np.float64)
+    def version_seconds(self, rows: np.ndarray, seen: np.ndarray | None = None) -> np.ndarray:
+        """[n] seconds of cell updates of ``rows`` [n] Gaussians; ``seen`` [n] bool: whether the batch
+        saw any of them (an update of an unseen cell sums the gradients and skips the Adam step)."""
+        full = self.version[0] + self.version[1] * np.asarray(rows, np.float64)
+        if seen is None or self.version_unseen is None:
+            return full
+        return np.where(seen, full, self.version_unseen)
 
     def link(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(latency [m], bandwidth [m]) of the messages from ranks ``src`` [m] to ``dst`` [m]."""
@@ -144,9 +159,30 @@ def fit_costs(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
     return coef / scale
 
 
-def image_features(means: np.ndarray, scales: np.ndarray, quats: np.ndarray, viewmats: np.ndarray,
-                   Ks: np.ndarray, width: int, height: int, sample: float = 1.0, seed: int = 0) -> np.ndarray:
-    """[C, 3] float64 (visible Gaussians, pixels, tile-Gaussian pairs) of every camera.
+@dataclass
+class CameraViews:
+    """What every camera sees of a model: its cost features and the Gaussians on its screen.
+
+    features: [C, 3] float64 (visible Gaussians, pixels, tile-Gaussian pairs); on_screen_indptr [C + 1],
+    on_screen [n] int64: CSR of the ids of the (projected sample of) Gaussians on each camera's screen.
+    """
+
+    features: np.ndarray
+    on_screen_indptr: np.ndarray
+    on_screen: np.ndarray
+
+    def cameras_see_cells(self, cameras: np.ndarray, cells: np.ndarray, cell_of: np.ndarray) -> np.ndarray:
+        """[k] bool: whether camera ``cameras[j]`` has a Gaussian of cell ``cells[j]`` on screen
+        (cameras, cells [k] int64; cell_of [G] the cell of every Gaussian)."""
+        num_cells = int(cell_of.max(initial=0)) + 1
+        camera_of = np.repeat(np.arange(len(self.on_screen_indptr) - 1, dtype=np.int64), np.diff(self.on_screen_indptr))
+        on_screen = np.unique(camera_of * num_cells + cell_of[self.on_screen])
+        return np.isin(np.asarray(cameras, np.int64) * num_cells + np.asarray(cells, np.int64), on_screen)
+
+
+def camera_views(means: np.ndarray, scales: np.ndarray, quats: np.ndarray, viewmats: np.ndarray,
+                 Ks: np.ndarray, width: int, height: int, sample: float = 1.0, seed: int = 0) -> CameraViews:
+    """The ``CameraViews`` of every camera.
 
     means, scales (log), quats: [G, 3], [G, 3], [G, 4]; viewmats [C, 4, 4]; Ks [C, 3, 3]. With
     ``sample`` < 1 a seeded subsample of the Gaussians is projected and the counts are scaled up
@@ -162,7 +198,7 @@ def image_features(means: np.ndarray, scales: np.ndarray, quats: np.ndarray, vie
         pick = np.sort(np.random.default_rng(seed).choice(count, max(1, int(sample * count)), replace=False))
     m, s, q = (np.ascontiguousarray(a[pick], np.float32) for a in (means, scales, quats))
     tiles_x, tiles_y = tile_grid(width, height)
-    out = np.empty((len(viewmats), 3))
+    out, on_screen = np.empty((len(viewmats), 3)), []
     for c in range(len(viewmats)):  # one kernel call per camera, vectorised over Gaussians
         mean2d, _, _, radius = project(m, s, q, np.asarray(viewmats[c]), np.asarray(Ks[c]), width, height)
         seen = radius > 0
@@ -170,8 +206,10 @@ def image_features(means: np.ndarray, scales: np.ndarray, quats: np.ndarray, vie
         span_x = np.clip(np.ceil((mx + r) / TILE_SIZE), 0, tiles_x) - np.clip(np.floor((mx - r) / TILE_SIZE), 0, tiles_x)
         span_y = np.clip(np.ceil((my + r) / TILE_SIZE), 0, tiles_y) - np.clip(np.floor((my - r) / TILE_SIZE), 0, tiles_y)
         out[c] = (seen.sum(), width * height, (span_x * span_y).sum())
+        on_screen.append(pick[seen])
     out[:, [0, 2]] *= count / len(pick)
-    return out
+    indptr = np.concatenate([[0], np.cumsum([len(x) for x in on_screen])]).astype(np.int64)
+    return CameraViews(out, indptr, np.concatenate(on_screen).astype(np.int64) if on_screen else np.empty(0, np.int64))
 
 
 def pingpong(comm, sizes=(8, 1 << 12, 1 << 16, 1 << 20, 1 << 22), repeats: int = 50) -> tuple[float, float]:
@@ -194,3 +232,54 @@ def pingpong(comm, sizes=(8, 1 << 12, 1 << 16, 1 << 20, 1 << 22), repeats: int =
         half.append((time.perf_counter() - t0) / (2 * repeats))
     coef = fit_costs(np.array(sizes, np.float64)[:, None], np.array(half))
     return float(comm.bcast(coef[0])), float(comm.bcast(1.0 / max(coef[1], 1e-15)))
+
+
+def polling(looks: int = 2000) -> tuple[float, float]:
+    """(processor seconds of one look, seconds slept after it) of a rank waiting for a message the way
+    ``pregel.comm.Comm.waitsome`` waits, timed over ``looks`` looks at a receive that never completes."""
+    import time
+
+    from mpi4py import MPI
+
+    from pregel.comm import IDLE_POLL_SECONDS, Comm
+
+    request = MPI.COMM_SELF.Irecv(np.empty(1, np.float32), source=0, tag=0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(looks):
+        Comm.testsome([request])
+        time.sleep(IDLE_POLL_SECONDS)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    request.Cancel()
+    request.Wait()
+    return cpu / looks, (wall - cpu) / looks
+
+
+def _run_lengths(seconds: float, gap: float, out) -> None:
+    """Spin for ``seconds``; put on ``out`` the lengths [k] of the stretches run without a pause
+    longer than ``gap`` seconds (the first and last, cut by the start and end, left out)."""
+    import time
+
+    runs, begin = [], time.perf_counter()
+    last = start = begin
+    while last - begin < seconds:
+        now = time.perf_counter()
+        if now - last > gap:
+            runs.append(last - start)
+            start = now
+        last = now
+    out.put(runs[1:])
+
+
+def time_slice(cores: int, seconds: float = 1.0, gap: float = 5e-5) -> float:
+    """Seconds the operating system lets a busy process run before it gives the processor to a
+    waiting one: the median stretch of uninterrupted running of ``cores + 1`` spinning processes."""
+    import multiprocessing
+
+    queue = multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=_run_lengths, args=(seconds, gap, queue)) for _ in range(cores + 1)]
+    for w in workers:
+        w.start()
+    runs = np.concatenate([np.asarray(queue.get(), np.float64) for _ in workers])
+    for w in workers:
+        w.join()
+    return float(np.median(runs)) if runs.size else 0.0

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from odin_sched.costmodel import CostProfile, image_features
+from odin_sched.costmodel import CameraViews, CostProfile, camera_views
 from odin_sched.depgraph import parallelism
 from odin_sched.image_order import spread_batches
 from odin_sched.odin import OdinOptions, StepMessages, plan_window
@@ -50,8 +50,8 @@ def _local_comm():
 @dataclass
 class SimScene:
     """What the simulator needs of a scene: the model's Gaussians (means, log-scales [G, 3], quats
-    [G, 4]), the cameras (viewmats [C, 4, 4], Ks [C, 3, 3], size), the training cameras and each
-    camera's cost features [C, 3] (``costmodel.image_features``)."""
+    [G, 4]), the cameras (viewmats [C, 4, 4], Ks [C, 3, 3], size), the training cameras and what each
+    camera sees (``costmodel.camera_views``: cost features [C, 3] and the Gaussians on screen)."""
 
     means: np.ndarray
     scales: np.ndarray
@@ -61,7 +61,12 @@ class SimScene:
     width: int
     height: int
     train_ids: np.ndarray
-    features: np.ndarray
+    views: CameraViews
+
+    @property
+    def features(self) -> np.ndarray:
+        """[C, 3] cost features of every camera (visible Gaussians, pixels, tile-Gaussian pairs)."""
+        return self.views.features
 
 
 def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, height: int = 192,
@@ -76,18 +81,17 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
         raise InputError(f"--gaussians must be >= 16 and --cameras >= 2, got {gaussians} and {cameras}")
     gauss, viewmats, Ks = scene_geometry(gaussians, cameras, width, height, np.random.default_rng(seed), layout)
     sample = min(1.0, 20000 / gaussians) if sample is None else sample
-    features = image_features(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, sample)
+    views = camera_views(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, sample)
     train_ids = np.flatnonzero(np.arange(cameras) % HOLDOUT_EVERY != 0)
-    return SimScene(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, train_ids, features)
+    return SimScene(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, train_ids, views)
 
 
 def scene_of_setup(setup) -> SimScene:
     """The SimScene of a trainer's ``TrainingSetup`` (its initial Gaussians; for validation runs)."""
     g = {k: v.numpy() for k, v in setup.initial.items()}
     s = setup.scene
-    features = image_features(g["means"], g["scales"], g["quats"], s.viewmats, s.Ks, s.width, s.height)
-    return SimScene(g["means"], g["scales"], g["quats"], s.viewmats, s.Ks, s.width, s.height, setup.train_ids,
-                    features)
+    views = camera_views(g["means"], g["scales"], g["quats"], s.viewmats, s.Ks, s.width, s.height)
+    return SimScene(g["means"], g["scales"], g["quats"], s.viewmats, s.Ks, s.width, s.height, setup.train_ids, views)
 
 
 @dataclass
@@ -159,7 +163,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
         worst = max(worst, int(win.staleness.max(initial=0)))
-        cost = vertex_costs(win, scene.features, profile, np.random.default_rng([seed, start]))
+        cost = vertex_costs(win, scene.views, profile, np.random.default_rng([seed, start]))
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         bound += max(cost.sum() / processors, cost.sum() / p if p else 0.0)
@@ -183,18 +187,73 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
                      work / path if path else 0.0, stale, worst, spans, bound)
 
 
-def vertex_costs(win, features: np.ndarray, profile: CostProfile, rng: np.random.Generator) -> np.ndarray:
+def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator) -> np.ndarray:
     """[N] simulated seconds of every vertex of a planned window: images by their camera's features
     and the Gaussians of the cells they read, each times one resampled relative error of the profile's
-    fit (``image_noise``; the same draws in every mode), cell versions by their cell's size (initial
-    versions: 0)."""
+    fit (``image_noise``; the same draws in every mode), cell versions by their cell's size and whether
+    their batch's cameras have any of its Gaussians on screen (initial versions: 0)."""
     steps = win.steps
     rows = np.diff(win.member_indptr)[steps.version_cell]
-    versions = np.where(steps.version_batch < 0, 0.0, profile.version_seconds(rows))
-    images = profile.image_seconds(features[steps.image_camera], win.image_rows)
+    writes = steps.image_writes - steps.num_images
+    camera_of_write = np.repeat(steps.image_camera, np.diff(steps.image_writes_indptr))
+    seen = np.zeros(len(rows), bool)
+    np.logical_or.at(seen, writes, views.cameras_see_cells(camera_of_write, steps.version_cell[writes], win.cell_of))
+    versions = np.where(steps.version_batch < 0, 0.0, profile.version_seconds(rows, seen))
+    images = profile.image_seconds(views.features[steps.image_camera], win.image_rows)
     if profile.image_noise:
         images = images * (1.0 + rng.choice(np.asarray(profile.image_noise, np.float64), len(images)))
     return np.concatenate([images, versions])
+
+
+class Processors:
+    """What the virtual ranks compute on (in a SimPy environment): a processor each (``profile.cores``
+    = 0, as GPUs), or ``cores`` processors shared by all ranks the way the operating system shares
+    them: a computation runs at most ``profile.time_slice`` seconds at a time, then queues behind the
+    ranks waiting for a processor (round robin). When the ranks outnumber the processors, a rank
+    waiting for a message looks for it like the runtime then does (``pregel.comm.Comm``):
+    ``profile.poll_seconds`` of processor time, then a sleep of ``profile.poll_sleep`` seconds, so it
+    notices a message only at a look; a look that wakes up takes a processor at once (the scheduler
+    favours a task that slept), interrupting a computation, which then queues again. Otherwise it
+    waits inside MPI and notices a message at once."""
+
+    COMPUTE, LOOK = 1, 0  # request priorities: a look pre-empts a computation
+
+    def __init__(self, env, profile: CostProfile, ranks: int):
+        import simpy
+
+        self.env, self.time_slice = env, profile.time_slice
+        self.poll_seconds, self.poll_sleep = profile.poll_seconds, profile.poll_sleep
+        self.cores = simpy.PreemptiveResource(env, capacity=profile.cores) if profile.cores else None
+        self.polls = self.cores is not None and ranks > profile.cores and self.poll_sleep > 0
+
+    def hold(self, seconds: float):
+        """SimPy process steps: compute for ``seconds`` of processor time."""
+        import simpy
+
+        if self.cores is None:
+            yield self.env.timeout(seconds)
+            return
+        left = seconds
+        while left > 0:
+            with self.cores.request(priority=self.COMPUTE, preempt=False) as turn:
+                yield turn
+                began, run = self.env.now, min(left, self.time_slice) if self.time_slice > 0 else left
+                try:
+                    yield self.env.timeout(run)
+                except simpy.Interrupt:  # a look took the processor
+                    run = self.env.now - began
+                left -= run
+
+    def wait(self, event):
+        """SimPy process steps: until ``event`` has happened and this rank has noticed it."""
+        if not self.polls:
+            yield event
+            return
+        while not event.processed:  # the first look is the caller's: then sleep, wake, look again
+            yield self.env.timeout(self.poll_sleep)
+            with self.cores.request(priority=self.LOOK, preempt=True) as turn:
+                yield turn
+                yield self.env.timeout(self.poll_seconds)
 
 
 class _WindowRun:
@@ -245,14 +304,7 @@ class _WindowRun:
             event = env.timeout(in_free[dst] + float(latency) - env.now)
             event.callbacks.append(lambda _, dst=dst, g=g: arrive(dst, g))
 
-        busy = [0]  # ranks computing now (they share the profile's cores, if any)
-
-        def occupied(seconds):
-            """Hold a processor for ``seconds`` of work, slowed down by the ranks that share it
-            (the number computing when it starts, itself included)."""
-            busy[0] += 1
-            yield env.timeout(seconds * float(self.profile.slowdown(busy[0])))
-            busy[0] -= 1
+        cpu = Processors(env, self.profile, self.gpus)
 
         def rank(me):
             f = self.firings[me]
@@ -260,12 +312,12 @@ class _WindowRun:
                 if f.ready:
                     u, seconds, remote = self._fire(me)
                     t0 = env.now
-                    yield from occupied(seconds)
+                    yield from cpu.hold(seconds)
                     self.compute[me] += env.now - t0
                     self._span(me, "compute", t0, env.now, u)
                     if remote:
                         t0 = env.now
-                        yield from occupied(self.profile.overhead * len(remote))
+                        yield from cpu.hold(self.profile.overhead * len(remote))
                         self.comm[me] += env.now - t0
                         self._span(me, "send", t0, env.now, u)
                         for g in remote:
@@ -273,7 +325,7 @@ class _WindowRun:
                 else:
                     t0 = env.now
                     wake[me] = env.event()
-                    yield wake[me]
+                    yield from cpu.wait(wake[me])
                     self.wait[me] += env.now - t0
                     self._span(me, "wait", t0, env.now)
             self.end[me] = env.now
@@ -284,43 +336,57 @@ class _WindowRun:
 
     def bsp(self) -> None:
         """Phase by phase as ``run_dataflow(mode='bsp')``: fire, barrier, one Alltoallv of the phase."""
+        import simpy
+
         r, gpus = self.routes, self.gpus
         orders = [f.bsp_order() for f in self.firings]
-        phases = orders[0][0]
-        starts = [0] * gpus
-        now = 0.0
-        for i in range(len(phases)):
-            fired, sent = [], []  # per rank: [(vertex, compute seconds, send seconds)]
-            for me, (_, order, bounds) in enumerate(orders):
-                fired.append([])
-                for u in order[starts[me]:bounds[i]].tolist():
-                    u, seconds, remote = self._fire(me, u)
-                    fired[me].append((u, seconds, self.profile.overhead * len(remote)))
-                    sent.extend(remote)
-                starts[me] = bounds[i]
-            work = np.array([sum(c + o for _, c, o in f) for f in fired])
-            stretch = shared_finish(work, self.profile) / np.maximum(work, 1e-300)  # 1 without shared cores
-            clocks = np.full(gpus, now)
-            for me, rank_fired in enumerate(fired):
-                for u, seconds, overhead in rank_fired:
-                    seconds, overhead = seconds * stretch[me], overhead * stretch[me]
-                    self._span(me, "compute", clocks[me], clocks[me] + seconds, u)
-                    self._span(me, "send", clocks[me] + seconds, clocks[me] + seconds + overhead, u)
-                    clocks[me] += seconds + overhead
-                    self.compute[me] += seconds
-                    self.comm[me] += overhead
-            met = clocks.max() + self.profile.barrier_seconds(gpus)
-            self.wait += met - clocks
-            for me in range(gpus):
-                self._span(me, "barrier", clocks[me], met)
-            exchange = self._alltoallv(np.array(sent, np.int64))
-            for g in sent:
-                self.firings[int(r.group_rank[g])].received(g, None)
-            self.comm += exchange
-            for me in range(gpus):
-                self._span(me, "recv", met, met + exchange)
-            now = met + exchange
-        self.end[:] = now
+        env = simpy.Environment()
+        cpu = Processors(env, self.profile, self.gpus)
+        clocks = np.zeros(gpus)  # when each rank reached the barrier, then when it left it
+
+        def rank_phase(me, vertices, sent, met, arrived):
+            """Fire this rank's vertices of the phase, then wait at the barrier until all have."""
+            for u in vertices:
+                u, seconds, remote = self._fire(me, u)
+                t0 = env.now
+                yield from cpu.hold(seconds)
+                self.compute[me] += env.now - t0
+                self._span(me, "compute", t0, env.now, u)
+                t0 = env.now
+                yield from cpu.hold(self.profile.overhead * len(remote))
+                self.comm[me] += env.now - t0
+                self._span(me, "send", t0, env.now, u)
+                sent.extend(remote)
+            clocks[me] = env.now
+            arrived.append(me)
+            if len(arrived) == gpus:  # the last rank in: the barrier completes after its rounds
+                yield env.timeout(self.profile.barrier_seconds(gpus))
+                met.succeed()
+            else:
+                yield from cpu.wait(met)
+            self.wait[me] += env.now - clocks[me]
+            self._span(me, "barrier", clocks[me], env.now)
+            clocks[me] = env.now  # out of the barrier, into the Alltoallv
+
+        def phases():
+            starts = [0] * gpus
+            for i in range(len(orders[0][0])):
+                sent, met, arrived = [], env.event(), []
+                yield env.all_of([env.process(rank_phase(me, order[starts[me]:bounds[i]].tolist(), sent, met, arrived))
+                                  for me, (_, order, bounds) in enumerate(orders)])
+                starts = [bounds[i] for _, _, bounds in orders]
+                exchange = self._alltoallv(np.array(sent, np.int64))  # from the last rank out of the barrier
+                for g in sent:
+                    self.firings[int(r.group_rank[g])].received(g, None)
+                done = env.now + exchange  # the Alltoallv ends together, after the last rank joined it
+                for me in range(gpus):
+                    self._span(me, "recv", clocks[me], done)
+                self.comm += done - clocks
+                yield env.timeout(exchange)
+            self.end[:] = env.now
+
+        env.process(phases())
+        env.run()
 
     def _alltoallv(self, groups: np.ndarray) -> float:
         """Seconds of an Alltoallv of the messages ``groups``: the busiest rank's bytes in or out over
@@ -335,21 +401,6 @@ class _WindowRun:
         pairs = np.unique(src * self.gpus + dst)
         peers = np.bincount(pairs // self.gpus, minlength=self.gpus)
         return float((busy + peers * latency.max()).max())
-
-
-def shared_finish(work: np.ndarray, profile: CostProfile) -> np.ndarray:
-    """[P] seconds until each rank finishes its ``work`` [P] seconds when all start together and
-    share the profile's cores by processor sharing (``work`` itself without sharing).
-
-    In order of increasing work, the k-th rank to finish ran alongside P - k others since the
-    previous one finished, each progressing at ``1 / slowdown(P - k)``."""
-    work = np.asarray(work, np.float64)
-    order = np.argsort(work, kind="stable")
-    steps = np.diff(np.concatenate([[0.0], work[order]]))
-    running = len(work) - np.arange(len(work))  # zero-work ranks finish at once (empty intervals)
-    finish = np.empty_like(work)
-    finish[order] = np.cumsum(steps * profile.slowdown(running))
-    return finish
 
 
 def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch_size: int | None = None,
@@ -399,7 +450,8 @@ def hidden_fraction(odin: SimResult, barrier: SimResult) -> float:
 def _profile_attrs(profile: CostProfile) -> dict:
     from dataclasses import asdict
 
-    return {f"profile_{k}": (list(v) if isinstance(v, tuple) else v) for k, v in asdict(profile).items()}
+    return {f"profile_{k}": (list(v) if isinstance(v, tuple) else v) for k, v in asdict(profile).items()
+            if v is not None}  # HDF5 has no None: a profile without the term has no attribute for it
 
 
 def format_table(gpu_counts, results: dict) -> str:
