@@ -142,6 +142,12 @@ class Window:
         image_of_read = np.repeat(np.arange(steps.num_images), np.diff(steps.image_reads_indptr))
         return np.bincount(image_of_read, weights=read_rows, minlength=steps.num_images).astype(np.int64)
 
+    @cached_property
+    def version_writers(self) -> np.ndarray:
+        """[V] int64 number of images whose gradient each cell version sums (0 for initial versions)."""
+        steps = self.steps
+        return np.bincount(steps.image_writes - steps.num_images, minlength=steps.num_vertices - steps.num_images)
+
 
 @dataclass
 class RankMetrics:
@@ -216,6 +222,7 @@ class TrainingSteps(StepMessages):
         self.trainer, self.window = trainer, window
         self.start_params = params_of(trainer.opt)  # the window-start state (identical on every rank)
         self.image_losses = {}
+        self.updated = {}  # cell version -> Gaussians its Adam step moved (for the timeline)
 
     def fire(self, ctx, vertex: int, inputs: dict):
         if vertex < self.steps.num_images:
@@ -276,6 +283,7 @@ class TrainingSteps(StepMessages):
         trainer.opt.lrs = trainer.setup.settings.lrs(trainer.setup.extent, global_batch + 1, trainer.steps)
         grads = batch_gradient(unpack_params(total), trainer.setup.settings.batch_size)
         idx = torch.nonzero(seen).squeeze(1)
+        self.updated[version] = int(idx.numel())
         trainer.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()})
         return trainer.staging.to_host(pack_params(trainer.opt.params, ids)).reshape(-1)
 
@@ -451,7 +459,7 @@ class DistributedTrainer:
             called = time.perf_counter()
             mode = "bsp" if self.options.mode == "barrier" else "dataflow"
             result = run_dataflow(comm, window.plan, program, mode=mode, trace=self.options.timeline is not None)
-            self._record(result, called, time.perf_counter(), started, window)
+            self._record(result, called, time.perf_counter(), started, window, program.updated)
             self.versions_seen += window.steps.num_vertices - window.steps.num_images
             losses[start:stop] = self._gather_state(window, program)
             self._verify(snapshot, window)
@@ -478,9 +486,10 @@ class DistributedTrainer:
         return TrainState(step, self.opt, self.accum, self.densify_gen, losses, psnr_steps, psnr_values, wall,
                           self.safety, self.violations)
 
-    def _record(self, result, called: float, returned: float, started: float, window: Window) -> None:
+    def _record(self, result, called: float, returned: float, started: float, window: Window,
+                updated: dict) -> None:
         """Add one window's run to the metrics. The run's clock starts after its opening barrier, whose
-        time (``returned - called - elapsed``) is waiting too."""
+        time (``returned - called - elapsed``) is waiting too. updated: {version: Gaussians stepped}."""
         m = self.metrics
         m.compute_seconds += result.compute_seconds
         m.comm_seconds += result.comm_seconds
@@ -491,7 +500,7 @@ class DistributedTrainer:
         if result.spans is not None:
             offset = returned - result.elapsed_seconds - started
             for kind, a, b, v in result.spans:
-                step_id = self._step_id(window, v)
+                step_id = self._step_id(window, v, updated)
                 m.spans.append((kind, a + offset, b + offset, step_id))
 
     def _span(self, kind: str, t0: float, t1: float, started: float, label: str) -> None:
@@ -501,7 +510,7 @@ class DistributedTrainer:
             self.labels[step_id] = label
             self.metrics.spans.append((kind, t0 - started, t1 - started, step_id))
 
-    def _step_id(self, window: Window, vertex: int) -> int:
+    def _step_id(self, window: Window, vertex: int, updated: dict) -> int:
         """A run-wide id of a window's vertex for the timeline (-1 for none), labelled in ``self.labels``:
         images by their global index, cell versions after all images."""
         if vertex < 0:
@@ -512,13 +521,16 @@ class DistributedTrainer:
             if image not in self.labels:
                 self.labels[image] = (f"image {image} (step {image // steps.batch_size + 1}, camera "
                                       f"{int(steps.image_camera[vertex])}, renders "
-                                      f"{int(window.image_rows[vertex])})")
+                                      f"{int(window.image_rows[vertex])} Gaussians of "
+                                      f"{int(np.diff(steps.image_reads_indptr)[vertex])} cells)")
             return image
         version = int(vertex) - steps.num_images
         step_id = self.steps * steps.batch_size + self.versions_seen + version
         batch = int(steps.version_batch[version])
         self.labels.setdefault(step_id, f"cell {int(steps.version_cell[version])} "
-                                        + (f"after step {window.start + batch + 1}" if batch >= 0 else
+                                        + (f"after step {window.start + batch + 1} (sums "
+                                           f"{int(window.version_writers[version])} images, steps "
+                                           f"{updated.get(version, 0)} Gaussians)" if batch >= 0 else
                                            f"at step {window.start + 1}"))
         return step_id
 
