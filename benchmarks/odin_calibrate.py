@@ -2,14 +2,18 @@
 
 1. An MPI ping-pong between two ranks (``odin_sched.costmodel.pingpong``): latency and bandwidth.
 2. Real ``pregel train --timeline`` runs at P = 2 on two generated city scenes of different image
-   sizes and cell counts; every image step's compute span is matched with its camera's features
+   sizes and cell counts, each run three times; every image step's compute span is matched with its camera's features
    (visible Gaussians, pixels, tile-Gaussian pairs of the initial Gaussians) and the number of
    Gaussians it rendered (from its timeline label; each rank's first image, which loads the kernels
    from numba's cache, is left out of the fit and kept as the warm-up), and every cell update's span with its
-   cell's size, and the coefficients are fitted by non-negative least squares; the per-message
-   sender time is the runs' communication seconds per message; planning: the runs' planning seconds per window.
+   cell's size (cell updates that stepped no Gaussian are timed apart: ``version_unseen``), and the
+   coefficients are fitted by non-negative least squares; the per-message sender time is the runs'
+   communication seconds per message; planning: the runs' planning seconds per window.
+3. How this machine shares its cores when ranks outnumber them: the time slice of busy processes
+   (``costmodel.time_slice``) and the processor time of a waiting rank's look for messages
+   (``costmodel.polling``).
 
-Run from the repository root: ``python benchmarks/odin_calibrate.py [workdir]`` (about 2 minutes).
+Run from the repository root: ``python benchmarks/odin_calibrate.py [workdir]`` (about a minute and a half).
 """
 import json
 import os
@@ -19,14 +23,17 @@ import sys
 import h5py
 import numpy as np
 
-from odin_sched.costmodel import PROFILE_DIR, CostProfile, fit_costs, image_features, save_profile
+from odin_sched.costmodel import PROFILE_DIR, CostProfile, camera_views, fit_costs, polling, save_profile, time_slice
+from odin_sched.odin import OdinOptions
 from odin_sched.train import prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
 #: name: (Gaussians, cameras, width, height, cells)
 SCENES = {"city_64": (3000, 40, 64, 48, 8), "city_128": (3000, 40, 128, 96, 8), "city_64_fine": (3000, 40, 64, 48, 24)}
-STEPS, BATCH = 16, 4
+STEPS, BATCH = 40, 4
+WINDOWS = -(-STEPS // OdinOptions.window)  # planning windows per run
+REPEATS = 3
 
 
 def run(cmd):
@@ -36,25 +43,26 @@ def run(cmd):
 
 def spans(trace_path):
     """(image camera [n], Gaussians rendered [n], image seconds [n], first image of its rank [n] bool,
-    version cells [m], version seconds [m])."""
+    version cells [m], version seconds [m], Gaussians each version stepped [m])."""
     with open(trace_path) as f:
         events = sorted(json.load(f)["traceEvents"], key=lambda e: e.get("ts", 0))
-    cams, rendered, image_s, first, cells, version_s, ranks_seen = [], [], [], [], [], [], set()
+    cams, rendered, image_s, first, cells, version_s, stepped, ranks_seen = [], [], [], [], [], [], [], set()
     for e in events:
         if e.get("cat") != "compute" or "label" not in e.get("args", {}):
             continue
         label = e["args"]["label"]
         if label.startswith("image "):
             cams.append(int(label.split("camera ")[1].split(",")[0]))
-            rendered.append(int(label.split("renders ")[1].rstrip(")")))
+            rendered.append(int(label.split("renders ")[1].split()[0]))
             image_s.append(e["dur"] * 1e-6)
             first.append(e["tid"] not in ranks_seen)  # loads the kernels from numba's cache: warm-up
             ranks_seen.add(e["tid"])
         elif label.startswith("cell ") and " after " in label:
             cells.append(int(label.split()[1]))
             version_s.append(e["dur"] * 1e-6)
+            stepped.append(int(label.split(" steps ")[1].split()[0]))
     return (np.array(cams), np.array(rendered), np.array(image_s), np.array(first), np.array(cells),
-            np.array(version_s))
+            np.array(version_s), np.array(stepped))
 
 
 def main(work):
@@ -63,34 +71,42 @@ def main(work):
                "c = Comm(); l, b = pingpong(c); print(l, b) if c.rank == 0 else None"])
     latency, bandwidth = map(float, out.split())
     print(f"ping-pong: latency {latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.2f} GB/s")
-    feats, secs, warm, rows, vsecs, comm_s, messages, real_plan = [], [], [], [], [], 0.0, 0, 0.0
-    for name, (g, c, w, h, cells_count) in SCENES.items():
-        scene = os.path.join(work, f"{name.removesuffix('_fine')}.h5")
-        if not os.path.exists(scene):
-            run([PY, "-m", "pregel.cli", "generate-scene", "--gaussians", str(g), "--cameras", str(c), "--width", str(w),
-                 "--height", str(h), "--layout", "city", "--out", scene])
-        trace, trained = os.path.join(work, f"{name}.json"), os.path.join(work, f"{name}_trained.h5")
-        run([MPIEXEC, "-n", "2", PY, "-m", "pregel.cli", "train", "--scene", scene, "--steps", str(STEPS),
-             "--batch-size", str(BATCH), "--cells", str(cells_count), "--eval-every", str(STEPS), "--mode", "odin",
-             "--timeline", trace, "--out", trained])
-        setup = prepare(scene, STEPS, BATCH, 0, 0.2, STEPS, ())
-        init = {k: v.numpy() for k, v in setup.initial.items()}
-        f = image_features(init["means"], init["scales"], init["quats"], setup.scene.viewmats, setup.scene.Ks, w, h)
-        cams, rendered, image_s, first, cells, version_s = spans(trace)
-        feats.append(np.column_stack([f[cams], rendered]))
-        secs.append(image_s)
-        warm.append(first)
-        rows.append(np.full(len(cells), len(init["means"]) / cells_count))
-        vsecs.append(version_s)
-        with h5py.File(trained) as t:
-            table = t["metrics/per_rank"][()]
-            fields = list(t.attrs["per_rank_fields"])
-        comm_s += table[:, fields.index("comm_seconds")].sum()
-        real_plan += table[:, fields.index("plan_seconds")].max()
-        messages += int(table[:, fields.index("messages_sent")].sum())
+    feats, secs, warm, rows, vsecs, stepped, comm_s, messages, real_plan = [], [], [], [], [], [], 0.0, 0, 0.0
+    views = {}  # scene name -> cost features [C, 3] of its cameras
+    for repeat in range(REPEATS):  # the machine's speed drifts by 10-20 % over minutes: pool several runs
+        for name, (g, c, w, h, cells_count) in SCENES.items():
+            scene = os.path.join(work, f"{name.removesuffix('_fine')}.h5")
+            if not os.path.exists(scene):
+                run([PY, "-m", "pregel.cli", "generate-scene", "--gaussians", str(g), "--cameras", str(c), "--width",
+                     str(w), "--height", str(h), "--layout", "city", "--out", scene])
+            trace, trained = os.path.join(work, f"{name}_{repeat}.json"), os.path.join(work, f"{name}_{repeat}.h5")
+            run([MPIEXEC, "-n", "2", PY, "-m", "pregel.cli", "train", "--scene", scene, "--steps", str(STEPS),
+                 "--batch-size", str(BATCH), "--cells", str(cells_count), "--eval-every", str(STEPS), "--mode", "odin",
+                 "--timeline", trace, "--out", trained])
+            if name not in views:
+                setup = prepare(scene, STEPS, BATCH, 0, 0.2, STEPS, ())
+                init = {k: v.numpy() for k, v in setup.initial.items()}
+                views[name] = (camera_views(init["means"], init["scales"], init["quats"], setup.scene.viewmats,
+                                            setup.scene.Ks, w, h).features, len(init["means"]))
+            f, gaussians = views[name]
+            cams, rendered, image_s, first, cells, version_s, version_stepped = spans(trace)
+            feats.append(np.column_stack([f[cams], rendered]))
+            secs.append(image_s)
+            warm.append(first)
+            rows.append(np.full(len(cells), gaussians / cells_count))
+            vsecs.append(version_s)
+            stepped.append(version_stepped)
+            with h5py.File(trained) as t:
+                table = t["metrics/per_rank"][()]
+                fields = list(t.attrs["per_rank_fields"])
+            comm_s += table[:, fields.index("comm_seconds")].sum()
+            real_plan += table[:, fields.index("plan_seconds")].max()
+            messages += int(table[:, fields.index("messages_sent")].sum())
     features, seconds, first = np.concatenate(feats), np.concatenate(secs), np.concatenate(warm)
     image = fit_costs(features[~first], seconds[~first])  # each rank's first image is warm-up, apart
-    version = fit_costs(np.concatenate(rows)[:, None], np.concatenate(vsecs))
+    vsecs, seen = np.concatenate(vsecs), np.concatenate(stepped) > 0
+    version = fit_costs(np.concatenate(rows)[seen, None], vsecs[seen])  # an unseen cell skips the Adam step
+    version_unseen = float(np.median(vsecs[~seen])) if (~seen).any() else None
     predicted = image[0] + features @ image[1:]  # (visible, pixels, pairs, rendered)
     warmup = float(np.median(seconds[first] - predicted[first]))
     predicted, seconds = predicted[~first], seconds[~first]
@@ -99,18 +115,24 @@ def main(work):
           f"per visible {image[1] * 1e6:.3f} us, per pixel {image[2] * 1e9:.2f} ns, per pair {image[3] * 1e6:.3f} us, "
           f"per Gaussian rendered {image[4] * 1e6:.3f} us; "
           f"mean abs error {100 * error:.0f}%; warm-up (each rank's first image) {warmup * 1e3:.1f} ms more")
-    print(f"cell updates: {len(np.concatenate(vsecs))} spans; fit v0 {version[0] * 1e3:.3f} ms, "
-          f"per row {version[1] * 1e6:.3f} us; per-message sender time {comm_s / max(messages, 1) * 1e6:.0f} us")
+    print(f"cell updates: {len(vsecs)} spans; fit v0 {version[0] * 1e3:.3f} ms, per row {version[1] * 1e6:.3f} us "
+          f"({seen.sum()} that stepped Gaussians); the {(~seen).sum()} that stepped none: "
+          f"{(version_unseen or 0) * 1e3:.3f} ms median; per-message sender time {comm_s / max(messages, 1) * 1e6:.0f} us")
+    cores = len(os.sched_getaffinity(0))
+    slice_seconds, (look, sleep) = time_slice(cores), polling()
+    print(f"time slice with {cores + 1} busy processes on {cores} cores: {slice_seconds * 1e3:.2f} ms; "
+          f"a waiting rank's look: {look * 1e6:.0f} us of processor, then {sleep * 1e6:.0f} us asleep")
     profile = CostProfile(
         name="cpu-here", image=tuple(map(float, image[:4])), render_rows=float(image[4]),
         version=tuple(map(float, version)), latency=latency, bandwidth=bandwidth, node_latency=latency, node_bandwidth=bandwidth, gpus_per_node=1 << 20,
-        overhead=comm_s / max(messages, 1), count_planning=True, plan_seconds=real_plan / len(SCENES),
-        cores=len(os.sched_getaffinity(0)), warmup_seconds=warmup, image_noise=tuple(np.round(seconds / predicted - 1.0, 4).tolist()),
+        overhead=comm_s / max(messages, 1), count_planning=True, plan_seconds=real_plan / (REPEATS * len(SCENES) * WINDOWS),
+        cores=cores, warmup_seconds=warmup, time_slice=slice_seconds, poll_seconds=look, poll_sleep=sleep,
+        version_unseen=version_unseen, image_noise=tuple(np.round(seconds / predicted - 1.0, 4).tolist()),
         source=f"benchmarks/odin_calibrate.py: MPI ping-pong and {len(seconds)} image / "
-               f"{len(np.concatenate(vsecs))} cell-update spans of pregel train --timeline at P = 2 on this machine "
+               f"{len(vsecs)} cell-update spans of pregel train --timeline at P = 2 on this machine "
                f"(load average {os.getloadavg()[0]:.1f})")
     save_profile(profile, os.path.join(PROFILE_DIR, "cpu-here.json"))
-    print(f"planning: {real_plan / len(SCENES):.2f} s per window")
+    print(f"planning: {real_plan / (REPEATS * len(SCENES) * WINDOWS) * 1e3:.1f} ms per window")
     print(f"wrote {os.path.join(PROFILE_DIR, 'cpu-here.json')}; load average {os.getloadavg()}")
 
 
