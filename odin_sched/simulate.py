@@ -111,6 +111,7 @@ class SimResult:
     max_staleness_seen: int = 0
     spans: list = field(default_factory=list)  # per rank: [(kind, start, end, vertex)] of the first window
     bound_seconds: float = 0.0  # no schedule of these windows can take less (see ``simulate``)
+    window: int = OdinOptions.window  # batches per planning window
 
     @property
     def steps_per_second(self) -> float:
@@ -184,7 +185,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         bound += gather
         spans = spans or run.spans
     return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
-                     work / path if path else 0.0, stale, worst, spans, bound)
+                     work / path if path else 0.0, stale, worst, spans, bound, window)
 
 
 def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator) -> np.ndarray:
@@ -404,14 +405,18 @@ class _WindowRun:
 
 
 def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch_size: int | None = None,
-            modes=MODES, **options) -> dict:
-    """{mode: [SimResult per GPU count]}; the batch size defaults to the number of GPUs."""
-    return {mode: [simulate(scene, profile, mode, p, steps, batch_size or p, **options) for p in gpu_counts]
+            modes=MODES, windows=(OdinOptions.window,), **options) -> dict:
+    """{mode: [SimResult per GPU count]}; the batch size defaults to the number of GPUs. With several
+    ``windows`` every mode is simulated with each and reported at its fastest (its ``window``), so
+    that no mode is compared at a window length that suits another."""
+    return {mode: [max((simulate(scene, profile, mode, p, steps, batch_size or p, window=w, **options)
+                        for w in windows), key=lambda run: run.steps_per_second)
+                   for p in gpu_counts]
             for mode in modes}
 
 
 def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: dict) -> None:
-    """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode},
+    """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode}, /window/{mode},
     /speedup_vs_barrier, /hidden_fraction, /ceiling_steps_per_second, /ceiling_vs_barrier, /parallelism,
     /stale_reads, /max_staleness_seen; the cost profile and ``attrs`` as root attributes."""
     import h5py
@@ -425,6 +430,7 @@ def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: 
             f.create_dataset(f"steps_per_second/{m}", data=[x.steps_per_second for x in runs])
             f.create_dataset(f"wait_fraction/{m}", data=[x.wait_fraction for x in runs])
             f.create_dataset(f"wait_seconds/{m}", data=[x.wait.sum() for x in runs])
+            f.create_dataset(f"window/{m}", data=[x.window for x in runs])
         if "odin" in by and "barrier" in by:
             f.create_dataset("speedup_vs_barrier", data=[o.steps_per_second / b.steps_per_second
                                                          for o, b in zip(by["odin"], by["barrier"])])
@@ -455,12 +461,13 @@ def _profile_attrs(profile: CostProfile) -> dict:
 
 
 def format_table(gpu_counts, results: dict) -> str:
-    """The printed table: steps/s and wait fraction per mode, speedup and hidden fraction."""
+    """The printed table: steps/s and wait fraction per mode, speedup, hidden fraction, ceiling,
+    parallelism and the window each mode ran with."""
     modes = list(results)
     head = "GPUs " + " ".join(f"{m + ' st/s':>15} {m + ' wait':>15}" for m in modes)
     if "odin" in results and "barrier" in results:
         head += f" {'odin/barrier':>12} {'hidden':>7} {'ceiling/barrier':>15}"
-    head += f" {'parallelism':>11}"
+    head += f" {'parallelism':>11} {'windows ' + '/'.join(modes):>20}"
     lines = [head]
     for i, p in enumerate(gpu_counts):
         row = f"{p:>4} " + " ".join(f"{results[m][i].steps_per_second:>15.2f} {results[m][i].wait_fraction:>15.3f}"
@@ -469,11 +476,17 @@ def format_table(gpu_counts, results: dict) -> str:
             o, b = results["odin"][i], results["barrier"][i]
             row += (f" {o.steps_per_second / b.steps_per_second:>12.3f} {hidden_fraction(o, b):>7.3f}"
                     f" {o.ceiling_steps_per_second / b.steps_per_second:>15.3f}")
-        row += f" {results[modes[0]][i].parallelism:>11.1f}"
+        row += f" {results[modes[0]][i].parallelism:>11.1f} {'/'.join(str(results[m][i].window) for m in modes):>20}"
         lines.append(row)
     return "\n".join(lines)
 
 
+def _integers(option: str, text) -> list[int]:
+    """The comma-separated integers of ``option``'s value ``text``."""
+    try:
+        return [int(x) for x in str(text).split(",")]
+    except ValueError:
+        raise InputError(f"{option} must be a comma-separated list of integers, got {text!r}") from None
 
 
 def main(args) -> dict:
@@ -481,11 +494,8 @@ def main(args) -> dict:
     from odin_sched.costmodel import load_profile
     from pregel.atomic import check_writable
 
-    try:
-        gpus = [int(x) for x in str(args.gpus).split(",")]
-    except ValueError:
-        raise InputError(f"--gpus must be a comma-separated list of integers, got {args.gpus!r}") from None
-    for name, value in (("--gpus", min(gpus)), ("--steps", args.steps), ("--window", args.window),
+    gpus, windows = (_integers(name, value) for name, value in (("--gpus", args.gpus), ("--window", args.window)))
+    for name, value in (("--gpus", min(gpus)), ("--steps", args.steps), ("--window", min(windows)),
                         ("--cells-per-gpu", args.cells_per_gpu)):
         if value < 1:
             raise InputError(f"{name} must be at least 1, got {value}")
@@ -507,7 +517,7 @@ def main(args) -> dict:
         scene = scene_of_setup(setup)
     else:
         scene = metadata_scene(args.layout, args.gaussians, args.cameras, args.width, args.height, args.seed)
-    results = scaling(scene, profile, gpus, args.steps, args.batch_size, window=args.window,
+    results = scaling(scene, profile, gpus, args.steps, args.batch_size, windows=windows,
                       cells_per_gpu=args.cells_per_gpu, max_staleness=args.max_staleness, seed=args.seed)
     print(f"{args.scene or args.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
           f"{args.steps} steps, batch size {args.batch_size or 'GPUs'}, profile {profile.name}")
@@ -515,6 +525,6 @@ def main(args) -> dict:
     write_results(args.out, gpus, results, profile,
                   {"layout": args.layout if args.scene is None else "scene", "gaussians": len(scene.means),
                    "cameras": len(scene.viewmats), "steps": args.steps, "batch_size": args.batch_size or 0,
-                   "window": args.window, "cells_per_gpu": args.cells_per_gpu, "max_staleness": args.max_staleness})
+                   "windows": windows, "cells_per_gpu": args.cells_per_gpu, "max_staleness": args.max_staleness})
     print(f"wrote {args.out}")
     return results

@@ -513,7 +513,9 @@ def _add_simulate(sub) -> None:
     p.add_argument("--gpus", default="8,16,32,64", help="comma-separated GPU counts")
     p.add_argument("--batch-size", type=int, default=None, help="images per batch (default: the GPU count)")
     p.add_argument("--profile", default="h200-ib", choices=("cpu-here", "h200-ib"))
-    p.add_argument("--window", type=int, default=10, help="batches per planning window (as pregel train)")
+    p.add_argument("--window", default="10", metavar="W[,W...]",
+                   help="batches per planning window (as pregel train); with several, each mode is reported "
+                        "at its fastest")
     p.add_argument("--cells-per-gpu", type=int, default=16, help="cells per GPU (as pregel train)")
     p.add_argument("--max-staleness", type=int, default=1, help="odin-fast's staleness bound K")
     p.add_argument("--shared-cores", type=int, default=0, metavar="N",
