@@ -46,7 +46,7 @@ def test_odin_run_writes_metrics_timeline_and_schedule(scene, tmp_path):
 
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
     assert {e["tid"] for e in events} == {0, 1}
-    computes = [e for e in events if e["cat"] == "compute" and "image" in e["name"]]
+    computes = [e for e in events if e["cat"] == "compute" and e["args"].get("label", "").startswith("image ")]
     assert len(computes) == 4, "one compute span per image of the 4 steps"
 
     graph = read_graph(sched)  # a graph file that the graph tools read
