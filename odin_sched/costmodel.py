@@ -22,8 +22,8 @@
   operating system does: round robin in time slices of ``time_slice`` seconds (measured here by
   ``time_slice``: busy processes outnumbering the cores run about 4 ms at a time), so a rank's work
   may finish up to a slice later than under an even share (``simulate.Processors``). A waiting rank
-  looks for messages every ``poll_seconds + poll_sleep`` seconds and each look takes ``poll_seconds``
-  of a processor (measured by ``polling``). Work that all ranks do at once (planning, the warm-up)
+  then looks for messages every ``poll_seconds + poll_sleep`` seconds, each look taking
+  ``poll_seconds`` of a processor (measured by ``polling``), as ``pregel.comm`` waits then. Work that all ranks do at once (planning, the warm-up)
   takes longer by ranks / cores (``slowdown``).
 * A message costs ``latency + bytes / bandwidth`` on the link between the two ranks (within a node or
   between nodes), plus ``overhead`` seconds of the sender's time; the latency and bandwidth of
@@ -64,8 +64,8 @@ class CostProfile:
     image_noise: tuple = ()  # relative errors (measured / fitted - 1) of the image fit, resampled per image
     warmup_seconds: float = 0.0  # once per rank at the start: its first image loads the kernels
     time_slice: float = 0.0  # seconds a shared processor runs one rank before the next waiting one
-    poll_seconds: float = 0.0  # processor seconds of one look for messages by a waiting rank (shared cores)
-    poll_sleep: float = 0.0  # seconds a waiting rank sleeps between looks (shared cores)
+    poll_seconds: float = 0.0  # processor seconds of one look for messages by a waiting rank (ranks > cores)
+    poll_sleep: float = 0.0  # seconds a waiting rank sleeps between looks (ranks > cores)
     version_unseen: float | None = None  # seconds of a cell update whose batch saw none of its Gaussians
 
     def slowdown(self, ranks: int) -> float:
