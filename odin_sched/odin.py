@@ -522,7 +522,8 @@ class DistributedTrainer:
                 self.labels[image] = (f"image {image} (step {image // steps.batch_size + 1}, camera "
                                       f"{int(steps.image_camera[vertex])}, renders "
                                       f"{int(window.image_rows[vertex])} Gaussians of "
-                                      f"{int(np.diff(steps.image_reads_indptr)[vertex])} cells)")
+                                      f"{int(steps.image_reads_indptr[vertex + 1] - steps.image_reads_indptr[vertex])} "
+                                      f"cells)")
             return image
         version = int(vertex) - steps.num_images
         step_id = self.steps * steps.batch_size + self.versions_seen + version
