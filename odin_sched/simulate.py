@@ -281,6 +281,19 @@ class _WindowRun:
         seconds = float(self.cost[u])
         return u, seconds, [g for g, _ in f.route(u, None)]
 
+    def _compute(self, env, cpu: "Processors", me: int, u: int, seconds: float, remote: list):
+        """SimPy process steps of rank ``me`` firing ``u``: ``seconds`` of compute, then the sender's
+        overhead of its ``remote`` messages."""
+        t0 = env.now
+        yield from cpu.hold(seconds)
+        self.compute[me] += env.now - t0
+        self._span(me, "compute", t0, env.now, u)
+        if remote:
+            t0 = env.now
+            yield from cpu.hold(self.profile.overhead * len(remote))
+            self.comm[me] += env.now - t0
+            self._span(me, "send", t0, env.now, u)
+
     def dataflow(self) -> None:
         """Every rank fires ready vertices by priority and sends at once (SimPy processes)."""
         import simpy
@@ -312,17 +325,9 @@ class _WindowRun:
             while not f.done:
                 if f.ready:
                     u, seconds, remote = self._fire(me)
-                    t0 = env.now
-                    yield from cpu.hold(seconds)
-                    self.compute[me] += env.now - t0
-                    self._span(me, "compute", t0, env.now, u)
-                    if remote:
-                        t0 = env.now
-                        yield from cpu.hold(self.profile.overhead * len(remote))
-                        self.comm[me] += env.now - t0
-                        self._span(me, "send", t0, env.now, u)
-                        for g in remote:
-                            send(me, g)
+                    yield from self._compute(env, cpu, me, u, seconds, remote)
+                    for g in remote:
+                        send(me, g)
                 else:
                     t0 = env.now
                     wake[me] = env.event()
@@ -349,14 +354,7 @@ class _WindowRun:
             """Fire this rank's vertices of the phase, then wait at the barrier until all have."""
             for u in vertices:
                 u, seconds, remote = self._fire(me, u)
-                t0 = env.now
-                yield from cpu.hold(seconds)
-                self.compute[me] += env.now - t0
-                self._span(me, "compute", t0, env.now, u)
-                t0 = env.now
-                yield from cpu.hold(self.profile.overhead * len(remote))
-                self.comm[me] += env.now - t0
-                self._span(me, "send", t0, env.now, u)
+                yield from self._compute(env, cpu, me, u, seconds, remote)
                 sent.extend(remote)
             clocks[me] = env.now
             arrived.append(me)
