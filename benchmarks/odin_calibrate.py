@@ -72,7 +72,7 @@ def main(work):
     latency, bandwidth = map(float, out.split())
     print(f"ping-pong: latency {latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.2f} GB/s")
     feats, secs, warm, rows, vsecs, stepped, comm_s, messages, real_plan = [], [], [], [], [], [], 0.0, 0, 0.0
-    views = {}  # scene name -> cost features [C, 3] of its cameras
+    views = {}  # scene name -> (cost features [C, 3] of its cameras, number of initial Gaussians)
     for repeat in range(REPEATS):  # the machine's speed drifts by 10-20 % over minutes: pool several runs
         for name, (g, c, w, h, cells_count) in SCENES.items():
             scene = os.path.join(work, f"{name.removesuffix('_fine')}.h5")
