@@ -15,6 +15,16 @@ def as_numpy(values) -> np.ndarray:
     return values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
 
 
+def wire(values, xp=np):
+    """Message rows as a contiguous float32/float64 array of namespace ``xp`` (``numpy``, which also
+    takes host tensors, or a ``TorchNamespace``); integers and booleans are reduced in float64, exact
+    below 2**53."""
+    values = as_numpy(values) if xp is np else xp.asarray(values)
+    if values.dtype not in (xp.float32, xp.float64):
+        values = xp.astype(values, xp.float64)
+    return xp.ascontiguousarray(values)
+
+
 class TorchNamespace:
     """NumPy-named functions on torch tensors of one device (``device``: a torch device name)."""
 
@@ -33,6 +43,9 @@ class TorchNamespace:
 
     def astype(self, values, dtype, copy: bool = True):
         return values.to(dtype, copy=copy)
+
+    def ascontiguousarray(self, values):
+        return values.contiguous()
 
     def zeros(self, shape, dtype):
         return self.torch.zeros(shape, dtype=dtype, device=self.device)

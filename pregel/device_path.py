@@ -19,7 +19,7 @@ import numpy as np
 
 from kernels._device import SIMULATED, across
 from kernels.gather import gather_reduce
-from pregel.arrays import TorchNamespace
+from pregel.arrays import TorchNamespace, wire
 from pregel.device import select_gpu
 from pregel.device_comm import DeviceComm
 from pregel.dgraph import HubOptions
@@ -128,10 +128,10 @@ class DevicePath:
         if isinstance(sent, tuple):
             sent, senders = sent
             senders = xp.astype(xp.asarray(senders), xp.bool, copy=False)
-        values = None if sent is None else check_message_rows(self._wire(sent), self.graph.num_local)
+        values = None if sent is None else check_message_rows(wire(sent, self.xp), self.graph.num_local)
         if program.per_edge:
             dst = program.destination_values(ctx, state)
-            self.dst_values = None if dst is None else self._wire(dst)
+            self.dst_values = None if dst is None else wire(dst, self.xp)
         problem = unsupported(program, None, None) or (
             "--device cuda: ctx.send_to (messages to arbitrary vertices) is not supported on the GPU yet"
             if ctx._direct else None)
@@ -149,14 +149,6 @@ class DevicePath:
             values = xp.zeros((self.graph.num_local,) + row_shape, dtype)
             senders = xp.full(self.graph.num_local, False)
         return Outgoing(values, senders if self.partial else None, None, None, None)
-
-    def _wire(self, values):
-        """Message rows as a contiguous float32/float64 tensor (others reduced in float64)."""
-        xp = self.xp
-        values = xp.asarray(values)
-        if values.dtype not in (xp.float32, xp.float64):
-            values = xp.astype(values, xp.float64)
-        return values.contiguous()
 
     # ------------------------------------------------------------------ between ranks
 
@@ -232,4 +224,4 @@ class DevicePath:
         ctx.edge_src, ctx.edge_dst = edges["src"], edges["dst"]
         values = self.program.edge_message(ctx, ext[self.indices], dst_values, edges["weights"])
         ctx.edge_src = ctx.edge_dst = None
-        return self._wire(values)
+        return wire(values, self.xp)

@@ -14,21 +14,13 @@ import numpy as np
 
 from kernels.gather import gather_reduce
 from kernels.scatter import scatter_reduce
-from pregel.arrays import as_numpy
+from pregel.arrays import wire
 from pregel.edge_order import row_ids
 from pregel.exchange import Outgoing, exchange
 from pregel.program import COMBINERS, REDUCERS, Messages, VertexProgram
 from pregel.softmax_parts import SoftmaxParts
 
 IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
-
-
-def wire(values) -> np.ndarray:
-    """Message rows as float32/float64 (integers and booleans are reduced in float64, exact below 2**53)."""
-    values = as_numpy(values)
-    if values.dtype not in (np.float32, np.float64):
-        values = values.astype(np.float64)
-    return np.ascontiguousarray(values)
 
 
 def load_gather_kernel(graph, state, weighted: bool) -> None:
