@@ -219,19 +219,21 @@ class Comm:
         while not request.Test():
             time.sleep(IDLE_POLL_SECONDS)
 
-    def agree(self, error: InputError | None) -> None:
+    def agree(self, error: InputError | None, value=None) -> list:
         """Collective check before continuing: if any rank hit an ``InputError``, all raise one.
 
         Every rank must call this at the same point. The first failing rank's message is raised
         everywhere, so the job ends cleanly with that message instead of hanging in a later
-        collective that a failed rank never reaches.
+        collective that a failed rank never reaches. Otherwise returns every rank's small ``value``
+        (pickled), in rank order: the same allgather carries it.
         """
-        messages = self.allgather(None if error is None else str(error))
-        failed = [m for m in messages if m is not None]
+        gathered = self.allgather((None if error is None else str(error), value))
+        failed = [m for m, _ in gathered if m is not None]
         if failed:
             agreed = error if error is not None else InputError(failed[0])
             agreed.collective = True  # every rank raises it: no rank is left waiting
             raise agreed
+        return [v for _, v in gathered]
 
 
 def _as_bytes(array: np.ndarray) -> np.ndarray:

@@ -5,8 +5,8 @@ Each rank drives one GPU (``pregel.device.select_gpu``). Its in-edge CSR, the gh
 and the vertex state are torch tensors on that GPU; messages are gathered there by
 ``gather_reduce``'s CUDA kernel, and ghost rows cross ranks through ``DeviceComm`` (CUDA-aware MPI,
 or staged through pinned host buffers; their counts are fixed at load time, so no count exchange).
-Only control values cross to the host: two small allgathers per superstep (whether any rank hit
-something unsupported; the kind of rows each rank sends and whether all its vertices send),
+Only control values cross to the host: one small allgather per superstep (whether any rank hit
+something unsupported, the kind of rows each rank sends and whether all its vertices send),
 aggregators, halt votes, and the final values.
 
 Supported: combiners sum, min, max and mean, with or without per-edge transforms
@@ -135,10 +135,9 @@ class DevicePath:
         problem = unsupported(program, None, None) or (
             "--device cuda: ctx.send_to (messages to arbitrary vertices) is not supported on the GPU yet"
             if ctx._direct else None)
-        self.graph.comm.agree(None if problem is None else InputError(problem))
         all_send = values is not None and bool(senders.all())
         mine = None if values is None else (values.dtype, tuple(values.shape[1:]))
-        everyone = self.graph.comm.allgather((mine, all_send))
+        everyone = self.graph.comm.agree(None if problem is None else InputError(problem), (mine, all_send))
         kinds = {kind for kind, _ in everyone if kind is not None}
         if len(kinds) > 1:
             raise ValueError(f"ranks send different message rows: {sorted(map(str, kinds))}; message() "
