@@ -17,6 +17,7 @@ Not simulated: densification and evaluation (the runtime does both at window bou
 in every mode), and contention inside the network beyond the two ends of a link.
 """
 import copy
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -209,9 +210,11 @@ def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.G
 class Processors:
     """What the virtual ranks compute on (in a SimPy environment): a processor each (``profile.cores``
     = 0, as GPUs), or ``cores`` processors shared by all ranks the way the operating system shares
-    them: a computation runs at most ``profile.time_slice`` seconds at a time, then queues behind the
-    ranks waiting for a processor (round robin). When the ranks outnumber the processors, a rank
-    waiting for a message looks for it like the runtime then does (``pregel.comm.Comm``):
+    them: a rank keeps its processor from one computation to the next for at most
+    ``profile.time_slice`` seconds, then queues behind the ranks waiting for a processor (round robin);
+    it gives the processor up when it waits for a message or has no more work (``release``). When the
+    ranks outnumber the processors, a rank waiting for a message looks for it like the runtime then
+    does (``pregel.comm.Comm``):
     ``profile.poll_seconds`` of processor time, then a sleep of ``profile.poll_sleep`` seconds, so it
     notices a message only at a look; a look that wakes up takes a processor at once (the scheduler
     favours a task that slept), interrupting a computation, which then queues again. Otherwise it
@@ -226,27 +229,45 @@ class Processors:
         self.poll_seconds, self.poll_sleep = profile.poll_seconds, profile.poll_sleep
         self.cores = simpy.PreemptiveResource(env, capacity=profile.cores) if profile.cores else None
         self.polls = self.cores is not None and ranks > profile.cores and self.poll_sleep > 0
+        self.held = {}  # process -> [its granted request, seconds left of its time slice]
 
     def hold(self, seconds: float):
-        """SimPy process steps: compute for ``seconds`` of processor time."""
+        """SimPy process steps: compute for ``seconds`` of processor time. The calling process keeps
+        its processor from one computation to the next until its time slice is used up, a look takes
+        it, or it waits (``release``)."""
         import simpy
 
         if self.cores is None:
             yield self.env.timeout(seconds)
             return
-        left = seconds
+        me, left = self.env.active_process, seconds
         while left > 0:
-            with self.cores.request(priority=self.COMPUTE, preempt=False) as turn:
+            if me not in self.held:
+                turn = self.cores.request(priority=self.COMPUTE, preempt=False)
                 yield turn
-                began, run = self.env.now, min(left, self.time_slice) if self.time_slice > 0 else left
-                try:
-                    yield self.env.timeout(run)
-                except simpy.Interrupt:  # a look took the processor
-                    run = self.env.now - began
-                left -= run
+                self.held[me] = [turn, self.time_slice if self.time_slice > 0 else math.inf]
+            turn, slice_left = self.held[me]
+            began, run = self.env.now, min(left, slice_left)
+            try:
+                yield self.env.timeout(run)
+            except simpy.Interrupt:  # a look took the processor
+                del self.held[me]
+                left -= self.env.now - began
+                continue
+            left -= run
+            self.held[me][1] -= run
+            if self.held[me][1] <= 0:  # the slice is used up: to the back of the queue
+                self.release()
+
+    def release(self):
+        """The calling process gives up its processor (it waits, or has no more work)."""
+        held = self.held.pop(self.env.active_process, None)
+        if held is not None:
+            self.cores.release(held[0])
 
     def wait(self, event):
         """SimPy process steps: until ``event`` has happened and this rank has noticed it."""
+        self.release()
         if not self.polls:
             yield event
             return
@@ -334,6 +355,7 @@ class _WindowRun:
                     yield from cpu.wait(wake[me])
                     self.wait[me] += env.now - t0
                     self._span(me, "wait", t0, env.now)
+            cpu.release()
             self.end[me] = env.now
 
         for me in range(self.gpus):
@@ -357,6 +379,7 @@ class _WindowRun:
                 yield from self._compute(env, cpu, me, u, seconds, remote)
                 sent.extend(remote)
             clocks[me] = env.now
+            cpu.release()
             arrived.append(me)
             if len(arrived) == gpus:  # the last rank in: the barrier completes after its rounds
                 yield env.timeout(self.profile.barrier_seconds(gpus))

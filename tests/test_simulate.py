@@ -177,8 +177,8 @@ def test_several_windows_report_each_mode_at_its_fastest(tmp_path):
 
 def _finish_times(profile, jobs, ranks=3):
     """Finish times of ``jobs`` [(start s, kind, seconds)] on ``Processors(profile)`` for ``ranks``
-    ranks: kind 'compute' holds a processor for the seconds, 'wait' waits for an event that happens
-    after the given seconds."""
+    ranks: kind 'compute' holds a processor for the seconds (a tuple: one computation after another),
+    'wait' waits for an event that happens after the given seconds."""
     import simpy
 
     from odin_sched.simulate import Processors
@@ -190,7 +190,9 @@ def _finish_times(profile, jobs, ranks=3):
     def job(i, start, kind, seconds):
         yield env.timeout(start)
         if kind == "compute":
-            yield from cpu.hold(seconds)
+            for part in np.atleast_1d(seconds):
+                yield from cpu.hold(float(part))
+            cpu.release()
         else:
             yield from cpu.wait(env.timeout(seconds))
         finish[i] = env.now
@@ -210,6 +212,18 @@ def test_shared_processors_run_ranks_round_robin_in_time_slices():
     assert np.allclose(_finish_times(shared, three), [8 * ms, 12 * ms, 12 * ms])
     assert np.allclose(_finish_times(H200_IB, three), 8 * ms)  # a processor each: no sharing
     assert np.allclose(_finish_times(dataclasses.replace(shared, cores=3), three), 8 * ms)
+
+
+def test_a_rank_keeps_its_processor_between_computations_until_its_slice_is_used_up():
+    ms = 1e-3
+    one = dataclasses.replace(H200_IB, cores=1, time_slice=4 * ms)
+    # worked by hand: A computes 1 ms three times from 0; B asks for 1 ms at 0.5 ms. A keeps the
+    # processor until 3 ms (its slice is not used up), then B runs 3-4 ms
+    jobs = [(0.0, "compute", (ms, ms, ms)), (0.5 * ms, "compute", ms)]
+    assert np.allclose(_finish_times(one, jobs), [3 * ms, 4 * ms])
+    # with 2 ms slices A's slice is used up after two computations: B runs 2-3 ms, then A 3-4 ms
+    short = dataclasses.replace(one, time_slice=2 * ms)
+    assert np.allclose(_finish_times(short, jobs), [4 * ms, 3 * ms])
 
 
 def test_a_waiting_rank_notices_at_its_next_look_and_looks_preempt_computing():
