@@ -1,12 +1,14 @@
 """Validate the simulator against real runs on this machine: P = 2 and 3, odin and barrier.
 
 For each (P, mode) a real ``mpiexec -n P pregel train`` run (a city scene generated with another seed
-than the calibration's, B = 2P) is measured and the
-same training (same scene, seed, steps, batch size, cells, window) is simulated with the cpu-here
-profile; each real run is repeated and the medians are compared. Measured training time = the largest per-rank compute + comm + wait + plan seconds (the
-run's wall time without the final held-out evaluation, which the simulator does not model); wait =
-wait seconds summed over ranks. Run from the repository root after benchmarks/odin_calibrate.py:
-``python benchmarks/odin_sim.py [workdir]``.
+than the calibration's, B = 2P) is measured and the same training (same scene, seed, steps, batch
+size, cells, window) is simulated with the cpu-here profile; each real run is repeated and the
+medians are compared. Measured training time = the largest per-rank compute + comm + wait + plan
+seconds (the run's wall time without the final held-out evaluation, which the simulator does not
+model); wait = wait seconds summed over ranks. Also printed: the processor seconds a rank used (mean
+over ranks; with B = 2P and 16 cells per rank every rank has the same work at P = 2 and 3, so the
+two show what sharing the cores costs). Run from the repository root after
+benchmarks/odin_calibrate.py: ``python benchmarks/odin_sim.py [workdir]``.
 """
 import os
 import subprocess
@@ -39,7 +41,8 @@ def measured(scene, size, mode, work):
         fields = list(f.attrs["per_rank_fields"])
     col = {name: table[:, fields.index(name)] for name in fields}
     busy = col["compute_seconds"] + col["comm_seconds"] + col["wait_seconds"] + col["plan_seconds"]
-    return STEPS / busy.max(), col["wait_seconds"].sum(), col["compute_seconds"].sum() + col["plan_seconds"].sum()
+    return (STEPS / busy.max(), col["wait_seconds"].sum(), col["compute_seconds"].sum() + col["plan_seconds"].sum(),
+            col["processor_seconds"].mean())
 
 
 def main(work):
@@ -52,18 +55,18 @@ def main(work):
     profile = load_profile("cpu-here")
     print(f"load average before: {os.getloadavg()}")
     print("P  mode     measured steps/s  predicted  error   measured wait s  predicted  error   "
-          "measured compute+plan s  predicted")
+          "measured compute+plan s  predicted   processor s per rank (measured)")
     for size in (2, 3):
         setup = prepare(scene, STEPS, 2 * size, 0, 0.2, STEPS, ())
         sim_scene = scene_of_setup(setup)
         for mode in ("odin", "barrier"):
             runs = np.array([measured(scene, size, mode, work) for _ in range(REPEATS)])
-            real_speed, real_wait, real_compute = np.median(runs, axis=0)
+            real_speed, real_wait, real_compute, real_processor = np.median(runs, axis=0)
             sim = simulate(sim_scene, profile, mode, size, STEPS, 2 * size, window=WINDOW, cells_per_gpu=CELLS_PER_RANK)
             print(f"{size}  {mode:<8} {real_speed:>16.2f} {sim.steps_per_second:>10.2f} "
                   f"{sim.steps_per_second / real_speed - 1:>+6.0%} {real_wait:>17.2f} {sim.wait.sum():>10.2f} "
                   f"{(sim.wait.sum() - real_wait) / max(real_wait, 1e-9):>+6.0%} {real_compute:>25.2f} "
-                  f"{sim.compute.sum():>10.2f}", flush=True)
+                  f"{sim.compute.sum():>10.2f} {real_processor:>33.2f}", flush=True)
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -157,6 +157,7 @@ class RankMetrics:
     comm_seconds: float = 0.0
     wait_seconds: float = 0.0
     plan_seconds: float = 0.0
+    processor_seconds: float = 0.0  # processor time (process_time) the rank used while training
     images: int = 0
     messages_sent: int = 0
     bytes_sent: int = 0
@@ -442,6 +443,7 @@ class DistributedTrainer:
         psnr_steps, psnr_values = [], []
         comm.barrier()
         started = self.started = time.perf_counter()
+        processor_started = time.process_time()
         resumed = self._state(0, losses, psnr_steps, psnr_values, 0.0)
         if self.checkpoint is not None:
             self.checkpoint.restore(resumed)
@@ -477,6 +479,7 @@ class DistributedTrainer:
                 self.checkpoint.save(start, self._state(stop, losses, psnr_steps, psnr_values,
                                                         resumed.wall_time_s + time.perf_counter() - started))
             start = stop
+        self.metrics.processor_seconds += time.process_time() - processor_started
         wall = resumed.wall_time_s + time.perf_counter() - started
         return TrainResult(self.steps, self.opt.num_gaussians, wall, np.array(psnr_steps, np.int64),
                            np.array(psnr_values), losses)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import h5py
+import numpy as np
 import pytest
 
 from odin_sched.scene_gen import generate_scene
@@ -43,6 +44,10 @@ def test_odin_run_writes_metrics_timeline_and_schedule(scene, tmp_path):
     assert trained.attrs["visibility_violations"] == 0 and trained.attrs["cells"] == 4
     assert trained.metrics["per_rank"].shape == (2, len(trained.attrs["per_rank_fields"]))
     assert trained.attrs["steps_per_second"] > 0
+    fields = list(trained.attrs["per_rank_fields"])
+    processor = trained.metrics["per_rank"][:, fields.index("processor_seconds")]
+    wall = 4 / trained.attrs["steps_per_second"]  # the training's wall time, as each rank measured it
+    assert np.all(processor > 0) and np.all(processor <= 1.05 * wall + 0.05)  # one thread of work per rank
 
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
     assert {e["tid"] for e in events} == {0, 1}
