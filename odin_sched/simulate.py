@@ -209,73 +209,90 @@ def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.G
 
 class Processors:
     """What the virtual ranks compute on (in a SimPy environment): a processor each (``profile.cores``
-    = 0, as GPUs), or ``cores`` processors shared by all ranks the way the operating system shares
-    them: a rank keeps its processor from one computation to the next for at most
-    ``profile.time_slice`` seconds, then queues behind the ranks waiting for a processor (round robin);
-    it gives the processor up when it waits for a message or has no more work (``release``). When the
-    ranks outnumber the processors, a rank waiting for a message looks for it like the runtime then
-    does (``pregel.comm.Comm``):
-    ``profile.poll_seconds`` of processor time, then a sleep of ``profile.poll_sleep`` seconds, so it
-    notices a message only at a look; a look that wakes up takes a processor at once (the scheduler
-    favours a task that slept), interrupting a computation, which then queues again. Otherwise it
-    waits inside MPI and notices a message at once."""
-
-    COMPUTE, LOOK = 1, 0  # request priorities: a look pre-empts a computation
+    = 0, as GPUs), or ``cores`` processors shared by all ranks the way Linux's fair scheduler shares
+    them. A rank keeps its processor from one computation to the next for at most
+    ``profile.time_slice`` seconds and gives it up when it waits for a message or has no more work
+    (``release``); a free processor goes to the waiting rank that has had the least processor time.
+    When the ranks outnumber the processors, a rank waiting for a message looks for it like the
+    runtime then does (``pregel.comm.Comm``): ``profile.poll_seconds`` of processor time, then a sleep
+    of ``profile.poll_sleep`` seconds, so it notices a message only at a look. A look that wakes up
+    takes a processor at once only from a rank that has had more processor time than the looking one
+    (which then queues again), else it waits for one: a rank that has just computed a lot may miss its
+    message for up to a time slice. Otherwise it waits inside MPI and notices a message at once."""
 
     def __init__(self, env, profile: CostProfile, ranks: int):
         import simpy
 
-        self.env, self.time_slice = env, profile.time_slice
+        self.env, self.time_slice = env, profile.time_slice if profile.time_slice > 0 else math.inf
         self.poll_seconds, self.poll_sleep = profile.poll_seconds, profile.poll_sleep
         self.cores = simpy.PreemptiveResource(env, capacity=profile.cores) if profile.cores else None
         self.polls = self.cores is not None and ranks > profile.cores and self.poll_sleep > 0
-        self.held = {}  # process -> [its granted request, seconds left of its time slice]
+        self.used = np.zeros(ranks)  # processor seconds each rank has had
+        self.held = {}  # rank -> [its granted request, seconds left of its time slice, when it last began]
 
-    def hold(self, seconds: float):
-        """SimPy process steps: compute for ``seconds`` of processor time. The calling process keeps
-        its processor from one computation to the next until its time slice is used up, a look takes
-        it, or it waits (``release``)."""
+    def hold(self, rank: int, seconds: float):
+        """SimPy process steps: ``rank`` computes for ``seconds`` of processor time. It keeps its
+        processor from one computation to the next until its time slice is used up, a look takes it,
+        or it waits (``release``)."""
         import simpy
 
         if self.cores is None:
             yield self.env.timeout(seconds)
             return
-        me, left = self.env.active_process, seconds
+        left = seconds
         while left > 0:
-            if me not in self.held:
-                turn = self.cores.request(priority=self.COMPUTE, preempt=False)
+            if rank not in self.held:
+                turn = self.cores.request(priority=self.used[rank], preempt=False)
                 yield turn
-                self.held[me] = [turn, self.time_slice if self.time_slice > 0 else math.inf]
-            turn, slice_left = self.held[me]
-            began, run = self.env.now, min(left, slice_left)
+                self.held[rank] = [turn, self.time_slice, self.env.now]
+            held = self.held[rank]
+            held[2], run = self.env.now, min(left, held[1])
             try:
                 yield self.env.timeout(run)
             except simpy.Interrupt:  # a look took the processor
-                del self.held[me]
-                left -= self.env.now - began
-                continue
+                run = self.env.now - held[2]
+                del self.held[rank]
+            self.used[rank] += run
             left -= run
-            self.held[me][1] -= run
-            if self.held[me][1] <= 0:  # the slice is used up: to the back of the queue
-                self.release()
+            if rank in self.held:
+                held[1] -= run
+                if held[1] <= 0:  # the slice is used up: queue again
+                    self.release(rank)
 
-    def release(self):
-        """The calling process gives up its processor (it waits, or has no more work)."""
-        held = self.held.pop(self.env.active_process, None)
+    def release(self, rank: int):
+        """``rank`` gives up its processor (it waits, or has no more work)."""
+        held = self.held.pop(rank, None)
         if held is not None:
             self.cores.release(held[0])
 
-    def wait(self, event):
-        """SimPy process steps: until ``event`` has happened and this rank has noticed it."""
-        self.release()
+    def wait(self, rank: int, event):
+        """SimPy process steps: until ``event`` has happened and ``rank`` has noticed it."""
+        self.release(rank)
         if not self.polls:
             yield event
             return
         while not event.processed:  # the first look is the caller's: then sleep, wake, look again
             yield self.env.timeout(self.poll_sleep)
-            with self.cores.request(priority=self.LOOK, preempt=True) as turn:
+            yield from self._look(rank)
+
+    def _look(self, rank: int):
+        """SimPy process steps: ``poll_seconds`` of processor time for ``rank``'s look, taken at once
+        from the rank that has had the most processor time if that is more than ``rank`` has had."""
+        import simpy
+
+        left = self.poll_seconds
+        while left > 0:
+            for other, (turn, _, began) in self.held.items():  # what each running rank has had by now
+                turn.key = (self.used[other] + self.env.now - began, *turn.key[1:])
+            with self.cores.request(priority=self.used[rank], preempt=True) as turn:
                 yield turn
-                yield self.env.timeout(self.poll_seconds)
+                began, run = self.env.now, left
+                try:
+                    yield self.env.timeout(run)
+                except simpy.Interrupt:  # another look took the processor
+                    run = self.env.now - began
+                self.used[rank] += run
+                left -= run
 
 
 class _WindowRun:
@@ -306,12 +323,12 @@ class _WindowRun:
         """SimPy process steps of rank ``me`` firing ``u``: ``seconds`` of compute, then the sender's
         overhead of its ``remote`` messages."""
         t0 = env.now
-        yield from cpu.hold(seconds)
+        yield from cpu.hold(me, seconds)
         self.compute[me] += env.now - t0
         self._span(me, "compute", t0, env.now, u)
         if remote:
             t0 = env.now
-            yield from cpu.hold(self.profile.overhead * len(remote))
+            yield from cpu.hold(me, self.profile.overhead * len(remote))
             self.comm[me] += env.now - t0
             self._span(me, "send", t0, env.now, u)
 
@@ -352,10 +369,10 @@ class _WindowRun:
                 else:
                     t0 = env.now
                     wake[me] = env.event()
-                    yield from cpu.wait(wake[me])
+                    yield from cpu.wait(me, wake[me])
                     self.wait[me] += env.now - t0
                     self._span(me, "wait", t0, env.now)
-            cpu.release()
+            cpu.release(me)
             self.end[me] = env.now
 
         for me in range(self.gpus):
@@ -379,13 +396,13 @@ class _WindowRun:
                 yield from self._compute(env, cpu, me, u, seconds, remote)
                 sent.extend(remote)
             clocks[me] = env.now
-            cpu.release()
+            cpu.release(me)
             arrived.append(me)
             if len(arrived) == gpus:  # the last rank in: the barrier completes after its rounds
                 yield env.timeout(self.profile.barrier_seconds(gpus))
                 met.succeed()
             else:
-                yield from cpu.wait(met)
+                yield from cpu.wait(me, met)
             self.wait[me] += env.now - clocks[me]
             self._span(me, "barrier", clocks[me], env.now)
             clocks[me] = env.now  # out of the barrier, into the Alltoallv

@@ -176,9 +176,9 @@ def test_several_windows_report_each_mode_at_its_fastest(tmp_path):
 
 
 def _finish_times(profile, jobs, ranks=3):
-    """Finish times of ``jobs`` [(start s, kind, seconds)] on ``Processors(profile)`` for ``ranks``
-    ranks: kind 'compute' holds a processor for the seconds (a tuple: one computation after another),
-    'wait' waits for an event that happens after the given seconds."""
+    """Finish times of ``jobs`` [(start s, [(kind, seconds), ...])] on ``Processors(profile)`` for
+    ``ranks`` ranks (job i is rank i), each a sequence of steps: 'compute' holds a processor for the
+    seconds, 'wait' waits for an event that happens the given seconds after the wait begins."""
     import simpy
 
     from odin_sched.simulate import Processors
@@ -187,14 +187,14 @@ def _finish_times(profile, jobs, ranks=3):
     cpu = Processors(env, profile, ranks)
     finish = [None] * len(jobs)
 
-    def job(i, start, kind, seconds):
+    def job(i, start, steps):
         yield env.timeout(start)
-        if kind == "compute":
-            for part in np.atleast_1d(seconds):
-                yield from cpu.hold(float(part))
-            cpu.release()
-        else:
-            yield from cpu.wait(env.timeout(seconds))
+        for kind, seconds in steps:
+            if kind == "compute":
+                yield from cpu.hold(i, seconds)
+            else:
+                yield from cpu.wait(i, env.timeout(seconds))
+        cpu.release(i)
         finish[i] = env.now
 
     for i, spec in enumerate(jobs):
@@ -208,7 +208,7 @@ def test_shared_processors_run_ranks_round_robin_in_time_slices():
     shared = dataclasses.replace(H200_IB, cores=2, time_slice=4 * ms)
     # worked by hand: A and B run 0-4 ms; C takes over A's processor and A B's at 4 ms; A ends at 8 ms,
     # then B and C run 8-12 ms
-    three = [(0.0, "compute", 8 * ms)] * 3
+    three = [(0.0, [("compute", 8 * ms)])] * 3
     assert np.allclose(_finish_times(shared, three), [8 * ms, 12 * ms, 12 * ms])
     assert np.allclose(_finish_times(H200_IB, three), 8 * ms)  # a processor each: no sharing
     assert np.allclose(_finish_times(dataclasses.replace(shared, cores=3), three), 8 * ms)
@@ -219,27 +219,33 @@ def test_a_rank_keeps_its_processor_between_computations_until_its_slice_is_used
     one = dataclasses.replace(H200_IB, cores=1, time_slice=4 * ms)
     # worked by hand: A computes 1 ms three times from 0; B asks for 1 ms at 0.5 ms. A keeps the
     # processor until 3 ms (its slice is not used up), then B runs 3-4 ms
-    jobs = [(0.0, "compute", (ms, ms, ms)), (0.5 * ms, "compute", ms)]
+    jobs = [(0.0, [("compute", ms)] * 3), (0.5 * ms, [("compute", ms)])]
     assert np.allclose(_finish_times(one, jobs), [3 * ms, 4 * ms])
-    # with 2 ms slices A's slice is used up after two computations: B runs 2-3 ms, then A 3-4 ms
+    # with 2 ms slices A's slice is used up after two computations: B, who has had less processor
+    # time, runs 2-3 ms, then A 3-4 ms
     short = dataclasses.replace(one, time_slice=2 * ms)
     assert np.allclose(_finish_times(short, jobs), [4 * ms, 3 * ms])
 
 
-def test_a_waiting_rank_notices_at_its_next_look_and_looks_preempt_computing():
+def test_a_waiting_rank_notices_at_its_next_look_and_looks_preempt_ranks_that_had_more():
     ms = 1e-3
     one = dataclasses.replace(H200_IB, cores=1, time_slice=4 * ms, poll_seconds=0.1 * ms, poll_sleep=0.4 * ms)
     # the first look finds nothing; then sleep 0-0.4, look 0.4-0.5, sleep 0.5-0.9, look 0.9-1.0 ms: the
     # event at 0.8 ms is noticed at the end of that look
-    assert np.allclose(_finish_times(one, [(0.0, "wait", 0.8 * ms)]), [1.0 * ms])
+    assert np.allclose(_finish_times(one, [(0.0, [("wait", 0.8 * ms)])]), [1.0 * ms])
     # a computation of 2 ms from 0 gives the processor to the look at 0.9 ms of a rank that began
-    # waiting at 0.5 ms (for an event at 0.8 ms): 0.1 ms later it is done
-    got = _finish_times(one, [(0.0, "compute", 2 * ms), (0.5 * ms, "wait", 0.3 * ms)])
-    assert np.allclose(got, [2.1 * ms, 1.0 * ms])
+    # waiting at 0.5 ms (for an event at 0.8 ms) and has had none so far: 0.1 ms later it is done
+    jobs = [(0.0, [("compute", 2 * ms)]), (0.5 * ms, [("wait", 0.3 * ms)])]
+    assert np.allclose(_finish_times(one, jobs), [2.1 * ms, 1.0 * ms])
+    # but not to a rank that has had more: B computes 0-1 ms, then waits for an event at 1.2 ms; A
+    # computes 2 ms from 1 ms. B's look at 1.4 ms finds A has had 0.4 ms against B's 1 ms, so it waits
+    # for A's processor (A's slice lasts to the end of its work): B looks 3.0-3.1 ms
+    jobs = [(1 * ms, [("compute", 2 * ms)]), (0.0, [("compute", 1 * ms), ("wait", 0.2 * ms)])]
+    assert np.allclose(_finish_times(one, jobs), [3.0 * ms, 3.1 * ms])
     # as many processors as ranks: waiting inside MPI, a rank takes no one's time and notices at once
+    jobs = [(0.0, [("compute", 2 * ms)]), (0.5 * ms, [("wait", 0.3 * ms)])]
     for spare in (dataclasses.replace(one, cores=3), dataclasses.replace(one, cores=0)):
-        got = _finish_times(spare, [(0.0, "compute", 2 * ms), (0.5 * ms, "wait", 0.3 * ms)])
-        assert np.allclose(got, [2 * ms, 0.8 * ms])
+        assert np.allclose(_finish_times(spare, jobs), [2 * ms, 0.8 * ms])
 
 
 @pytest.mark.parametrize("profile_name", ["h200-ib", "cpu-here"])
