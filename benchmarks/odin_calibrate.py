@@ -10,10 +10,12 @@
    coefficients are fitted by non-negative least squares; the per-message sender time is the runs'
    communication seconds per message; planning: the runs' planning seconds per window.
 3. How this machine shares its cores when ranks outnumber them: the time slice of busy processes
-   (``costmodel.time_slice``) and the processor time of a waiting rank's look for messages
-   (``costmodel.polling``).
+   (``costmodel.time_slice``), the processor time of a waiting rank's look for messages
+   (``costmodel.polling``), and planning with one rank more than cores: each scene again with
+   P = cores + 1 (3 here; B and cells (cores + 1) / 2 times as many, so each rank has the same work),
+   three times; ``plan_shared`` is its planning per window over an even share of the cores.
 
-Run from the repository root: ``python benchmarks/odin_calibrate.py [workdir]`` (about a minute and a half).
+Run from the repository root: ``python benchmarks/odin_calibrate.py [workdir]`` (about two minutes).
 """
 import json
 import os
@@ -65,6 +67,13 @@ def spans(trace_path):
             np.array(version_s), np.array(stepped))
 
 
+def train(scene, ranks, batch, cells, out, *flags):
+    """``pregel train`` of ``scene`` on ``ranks`` ranks, the calibration's steps, odin mode."""
+    run([MPIEXEC, "-n", str(ranks), PY, "-m", "pregel.cli", "train", "--scene", scene, "--steps", str(STEPS),
+         "--batch-size", str(batch), "--cells", str(cells), "--eval-every", str(STEPS), "--mode", "odin",
+         "--out", out, *flags])
+
+
 def main(work):
     os.makedirs(work, exist_ok=True)
     out = run([MPIEXEC, "-n", "2", PY, "-c", "from pregel.comm import Comm; from odin_sched.costmodel import pingpong; "
@@ -72,6 +81,7 @@ def main(work):
     latency, bandwidth = map(float, out.split())
     print(f"ping-pong: latency {latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.2f} GB/s")
     feats, secs, warm, rows, vsecs, stepped, comm_s, messages, real_plan = [], [], [], [], [], [], 0.0, 0, 0.0
+    shared_plan, cores = 0.0, len(os.sched_getaffinity(0))
     views = {}  # scene name -> (cost features [C, 3] of its cameras, number of initial Gaussians)
     for repeat in range(REPEATS):  # the machine's speed drifts by 10-20 % over minutes: pool several runs
         for name, (g, c, w, h, cells_count) in SCENES.items():
@@ -80,9 +90,11 @@ def main(work):
                 run([PY, "-m", "pregel.cli", "generate-scene", "--gaussians", str(g), "--cameras", str(c), "--width",
                      str(w), "--height", str(h), "--layout", "city", "--out", scene])
             trace, trained = os.path.join(work, f"{name}_{repeat}.json"), os.path.join(work, f"{name}_{repeat}.h5")
-            run([MPIEXEC, "-n", "2", PY, "-m", "pregel.cli", "train", "--scene", scene, "--steps", str(STEPS),
-                 "--batch-size", str(BATCH), "--cells", str(cells_count), "--eval-every", str(STEPS), "--mode", "odin",
-                 "--timeline", trace, "--out", trained])
+            train(scene, 2, BATCH, cells_count, trained, "--timeline", trace)
+            shared = os.path.join(work, f"{name}_{repeat}_shared.h5")  # a rank more than cores, same work per rank
+            train(scene, cores + 1, BATCH * (cores + 1) // 2, cells_count * (cores + 1) // 2, shared)
+            with h5py.File(shared) as t:
+                shared_plan += t["metrics/per_rank"][:, list(t.attrs["per_rank_fields"]).index("plan_seconds")].max()
             if name not in views:
                 setup = prepare(scene, STEPS, BATCH, 0, 0.2, STEPS, ())
                 init = {k: v.numpy() for k, v in setup.initial.items()}
@@ -118,21 +130,23 @@ def main(work):
     print(f"cell updates: {len(vsecs)} spans; fit v0 {version[0] * 1e3:.3f} ms, per row {version[1] * 1e6:.3f} us "
           f"({seen.sum()} that stepped Gaussians); the {(~seen).sum()} that stepped none: "
           f"{(version_unseen or 0) * 1e3:.3f} ms median; per-message sender time {comm_s / max(messages, 1) * 1e6:.0f} us")
-    cores = len(os.sched_getaffinity(0))
     slice_seconds, (look, sleep) = time_slice(cores), polling()
     print(f"time slice with {cores + 1} busy processes on {cores} cores: {slice_seconds * 1e3:.2f} ms; "
           f"a waiting rank's look: {look * 1e6:.0f} us of processor, then {sleep * 1e6:.0f} us asleep")
+    plan_seconds = real_plan / (REPEATS * len(SCENES) * WINDOWS)
+    plan_shared = shared_plan / (REPEATS * len(SCENES) * WINDOWS) / (plan_seconds * (cores + 1) / cores)
+    print(f"planning: {plan_seconds * 1e3:.1f} ms per window at P = 2; at P = {cores + 1}, {plan_shared:.2f} times "
+          f"an even share of the {cores} cores")
     profile = CostProfile(
         name="cpu-here", image=tuple(map(float, image[:4])), render_rows=float(image[4]),
         version=tuple(map(float, version)), latency=latency, bandwidth=bandwidth, node_latency=latency, node_bandwidth=bandwidth, gpus_per_node=1 << 20,
-        overhead=comm_s / max(messages, 1), count_planning=True, plan_seconds=real_plan / (REPEATS * len(SCENES) * WINDOWS),
+        overhead=comm_s / max(messages, 1), count_planning=True, plan_seconds=plan_seconds, plan_shared=plan_shared,
         cores=cores, warmup_seconds=warmup, time_slice=slice_seconds, poll_seconds=look, poll_sleep=sleep,
         version_unseen=version_unseen, image_noise=tuple(np.round(seconds / predicted - 1.0, 4).tolist()),
         source=f"benchmarks/odin_calibrate.py: MPI ping-pong and {len(seconds)} image / "
-               f"{len(vsecs)} cell-update spans of pregel train --timeline at P = 2 on this machine "
-               f"(load average {os.getloadavg()[0]:.1f})")
+               f"{len(vsecs)} cell-update spans of pregel train --timeline at P = 2 on this machine, planning "
+               f"also at P = {cores + 1} (load average {os.getloadavg()[0]:.1f})")
     save_profile(profile, os.path.join(PROFILE_DIR, "cpu-here.json"))
-    print(f"planning: {real_plan / (REPEATS * len(SCENES) * WINDOWS) * 1e3:.1f} ms per window")
     print(f"wrote {os.path.join(PROFILE_DIR, 'cpu-here.json')}; load average {os.getloadavg()}")
 
 

@@ -17,7 +17,9 @@
   see. The simulator tells the two apart with the Gaussians on each camera's screen (``camera_views``).
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
-  plan longer, so this underestimates planning at scale).
+  plan longer, so this underestimates planning at scale). On ranks that outnumber the cores it takes
+  ``plan_shared`` times an even share of them (measured here with P = 3 on 2 cores: the engine's
+  collectives wait inside MPI, spinning, while one rank waits for a core).
 * Ranks that outnumber the processors (``cores``, as P = 3 on this 2-core machine) share them as the
   operating system does: round robin in time slices of ``time_slice`` seconds (measured here by
   ``time_slice``: busy processes outnumbering the cores run about 4 ms at a time), so a rank's work
@@ -67,11 +69,18 @@ class CostProfile:
     poll_seconds: float = 0.0  # processor seconds of one look for messages by a waiting rank (ranks > cores)
     poll_sleep: float = 0.0  # seconds a waiting rank sleeps between looks (ranks > cores)
     version_unseen: float | None = None  # seconds of a cell update whose batch saw none of its Gaussians
+    plan_shared: float = 1.0  # planning on ranks that outnumber the cores takes this many even shares
 
     def slowdown(self, ranks: int) -> float:
         """Factor by which work takes longer when ``ranks`` ranks do it at once on the shared ``cores``
         (1 without sharing)."""
         return max(1.0, ranks / self.cores) if self.cores else 1.0
+
+    def planning_seconds(self, ranks: int) -> float:
+        """Seconds of one window's planning by ``ranks`` ranks: ``plan_seconds`` times the even share
+        of the cores, and times ``plan_shared`` when the ranks outnumber them."""
+        shared = self.plan_shared if self.cores and ranks > self.cores else 1.0
+        return self.plan_seconds * self.slowdown(ranks) * shared
 
     def image_seconds(self, features: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """[n] seconds of image steps with ``features`` [n, 3] (visible, pixels, pairs) rendering

@@ -248,6 +248,17 @@ def test_a_waiting_rank_notices_at_its_next_look_and_looks_preempt_ranks_that_ha
         assert np.allclose(_finish_times(spare, jobs), [2 * ms, 0.8 * ms])
 
 
+def test_planning_on_ranks_that_outnumber_the_cores_takes_plan_shared_even_shares():
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    base = dataclasses.replace(load_profile("cpu-here"), cores=2, plan_seconds=0.01, plan_shared=1.0)
+    slow = dataclasses.replace(base, plan_shared=2.5)
+    # 3 ranks on 2 cores, 2 windows: each window's planning, 0.01 s x 3/2, takes 2.5 times as long
+    extra = simulate(scene, slow, "odin", 3, 6, 6, window=3).seconds - simulate(scene, base, "odin", 3, 6, 6, window=3).seconds
+    assert np.isclose(extra, 2 * 0.01 * 1.5 * (2.5 - 1))
+    # a core per rank: an even share is the whole core, and plan_shared does not apply
+    assert simulate(scene, slow, "odin", 2, 6, 4, window=3).seconds == simulate(scene, base, "odin", 2, 6, 4, window=3).seconds
+
+
 @pytest.mark.parametrize("profile_name", ["h200-ib", "cpu-here"])
 def test_no_mode_beats_its_ceiling(profile_name):
     scene = metadata_scene("city", 3000, 40, 64, 48)
