@@ -11,16 +11,20 @@
    communication seconds per message; planning: the runs' planning seconds per window.
 3. How this machine shares its cores when ranks outnumber them: the time slice of busy processes
    (``costmodel.time_slice``), the processor time of a waiting rank's look for messages
-   (``costmodel.polling``), and planning with one rank more than cores: each scene again with
+   (``costmodel.polling``), what a look costs the computation it pre-empts beyond that (caches
+   refilled: ``switch_cost``, image steps on one processor alone and then with a looking process),
+   and planning with one rank more than cores: each scene again with
    P = cores + 1 (3 here; B and cells (cores + 1) / 2 times as many, so each rank has the same work),
    three times; ``plan_shared`` is its planning per window over an even share of the cores.
 
 Run from the repository root: ``python benchmarks/odin_calibrate.py [workdir]`` (about two minutes).
 """
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -65,6 +69,83 @@ def spans(trace_path):
             stepped.append(int(label.split(" steps ")[1].split()[0]))
     return (np.array(cams), np.array(rendered), np.array(image_s), np.array(first), np.array(cells),
             np.array(version_s), np.array(stepped))
+
+
+def _pin_to_first_processor():
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def _render_images(scene, images, ready, go, out):
+    """On the first processor: render and back-propagate ``images`` training images of ``scene`` (after
+    a warm-up), then put the seconds they took on ``out``."""
+    _pin_to_first_processor()
+    import torch
+
+    from kernels.splat import render
+    from odin_sched.step import image_gradients
+
+    torch.set_num_threads(1)
+    setup = prepare(scene, STEPS, BATCH, 0, 0.2, STEPS, ())
+    cameras, views = setup.train_ids, setup.scene
+
+    def step(c):
+        image_gradients(render, setup.initial, torch.as_tensor(views.viewmats[c]), torch.as_tensor(views.Ks[c]),
+                        views.width, views.height, setup.targets[c], 0.2, False)
+
+    for c in cameras[:5]:
+        step(c)
+    ready.set()
+    go.wait()
+    t0 = time.perf_counter()
+    for i in range(images):
+        step(cameras[i % len(cameras)])
+    out.put(time.perf_counter() - t0)
+
+
+def _look_for_messages(stop, looks):
+    """On the first processor: look for a message that never comes and sleep, as ``pregel.comm`` waits
+    when ranks share cores, until ``stop``; count the looks in ``looks``."""
+    _pin_to_first_processor()
+    from mpi4py import MPI
+
+    from pregel.comm import IDLE_POLL_SECONDS, Comm
+
+    request = MPI.COMM_SELF.Irecv(np.empty(1, np.float32), source=0, tag=0)
+    while not stop.is_set():
+        Comm.testsome([request])
+        time.sleep(IDLE_POLL_SECONDS)
+        looks.value += 1
+    request.Cancel()
+    request.Wait()
+
+
+def switch_cost(scene, look_seconds, images=200, repeats=3):
+    """Processor seconds a computation loses each time a look pre-empts it, beyond the look's own
+    ``look_seconds``: image steps of ``scene`` on one processor alone, then sharing it with a process
+    waiting for a message; (shared - alone) / looks - look_seconds, the median of ``repeats``."""
+    ctx = multiprocessing.get_context("spawn")
+    costs = []
+    for _ in range(repeats):
+        seconds, counted = [], 0
+        for shared in (False, True):
+            ready, go, stop, out, looks = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Value("l", 0)
+            workers = [ctx.Process(target=_render_images, args=(scene, images, ready, go, out))]
+            if shared:
+                workers.append(ctx.Process(target=_look_for_messages, args=(stop, looks)))
+            for w in workers:
+                w.start()
+            ready.wait()
+            while shared and looks.value == 0:
+                time.sleep(0.01)
+            first = looks.value
+            go.set()
+            seconds.append(out.get())
+            counted = looks.value - first
+            stop.set()
+            for w in workers:
+                w.join()
+        costs.append((seconds[1] - seconds[0]) / max(counted, 1) - look_seconds)
+    return max(0.0, float(np.median(costs)))
 
 
 def train(scene, ranks, batch, cells, out, *flags):
@@ -131,8 +212,10 @@ def main(work):
           f"({seen.sum()} that stepped Gaussians); the {(~seen).sum()} that stepped none: "
           f"{(version_unseen or 0) * 1e3:.3f} ms median; per-message sender time {comm_s / max(messages, 1) * 1e6:.0f} us")
     slice_seconds, (look, sleep) = time_slice(cores), polling()
+    switch = switch_cost(os.path.join(work, "city_64.h5"), look)
     print(f"time slice with {cores + 1} busy processes on {cores} cores: {slice_seconds * 1e3:.2f} ms; "
-          f"a waiting rank's look: {look * 1e6:.0f} us of processor, then {sleep * 1e6:.0f} us asleep")
+          f"a waiting rank's look: {look * 1e6:.0f} us of processor, then {sleep * 1e6:.0f} us asleep; "
+          f"each costs a computation it pre-empts {switch * 1e6:.0f} us more")
     plan_seconds = real_plan / (REPEATS * len(SCENES) * WINDOWS)
     plan_shared = shared_plan / (REPEATS * len(SCENES) * WINDOWS) / (plan_seconds * (cores + 1) / cores)
     print(f"planning: {plan_seconds * 1e3:.1f} ms per window at P = 2; at P = {cores + 1}, {plan_shared:.2f} times "
@@ -142,6 +225,7 @@ def main(work):
         version=tuple(map(float, version)), latency=latency, bandwidth=bandwidth, node_latency=latency, node_bandwidth=bandwidth, gpus_per_node=1 << 20,
         overhead=comm_s / max(messages, 1), count_planning=True, plan_seconds=plan_seconds, plan_shared=plan_shared,
         cores=cores, warmup_seconds=warmup, time_slice=slice_seconds, poll_seconds=look, poll_sleep=sleep,
+        switch_seconds=switch,
         version_unseen=version_unseen, image_noise=tuple(np.round(seconds / predicted - 1.0, 4).tolist()),
         source=f"benchmarks/odin_calibrate.py: MPI ping-pong and {len(seconds)} image / "
                f"{len(vsecs)} cell-update spans of pregel train --timeline at P = 2 on this machine, planning "

@@ -25,8 +25,11 @@
   ``time_slice``: busy processes outnumbering the cores run about 4 ms at a time), so a rank's work
   may finish up to a slice later than under an even share (``simulate.Processors``). A waiting rank
   then looks for messages every ``poll_seconds + poll_sleep`` seconds, each look taking
-  ``poll_seconds`` of a processor (measured by ``polling``), as ``pregel.comm`` waits then. Work that all ranks do at once (planning, the warm-up)
-  takes longer by ranks / cores (``slowdown``).
+  ``poll_seconds`` of a processor (measured by ``polling``), as ``pregel.comm`` waits then. Each
+  time a rank gets a shared processor back it loses ``switch_seconds`` of it (its caches refilled:
+  measured by ``benchmarks/odin_calibrate.py`` as what a look costs a computation beyond the look's
+  own processor time). Work that all ranks do at once (planning, the warm-up) takes longer by
+  ranks / cores (``slowdown``).
 * A message costs ``latency + bytes / bandwidth`` on the link between the two ranks (within a node or
   between nodes), plus ``overhead`` seconds of the sender's time; the latency and bandwidth of
   ``cpu-here`` come from an MPI ping-pong on this machine (``pingpong``).
@@ -70,6 +73,7 @@ class CostProfile:
     poll_sleep: float = 0.0  # seconds a waiting rank sleeps between looks (ranks > cores)
     version_unseen: float | None = None  # seconds of a cell update whose batch saw none of its Gaussians
     plan_shared: float = 1.0  # planning on ranks that outnumber the cores takes this many even shares
+    switch_seconds: float = 0.0  # processor seconds a rank loses each time it gets a shared core back
 
     def slowdown(self, ranks: int) -> float:
         """Factor by which work takes longer when ``ranks`` ranks do it at once on the shared ``cores``

@@ -218,7 +218,8 @@ class Processors:
     of ``profile.poll_sleep`` seconds, so it notices a message only at a look. A look that wakes up
     takes a processor at once only from a rank that has had more processor time than the looking one
     (which then queues again), else it waits for one: a rank that has just computed a lot may miss its
-    message for up to a time slice. Otherwise it waits inside MPI and notices a message at once."""
+    message for up to a time slice. Otherwise it waits inside MPI and notices a message at once.
+    Sharing processors, a rank loses ``profile.switch_seconds`` each time it gets one back."""
 
     def __init__(self, env, profile: CostProfile, ranks: int):
         import simpy
@@ -226,7 +227,9 @@ class Processors:
         self.env, self.time_slice = env, profile.time_slice if profile.time_slice > 0 else math.inf
         self.poll_seconds, self.poll_sleep = profile.poll_seconds, profile.poll_sleep
         self.cores = simpy.PreemptiveResource(env, capacity=profile.cores) if profile.cores else None
-        self.polls = self.cores is not None and ranks > profile.cores and self.poll_sleep > 0
+        shared = self.cores is not None and ranks > profile.cores
+        self.polls = shared and self.poll_sleep > 0
+        self.switch_seconds = profile.switch_seconds if shared else 0.0
         self.used = np.zeros(ranks)  # processor seconds each rank has had
         self.held = {}  # rank -> [its granted request, seconds left of its time slice, when it last began]
 
@@ -245,6 +248,7 @@ class Processors:
                 turn = self.cores.request(priority=self.used[rank], preempt=False)
                 yield turn
                 self.held[rank] = [turn, self.time_slice, self.env.now]
+                left += self.switch_seconds  # the caches another rank filled are refilled
             held = self.held[rank]
             held[2], run = self.env.now, min(left, held[1])
             try:

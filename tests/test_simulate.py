@@ -227,6 +227,16 @@ def test_a_rank_keeps_its_processor_between_computations_until_its_slice_is_used
     assert np.allclose(_finish_times(short, jobs), [4 * ms, 3 * ms])
 
 
+def test_a_rank_that_gets_a_shared_processor_back_loses_the_switch_time():
+    ms = 1e-3
+    one = dataclasses.replace(H200_IB, cores=1, time_slice=4 * ms, switch_seconds=0.1 * ms)
+    # worked by hand: A gets the processor at 0 and computes 2 + 0.1 ms; then B 2.1-4.2 ms
+    jobs = [(0.0, [("compute", 2 * ms)]), (0.0, [("compute", 2 * ms)])]
+    assert np.allclose(_finish_times(one, jobs), [2.1 * ms, 4.2 * ms])
+    # a processor per rank (as many cores as ranks): nothing is switched
+    assert np.allclose(_finish_times(dataclasses.replace(one, cores=3), jobs), [2 * ms, 2 * ms])
+
+
 def test_a_waiting_rank_notices_at_its_next_look_and_looks_preempt_ranks_that_had_more():
     ms = 1e-3
     one = dataclasses.replace(H200_IB, cores=1, time_slice=4 * ms, poll_seconds=0.1 * ms, poll_sleep=0.4 * ms)
