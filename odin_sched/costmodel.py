@@ -21,9 +21,9 @@
   ``plan_shared`` times an even share of them (measured here with P = 3 on 2 cores: the engine's
   collectives wait inside MPI, spinning, while one rank waits for a core).
 * Ranks that outnumber the processors (``cores``, as P = 3 on this 2-core machine) share them as the
-  operating system does: round robin in time slices of ``time_slice`` seconds (measured here by
-  ``time_slice``: busy processes outnumbering the cores run about 4 ms at a time), so a rank's work
-  may finish up to a slice later than under an even share (``simulate.Processors``). A waiting rank
+  operating system's fair scheduler does: in time slices of ``time_slice`` seconds (measured here by
+  ``time_slice``: busy processes outnumbering the cores run about 4 ms at a time), a free processor
+  going to the rank that has had the least processor time (``simulate.Processors``). A waiting rank
   then looks for messages every ``poll_seconds + poll_sleep`` seconds, each look taking
   ``poll_seconds`` of a processor (measured by ``polling``), as ``pregel.comm`` waits then. Each
   time a rank gets a shared processor back it loses ``switch_seconds`` of it (its caches refilled:

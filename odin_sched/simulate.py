@@ -10,8 +10,9 @@ a vertex's cost from the cost model (``odin_sched.costmodel``) as virtual time a
 to the destination after ``latency + bytes / bandwidth`` (each rank's outgoing link sends its
 messages one after another, and each rank's incoming link takes them in one after another). BSP mode (``barrier``) fires the same phases as ``run_dataflow(mode='bsp')``, then a
 barrier and an Alltoallv per phase. Each window ends like the runtime's: a barrier and an
-allgather of the model; planning counts when the profile says so (``CostProfile.planning_seconds``: the measured
-``plan_seconds`` per window, slower when the ranks outnumber the processors).
+allgather of the model; planning counts when the profile says so
+(``CostProfile.planning_seconds``: the measured ``plan_seconds`` per window, slower when the ranks
+outnumber the processors).
 
 Not simulated: densification and evaluation (the runtime does both at window boundaries, the same
 in every mode), and contention inside the network beyond the two ends of a link.

@@ -263,10 +263,12 @@ def test_planning_on_ranks_that_outnumber_the_cores_takes_plan_shared_even_share
     base = dataclasses.replace(load_profile("cpu-here"), cores=2, plan_seconds=0.01, plan_shared=1.0)
     slow = dataclasses.replace(base, plan_shared=2.5)
     # 3 ranks on 2 cores, 2 windows: each window's planning, 0.01 s x 3/2, takes 2.5 times as long
-    extra = simulate(scene, slow, "odin", 3, 6, 6, window=3).seconds - simulate(scene, base, "odin", 3, 6, 6, window=3).seconds
-    assert np.isclose(extra, 2 * 0.01 * 1.5 * (2.5 - 1))
+    def seconds(profile, ranks):
+        return simulate(scene, profile, "odin", ranks, 6, 2 * ranks, window=3).seconds
+
+    assert np.isclose(seconds(slow, 3) - seconds(base, 3), 2 * 0.01 * 1.5 * (2.5 - 1))
     # a core per rank: an even share is the whole core, and plan_shared does not apply
-    assert simulate(scene, slow, "odin", 2, 6, 4, window=3).seconds == simulate(scene, base, "odin", 2, 6, 4, window=3).seconds
+    assert seconds(slow, 2) == seconds(base, 2)
 
 
 @pytest.mark.parametrize("profile_name", ["h200-ib", "cpu-here"])
