@@ -29,7 +29,8 @@ import time
 import h5py
 import numpy as np
 
-from odin_sched.costmodel import PROFILE_DIR, CostProfile, camera_views, fit_costs, polling, save_profile, time_slice
+from odin_sched.costmodel import (PROFILE_DIR, CostProfile, camera_views, fit_costs, look_for_a_message, polling,
+                                  save_profile, time_slice)
 from odin_sched.odin import OdinOptions
 from odin_sched.train import prepare
 
@@ -103,20 +104,15 @@ def _render_images(scene, images, ready, go, out):
 
 
 def _look_for_messages(stop, looks):
-    """On the first processor: look for a message that never comes and sleep, as ``pregel.comm`` waits
-    when ranks share cores, until ``stop``; count the looks in ``looks``."""
+    """On the first processor: look for a message as a waiting rank does (``look_for_a_message``) until
+    ``stop``, counting the looks in ``looks``."""
     _pin_to_first_processor()
-    from mpi4py import MPI
 
-    from pregel.comm import IDLE_POLL_SECONDS, Comm
+    def keep_looking(done):
+        looks.value = done
+        return not stop.is_set()
 
-    request = MPI.COMM_SELF.Irecv(np.empty(1, np.float32), source=0, tag=0)
-    while not stop.is_set():
-        Comm.testsome([request])
-        time.sleep(IDLE_POLL_SECONDS)
-        looks.value += 1
-    request.Cancel()
-    request.Wait()
+    look_for_a_message(keep_looking)
 
 
 def switch_cost(scene, look_seconds, images=200, repeats=3):
