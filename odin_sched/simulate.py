@@ -208,6 +208,16 @@ def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.G
     return np.concatenate([images, versions])
 
 
+@dataclass
+class _Turn:
+    """A rank's hold on a shared processor: its granted SimPy request, the seconds left of its time
+    slice, and when its current computation began."""
+
+    request: object
+    slice_left: float
+    began: float = 0.0
+
+
 class Processors:
     """What the virtual ranks compute on (in a SimPy environment): a processor each (``profile.cores``
     = 0, as GPUs), or ``cores`` processors shared by all ranks the way Linux's fair scheduler shares
@@ -232,7 +242,7 @@ class Processors:
         self.polls = shared and self.poll_sleep > 0
         self.switch_seconds = profile.switch_seconds if shared else 0.0
         self.used = np.zeros(ranks)  # processor seconds each rank has had
-        self.held = {}  # rank -> [its granted request, seconds left of its time slice, when it last began]
+        self.held = {}  # rank -> its _Turn on a processor
 
     def hold(self, rank: int, seconds: float):
         """SimPy process steps: ``rank`` computes for ``seconds`` of processor time. It keeps its
@@ -246,29 +256,29 @@ class Processors:
         left = seconds
         while left > 0:
             if rank not in self.held:
-                turn = self.cores.request(priority=self.used[rank], preempt=False)
-                yield turn
-                self.held[rank] = [turn, self.time_slice, self.env.now]
+                request = self.cores.request(priority=self.used[rank], preempt=False)
+                yield request
+                self.held[rank] = _Turn(request, self.time_slice)
                 left += self.switch_seconds  # the caches another rank filled are refilled
-            held = self.held[rank]
-            held[2], run = self.env.now, min(left, held[1])
+            turn = self.held[rank]
+            turn.began, run = self.env.now, min(left, turn.slice_left)
             try:
                 yield self.env.timeout(run)
             except simpy.Interrupt:  # a look took the processor
-                run = self.env.now - held[2]
+                run = self.env.now - turn.began
                 del self.held[rank]
             self.used[rank] += run
             left -= run
             if rank in self.held:
-                held[1] -= run
-                if held[1] <= 0:  # the slice is used up: queue again
+                turn.slice_left -= run
+                if turn.slice_left <= 0:  # the slice is used up: queue again
                     self.release(rank)
 
     def release(self, rank: int):
         """``rank`` gives up its processor (it waits, or has no more work)."""
-        held = self.held.pop(rank, None)
-        if held is not None:
-            self.cores.release(held[0])
+        turn = self.held.pop(rank, None)
+        if turn is not None:
+            self.cores.release(turn.request)
 
     def wait(self, rank: int, event):
         """SimPy process steps: until ``event`` has happened and ``rank`` has noticed it."""
@@ -287,10 +297,10 @@ class Processors:
 
         left = self.poll_seconds
         while left > 0:
-            for other, (turn, _, began) in self.held.items():  # what each running rank has had by now
-                turn.key = (self.used[other] + self.env.now - began, *turn.key[1:])
-            with self.cores.request(priority=self.used[rank], preempt=True) as turn:
-                yield turn
+            for other, turn in self.held.items():  # SimPy pre-empts by key: what each has had by now
+                turn.request.key = (self.used[other] + self.env.now - turn.began, *turn.request.key[1:])
+            with self.cores.request(priority=self.used[rank], preempt=True) as request:
+                yield request
                 began, run = self.env.now, left
                 try:
                     yield self.env.timeout(run)

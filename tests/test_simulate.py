@@ -203,7 +203,7 @@ def _finish_times(profile, jobs, ranks=3):
     return np.array(finish)
 
 
-def test_shared_processors_run_ranks_round_robin_in_time_slices():
+def test_shared_processors_run_ranks_in_turn_in_time_slices():
     ms = 1e-3
     shared = dataclasses.replace(H200_IB, cores=2, time_slice=4 * ms)
     # worked by hand: A and B run 0-4 ms; C takes over A's processor and A B's at 4 ms; A ends at 8 ms,
