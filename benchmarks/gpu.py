@@ -20,7 +20,7 @@ d. Whole jobs on the device, in this process (P = 1): ``pregel infer --device cu
    ``vertex_programs.gnn.infer.infer`` runs) of a 2-layer SAGE (64 -> 64 -> 16, PyG's random
    initialisation) on a power-law graph with 64 features, against PyG's full-graph forward on the
    GPU with ``edge_index`` and with a sparse CSR ``adj_t`` (outputs compared); and steps of
-   ``pregel train --device cuda`` (``odin_sched.train.train``) against the same training on the CPU.
+   ``pregel train --device cuda`` (``odin_sched.training.train.train``) against the same training on the CPU.
 e. The InferTurbo-scale projection of a 2-layer SAGE (64 -> 64 -> 16) from (a) at F = 64: edge-layers
    per second per GPU, bytes per edge per rank of the ghost exchange (hash partition, measured on
    the benchmark graph), and what they give for 10 billion vertices / 100 billion edges on 64 and 512
@@ -284,9 +284,9 @@ def sage_section(folder: str, nodes: int, features: int, hidden: int, classes: i
 
 def training_section(folder: str, gaussians: int, cameras: int, size: int, steps: int):
     """(d) row: steps of ``pregel train --device cuda`` against the same training on the CPU."""
-    from odin_sched.scene_gen import generate_scene
-    from odin_sched.scene_io import write_scene
-    from odin_sched.train import train
+    from odin_sched.scenes.scene_gen import generate_scene
+    from odin_sched.scenes.scene_io import write_scene
+    from odin_sched.training.train import train
 
     progress(f"(d) training, {gaussians} Gaussians, {cameras} cameras at {size}x{size}, {steps} steps")
     scene = f"{folder}/scene.h5"

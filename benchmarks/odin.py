@@ -63,10 +63,10 @@ def read_run(path) -> dict:
 def parallelism_table(scene_path, ranks, args):
     """Work / critical path of the first window's dependency graph for B = 1, P and 4P, planned by the
     trainer's own ``plan_window`` (on this one process, for P ranks)."""
-    from odin_sched.depgraph import parallelism
-    from odin_sched.odin import PIXEL_COST, plan_window
-    from odin_sched.train import prepare
-    from odin_sched.visibility import window_margin
+    from odin_sched.odin.depgraph import parallelism
+    from odin_sched.odin.trainer import PIXEL_COST, plan_window
+    from odin_sched.training.train import prepare
+    from odin_sched.scenes.visibility import window_margin
     from pregel.comm import Comm
 
     comm, rows = Comm(), []

@@ -1,6 +1,6 @@
-"""Measure the cpu-here cost profile of the simulator (writes odin_sched/profiles/cpu-here.json).
+"""Measure the cpu-here cost profile of the simulator (writes odin_sched/sim/profiles/cpu-here.json).
 
-1. An MPI ping-pong between two ranks (``odin_sched.costmodel.pingpong``): latency and bandwidth.
+1. An MPI ping-pong between two ranks (``odin_sched.sim.costmodel.pingpong``): latency and bandwidth.
 2. Real ``pregel train --timeline`` runs at P = 2 on two generated city scenes of different image
    sizes and cell counts, each run three times; every image step's compute span is matched with its camera's features
    (visible Gaussians, pixels, tile-Gaussian pairs of the initial Gaussians) and the number of
@@ -29,10 +29,10 @@ import time
 import h5py
 import numpy as np
 
-from odin_sched.costmodel import (PROFILE_DIR, CostProfile, camera_views, fit_costs, look_for_a_message, polling,
-                                  save_profile, time_slice)
-from odin_sched.odin import OdinOptions
-from odin_sched.train import prepare
+from odin_sched.sim.costmodel import (PROFILE_DIR, CostProfile, camera_views, fit_costs, look_for_a_message,
+                                      polling, save_profile, time_slice)
+from odin_sched.odin.trainer import OdinOptions
+from odin_sched.training.train import prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
@@ -83,7 +83,7 @@ def _render_images(scene, images, ready, go, out):
     import torch
 
     from kernels.splat import render
-    from odin_sched.step import image_gradients
+    from odin_sched.training.step import image_gradients
 
     torch.set_num_threads(1)
     setup = prepare(scene, STEPS, BATCH, 0, 0.2, STEPS, ())
@@ -153,7 +153,7 @@ def train(scene, ranks, batch, cells, out, *flags):
 
 def main(work):
     os.makedirs(work, exist_ok=True)
-    out = run([MPIEXEC, "-n", "2", PY, "-c", "from pregel.comm import Comm; from odin_sched.costmodel import pingpong; "
+    out = run([MPIEXEC, "-n", "2", PY, "-c", "from pregel.comm import Comm; from odin_sched.sim.costmodel import pingpong; "
                "c = Comm(); l, b = pingpong(c); print(l, b) if c.rank == 0 else None"])
     latency, bandwidth = map(float, out.split())
     print(f"ping-pong: latency {latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.2f} GB/s")

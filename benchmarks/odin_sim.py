@@ -17,10 +17,10 @@ import sys
 import h5py
 import numpy as np
 
-from odin_sched.costmodel import load_profile
-from odin_sched.odin import OdinOptions
-from odin_sched.simulate import scene_of_setup, simulate
-from odin_sched.train import prepare
+from odin_sched.sim.costmodel import load_profile
+from odin_sched.odin.trainer import OdinOptions
+from odin_sched.sim.simulate import scene_of_setup, simulate
+from odin_sched.training.train import prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")

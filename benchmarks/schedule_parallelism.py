@@ -67,8 +67,8 @@ def visibility(scene) -> np.ndarray:
 
 def prepare(folder: str, gaussians: int, cameras: int, images: int) -> None:
     """Scene, visibility, cells and window, saved to ``folder``/window.npz; prints the table."""
-    from odin_sched.depgraph import build_step_graph, critical_path, parallelism
-    from odin_sched.scene_gen import generate_scene
+    from odin_sched.odin.depgraph import build_step_graph, critical_path, parallelism
+    from odin_sched.scenes.scene_gen import generate_scene
 
     started = time.perf_counter()
     scene = generate_scene(gaussians, cameras, 64, 48, layout="city")
@@ -101,8 +101,8 @@ def prepare(folder: str, gaussians: int, cameras: int, images: int) -> None:
 
 def plan(folder: str) -> None:
     """Time ``plan_schedule`` for every K and B at this job's size; rank 0 prints JSON lines."""
-    from odin_sched.depgraph import build_step_graph
-    from odin_sched.schedule import plan_schedule
+    from odin_sched.odin.depgraph import build_step_graph
+    from odin_sched.odin.schedule import plan_schedule
     from pregel.comm import Comm
 
     comm = Comm()

@@ -1,6 +1,6 @@
 """Checkpoint and restart of a superstep run (``pregel run`` and ``pregel infer``); the folder,
 manifest and refusal logic (``CheckpointFolder``) also serves ``pregel train``
-(``odin_sched.train_checkpoint``).
+(``odin_sched.training.checkpoint``).
 
 A checkpoint after superstep k is a folder ``DIR/step-{k:09d}`` holding one part per rank,
 ``part-{r:05d}.npz`` (the rank's owned global ids, vertex state, active flags and statistics so

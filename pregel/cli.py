@@ -382,8 +382,8 @@ def _add_generate_scene(sub) -> None:
 
 
 def _run_generate_scene(args) -> None:
-    from odin_sched.scene_gen import generate_scene
-    from odin_sched.scene_io import write_scene
+    from odin_sched.scenes.scene_gen import generate_scene
+    from odin_sched.scenes.scene_io import write_scene
     check_writable(args.out)
     started = time.perf_counter()
     scene = generate_scene(args.gaussians, args.cameras, args.width, args.height, seed=args.seed,
@@ -408,8 +408,8 @@ def _add_convert_colmap(sub) -> None:
 
 
 def _run_convert_colmap(args) -> None:
-    from odin_sched.colmap import convert_colmap
-    from odin_sched.scene_io import write_scene
+    from odin_sched.scenes.colmap import convert_colmap
+    from odin_sched.scenes.scene_io import write_scene
     from pregel.atomic import check_writable
 
     check_writable(args.out)
@@ -472,7 +472,7 @@ def _add_train(sub) -> None:
 
 
 def _run_train(args) -> None:
-    from odin_sched.train import main as train_main
+    from odin_sched.training.train import main as train_main
 
     train_main(args)
 
@@ -492,7 +492,7 @@ def _add_render(sub) -> None:
 
 
 def _run_render(args) -> None:
-    from odin_sched.render_views import render_views
+    from odin_sched.scenes.render_views import render_views
 
     written = render_views(args.scene, args.out, ply_path=args.ply, cameras=args.cameras, orbit=args.orbit,
                            orbit_format=args.orbit_format, device=args.device)
@@ -523,7 +523,7 @@ def _add_simulate(sub) -> None:
                         "(default 0: each has its own)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="result file (.h5)")
-    p.set_defaults(run=lambda args: __import__("odin_sched.simulate", fromlist=["main"]).main(args))
+    p.set_defaults(run=lambda args: __import__("odin_sched.sim.simulate", fromlist=["main"]).main(args))
 
 
 def _add_plot(sub) -> None:

@@ -17,8 +17,8 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" and os.environ.get("PREGEL_REAL
 def tiny_scene(tmp_path_factory):
     """A generated scene file for the device trainer's tests: 3 cameras at 16 x 16 (one held out)
     and 40 initial points, quick enough for Numba's CUDA simulator."""
-    from odin_sched.scene_gen import generate_scene
-    from odin_sched.scene_io import write_scene
+    from odin_sched.scenes.scene_gen import generate_scene
+    from odin_sched.scenes.scene_io import write_scene
 
     path = tmp_path_factory.mktemp("tiny_scene") / "scene.h5"
     write_scene(path, generate_scene(80, 3, 16, 16, seed=1))

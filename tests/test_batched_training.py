@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from kernels.splat import render
-from odin_sched.metrics import ssim
-from odin_sched.optim import DEFAULT_LR
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import read_scene, write_scene
-from odin_sched.image_order import camera_order, shuffled_batches, spread_batches
-from odin_sched.train import heldout_mask, init_gaussians, scene_extent, train
+from odin_sched.training.metrics import ssim
+from odin_sched.training.optim import DEFAULT_LR
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import read_scene, write_scene
+from odin_sched.training.image_order import camera_order, shuffled_batches, spread_batches
+from odin_sched.training.train import heldout_mask, init_gaussians, scene_extent, train
 
 NAMES = ("means", "scales", "quats", "opacities", "colors")
 STEPS = 6

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from odin_sched.cells import cell_bounds, cell_members, kd_cells
+from odin_sched.scenes.cells import cell_bounds, cell_members, kd_cells
 
 
 def random_means(g, seed=0):

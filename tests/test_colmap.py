@@ -11,8 +11,8 @@ from PIL import Image
 from scipy.spatial.transform import Rotation
 
 from kernels.splat import render
-from odin_sched.colmap import convert_colmap
-from odin_sched.scene_io import read_scene
+from odin_sched.scenes.colmap import convert_colmap
+from odin_sched.scenes.scene_io import read_scene
 from pregel.cli import main
 from pregel.errors import InputError
 

@@ -3,8 +3,8 @@ import math
 
 import torch
 
-from odin_sched.densify import DensifyConfig, GradAccumulator, densify_and_prune, screen_grad_norm
-from odin_sched.optim import VisibleAdam, default_lrs
+from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_and_prune, screen_grad_norm
+from odin_sched.training.optim import VisibleAdam, default_lrs
 
 
 def params_for(scales, opacities):

@@ -5,8 +5,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from odin_sched.depgraph import build_step_graph, critical_path, parallelism, reversed_graph, write_schedule
-from odin_sched.schedule import Schedule
+from odin_sched.odin.depgraph import build_step_graph, critical_path, parallelism, reversed_graph, write_schedule
+from odin_sched.odin.schedule import Schedule
 from pregel.convert import to_networkx
 from pregel.errors import InputError
 from pregel.graph_io import read_graph

@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from odin_sched.metrics import psnr, ssim
+from odin_sched.training.metrics import psnr, ssim
 
 
 def slow_ssim(x, y, size=11, sigma=1.5):

@@ -17,9 +17,9 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "mpi_scripts"))
 from tests_support import densify_config  # noqa: E402
 
-from odin_sched.scene_gen import generate_scene  # noqa: E402
-from odin_sched.scene_io import read_scene, write_scene  # noqa: E402
-from odin_sched.train import train  # noqa: E402
+from odin_sched.scenes.scene_gen import generate_scene  # noqa: E402
+from odin_sched.scenes.scene_io import read_scene, write_scene  # noqa: E402
+from odin_sched.training.train import train  # noqa: E402
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "train_odin.py")

@@ -10,8 +10,8 @@ import h5py
 import numpy as np
 import pytest
 
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import read_scene, write_scene
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import read_scene, write_scene
 from pregel.graph_io import read_graph
 
 BIN = os.path.dirname(sys.executable)

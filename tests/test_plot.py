@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import write_scene
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import write_scene
 from pregel.cli import main
 from pregel.convert import from_scipy
 from pregel.graph_io import write_graph

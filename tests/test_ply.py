@@ -3,7 +3,7 @@ on files laid out by hand as the reference 3DGS code writes them (with f_rest_*)
 import numpy as np
 import pytest
 
-from odin_sched.ply import read_gaussians_ply, write_ply
+from odin_sched.scenes.ply import read_gaussians_ply, write_ply
 from pregel.errors import InputError
 
 C0 = 0.28209479177387814

@@ -6,10 +6,10 @@ import torch
 from PIL import Image
 
 from kernels.splat import render
-from odin_sched.ply import write_ply
-from odin_sched.render_views import orbit_viewmats
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import write_scene
+from odin_sched.scenes.ply import write_ply
+from odin_sched.scenes.render_views import orbit_viewmats
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import write_scene
 from pregel.cli import main
 
 

@@ -10,7 +10,7 @@ import torch
 
 from kernels.splat import render
 from kernels.splat.activation import _sigmoid, sigmoid, sigmoid_vjp
-from odin_sched.scene_gen import generate_scene
+from odin_sched.scenes.scene_gen import generate_scene
 
 NAMES = ("means", "scales", "quats", "opacities", "colors")
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from kernels.splat.reference import _render
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import read_scene, write_scene
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import read_scene, write_scene
 from pregel.errors import InputError
 
 

@@ -3,7 +3,7 @@ import h5py
 import numpy as np
 import pytest
 
-from odin_sched.scene_io import Scene, read_scene, write_scene
+from odin_sched.scenes.scene_io import Scene, read_scene, write_scene
 from pregel.errors import InputError
 
 

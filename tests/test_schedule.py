@@ -13,8 +13,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from odin_sched.depgraph import build_step_graph, critical_path
-from odin_sched.schedule import greedy_assignment, plan_schedule
+from odin_sched.odin.depgraph import build_step_graph, critical_path
+from odin_sched.odin.schedule import greedy_assignment, plan_schedule
 from pregel.comm import Comm
 from pregel.convert import to_networkx
 from pregel.errors import InputError

@@ -1,4 +1,4 @@
-"""The simulator (odin_sched.simulate) runs the runtime's scheduling code; the cost-model fit; odin-fast.
+"""The simulator (odin_sched.sim.simulate) runs the runtime's scheduling code; the cost-model fit; odin-fast.
 
 Oracles: the real ``pregel train`` under mpiexec (its timeline gives each rank's steps in order), known
 coefficients for the fit, and a plain loop over (image, cell) pairs for the stale reads.
@@ -14,13 +14,13 @@ import h5py
 import numpy as np
 import pytest
 
-from odin_sched.costmodel import H200_IB, fit_costs, load_profile
-from odin_sched.depgraph import build_step_graph
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import write_scene
-from odin_sched.simulate import MODES, metadata_scene, scaling, scene_of_setup, simulate
-from odin_sched.staleness import relax_reads
-from odin_sched.train import prepare
+from odin_sched.sim.costmodel import H200_IB, fit_costs, load_profile
+from odin_sched.odin.depgraph import build_step_graph
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import write_scene
+from odin_sched.sim.simulate import MODES, metadata_scene, scaling, scene_of_setup, simulate
+from odin_sched.odin.staleness import relax_reads
+from odin_sched.training.train import prepare
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 STEPS, B = 6, 4
@@ -181,7 +181,7 @@ def _finish_times(profile, jobs, ranks=3):
     seconds, 'wait' waits for an event that happens the given seconds after the wait begins."""
     import simpy
 
-    from odin_sched.simulate import Processors
+    from odin_sched.sim.simulate import Processors
 
     env = simpy.Environment()
     cpu = Processors(env, profile, ranks)
@@ -294,12 +294,12 @@ def test_shared_cores_slow_ranks_that_outnumber_them():
 
 def _small_window():
     """A planned window (6 batches of 4 images, 12 cells, 2 ranks) of a small city, and its scene."""
-    from odin_sched.image_order import spread_batches
-    from odin_sched.odin import plan_window
-    from odin_sched.simulate import _local_comm
-    from odin_sched.step import BatchSettings
-    from odin_sched.train import scene_extent, visible_cells_of_cameras
-    from odin_sched.visibility import window_margin
+    from odin_sched.training.image_order import spread_batches
+    from odin_sched.odin.trainer import plan_window
+    from odin_sched.sim.simulate import _local_comm
+    from odin_sched.training.step import BatchSettings
+    from odin_sched.training.train import scene_extent, visible_cells_of_cameras
+    from odin_sched.scenes.visibility import window_margin
 
     scene = metadata_scene("city", 3000, 40, 64, 48)
     settings, extent = BatchSettings(4), scene_extent(scene.viewmats)
@@ -313,7 +313,7 @@ def _small_window():
 
 
 def test_image_costs_carry_resampled_fit_errors():
-    from odin_sched.simulate import vertex_costs
+    from odin_sched.sim.simulate import vertex_costs
 
     win, scene = _small_window()
     exact = dataclasses.replace(load_profile("cpu-here"), image_noise=())
@@ -329,7 +329,7 @@ def test_image_costs_carry_resampled_fit_errors():
 
 def test_cell_updates_cost_less_when_their_batch_saw_none_of_their_gaussians():
     from kernels.splat.projection import project
-    from odin_sched.simulate import vertex_costs
+    from odin_sched.sim.simulate import vertex_costs
 
     win, scene = _small_window()
     profile = dataclasses.replace(load_profile("cpu-here"), image_noise=(), version=(1.0, 0.01), version_unseen=0.25)

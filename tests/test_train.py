@@ -4,12 +4,12 @@ import pytest
 import torch
 from PIL import Image
 
-from odin_sched.densify import DensifyConfig
-from odin_sched.ply import read_gaussians_ply
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import read_scene, write_scene
-from odin_sched.image_order import camera_order
-from odin_sched.train import knn_scales, train
+from odin_sched.training.densify import DensifyConfig
+from odin_sched.scenes.ply import read_gaussians_ply
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import read_scene, write_scene
+from odin_sched.training.image_order import camera_order
+from odin_sched.training.train import knn_scales, train
 from pregel.errors import InputError
 
 W = H = 24
@@ -100,7 +100,7 @@ def test_command_line(tmp_path, capsys):
 
 
 def test_trained_ply_restarts_training_from_the_same_parameters(scene_path, tmp_path):
-    from odin_sched.train import prepare
+    from odin_sched.training.train import prepare
 
     out, ply = tmp_path / "t.h5", tmp_path / "t.ply"
     train(scene_path, 10, out, ply_path=ply, seed=0, eval_every=10, progress=False)

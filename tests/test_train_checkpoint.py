@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from job_checks import assert_nothing_written, intact, kill_and_end, one_line_error, stop, wait_for
-from odin_sched.ply import write_ply
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import write_scene
-from odin_sched.train import init_gaussians
+from odin_sched.scenes.ply import write_ply
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import write_scene
+from odin_sched.training.train import init_gaussians
 
 BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
@@ -32,7 +32,7 @@ DENSIFY = ["--densify", "--densify-from", 3, "--densify-interval", 3]
 # (checkpoints are written by then), writes its pid to $TEST_PIDFILE and sleeps: the test kills it.
 HANG = f'''
 import os, sys, time
-from odin_sched.train_checkpoint import TrainCheckpointer
+from odin_sched.training.checkpoint import TrainCheckpointer
 from pregel.cli import main
 
 save = TrainCheckpointer.save

@@ -8,12 +8,12 @@ import torch
 
 from kernels.splat import render
 from kernels.splat.projection import project
-from odin_sched.cells import cell_bounds, kd_cells
-from odin_sched.optim import VisibleAdam, default_lrs
-from odin_sched.scene_gen import generate_scene
-from odin_sched.train import scene_extent
-from odin_sched.visibility import (Margin, adam_step_bound, motion_within_margin, predict_visible_cells,
-                                   visible_cells_of, window_margin)
+from odin_sched.scenes.cells import cell_bounds, kd_cells
+from odin_sched.training.optim import VisibleAdam, default_lrs
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.training.train import scene_extent
+from odin_sched.scenes.visibility import (Margin, adam_step_bound, motion_within_margin, predict_visible_cells,
+                                          visible_cells_of, window_margin)
 
 WIDTH, HEIGHT = 32, 24  # W != H, neither a multiple of the 16-pixel tile
 NUM_CELLS = 16

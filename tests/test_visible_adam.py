@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from odin_sched.optim import VisibleAdam, default_lrs
+from odin_sched.training.optim import VisibleAdam, default_lrs
 
 SHAPES = {"means": (3,), "scales": (3,), "quats": (4,), "opacities": (), "colors": (3,)}
 

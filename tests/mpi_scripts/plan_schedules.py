@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 
-from odin_sched.depgraph import build_step_graph
-from odin_sched.schedule import plan_schedule
+from odin_sched.odin.depgraph import build_step_graph
+from odin_sched.odin.schedule import plan_schedule
 from pregel.comm import Comm
 
 

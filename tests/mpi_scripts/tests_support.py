@@ -1,5 +1,5 @@
 """Settings shared by the exactness test of the distributed trainer and the MPI script it launches."""
-from odin_sched.densify import DensifyConfig
+from odin_sched.training.densify import DensifyConfig
 
 
 def densify_config(case: dict):

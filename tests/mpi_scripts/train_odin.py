@@ -2,14 +2,14 @@
 
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/train_odin.py FOLDER MODE
 FOLDER/cases.json lists the cases: {name: {scene, steps, batch_size, densify (bool), cells, window}}.
-Each case is trained with ``odin_sched.odin.train_distributed`` in MODE (odin or barrier) and written to
+Each case is trained with ``odin_sched.odin.trainer.train_distributed`` in MODE (odin or barrier) and written to
 FOLDER/NAME_MODE_P.h5, so the test can compare it with the single-process run of the same case.
 """
 import json
 import os
 import sys
 
-from odin_sched.odin import OdinOptions, train_distributed
+from odin_sched.odin.trainer import OdinOptions, train_distributed
 from pregel.comm import Comm
 from tests_support import densify_config  # noqa: E402  (tests/mpi_scripts is on sys.path)
 

@@ -147,7 +147,7 @@ def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, confi
 
 def densify_optimizer(opt, accum: GradAccumulator, extent: float, config: DensifyConfig,
                       generator: torch.Generator) -> GradAccumulator:
-    """One round of ``densify_and_prune`` on the Gaussians of ``opt`` (an ``odin_sched.optim.VisibleAdam``,
+    """One round of ``densify_and_prune`` on the Gaussians of ``opt`` (an ``odin_sched.training.optim.VisibleAdam``,
     replaced in place with its optimizer state carried over) from the gradients gathered in ``accum``;
     returns the fresh accumulator for the new Gaussians. Both trainers call this at the same steps."""
     params = {name: p.detach() for name, p in opt.params.items()}

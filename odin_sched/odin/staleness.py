@@ -2,7 +2,7 @@
 of a cell whose influence on it is predicted to be small, so that it need not wait for that cell's
 latest update.
 
-In the exact step graph (``odin_sched.depgraph``) an image of batch b reads the version of each cell
+In the exact step graph (``odin_sched.odin.depgraph``) an image of batch b reads the version of each cell
 it sees written by the last batch before b that touched the cell. ``relax_reads`` rewires the reads
 of *low-impact* (image, cell) pairs to the version up to K updates older (never before the window's
 initial version: a window ends at every densification, so a stale read never crosses one). The
@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from odin_sched.depgraph import StepGraph
+from odin_sched.odin.depgraph import StepGraph
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
 

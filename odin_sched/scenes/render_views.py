@@ -1,6 +1,6 @@
 """``pregel render``: PNGs of a scene's cameras, and an orbit around the scene as a GIF or MP4.
 
-Gaussians come from the scene file or, with ``ply``, from a 3DGS PLY (``odin_sched.ply``); each
+Gaussians come from the scene file or, with ``ply``, from a 3DGS PLY (``odin_sched.scenes.ply``); each
 view is ``kernels.splat.render`` of one camera, clamped to [0, 1] and written as 8-bit RGB.
 """
 
@@ -9,7 +9,7 @@ import os
 import numpy as np
 import torch
 
-from odin_sched.scene_io import Scene
+from odin_sched.scenes.scene_io import Scene
 from pregel.errors import InputError
 
 ORBIT_FPS = 12
@@ -17,7 +17,7 @@ ORBIT_FPS = 12
 
 def select_cameras(scene: Scene, spec: str | None) -> np.ndarray:
     """Camera indices from ``"0,5,9"``, or the held-out cameras (every 8th without ``/cameras/heldout``)."""
-    from odin_sched.train import heldout_mask
+    from odin_sched.training.train import heldout_mask
 
     if spec is None:
         return np.flatnonzero(heldout_mask(scene))
@@ -64,9 +64,9 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
     """Render the chosen cameras to ``out_dir/NNNN.png`` (and an orbit); returns the paths written."""
     from PIL import Image
 
-    from odin_sched.ply import read_gaussians_ply
-    from odin_sched.scene_io import read_scene
-    from odin_sched.train import training_device
+    from odin_sched.scenes.ply import read_gaussians_ply
+    from odin_sched.scenes.scene_io import read_scene
+    from odin_sched.training.train import training_device
 
     device, render = training_device(device)  # the trainer's choice of GPU and of kernels
     if orbit < 0:

@@ -1,6 +1,6 @@
 """The ahead-of-time schedule of a window's steps, computed by vertex programs on the engine.
 
-``plan_schedule`` loads the step graph (``odin_sched.depgraph``) on every rank and runs
+``plan_schedule`` loads the step graph (``odin_sched.odin.depgraph``) on every rank and runs
 
 * ``Levels``: the number of edges on the longest path from any source to each vertex;
 * ``CriticalPath`` (on the reversed graph): the heaviest cost path from each vertex to a sink,
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from odin_sched.depgraph import StepGraph, check_costs, reversed_graph
+from odin_sched.odin.depgraph import StepGraph, check_costs, reversed_graph
 from pregel.dgraph import ArraySource, load_graph
 from pregel.engine import run
 from pregel.errors import InputError

@@ -8,7 +8,7 @@ when every rank holds the whole model. The part holds the ``TrainState``: the Ga
 visible-Adam state (moments and per-Gaussian step counts), the densification accumulator, the
 densification generator's state, the losses and held-out PSNR so far, the training time so far and,
 for the distributed trainer, its visibility margin factor and violation count. The image order is no
-state: ``odin_sched.train.prepare`` recomputes it from the scene and the options, and the step number
+state: ``odin_sched.training.train.prepare`` recomputes it from the scene and the options, and the step number
 is the position in it.
 
 The manifest names the scene file (size and SHA-256 of its first MiB), the initial Gaussians (the
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from odin_sched.densify import GradAccumulator
-from odin_sched.image_order import resolved_order
-from odin_sched.optim import VisibleAdam
+from odin_sched.training.densify import GradAccumulator
+from odin_sched.training.image_order import resolved_order
+from odin_sched.training.optim import VisibleAdam
 from pregel.checkpoint import CheckpointFolder, file_sha256, graph_identity, pack_state, unpack_state, write_part
 from pregel.errors import InputError
 

@@ -4,16 +4,16 @@ Training is cut into *windows* of at most ``window`` batches (also ending where 
 evaluation is due). At a window's start every rank holds the whole model; every rank then plans the
 window the same way:
 
-1. the Gaussians are grouped into spatial cells (``odin_sched.cells``), and contiguous ranges of cells
+1. the Gaussians are grouped into spatial cells (``odin_sched.scenes.cells``), and contiguous ranges of cells
    are given to the ranks (balanced by Gaussian count): a cell's parameters and Adam state are
    updated only by its owner;
 2. the cells each camera can see during the window are predicted conservatively
-   (``odin_sched.visibility``);
-3. the dependency graph of the window's steps is built (``odin_sched.depgraph``): image steps and
+   (``odin_sched.scenes.visibility``);
+3. the dependency graph of the window's steps is built (``odin_sched.odin.depgraph``): image steps and
    cell versions, an image reading the versions of the cells it sees and sending its gradient to the
    cells' next versions;
 4. levels, critical-path priorities and the rank of every step are computed by vertex programs run by
-   the engine (``odin_sched.schedule``).
+   the engine (``odin_sched.odin.schedule``).
 
 The window then runs as a dataflow program (``TrainingSteps``) on ``pregel.dataflow``: an image step
 fires on its rank once the versions of all its cells have arrived, renders its image with only those
@@ -26,7 +26,7 @@ cells are gathered onto every rank, the visibility prediction is verified, and d
 evaluation run as in the single-process trainer.
 
 Because every number is computed with the same per-Gaussian operations in the same order as the
-single-process trainer (``odin_sched.step``) and a cell's latest version lives in one place, the
+single-process trainer (``odin_sched.training.step``) and a cell's latest version lives in one place, the
 result equals the single-process run with the same batch size bit for bit, whatever the number of
 ranks — provided the visibility prediction held, which is checked and reported
 (``visibility_violations``). ``mode="barrier"`` runs the same program in the engine's bulk-synchronous
@@ -43,18 +43,18 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from odin_sched.cells import cell_bounds, cell_members, kd_cells
-from odin_sched.densify import GradAccumulator, densify_optimizer
-from odin_sched.depgraph import StepGraph, build_step_graph
-from odin_sched.optim import VisibleAdam, default_lrs
-from odin_sched.schedule import Schedule, plan_schedule
-from odin_sched.staging import HostStaging
-from odin_sched.staleness import STALE_IMPACT, relax_reads
-from odin_sched.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
-from odin_sched.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera, evaluate,
-                              params_of, prepare, to_device, training_device, write_outputs)
-from odin_sched.train_checkpoint import TrainState
-from odin_sched.visibility import motion_within_margin, predict_visible_cells, window_margin
+from odin_sched.scenes.cells import cell_bounds, cell_members, kd_cells
+from odin_sched.training.densify import GradAccumulator, densify_optimizer
+from odin_sched.odin.depgraph import StepGraph, build_step_graph
+from odin_sched.training.optim import VisibleAdam, default_lrs
+from odin_sched.odin.schedule import Schedule, plan_schedule
+from odin_sched.odin.staging import HostStaging
+from odin_sched.odin.staleness import STALE_IMPACT, relax_reads
+from odin_sched.training.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.training.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera,
+                                       evaluate, params_of, prepare, to_device, training_device, write_outputs)
+from odin_sched.training.checkpoint import TrainState
+from odin_sched.scenes.visibility import motion_within_margin, predict_visible_cells, window_margin
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
 from pregel.errors import InputError
 from pregel.generate import edges_to_csr
@@ -127,7 +127,7 @@ class Window:
     visible: np.ndarray       # [C, K] bool predicted visibility
     steps: StepGraph
     plan: DataflowPlan
-    margin: object            # odin_sched.visibility.Margin
+    margin: object            # odin_sched.scenes.visibility.Margin
     staleness: np.ndarray     # [R] int64 updates missed by each read of steps.image_reads (0: exact)
 
     def cell_rows(self, cell: int) -> np.ndarray:
@@ -355,7 +355,7 @@ def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarra
     every camera (viewmats [C, 4, 4], Ks [C, 3, 3]) within ``margin``, the step graph (with
     ``relax_reads`` for max_staleness > 0) and its schedule; an image's predicted cost is
     ``cost_weights · (1, predicted visible Gaussians, pixels)``. The runtime plans each window with it and
-    the simulator (``odin_sched.simulate``) plans for many virtual GPUs with it on one process."""
+    the simulator (``odin_sched.sim.simulate``) plans for many virtual GPUs with it on one process."""
     cells = min(num_cells, len(means))
     cell_of = kd_cells(means, cells)
     bounds = cell_bounds(means, scales, cell_of, cells)
@@ -380,13 +380,13 @@ class DistributedTrainer:
     def __init__(self, comm, setup: TrainingSetup, steps: int, options: OdinOptions, ssim_weight: float,
                  densify, seed: int, eval_every: int, progress, checkpoint=None, render=None,
                  staging: HostStaging | None = None):
-        """``setup`` on the trainer's device (``odin_sched.train.to_device``), ``render`` the rasterizer
+        """``setup`` on the trainer's device (``odin_sched.training.train.to_device``), ``render`` the rasterizer
         for it (default: ``kernels.splat.render``, the CPU's), ``staging`` its ``HostStaging`` (default:
         the CPU's)."""
         from kernels.splat import render as cpu_render
 
         self.comm, self.setup, self.steps, self.options = comm, setup, steps, options
-        self.checkpoint = checkpoint  # an odin_sched.train_checkpoint.TrainCheckpointer or None
+        self.checkpoint = checkpoint  # an odin_sched.training.checkpoint.TrainCheckpointer or None
         self.ssim_weight, self.densify, self.eval_every, self.progress = ssim_weight, densify, eval_every, progress
         self.render = render or cpu_render
         self.staging = staging or HostStaging("cpu", staged=False)
@@ -592,7 +592,7 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
                       image_order: str | None = None, checkpoint=None, device: str = "cpu") -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
-    The arguments are those of ``odin_sched.train.train`` plus ``options``; with ``device='cuda'``
+    The arguments are those of ``odin_sched.training.train.train`` plus ``options``; with ``device='cuda'``
     every rank trains on its GPU (``training_device``) and its payloads cross ranks through the host
     (``HostStaging``). Returns the TrainResult (the same on every rank). Bad options or input raise the
     same InputError on every rank.
@@ -645,7 +645,7 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
         if options.timeline is not None:
             write_chrome_trace(options.timeline, spans, {k: v for part in labels for k, v in part.items()})
         if options.schedule_out is not None:
-            from odin_sched.depgraph import write_schedule
+            from odin_sched.odin.depgraph import write_schedule
 
             window, schedule = trainer.first_window
             write_schedule(options.schedule_out, window.steps, schedule)

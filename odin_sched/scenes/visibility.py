@@ -61,7 +61,7 @@ import numpy as np
 
 from kernels.splat.constants import EPS_2D, NEAR_PLANE, RADIUS_SIGMAS
 from kernels.splat.scalar_math import clip_limits
-from odin_sched.cells import CellBounds
+from odin_sched.scenes.cells import CellBounds
 
 PIXEL_SLACK = 1.0        # extra pixels on the radius bound for rounding
 RELATIVE_SLACK = 1e-4    # relative slack on the A / z term of the radius bound

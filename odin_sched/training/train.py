@@ -1,17 +1,17 @@
 """Gaussian-splatting training on one process (the logic behind ``pregel train`` on one rank), and the
-setup that the distributed trainer (``odin_sched.odin``) shares with it.
+setup that the distributed trainer (``odin_sched.odin.trainer``) shares with it.
 
 Starts from the scene's initial point cloud (``/init``; scales from the mean distance to the 3 nearest
 neighbours, identity rotations, opacity 0.1, as 3DGS initialises from SfM points) or from a 3DGS PLY,
 and trains against the images of the training cameras:
 
 * loss (1 - w) L1 + w (1 - SSIM), w = ``ssim_weight`` (3DGS uses 0.2; 0 gives plain L1);
-* batches of B images in the order of ``odin_sched.image_order``; the batch semantics (gradients
+* batches of B images in the order of ``odin_sched.training.image_order``; the batch semantics (gradients
   summed in batch order then divided by B, Grendel-GS's hyperparameter scaling) are in
-  ``odin_sched.step``;
-* visible Adam (``odin_sched.optim``): only the Gaussians the batch sees are updated; the means'
+  ``odin_sched.training.step``;
+* visible Adam (``odin_sched.training.optim``): only the Gaussians the batch sees are updated; the means'
   learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
-* optional densification (``odin_sched.densify``) on its schedule;
+* optional densification (``odin_sched.training.densify``) on its schedule;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
 * on the CPU, or with ``device='cuda'`` on this process's GPU (``training_device``): the Gaussians,
   their Adam state and the images live there, and rendering, the loss, the backward pass, visible Adam
@@ -32,16 +32,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from odin_sched.densify import DensifyConfig, GradAccumulator, densify_optimizer
-from odin_sched.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order, shuffled_batches,
-                                     spread_batches)
-from odin_sched.metrics import psnr
-from odin_sched.optim import VisibleAdam, default_lrs
-from odin_sched.ply import read_gaussians_ply, write_ply
-from odin_sched.scene_io import Scene, read_scene, write_scene
-from odin_sched.scene_gen import HOLDOUT_EVERY
-from odin_sched.step import BatchSettings, batch_gradient, image_gradients
-from odin_sched.train_checkpoint import TrainState, train_checkpointer
+from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_optimizer
+from odin_sched.training.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order,
+                                              shuffled_batches, spread_batches)
+from odin_sched.training.metrics import psnr
+from odin_sched.training.optim import VisibleAdam, default_lrs
+from odin_sched.scenes.ply import read_gaussians_ply, write_ply
+from odin_sched.scenes.scene_io import Scene, read_scene, write_scene
+from odin_sched.scenes.scene_gen import HOLDOUT_EVERY
+from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
+from odin_sched.training.checkpoint import TrainState, train_checkpointer
 from pregel.atomic import check_writable
 from pregel.errors import InputError
 from pregel.progress import Progress
@@ -157,8 +157,8 @@ def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np
     camera (viewmats [C, 4, 4], Ks [C, 3, 3]) may see within a window of ``ORDER_WINDOW`` batches (the
     distributed trainer's prediction with its default window; fixed here so that the order depends on
     the scene, the seed and B only)."""
-    from odin_sched.cells import cell_bounds, kd_cells
-    from odin_sched.visibility import predict_visible_cells, window_margin
+    from odin_sched.scenes.cells import cell_bounds, kd_cells
+    from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 
     cells = min(ORDER_CELLS, len(means))
     bounds = cell_bounds(means, scales, kd_cells(means, cells), cells)
@@ -186,7 +186,7 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     """Check the options and the output paths, read the scene and set up training (every rank does the
     same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
     ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud;
-    ``image_order``: 'shuffled' or 'spread' (see ``odin_sched.image_order``; default: shuffled for
+    ``image_order``: 'shuffled' or 'spread' (see ``odin_sched.training.image_order``; default: shuffled for
     B = 1, spread otherwise)."""
     if steps < 1:
         raise InputError(f"--steps must be at least 1, got {steps}")
@@ -272,10 +272,10 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
     scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
-    each, see ``odin_sched.step`` for the batch semantics); out_path: trained scene file; ply_path:
+    each, see ``odin_sched.training.step`` for the batch semantics); out_path: trained scene file; ply_path:
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
     densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
-    image_order: see ``prepare``; checkpoint: an ``odin_sched.train_checkpoint.TrainCheckpointer`` or None
+    image_order: see ``prepare``; checkpoint: an ``odin_sched.training.checkpoint.TrainCheckpointer`` or None
     (CPU only); device: 'cpu' or 'cuda' (see ``training_device``).
     Returns a TrainResult.
     """
@@ -369,7 +369,7 @@ def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResul
 
 def main(args) -> TrainResult:
     """Entry for ``pregel train`` (see ``pregel train --help`` for ``args``): the single-process trainer on
-    one rank, the distributed trainer (``odin_sched.odin``) on several ranks or when ``--mode`` is given."""
+    one rank, the distributed trainer (``odin_sched.odin.trainer``) on several ranks or when ``--mode`` is given."""
     from pregel.comm import Comm
 
     config = None
@@ -392,7 +392,7 @@ def main(args) -> TrainResult:
                 raise InputError(f"{flag} must be at least 1, got {value}")
         result = train(args.scene, args.steps, args.out, device=args.device, **common)
     else:
-        from odin_sched.odin import OdinOptions, train_distributed
+        from odin_sched.odin.trainer import OdinOptions, train_distributed
 
         window = OdinOptions.window if args.window is None else args.window
         options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=window, timeline=args.timeline,
@@ -418,7 +418,7 @@ def _device_problem(args) -> InputError | None:
 
 def format_per_rank(result: TrainResult) -> str:
     """The per-rank time and traffic table of a distributed run, and its speed."""
-    from odin_sched.odin import RANK_FIELDS
+    from odin_sched.odin.trainer import RANK_FIELDS
 
     header = "rank " + " ".join(f"{name:>15}" for name in RANK_FIELDS)
     rows = [f"{r:>4} " + " ".join(f"{v:>15.3f}" if "seconds" in name else f"{int(v):>15,}"

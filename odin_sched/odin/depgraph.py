@@ -172,7 +172,7 @@ def parallelism(step_graph: StepGraph, cost: np.ndarray) -> float:
 def write_schedule(path, step_graph: StepGraph, schedule) -> None:
     """Write the step graph (the graph file format, so ``pregel inspect`` reads it) and the
     schedule, atomically: /steps/{camera,batch,position,rank,level,priority} [I] and
-    /versions/{cell,batch,rank,level} [V]. ``schedule``: an ``odin_sched.schedule.Schedule``."""
+    /versions/{cell,batch,rank,level} [V]. ``schedule``: an ``odin_sched.odin.schedule.Schedule``."""
     for field in ("level", "priority", "rank"):
         if len(getattr(schedule, field)) != step_graph.num_vertices:
             raise ValueError(f"schedule.{field} has {len(getattr(schedule, field))} rows, "

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from odin_sched.densify import screen_grad_norm
-from odin_sched.metrics import ssim
-from odin_sched.optim import DEFAULT_LR
+from odin_sched.training.densify import screen_grad_norm
+from odin_sched.training.metrics import ssim
+from odin_sched.training.optim import DEFAULT_LR
 
 PARAM_NAMES = ("means", "scales", "quats", "opacities", "colors")
 #: float32 columns of each parameter in a packed row (means 3, scales 3, quats 4, opacity 1, colour 3).

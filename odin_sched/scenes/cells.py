@@ -3,7 +3,7 @@
 Gaussians are grouped into K cells by a balanced k-d split of their means. Cells are numbered in k-d
 leaf order (left before right), so consecutive ids are spatially close and a contiguous id range is a
 compact region. ``cell_bounds`` summarises each cell (box of its means, largest scale, count) for the
-conservative visibility test of ``odin_sched.visibility``; ``cell_members`` lists each cell's Gaussians.
+conservative visibility test of ``odin_sched.scenes.visibility``; ``cell_members`` lists each cell's Gaussians.
 """
 from dataclasses import dataclass
 

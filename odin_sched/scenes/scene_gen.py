@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from odin_sched.scene_io import Scene
+from odin_sched.scenes.scene_io import Scene
 from pregel.errors import InputError
 
 LAYOUTS = ("objects", "city")
@@ -212,4 +212,4 @@ def generate_scene(gaussians: int, cameras: int, width: int, height: int, seed: 
     return Scene(**gauss, viewmats=viewmats, Ks=Ks, images=images, width=width, height=height,
                  init_means=init_means.astype(np.float32), init_colors=init_colors.astype(np.float32),
                  heldout=np.arange(cameras) % HOLDOUT_EVERY == 0,
-                 attrs={"layout": layout, "seed": seed, "generator": "odin_sched.scene_gen"})
+                 attrs={"layout": layout, "seed": seed, "generator": "odin_sched.scenes.scene_gen"})

@@ -1,12 +1,12 @@
 """A discrete-event simulator of distributed training that runs the runtime's own scheduling code.
 
 What decides what runs where and when is the runtime's: every window is planned by
-``odin_sched.odin.plan_window`` (cells, conservative visibility, step graph, ``relax_reads`` in
+``odin_sched.odin.trainer.plan_window`` (cells, conservative visibility, step graph, ``relax_reads`` in
 odin-fast mode, levels / priorities / assignment by ``plan_schedule`` for ``gpus`` virtual ranks), the
-messages are those of ``odin_sched.odin.StepMessages``, and every virtual rank fires its vertices
+messages are those of ``odin_sched.odin.trainer.StepMessages``, and every virtual rank fires its vertices
 through ``pregel.dataflow.Firing`` (the ready queue, pending counts and routing that ``run_dataflow``
 uses over MPI). Only the transport and the clock differ: SimPy processes (one per virtual GPU) take
-a vertex's cost from the cost model (``odin_sched.costmodel``) as virtual time and hand each message
+a vertex's cost from the cost model (``odin_sched.sim.costmodel``) as virtual time and hand each message
 to the destination after ``latency + bytes / bandwidth`` (each rank's outgoing link sends its
 messages one after another, and each rank's incoming link takes them in one after another). BSP mode (``barrier``) fires the same phases as ``run_dataflow(mode='bsp')``, then a
 barrier and an Alltoallv per phase. Each window ends like the runtime's: a barrier and an
@@ -24,13 +24,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from odin_sched.costmodel import CameraViews, CostProfile, camera_views
-from odin_sched.depgraph import parallelism
-from odin_sched.image_order import spread_batches
-from odin_sched.odin import OdinOptions, StepMessages, plan_window
-from odin_sched.step import PARAM_COLUMNS, BatchSettings
-from odin_sched.train import scene_extent, visible_cells_of_cameras
-from odin_sched.visibility import window_margin
+from odin_sched.sim.costmodel import CameraViews, CostProfile, camera_views
+from odin_sched.odin.depgraph import parallelism
+from odin_sched.training.image_order import spread_batches
+from odin_sched.odin.trainer import OdinOptions, StepMessages, plan_window
+from odin_sched.training.step import PARAM_COLUMNS, BatchSettings
+from odin_sched.training.train import scene_extent, visible_cells_of_cameras
+from odin_sched.scenes.visibility import window_margin
 from pregel.dataflow import Firing, Routes
 from pregel.errors import InputError
 
@@ -75,7 +75,7 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
                    seed: int = 0, sample: float | None = None) -> SimScene:
     """A generated layout as metadata only (no images): the ground-truth Gaussians are the model.
     Features are projected from a subsample of about 20,000 Gaussians unless ``sample`` is given."""
-    from odin_sched.scene_gen import HOLDOUT_EVERY, LAYOUTS, scene_geometry
+    from odin_sched.scenes.scene_gen import HOLDOUT_EVERY, LAYOUTS, scene_geometry
 
     if layout not in LAYOUTS:
         raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -544,7 +544,7 @@ def _integers(option: str, text) -> list[int]:
 
 def main(args) -> dict:
     """Entry for ``pregel simulate`` (see ``pregel simulate --help``): prints the table, writes ``--out``."""
-    from odin_sched.costmodel import load_profile
+    from odin_sched.sim.costmodel import load_profile
     from pregel.atomic import check_writable
 
     gpus, windows = (_integers(name, value) for name, value in (("--gpus", args.gpus), ("--window", args.window)))
@@ -564,7 +564,7 @@ def main(args) -> dict:
     except (OSError, ValueError) as err:
         raise InputError(f"--profile {args.profile}: {err}") from None
     if args.scene is not None:
-        from odin_sched.train import prepare
+        from odin_sched.training.train import prepare
 
         setup = prepare(args.scene, args.steps, args.batch_size or 1, args.seed, 0.2, args.steps, ())
         scene = scene_of_setup(setup)
