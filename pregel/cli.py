@@ -398,7 +398,8 @@ def _add_convert_colmap(sub) -> None:
     p.add_argument("--out", required=True, help="scene file")
     p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
     p.add_argument("--heldout-every", type=int, default=8,
-                   help="hold out every N-th image by name (0 = none; default %(default)s)")
+                   help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
+                        "on; default %(default)s)")
     p.set_defaults(run=_run_convert_colmap)
 
 
