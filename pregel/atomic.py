@@ -16,29 +16,19 @@ import h5py
 from pregel.errors import InputError
 
 
-def check_writable(path, inputs=()) -> None:
+def check_writable(path) -> None:
     """``InputError`` unless a file can be written at ``path``: its folder exists and a file can be
-    created in it, it is no folder, and it is none of ``inputs`` (paths the job reads; the same
-    file after resolving links, so an output never destroys an input).
+    created in it, and it is no folder.
 
-    Every command calls this before it starts, so a bad ``--out`` fails at once, not after the work.
+    Every command calls this before it starts (through ``pregel.outputs.check_outputs``, which also
+    keeps outputs off the inputs), so a bad ``--out`` fails at once, not after the work.
     """
     path = Path(path)
     if not path.parent.resolve().is_dir():
         raise InputError.at(path, None, f"cannot write: its folder {path.parent} does not exist")
     if path.is_dir():
         raise InputError.at(path, None, "cannot write: is a directory")
-    for source in inputs:
-        if source is not None and _same_file(path, Path(source)):
-            raise InputError.at(path, None, f"is also the input {source}: writing it would destroy "
-                                            "the input; choose another output file")
     _close_and_remove(_temp_file(path, ".probe"))
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    if a.resolve() == b.resolve():
-        return True
-    return a.exists() and b.exists() and os.path.samefile(a, b)
 
 
 def _temp_file(path: Path, suffix: str) -> tuple[int, str]:

@@ -15,9 +15,9 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from pregel.atomic import check_writable  # noqa: E402
 from pregel.errors import InputError  # noqa: E402
 from pregel.memory import keep_freed_memory  # noqa: E402
+from pregel.outputs import check_outputs  # noqa: E402
 
 EXIT_BAD_INPUT = 2
 ABORT_GRACE_SECONDS = 1.0
@@ -54,7 +54,6 @@ def _run_generate(args) -> None:
     _require(args.avg_degree >= 0, "--avg-degree must be non-negative")
     _require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
     _require(args.exponent > 1, "--exponent must be greater than 1")
-    check_writable(args.out)
     started = time.perf_counter()
     indptr, indices = generate_graph(args.kind, args.nodes, args.avg_degree, seed=args.seed,
                                      exponent=args.exponent, undirected=args.undirected)
@@ -86,7 +85,6 @@ def _run_convert(args) -> None:
     from pregel.convert import read_edge_list, read_matrix_market
     from pregel.graph_io import write_graph
 
-    check_writable(args.out, inputs=[args.edges])
     if args.edges.endswith(".mtx"):
         _require(args.num_nodes is None and not args.undirected,
                  "--num-nodes and --undirected do not apply to Matrix Market files (the header says both)")
@@ -226,7 +224,6 @@ def _run_run(args) -> None:
     program, identity, problem = None, None, None
     try:
         _check_run_limits(args)
-        check_writable(args.out, inputs=[args.graph])
         program = _program(args)
         identity = _program_identity(args)
     except InputError as err:
@@ -336,7 +333,6 @@ def _run_infer(args) -> None:
         _require(args.hub_threshold is None or args.hub_threshold >= 0,
                  "--hub-threshold must be non-negative")
         _check_checkpoint_every(args)
-        check_writable(args.out, inputs=[args.graph, args.model])
         if args.checkpoint_dir is not None or args.resume is not None:
             identity = {"algorithm": "gnn", "model_sha256": file_sha256(args.model),
                         "layer_outputs": args.layer_outputs}
@@ -384,7 +380,6 @@ def _add_generate_scene(sub) -> None:
 def _run_generate_scene(args) -> None:
     from odin_sched.scenes.scene_gen import generate_scene
     from odin_sched.scenes.scene_io import write_scene
-    check_writable(args.out)
     started = time.perf_counter()
     scene = generate_scene(args.gaussians, args.cameras, args.width, args.height, seed=args.seed,
                            layout=args.layout)
@@ -403,16 +398,14 @@ def _add_convert_colmap(sub) -> None:
     p.add_argument("--out", required=True, help="scene file")
     p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
     p.add_argument("--heldout-every", type=int, default=8,
-                   help="hold out every N-th image by name (0 = none; default %(default)s)")
+                   help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
+                        "on; default %(default)s)")
     p.set_defaults(run=_run_convert_colmap)
 
 
 def _run_convert_colmap(args) -> None:
     from odin_sched.scenes.colmap import convert_colmap
     from odin_sched.scenes.scene_io import write_scene
-    from pregel.atomic import check_writable
-
-    check_writable(args.out)
     scene = convert_colmap(args.sparse, args.images, downscale=args.downscale, heldout_every=args.heldout_every)
     write_scene(args.out, scene)
     print(f"wrote {args.out}: {scene.num_cameras} cameras ({int(scene.heldout.sum())} held out) at "
@@ -533,7 +526,7 @@ def _add_plot(sub) -> None:
                                    "held-out PSNR against steps; of pregel simulate: scaling curves. TRACE.json files: a Gantt "
                                    "chart per trace.")
     p.add_argument("files", nargs="+", metavar="FILE", help="one result .h5, or one or more trace .json")
-    p.add_argument("--out", required=True, help="PNG file")
+    p.add_argument("--out", required=True, help="picture file: .png, .pdf, .svg or .jpg")
     p.add_argument("--labels", default=None, help="comma-separated titles for the traces")
     p.set_defaults(run=_run_plot)
 
@@ -543,6 +536,36 @@ def _run_plot(args) -> None:
 
     kind = plot(args.files, args.out, labels=args.labels.split(",") if args.labels else None)
     print(f"wrote {args.out}: {kind} plot of {', '.join(args.files)}")
+
+
+# ---------------------------------------------------------------- what each command reads and writes
+
+COLMAP_FILES = tuple(f"{name}.{ext}" for name in ("cameras", "images", "points3D") for ext in ("bin", "txt"))
+
+
+def _train_files(args) -> dict:
+    png = args.png or os.path.splitext(args.out)[0] + ".png"
+    return dict(inputs=[args.scene, args.init_ply],
+                outputs=[("--out", args.out), ("--ply", args.ply), ("--png", png), ("--timeline", args.timeline),
+                         ("--schedule-out", args.schedule_out)])
+
+
+#: command -> its files, as ``pregel.outputs.check_outputs`` takes them; ``main`` checks them before the
+#: command starts (a command missing here fails every run of it, and tests/test_reliability_outputs.py)
+FILES = {
+    "generate": lambda a: dict(outputs=[("--out", a.out)]),
+    "convert": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.edges]),
+    "inspect": lambda a: {},
+    "run": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.graph]),
+    "infer": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.graph, a.model]),
+    "generate-scene": lambda a: dict(outputs=[("--out", a.out)]),
+    "train": _train_files,
+    "convert-colmap": lambda a: dict(outputs=[("--out", a.out)], input_folders=[a.images],
+                                     inputs=[os.path.join(a.sparse, name) for name in COLMAP_FILES]),
+    "render": lambda a: dict(output_folders=[("--out", a.out)], inputs=[a.scene, a.ply]),
+    "simulate": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.scene]),
+    "plot": lambda a: dict(outputs=[("--out", a.out)], inputs=a.files),
+}
 
 
 # ---------------------------------------------------------------- entry point
@@ -575,10 +598,11 @@ def _comm():
 
 
 def _mpi_world():
-    """(rank, size) when MPI is already initialised by this process, else (0, 1)."""
+    """(rank, size) when MPI is already initialised by this process, else as MPICH's launcher set them
+    (or (0, 1))."""
     mpi4py = sys.modules.get("mpi4py.MPI")
     if mpi4py is None or not mpi4py.Is_initialized() or mpi4py.Is_finalized():
-        return 0, 1
+        return int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))  # as the launcher says
     return mpi4py.COMM_WORLD.Get_rank(), mpi4py.COMM_WORLD.Get_size()
 
 
@@ -592,6 +616,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     keep_freed_memory()
     try:
+        try:
+            check_outputs(**FILES[args.command](args))
+        except InputError as err:
+            err.collective = True  # every rank checks the same paths
+            raise
         args.run(args)
     except InputError as err:
         rank, size = _mpi_world()

@@ -27,10 +27,19 @@ RANK_TIMES = ("compute_seconds", "comm_seconds", "wait_seconds")
 DPI = 100
 
 
+#: file extension of ``--out`` -> the format matplotlib writes
+FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg", ".jpg": "jpeg", ".jpeg": "jpeg"}
+
+
 def plot(paths: list, out, labels: list | None = None) -> str:
-    """Draw ``paths`` (one result .h5, or one or more trace .json) to the PNG ``out``; returns its kind."""
+    """Draw ``paths`` (one result .h5, or one or more trace .json) to ``out``, in the format its extension
+    names (``FORMATS``); returns the plot's kind."""
     import matplotlib
 
+    extension = os.path.splitext(os.fspath(out))[1].lower()
+    if extension not in FORMATS:
+        raise InputError.at(out, None, f"cannot tell the format from the extension {extension or '(none)'!r}: "
+                                       f"use one of {', '.join(FORMATS)}")
     matplotlib.use("Agg")
     for path in paths:
         if not os.path.isfile(path):
@@ -45,8 +54,8 @@ def plot(paths: list, out, labels: list | None = None) -> str:
         raise InputError("plot one result file, or one or more trace .json files")
     from pregel.atomic import atomic_output
 
-    with atomic_output(out, ".png") as temp:
-        fig.savefig(temp, dpi=DPI, format="png")
+    with atomic_output(out, extension) as temp:
+        fig.savefig(temp, dpi=DPI, format=FORMATS[extension])
     import matplotlib.pyplot as plt
 
     plt.close(fig)

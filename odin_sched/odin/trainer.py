@@ -606,7 +606,8 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
     setup, problem = None, None
     try:
         setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every,
-                        (out_path, ply_path, png_path, options.timeline, options.schedule_out), init_ply,
+                        {"--out": out_path, "--ply": ply_path, "--png": png_path,
+                         "--timeline": options.timeline, "--schedule-out": options.schedule_out}, init_ply,
                         image_order)
         problem = check_options(options, comm.size, setup.initial["means"].shape[0], batch_size)
     except InputError as err:

@@ -18,8 +18,10 @@ used as pinholes with a warning naming the distortion ignored (as 3DGS does, mea
 images); OPENCV and FULL_OPENCV only when their distortion is zero; other models are refused.
 """
 
+import math
 import os
 import struct
+import warnings
 from dataclasses import dataclass
 
 import numba
@@ -85,8 +87,27 @@ def read_model(sparse_dir) -> ColmapModel:
 
 def _data_lines(path):
     """(line number, text) of the non-empty, non-comment lines of a text file."""
-    with open(path, encoding="utf-8") as f:
-        return [(i + 1, line.strip()) for i, line in enumerate(f) if line.strip() and line.lstrip()[0] != "#"]
+    return [(i + 1, line.strip()) for i, line in enumerate(_text_lines(path))
+            if line.strip() and line.lstrip()[0] != "#"]
+
+
+def _text_lines(path) -> list:
+    """The lines of a UTF-8 text file (``InputError`` naming the first line that is not UTF-8)."""
+    with open(path, "rb") as f:
+        raw = f.read().splitlines()
+    try:
+        return [line.decode("utf-8") for line in raw]
+    except UnicodeDecodeError:
+        number = next(i + 1 for i, line in enumerate(raw) if not _is_utf8(line))
+        raise InputError.at(path, None, f"line {number} is not UTF-8 text (image names must be UTF-8)") from None
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _cameras_txt(path) -> dict:
@@ -104,8 +125,7 @@ def _cameras_txt(path) -> dict:
 
 def _images_txt(path) -> list:
     images = []
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    lines = _text_lines(path)
     number = 0
     while number < len(lines):
         line = lines[number].strip()
@@ -115,21 +135,30 @@ def _images_txt(path) -> list:
         words = line.split(maxsplit=9)
         try:
             qt = np.array(words[1:8], dtype=np.float64)
-            images.append(ColmapImage(int(words[0]), qt[:4], qt[4:], int(words[8]), words[9]))
+            image = ColmapImage(int(words[0]), qt[:4], qt[4:], int(words[8]), words[9])
         except (IndexError, ValueError):
             raise InputError.at(path, None, f"line {number}: expected IMAGE_ID QW QX QY QZ TX TY TZ "
                                 "CAMERA_ID NAME") from None
+        images.append(_checked_pose(path, f"line {number}", image))
         number += 1  # the image's POINTS2D line (possibly empty)
     return images
 
 
 def _points_txt(path):
     try:
-        table = np.loadtxt(path, comments="#", usecols=range(7), ndmin=2, dtype=np.float64)
+        with warnings.catch_warnings():  # an empty file is a model without points, refused later
+            warnings.simplefilter("ignore", UserWarning)
+            table = np.loadtxt(path, comments="#", usecols=range(7), ndmin=2, dtype=np.float64)
     except ValueError as err:
         raise InputError.at(path, None, f"expected POINT3D_ID X Y Z R G B ERROR TRACK... per line "
                             f"({str(err).splitlines()[0]})") from None
-    return table.reshape(-1, 7)[:, 1:4], table.reshape(-1, 7)[:, 4:7].astype(np.uint8)
+    table = table.reshape(-1, 7)
+    bad = np.flatnonzero(~np.isfinite(table).all(axis=1))
+    if bad.size:
+        number = _data_lines(path)[bad[0]][0]
+        raise InputError.at(path, None, f"line {number}: point {table[bad[0], 0]:.0f} has a non-finite "
+                                        "coordinate or colour")
+    return table[:, 1:4], table[:, 4:7].astype(np.uint8)
 
 
 # ---------------------------------------------------------------- binary form
@@ -137,7 +166,7 @@ def _points_txt(path):
 def _cameras_bin(path) -> dict:
     cameras = {}
     with open(path, "rb") as f:
-        for _ in range(_count(f, path)):
+        for _ in range(_count(f, path, "cameras", 24)):
             cam_id, model_id, width, height = _unpack(f, path, "<iiQQ")
             if model_id not in CAMERA_MODELS:
                 raise InputError.at(path, None, f"camera {cam_id}: unknown camera model id {model_id}")
@@ -150,17 +179,21 @@ def _cameras_bin(path) -> dict:
 def _images_bin(path) -> list:
     images = []
     with open(path, "rb") as f:
-        for _ in range(_count(f, path)):
+        for _ in range(_count(f, path, "images", 4 + 56 + 4 + 1 + 8)):
             values = _unpack(f, path, "<i7di")
             name = bytearray()
             while (char := f.read(1)) not in (b"\x00", b""):
                 name += char
             (num_points,) = _unpack(f, path, "<Q")
+            if num_points > (os.path.getsize(path) - f.tell()) // 24:
+                raise InputError.at(path, None, f"image {values[0]}: {num_points} 2D points do not fit in "
+                                                "the rest of the file (truncated or corrupt)")
             f.seek(24 * num_points, os.SEEK_CUR)  # x, y (float64), point3D id (int64) each
-            images.append(ColmapImage(values[0], np.array(values[1:5]), np.array(values[5:8]), values[8],
-                                      name.decode("utf-8")))
-        if f.tell() > os.path.getsize(path):
-            raise InputError.at(path, None, "file is truncated")
+            if not _is_utf8(bytes(name)):
+                raise InputError.at(path, None, f"image {values[0]}: its name is not UTF-8 text")
+            images.append(_checked_pose(path, f"image {values[0]}",
+                                        ColmapImage(values[0], np.array(values[1:5]), np.array(values[5:8]),
+                                                    values[8], name.decode("utf-8"))))
     return images
 
 
@@ -180,6 +213,9 @@ def _point_offsets(buf, count):  # pragma: no cover - compiled
         track = 0
         for b in range(8):
             track |= np.int64(buf[pos + _POINT_FIXED - 8 + b]) << (8 * b)
+        if track < 0 or track > (buf.shape[0] - pos - _POINT_FIXED) // 8:  # a length the file cannot hold
+            offsets[0] = -1
+            return offsets
         pos += _POINT_FIXED + 8 * track
     if pos > buf.shape[0]:
         offsets[0] = -1
@@ -191,16 +227,38 @@ def _points_bin(path):
     if buf.size < 8:
         raise InputError.at(path, None, "file is truncated")
     count = int(buf[:8].view("<u8")[0])
+    if count > (buf.size - 8) // _POINT_FIXED:
+        raise InputError.at(path, None, f"header says {count} points, more than the file can hold "
+                                        "(truncated or corrupt)")
     offsets = _point_offsets(buf, count)
     if count and offsets[0] < 0:
-        raise InputError.at(path, None, f"file is truncated (header says {count} points)")
+        raise InputError.at(path, None, f"file is truncated or corrupt (header says {count} points, "
+                                        "their tracks do not fit)")
     xyz = buf[offsets[:, None] + np.arange(8, 32)].view("<f8").reshape(count, 3)
     rgb = buf[offsets[:, None] + np.arange(32, 35)]
+    bad = np.flatnonzero(~np.isfinite(xyz).all(axis=1))
+    if bad.size:
+        raise InputError.at(path, None, f"point {int(buf[offsets[bad[0]]:offsets[bad[0]] + 8].view('<u8')[0])} "
+                                        "has a non-finite coordinate")
     return xyz, rgb
 
 
-def _count(f, path) -> int:
-    return _unpack(f, path, "<Q")[0]
+def _count(f, path, what: str, record_bytes: int) -> int:
+    """The uint64 count at the start of a binary model file, checked against the bytes left in it, each
+    record taking at least ``record_bytes``, before anything is allocated for it."""
+    (count,) = _unpack(f, path, "<Q")
+    if count > (os.path.getsize(path) - 8) // record_bytes:
+        raise InputError.at(path, None, f"header says {count} {what}, more than the file can hold "
+                                        "(truncated or corrupt)")
+    return count
+
+
+def _checked_pose(path, where: str, image: ColmapImage) -> ColmapImage:
+    """``image``, unless its qvec or tvec is not finite or its qvec is zero (``InputError`` at ``where``)."""
+    if not (np.isfinite(image.qvec).all() and np.isfinite(image.tvec).all()) or not np.any(image.qvec):
+        raise InputError.at(path, None, f"{where}: image {image.image_id} has a zero or non-finite qvec or "
+                                        "a non-finite tvec")
+    return image
 
 
 def _unpack(f, path, fmt):
@@ -259,17 +317,18 @@ def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
 def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every: int = DEFAULT_HELDOUT_EVERY):
     """A ``Scene`` from a COLMAP sparse model and its images.
 
-    Images are sorted by name; every ``heldout_every``-th (0, 8, 16, ... as 3DGS's LLFF hold-out;
-    0 = none) is held out. Images and intrinsics are scaled by 1 / ``downscale``. ``/init`` holds the
+    Images are sorted by name; every ``heldout_every``-th (0, 8, 16, ... as 3DGS's LLFF hold-out) is
+    held out, and at least one must be left to train on (as ``pregel train`` needs both). Images and intrinsics are scaled by 1 / ``downscale``. ``/init`` holds the
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
     from odin_sched.scenes.scene_io import Scene
     from odin_sched.training.train import init_gaussians
 
-    if downscale < 1:
-        raise InputError(f"--downscale must be at least 1, got {downscale}")
-    if heldout_every < 0:
-        raise InputError(f"--heldout-every must be non-negative, got {heldout_every}")
+    if not (math.isfinite(downscale) and downscale >= 1):
+        raise InputError(f"--downscale must be a number of at least 1, got {downscale}")
+    if heldout_every < 1:
+        raise InputError(f"--heldout-every must be at least 1 (training needs held-out images), got "
+                         f"{heldout_every}")
     model = read_model(sparse_dir)
     if not model.images:
         raise InputError.at(sparse_dir, None, "the model has no registered images")
@@ -297,11 +356,15 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     viewmats[:, :3, :3] = quat_to_rotmat(np.array([im.qvec for im in images]))
     viewmats[:, :3, 3] = np.array([im.tvec for im in images])
     viewmats[:, 3, 3] = 1
+    heldout = np.arange(len(model.images)) % heldout_every == 0
+    if heldout.all():
+        raise InputError.at(sparse_dir, None, f"the model has {len(model.images)} registered image(s), all "
+                            f"held out with --heldout-every {heldout_every}: training needs at least one "
+                            "training and one held-out image")
     pixels = np.stack([_load_image(image_dir, im.name, (width, height), (new_w, new_h)) for im in images])
     init_means = model.points.astype(np.float32)
     init_colors = (model.colors.astype(np.float32) / 255.0)
     gaussians = {k: v.numpy() for k, v in init_gaussians(init_means, init_colors).items()}
-    heldout = (np.arange(len(images)) % heldout_every == 0) if heldout_every else np.zeros(len(images), bool)
     return Scene(**gaussians, viewmats=viewmats, Ks=Ks, images=pixels, width=new_w, height=new_h,
                  init_means=init_means, init_colors=init_colors, heldout=heldout,
                  attrs={"source": "colmap", "colmap_model": os.path.abspath(sparse_dir),
@@ -317,7 +380,7 @@ def _load_image(image_dir, name: str, size: tuple, new_size: tuple) -> np.ndarra
         raise InputError.at(path, None, "image file is missing")
     try:
         with Image.open(path) as img:
-            img = img.convert("RGB")
+            img = Image.fromarray(rgb8(img))
     except (UnidentifiedImageError, OSError) as err:
         raise InputError.at(path, None, f"cannot be read as an image ({err})") from None
     if img.size != size:
@@ -326,3 +389,13 @@ def _load_image(image_dir, name: str, size: tuple, new_size: tuple) -> np.ndarra
     if new_size != size:
         img = img.resize(new_size, Image.LANCZOS)
     return np.asarray(img, dtype=np.uint8)
+
+
+def rgb8(img) -> np.ndarray:
+    """A PIL image as uint8 RGB [H, W, 3]: 16-bit grayscale (PIL modes I;16 and I, as PNGs load) scaled
+    from [0, 65535] to [0, 255] (PIL's own conversion clips it to 0/255), grayscale repeated into R, G
+    and B."""
+    if img.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        gray = np.round(np.clip(np.asarray(img, dtype=np.float64), 0, 65535) / 65535 * 255).astype(np.uint8)
+        return np.repeat(gray[:, :, None], 3, axis=2)
+    return np.asarray(img.convert("RGB"), dtype=np.uint8)

@@ -71,7 +71,7 @@ def read_gaussians_ply(path) -> dict:
 
     Returns a dict of float32 arrays: means [G, 3], scales [G, 3] (log), quats [G, 4] (w, x, y, z),
     opacities [G] (logits), colors [G, 3] (RGB from the degree-0 SH coefficient, f_dc * C0 + 0.5).
-    A missing file, a file plyfile cannot parse, a missing property or a NaN/inf value raises
+    A missing file, a file plyfile cannot parse, no vertices, a missing property or a NaN/inf value raises
     ``InputError`` with one line; ``f_rest_*`` coefficients are ignored with a warning.
     """
     path = os.fspath(path)
@@ -84,6 +84,8 @@ def read_gaussians_ply(path) -> dict:
     if "vertex" not in ply:
         raise InputError.at(path, None, "no 'vertex' element: not a 3DGS PLY")
     data = ply["vertex"].data
+    if len(data) == 0:
+        raise InputError.at(path, "vertex", "has no Gaussians (0 vertices)")
     names = set(data.dtype.names or ())
     missing = [name for name in PROPERTIES if name not in names and not name.startswith("n")]
     if missing:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from odin_sched.scenes.scene_io import Scene
+from pregel.atomic import atomic_output
 from pregel.errors import InputError
 
 ORBIT_FPS = 12
@@ -22,13 +23,13 @@ def select_cameras(scene: Scene, spec: str | None) -> np.ndarray:
     if spec is None:
         return np.flatnonzero(heldout_mask(scene))
     try:
-        cams = np.array([int(c) for c in spec.split(",")], dtype=np.int64)
+        cams = [int(c) for c in spec.split(",")]
     except ValueError:
         raise InputError(f"--cameras must be comma-separated camera indices, got {spec!r}") from None
-    bad = cams[(cams < 0) | (cams >= scene.num_cameras)]
-    if bad.size:
+    bad = [c for c in cams if not 0 <= c < scene.num_cameras]
+    if bad:
         raise InputError(f"--cameras: camera {bad[0]} does not exist (the scene has {scene.num_cameras})")
-    return cams
+    return np.array(cams, dtype=np.int64)
 
 
 def orbit_viewmats(viewmats: np.ndarray, centre: np.ndarray, frames: int) -> np.ndarray:
@@ -75,9 +76,13 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
         _require_ffmpeg()
     scene = read_scene(scene_path)
     gaussians = read_gaussians_ply(ply_path) if ply_path else scene.gaussians()
+    if len(gaussians["means"]) == 0:
+        raise InputError.at(ply_path or scene_path, None, "has no Gaussians to render")
     cams = select_cameras(scene, cameras)
-    if not os.path.isdir(out_dir):
-        os.makedirs(out_dir)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as err:
+        raise InputError.at(out_dir, None, f"cannot create the output folder ({err.strerror})") from None
     params = {k: torch.from_numpy(np.ascontiguousarray(v, np.float32)).to(device) for k, v in gaussians.items()}
 
     def draw(viewmat, K) -> np.ndarray:
@@ -86,21 +91,25 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
                               K=torch.from_numpy(K).to(device), width=scene.width, height=scene.height)
         return np.round(image.clamp(0, 1).cpu().numpy() * 255).astype(np.uint8)
 
+    views = {f"{c:04d}.png": draw(scene.viewmats[c], scene.Ks[c]) for c in cams}  # all drawn before any is written
+    frames = None
+    if orbit:
+        orbit_views = orbit_viewmats(scene.viewmats, params["means"].cpu().numpy().mean(axis=0), orbit)
+        frames = np.stack([draw(v, scene.Ks[0]) for v in orbit_views])
     written = []
-    for c in cams:
-        path = os.path.join(out_dir, f"{c:04d}.png")
-        Image.fromarray(draw(scene.viewmats[c], scene.Ks[c])).save(path)
-        written.append(path)
+    for name, image in views.items():
+        with atomic_output(os.path.join(out_dir, name), ".png") as temp:
+            Image.fromarray(image).save(temp, format="PNG")
+        written.append(os.path.join(out_dir, name))
     if orbit:
         import imageio.v3 as iio
 
-        views = orbit_viewmats(scene.viewmats, params["means"].cpu().numpy().mean(axis=0), orbit)
-        frames = np.stack([draw(v, scene.Ks[0]) for v in views])
         path = os.path.join(out_dir, f"orbit.{orbit_format}")
-        if orbit_format == "gif":
-            iio.imwrite(path, frames, duration=1000 / ORBIT_FPS, loop=0)
-        else:
-            iio.imwrite(path, frames, fps=ORBIT_FPS)
+        with atomic_output(path, f".{orbit_format}") as temp:
+            if orbit_format == "gif":
+                iio.imwrite(temp, frames, duration=1000 / ORBIT_FPS, loop=0)
+            else:
+                iio.imwrite(temp, frames, fps=ORBIT_FPS)
         written.append(path)
     return written
 

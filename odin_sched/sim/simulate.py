@@ -545,7 +545,7 @@ def _integers(option: str, text) -> list[int]:
 def main(args) -> dict:
     """Entry for ``pregel simulate`` (see ``pregel simulate --help``): prints the table, writes ``--out``."""
     from odin_sched.sim.costmodel import load_profile
-    from pregel.atomic import check_writable
+    from pregel.outputs import check_outputs
 
     gpus, windows = (_integers(name, value) for name, value in (("--gpus", args.gpus), ("--window", args.window)))
     for name, value in (("--gpus", min(gpus)), ("--steps", args.steps), ("--window", min(windows)),
@@ -558,7 +558,7 @@ def main(args) -> dict:
         raise InputError(f"--max-staleness must be at least 0, got {args.max_staleness}")
     if args.shared_cores < 0:
         raise InputError(f"--shared-cores must be at least 0, got {args.shared_cores}")
-    check_writable(args.out)
+    check_outputs([("--out", args.out)], inputs=[args.scene])
     try:
         profile = replace(load_profile(args.profile), cores=args.shared_cores)  # GPUs, not this machine's cores
     except (OSError, ValueError) as err:
@@ -566,7 +566,7 @@ def main(args) -> dict:
     if args.scene is not None:
         from odin_sched.training.train import prepare
 
-        setup = prepare(args.scene, args.steps, args.batch_size or 1, args.seed, 0.2, args.steps, ())
+        setup = prepare(args.scene, args.steps, args.batch_size or 1, args.seed, 0.2, args.steps, {})
         scene = scene_of_setup(setup)
     else:
         scene = metadata_scene(args.layout, args.gaussians, args.cameras, args.width, args.height, args.seed)

@@ -42,8 +42,8 @@ from odin_sched.scenes.scene_io import Scene, read_scene, write_scene
 from odin_sched.scenes.scene_gen import HOLDOUT_EVERY
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.training.checkpoint import TrainState, train_checkpointer
-from pregel.atomic import check_writable
 from pregel.errors import InputError
+from pregel.outputs import check_outputs
 from pregel.progress import Progress
 
 INIT_OPACITY = 0.1
@@ -184,7 +184,8 @@ class TrainingSetup:
 def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
             outputs, init_ply=None, image_order: str | None = None) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
-    same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
+    same, deterministically). ``outputs``: {option: path} of the files that will be written (None paths
+    ignored);
     ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud;
     ``image_order``: 'shuffled' or 'spread' (see ``odin_sched.training.image_order``; default: shuffled for
     B = 1, spread otherwise)."""
@@ -199,9 +200,7 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     image_order = resolved_order(image_order, batch_size)
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"--image-order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
-    outputs = [path for path in outputs if path is not None]
-    for i, path in enumerate(outputs):  # no output may overwrite an input or another output
-        check_writable(path, inputs=[scene_path, *([init_ply] if init_ply else []), *outputs[:i]])
+    check_outputs(list(dict(outputs).items()), inputs=[scene_path, init_ply])
     scene = read_scene(scene_path)
     if init_ply is not None:
         initial = {name: torch.from_numpy(np.ascontiguousarray(value))
@@ -283,7 +282,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         raise InputError(NO_CUDA_CHECKPOINTS)
     dev, render = training_device(device)
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
-    setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path),
+    setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, {"--out": out_path, "--ply": ply_path, "--png": png_path},
                     init_ply, image_order)
     setup = to_device(setup, dev)
     scene = setup.scene
