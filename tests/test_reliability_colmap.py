@@ -13,7 +13,7 @@ import pytest
 from test_colmap import CAMERAS, W, H, _images, write_binary, write_images, write_text
 from test_reliability import one_line, pregel
 
-from odin_sched.colmap import convert_colmap
+from odin_sched.scenes.colmap import convert_colmap
 from pregel.cli import main
 
 

@@ -12,8 +12,8 @@ from PIL import Image
 from test_colmap import _images, write_binary, write_images, write_text
 from test_reliability import one_line, pregel
 
-from odin_sched.scene_gen import generate_scene
-from odin_sched.scene_io import write_scene
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import write_scene
 
 
 @pytest.fixture(scope="module")
