@@ -35,6 +35,7 @@ import torch
 from odin_sched.densify import DensifyConfig, GradAccumulator, densify_optimizer
 from odin_sched.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order, shuffled_batches,
                                      spread_batches)
+from odin_sched.knn import knn_scales
 from odin_sched.metrics import psnr
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.ply import read_gaussians_ply, write_ply
@@ -47,7 +48,6 @@ from pregel.errors import InputError
 from pregel.progress import Progress
 
 INIT_OPACITY = 0.1
-KNN_CHUNK = 2048
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
 
 
@@ -67,24 +67,6 @@ class TrainResult:
     @property
     def final_psnr(self) -> float:
         return float(self.psnr[-1])
-
-
-def knn_scales(points: torch.Tensor, k: int = 3) -> torch.Tensor:
-    """Initial log scales: log sqrt(mean squared distance to the k nearest other points), per point.
-
-    points: torch.Tensor  # [P, 3]
-    Returns torch.Tensor  # [P, 3] (the same value on the three axes)
-    """
-    p = points.shape[0]
-    k = min(k, p - 1)
-    if k < 1:
-        return torch.zeros(p, 3)
-    mean_sq = torch.empty(p)
-    for start in range(0, p, KNN_CHUNK):  # chunks of points, each against all points at once
-        d2 = torch.cdist(points[start:start + KNN_CHUNK], points) ** 2
-        nearest = torch.topk(d2, k + 1, dim=1, largest=False).values[:, 1:]  # drop the point itself
-        mean_sq[start:start + KNN_CHUNK] = nearest.mean(dim=1)
-    return (0.5 * torch.log(mean_sq.clamp(min=1e-7)))[:, None].repeat(1, 3)
 
 
 def init_gaussians(means: np.ndarray, colors: np.ndarray) -> dict:
