@@ -3,7 +3,9 @@
 3DGS initialises every Gaussian as an isotropic blob whose radius is the root of the mean squared
 distance to its 3 nearest other points (``distCUDA2`` of the reference code's ``simple-knn``, clamped
 below at 1e-7 before the log). Here the neighbours come from scipy's ``cKDTree`` (exact, O(P log P)
-time, memory linear in P: the queries run in chunks of ``QUERY_CHUNK`` points).
+time, memory linear in P). The points are queried in the tree's own leaf order, so consecutive queries
+walk the same nodes (several times faster than the input order on large clouds), in chunks of
+``QUERY_CHUNK`` points.
 """
 import numpy as np
 import torch
@@ -29,10 +31,11 @@ def mean_sq_neighbour_distance(points: np.ndarray, k: int = NEIGHBOURS) -> np.nd
     tree = cKDTree(points)
     out = np.empty(p)
     for start in range(0, p, QUERY_CHUNK):
+        rows = tree.indices[start:start + QUERY_CHUNK]
         # the k + 1 nearest include the point itself at distance 0 (or a duplicate of it: the same
         # multiset of distances), so the first column is dropped
-        dist, _ = tree.query(points[start:start + QUERY_CHUNK], k=k + 1)
-        out[start:start + QUERY_CHUNK] = np.mean(dist[:, 1:] ** 2, axis=1)
+        dist, _ = tree.query(points[rows], k=k + 1)
+        out[rows] = np.mean(dist[:, 1:] ** 2, axis=1)
     return out
 
 
