@@ -42,12 +42,12 @@ from odin_sched.scenes.scene_io import Scene, read_scene, write_scene
 from odin_sched.scenes.scene_gen import HOLDOUT_EVERY
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.training.checkpoint import TrainState, train_checkpointer
+from odin_sched.knn import knn_scales
 from pregel.errors import InputError
 from pregel.outputs import check_outputs
 from pregel.progress import Progress
 
 INIT_OPACITY = 0.1
-KNN_CHUNK = 2048
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
 
 
@@ -67,24 +67,6 @@ class TrainResult:
     @property
     def final_psnr(self) -> float:
         return float(self.psnr[-1])
-
-
-def knn_scales(points: torch.Tensor, k: int = 3) -> torch.Tensor:
-    """Initial log scales: log sqrt(mean squared distance to the k nearest other points), per point.
-
-    points: torch.Tensor  # [P, 3]
-    Returns torch.Tensor  # [P, 3] (the same value on the three axes)
-    """
-    p = points.shape[0]
-    k = min(k, p - 1)
-    if k < 1:
-        return torch.zeros(p, 3)
-    mean_sq = torch.empty(p)
-    for start in range(0, p, KNN_CHUNK):  # chunks of points, each against all points at once
-        d2 = torch.cdist(points[start:start + KNN_CHUNK], points) ** 2
-        nearest = torch.topk(d2, k + 1, dim=1, largest=False).values[:, 1:]  # drop the point itself
-        mean_sq[start:start + KNN_CHUNK] = nearest.mean(dim=1)
-    return (0.5 * torch.log(mean_sq.clamp(min=1e-7)))[:, None].repeat(1, 3)
 
 
 def init_gaussians(means: np.ndarray, colors: np.ndarray) -> dict:
