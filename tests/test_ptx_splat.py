@@ -11,11 +11,12 @@ from numba import cuda
 from numba import types as nt
 
 import numba.cuda.dispatcher
-from kernels.splat import projection, rasterize_backward, rasterize_forward
+from kernels.splat import projection, rasterize_backward, rasterize_forward, sh
 
 F1, F2, F3 = nt.float32[:], nt.float32[:, :], nt.float32[:, :, :]
 I1, I2 = nt.int32[:], nt.int32[:, :]
 VIEW, INTR, RGB = nt.UniTuple(nt.float64, 12), nt.UniTuple(nt.float64, 4), nt.UniTuple(nt.float64, 3)
+CAMPOS = RGB
 SIZE = nt.int64
 
 KERNELS = {
@@ -27,6 +28,8 @@ KERNELS = {
     "rasterize_backward": (
         rasterize_backward._rasterize_backward_cuda,
         (I1, I1, F2, F2, F1, F2, RGB, SIZE, SIZE, F2, I2, F3, F2, F2, F1, F2)),
+    "sh_to_colors": (sh._sh_to_colors_cuda, (F2, F3, CAMPOS, SIZE, F2)),
+    "sh_to_colors_backward": (sh._sh_to_colors_backward_cuda, (F2, F3, CAMPOS, SIZE, F2, F2, F3)),
 }
 
 

@@ -13,6 +13,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from .constants import ALPHA_MAX, ALPHA_MIN, EPS_2D, FOV_CLIP, NEAR_PLANE, RADIUS_SIGMAS, T_MIN, TILE_SIZE
+from .sh import _sh_to_colors
 from .validate import check_render_inputs
 
 # Pixel x Gaussian elements handled at once by the dense compositing (bounds memory use).
@@ -105,17 +106,22 @@ def _composite(mean2d, conic, opacity, colors, radius, pix_x, pix_y, background)
     return weights @ colors + final_t[:, None] * background[None, :], final_t
 
 
-def _render(means, scales, quats, opacities, colors, viewmat, K, width, height, background=None):
+def _render(means, scales, quats, opacities, colors, viewmat, K, width, height, background=None, sh_degree=None):
     """Render an image with the dense torch reference (autograd gives the gradients).
 
-    means [G, 3], scales [G, 3] log, quats [G, 4] wxyz, opacities [G] logit, colors [G, 3],
-    viewmat [4, 4] world-to-camera, K [3, 3], background [3] or None (black).
+    means [G, 3], scales [G, 3] log, quats [G, 4] wxyz, opacities [G] logit, colors [G, 3] (or, with
+    ``sh_degree``, SH coefficients [G, K, 3] evaluated by ``sh._sh_to_colors``), viewmat [4, 4]
+    world-to-camera, K [3, 3], background [3] or None (black).
     Returns image [height, width, 3] float32 and visible [G] bool (radius > 0).
     Memory is bounded by compositing chunks of pixels (recomputed in backward by checkpointing).
     """
-    check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, width, height, background)
+    check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, width, height, background, sh_degree)
     if background is None:
         background = torch.zeros(3, dtype=means.dtype, device=means.device)
+    if sh_degree is not None:
+        rot, trans = viewmat[:3, :3].to(torch.float64), viewmat[:3, 3].to(torch.float64)
+        campos = (-rot.T @ trans).to(means.dtype)
+        colors = _sh_to_colors(means, colors, campos, sh_degree)
     mean2d, conic, depth, radius = _project(means, scales, quats, viewmat, K, width, height)
     visible = radius > 0
     ids = torch.nonzero(visible).flatten()

@@ -17,6 +17,7 @@ from .binning import bin_tiles
 from .projection import project, project_backward
 from .rasterize_backward import rasterize_backward
 from .rasterize_forward import rasterize_forward
+from .sh import camera_centre, sh_to_colors, sh_to_colors_backward
 from .validate import check_render_inputs
 
 
@@ -73,6 +74,25 @@ class _Sigmoid(torch.autograd.Function):
         return _tensor(v_logits, on_device), None
 
 
+class _ShColors(torch.autograd.Function):
+    """Colours from SH coefficients and the view direction (``sh``), before rasterization."""
+
+    @staticmethod
+    def forward(ctx, means, coeffs, campos, degree, on_device):
+        colors = sh_to_colors(_kernel_array(means, on_device), _kernel_array(coeffs, on_device), campos, degree)
+        ctx.save_for_backward(means, coeffs)
+        ctx.args = (campos, degree, on_device)
+        return _tensor(colors, on_device)
+
+    @staticmethod
+    def backward(ctx, v_colors):
+        means, coeffs = ctx.saved_tensors
+        campos, degree, on_device = ctx.args
+        v_means, v_coeffs = sh_to_colors_backward(*(_kernel_array(t, on_device) for t in (means, coeffs)), campos,
+                                                  degree, _kernel_array(v_colors, on_device))
+        return _tensor(v_means, on_device), _tensor(v_coeffs, on_device), None, None, None
+
+
 class _Rasterize(torch.autograd.Function):
     @staticmethod
     def forward(ctx, mean2d, conic, opacity, colors, radius, depth, background, width, height, on_device):
@@ -94,12 +114,14 @@ class _Rasterize(torch.autograd.Function):
 
 
 def render(means, scales, quats, opacities, colors, viewmat, K, width, height, background=None,
-           on_device: bool = False):
+           on_device: bool = False, sh_degree: int | None = None):
     """Render one image with the Numba kernels; differentiable w.r.t. the five Gaussian parameters.
 
     means [G, 3], scales [G, 3] log-scales, quats [G, 4] (w, x, y, z, normalised at use),
-    opacities [G] logits, colors [G, 3], viewmat [4, 4] world-to-camera, K [3, 3] intrinsics,
-    background [3] or None (black); float32 tensors on one device (CPU or CUDA).
+    opacities [G] logits, colors [G, 3] RGB used as is, or with ``sh_degree`` (0..3) SH coefficients
+    [G, K, 3], K >= (sh_degree + 1)^2, evaluated from the camera centre (``sh.sh_to_colors``: the
+    reference 3DGS colour, + 0.5 and clamped at 0), viewmat [4, 4] world-to-camera, K [3, 3]
+    intrinsics, background [3] or None (black); float32 tensors on one device (CPU or CUDA).
     CUDA tensors run the CUDA kernels. ``on_device=True`` asks for them on CPU tensors too, which only
     Numba's CUDA simulator can do (where a device run's tensors are CPU tensors): each kernel
     argument and result is then copied into and out of the simulator's arrays by
@@ -107,7 +129,7 @@ def render(means, scales, quats, opacities, colors, viewmat, K, width, height, b
     Returns image [height, width, 3] float32 and visible [G] bool (radius > 0: in front of the
     camera and on screen). NaN/inf in any input raises ValueError.
     """
-    check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, width, height, background)
+    check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, width, height, background, sh_degree)
     if on_device and not (means.is_cuda or SIMULATED):
         raise ValueError("on_device=True needs CUDA tensors (or Numba's CUDA simulator, NUMBA_ENABLE_CUDASIM=1)")
     on_device = on_device or means.is_cuda
@@ -116,5 +138,7 @@ def render(means, scales, quats, opacities, colors, viewmat, K, width, height, b
     bg = (0.0, 0.0, 0.0) if background is None else tuple(float(b) for b in background.detach().cpu())
     mean2d, conic, depth, radius = _Project.apply(means, scales, quats, viewmat_host, K_host, width, height, on_device)
     opacity = _Sigmoid.apply(opacities, on_device)
+    if sh_degree is not None:
+        colors = _ShColors.apply(means, colors, camera_centre(viewmat_host), sh_degree, on_device)
     image = _Rasterize.apply(mean2d, conic, opacity, colors, radius, depth, bg, width, height, on_device)
     return image, radius > 0
