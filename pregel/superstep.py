@@ -225,6 +225,11 @@ class Superstep:
             return self._messages(ext, sent_ext, inc)
         if self.combiner == "softmax":
             return self._softmax(ext, sent_ext, inc)
+        if self.combiner == "mean" and not self.per_edge and sent_ext is None and not len(inc.direct_ids):
+            # every in-edge sent and nothing else arrives: the kernel divides by the row's edge count
+            weights = g.in_weights if self.program.weighted else None
+            gathered = gather_reduce(g.in_indptr, g.in_indices, ext, "mean", weights, check=False)
+            return gathered, self.edges.in_counts > 0
         edge_side = self.edges.dst_side if self.per_edge else (g.in_weights, None, None, None)
         gathered = self._reduce_edges(g.in_indptr, g.in_indices, ext, sent_ext, edge_side, False)
         count = (self.edges.in_counts if sent_ext is None else
@@ -277,8 +282,8 @@ def finish_gather(gathered, count, combiner: str, xp):
     identity where nothing arrived, ``received = count > 0``. ``xp``: the arrays' namespace
     (``numpy``, or a ``pregel.arrays.TorchNamespace``)."""
     received = count > 0
-    if combiner == "mean":
-        gathered = gathered / xp.astype(rows_like(xp.maximum(count, 1), gathered), gathered.dtype)
+    if combiner == "mean":  # in place: ``gathered`` is this superstep's own buffer
+        gathered /= xp.astype(rows_like(xp.maximum(count, 1), gathered), gathered.dtype)
     if IDENTITY[combiner] != 0:
         gathered[~received] = IDENTITY[combiner]
     return gathered, received

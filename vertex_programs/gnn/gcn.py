@@ -34,10 +34,10 @@ class GCNLayer(GNNLayer):
 
     def apply(self, ctx, x, cache, gathered):
         sent, norm, self_count = cache
-        out = (as_tensor(gathered) + self_count * sent) * norm
+        out = as_tensor(gathered).addcmul_(self_count, sent).mul_(norm)  # the gathered rows, in place
         if not self.transform_first:
-            out = out @ self.weight.T
-        return out if self.bias is None else out + self.bias
+            return out @ self.weight.T if self.bias is None else torch.addmm(self.bias, out, self.weight.T)
+        return out if self.bias is None else out.add_(self.bias)
 
     def record(self):
         weights = {"weight": self.weight}

@@ -4,7 +4,8 @@ import torch
 
 from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
 
-MLP_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+# in place: every op of the MLP gets rows of the layer's own (the gathered rows or a product)
+MLP_ACTIVATIONS = {"relu": torch.relu_, "tanh": torch.tanh_, "sigmoid": torch.sigmoid_}
 _TORCH_ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid"}
 _SKIPPED = ("Dropout", "Identity")  # identities at inference
 
@@ -36,11 +37,11 @@ class GINLayer(GNNLayer):
         return sent, sent
 
     def apply(self, ctx, x, sent, gathered):
-        h = as_tensor(gathered) + (1.0 + self.eps) * sent
+        h = as_tensor(gathered).add_(sent, alpha=1.0 + self.eps)  # the gathered rows, in place
         ops = self.mlp
         if self.transform_first:
             bias = self.mlp[0][2]
-            h = h if bias is None else h + bias
+            h = h if bias is None else h.add_(bias)
             ops = ops[1:]
         for op in ops:
             h = _run_op(op, h)
@@ -71,8 +72,7 @@ class GINLayer(GNNLayer):
 def _run_op(op, h):
     name = op[0]
     if name == "linear":
-        h = h @ op[1].T
-        return h if op[2] is None else h + op[2]
+        return h @ op[1].T if op[2] is None else torch.addmm(op[2], h, op[1].T)
     if name == "batch_norm":
         mean, var, weight, bias, eps = op[1:]
         h = (h - mean) / torch.sqrt(var + eps)

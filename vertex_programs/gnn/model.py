@@ -17,6 +17,9 @@ ACTIVATIONS = {
     "sigmoid": torch.sigmoid,
     "none": lambda x: x,
 }
+#: the same, overwriting their argument (for the rows a layer has just made)
+IN_PLACE = {"relu": torch.relu_, "elu": lambda x: F.elu_(x), "leaky_relu": lambda x: F.leaky_relu_(x),
+            "gelu": F.gelu, "tanh": torch.tanh_, "sigmoid": torch.sigmoid_, "none": lambda x: x}
 
 
 class GNNModel(VertexProgram):
@@ -114,7 +117,7 @@ class GNNModel(VertexProgram):
         last = self._layer == len(self.layers) - 1
         hidden = state["hidden"]
         if not last:
-            x = ACTIVATIONS[self.activation](x)
+            x = IN_PLACE[self.activation](x)  # x: the rows apply has just made
             if self.keep_hidden:
                 hidden = hidden + [x]
         self._layer, self._cache = self._layer + 1, None

@@ -36,11 +36,15 @@ class SAGELayer(GNNLayer):
         aggregated = as_tensor(gathered)
         if self.aggr == "max":  # the engine's identity for 'max' is -inf; PyG gives 0
             aggregated = torch.where(torch.as_tensor(ctx.received)[:, None], aggregated, 0.0)
-        out = aggregated if self.transform_first else aggregated @ self.weight_l.T
-        if self.bias_l is not None:
-            out = out + self.bias_l
+        # in place on buffers of this layer's own: the gathered rows, or the one product out of them
+        if self.transform_first:
+            out = aggregated if self.bias_l is None else aggregated.add_(self.bias_l)
+        elif self.bias_l is None:
+            out = aggregated @ self.weight_l.T
+        else:
+            out = torch.addmm(self.bias_l, aggregated, self.weight_l.T)
         if self.weight_r is not None:
-            out = out + x @ self.weight_r.T
+            out.addmm_(x, self.weight_r.T)
         return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
 
     def record(self):
