@@ -21,6 +21,7 @@ in uint a_index;
 out vec4 v_color;
 out vec2 v_d;
 out vec3 v_conic;
+flat out float v_radius;
 void main() {
   ivec2 base = ivec2(int(a_index % ${PER_ROW}u) * 4, int(a_index / ${PER_ROW}u));
   vec4 t0 = texelFetch(u_data, base, 0);
@@ -41,11 +42,18 @@ void main() {
   float a = cov[0][0] + 0.3, b = cov[0][1], c = cov[1][1] + 0.3;
   float det = a * c - b * b;
   if (det <= 0.0) return;
-  float mid = 0.5 * (a + c);
-  float r = ceil(3.0 * sqrt(mid + sqrt(max(mid * mid - det, 0.0))));
+  float mid = 0.5 * (a + c), root = sqrt(max(mid * mid - det, 0.0));
+  float r = ceil(3.0 * sqrt(mid + root));
   vec2 mean = vec2(fx * t.x / t.z + cx, fy * t.y / t.z + cy);
   if (mean.x + r <= 0.0 || mean.x - r >= u_size.x || mean.y + r <= 0.0 || mean.y - r >= u_size.y) return;
-  v_d = a_corner * r;
+  // Only pixels with alpha >= 1/255 count: the ellipse opacity exp(-k^2 / 2) = 1/255. Its bounding box,
+  // along the eigenvectors of the 2D covariance, covers them with fewer pixels than the square.
+  if (t0.w * 255.0 < 1.0) return;
+  float k = sqrt(2.0 * log(255.0 * t0.w));
+  vec2 major = abs(b) > 1e-9 ? normalize(vec2(b, mid + root - a)) : (a >= c ? vec2(1.0, 0.0) : vec2(0.0, 1.0));
+  vec2 minor = vec2(-major.y, major.x);
+  v_d = a_corner.x * k * sqrt(mid + root) * major + a_corner.y * k * sqrt(max(mid - root, 0.0)) * minor;
+  v_radius = r;
   vec2 p = mean + v_d;
   gl_Position = vec4(2.0 * p.x / u_size.x - 1.0, 1.0 - 2.0 * p.y / u_size.y, 0.0, 1.0);
   v_conic = vec3(c, -b, a) / det;
@@ -57,8 +65,10 @@ precision highp float;
 in vec4 v_color;
 in vec2 v_d;
 in vec3 v_conic;
+flat in float v_radius;
 out vec4 color;
 void main() {
+  if (abs(v_d.x) > v_radius || abs(v_d.y) > v_radius) discard;  // the rasterizer's square footprint
   float power = -0.5 * (v_conic.x * v_d.x * v_d.x + v_conic.z * v_d.y * v_d.y) - v_conic.y * v_d.x * v_d.y;
   if (power > 0.0) discard;
   float alpha = min(0.99, v_color.a * exp(power));
@@ -286,13 +296,12 @@ class Viewer {
     this.sortedVersion = msg.version;
     this.sortMs = msg.ms;
     this.sortBusy = false;
-    this.drawnVersion = -1;  // draw again with the new order
   }
 
-  frame(force = false) {
+  frame(force = false) {  // draws when the view or the order changed since the last frame drawn
     this.requestSort();
-    const version = this.viewVersion;
-    if (!force && this.drawnVersion === version && this.sortedVersion === version) return;
+    const version = this.viewVersion, key = `${version}/${this.sortedVersion}`;
+    if (!force && key === this.drawnKey) return;
     const gl = this.gl;
     const v = this.viewmat();
     gl.uniformMatrix4fv(this.uniforms.u_view, false, [v[0], v[4], v[8], v[12], v[1], v[5], v[9], v[13],
@@ -302,6 +311,7 @@ class Viewer {
     gl.clearColor(0, 0, 0, 1);
     gl.clear(gl.COLOR_BUFFER_BIT);
     gl.drawArraysInstanced(gl.TRIANGLE_STRIP, 0, 4, this.instances);
+    this.drawnKey = key;
     this.drawnVersion = this.sortedVersion === version ? version : -1;
     this.frames++;
   }
@@ -314,16 +324,18 @@ class Viewer {
     });
   }
 
-  async benchmark(frames, radiansPerFrame = 0.01) {  // frames per second while orbiting, each frame finished
+  async benchmark(frames, seconds = 60, radiansPerFrame = 0.01) {
+    // frames per second while orbiting (each frame finished), over `frames` frames or `seconds` if sooner
     const gl = this.gl, pixel = new Uint8Array(4);
     const start = performance.now();
-    for (let i = 0; i < frames; i++) {
+    let i = 0;
+    for (; i < frames && performance.now() - start < 1000 * seconds; i++) {
       this.orbit(radiansPerFrame, 0);
       this.frame(true);
       gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);  // wait for the frame to finish
       await new Promise((r) => requestAnimationFrame(r));
     }
-    return {fps: frames / ((performance.now() - start) / 1000), sortMs: this.sortMs, drawn: this.instances};
+    return {fps: i / ((performance.now() - start) / 1000), frames: i, sortMs: this.sortMs, drawn: this.instances};
   }
 }
 

@@ -1,0 +1,87 @@
+"""Frames per second of `pregel view` in headless Chromium, at several model sizes.
+
+For each size N a random model (means uniform in a unit ball, isotropic scales about half the mean
+spacing, random colours and opacities) is written as a 3DGS PLY, served by `pregel view`, and drawn on an
+800 x 600 canvas by Debian's headless Chromium with WebGL2 in software (SwiftShader, the only WebGL on
+a machine without a GPU) while the camera orbits one step per frame. Each frame is finished before
+the next (a one-pixel readback), and depth re-sorts run in the page's worker as often as they keep up.
+Reported: frames/s, the worker's last sort time, and how many Gaussians the last sort kept.
+
+    .venv/bin/python benchmarks/view_fps.py [--sizes 100000,1000000] [--frames 30] [--dir DIR]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from odin_sched.ply import write_ply  # noqa: E402
+
+FLAGS = ("--headless=new", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--no-sandbox",
+         "--window-size=1100,700")
+
+
+def random_model(path, n: int, seed: int = 0) -> None:
+    """A PLY of ``n`` random Gaussians in the unit ball."""
+    rng = np.random.default_rng(seed)
+    direction = rng.normal(size=(n, 3))
+    means = direction / np.linalg.norm(direction, axis=1, keepdims=True) * rng.random((n, 1)) ** (1 / 3)
+    spacing = (4.19 / n) ** (1 / 3)
+    scales = np.log(0.5 * spacing * rng.uniform(0.5, 1.5, size=(n, 1))).repeat(3, axis=1)
+    quats = rng.normal(size=(n, 4))
+    write_ply(path, means, scales, quats, rng.normal(0, 1, n), rng.random((n, 3)))
+
+
+def measure(driver, address: str, frames: int) -> dict:
+    driver.get(address + "?width=800&height=600")
+    deadline = time.monotonic() + 300
+    while not driver.execute_script("return !!window.viewer || window.viewerError || null"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the viewer did not start")
+        time.sleep(0.2)
+    driver.set_script_timeout(600)
+    driver.execute_async_script("window.viewer.settled().then(arguments[0])")
+    driver.execute_async_script("window.viewer.benchmark(3, 90).then(arguments[0])")  # warm-up
+    return driver.execute_async_script(f"window.viewer.benchmark({frames}, 90).then(arguments[0])")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--frames", type=int, default=30)
+    parser.add_argument("--dir", default=None, help="where to write the models (default: a temporary folder)")
+    args = parser.parse_args()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    work = args.dir or tempfile.mkdtemp(prefix="view_fps_")
+    options = Options()
+    for flag in FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    print(f"{'Gaussians':>10} {'frames/s':>9} {'sort ms':>8} {'drawn':>10}")
+    try:
+        for n in (int(s) for s in args.sizes.split(",")):
+            path = os.path.join(work, f"random_{n}.ply")
+            if not os.path.exists(path):
+                random_model(path, n)
+            proc = subprocess.Popen([sys.executable, "-m", "pregel.cli", "view", path, "--port", "0"],
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                line = proc.stdout.readline()
+                result = measure(driver, line[line.index("http://"):].split()[0], args.frames)
+            finally:
+                proc.terminate()
+                proc.wait()
+            print(f"{n:>10,} {result['fps']:>9.2f} {result['sortMs']:>8.0f} {result['drawn']:>10,}", flush=True)
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    main()
