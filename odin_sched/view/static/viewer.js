@@ -6,6 +6,11 @@
 // OpenCV axes (x right, y down, z forward) and pinhole intrinsics, as in the scene files.
 "use strict";
 
+// While the view moves, frames are drawn at a lower resolution (scaled up to the canvas) chosen so that
+// a frame takes about MOTION_FRAME_MS; SETTLE_MS after the last change the full-resolution frame follows.
+const MOTION_FRAME_MS = 60;
+const SETTLE_MS = 250;
+const MIN_SCALE = 1 / 8;
 const TEX_WIDTH = 4096;          // texels per row of the data texture; 4 texels per Gaussian
 const PER_ROW = TEX_WIDTH / 4;
 
@@ -195,7 +200,16 @@ class Viewer {
     gl.disable(gl.DEPTH_TEST);
     gl.enable(gl.BLEND);
     gl.blendFunc(gl.ONE, gl.ONE_MINUS_SRC_ALPHA);  // premultiplied colour, far to near
-    gl.viewport(0, 0, this.width, this.height);
+    this.motion = gl.createFramebuffer();  // the low-resolution target of frames drawn while moving
+    gl.bindFramebuffer(gl.FRAMEBUFFER, this.motion);
+    const colour = gl.createRenderbuffer();
+    gl.bindRenderbuffer(gl.RENDERBUFFER, colour);
+    gl.renderbufferStorage(gl.RENDERBUFFER, gl.RGBA8, this.width, this.height);
+    gl.framebufferRenderbuffer(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.RENDERBUFFER, colour);
+    gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+    this.motionScale = 1;
+    this.lastChange = -Infinity;
+    this.fence = null;  // {sync, t0, scale} of the moving frame being timed
   }
 
   worldUp() {  // the cameras' mean up direction (-y of the camera frame), else -y
@@ -262,7 +276,7 @@ class Viewer {
     this.changed();
   }
 
-  changed() { this.viewVersion++; }
+  changed() { this.viewVersion++; this.lastChange = performance.now(); }
 
   setupControls() {
     const c = this.canvas;
@@ -298,22 +312,50 @@ class Viewer {
     this.sortBusy = false;
   }
 
-  frame(force = false) {  // draws when the view or the order changed since the last frame drawn
+  frame(force = false, moving = null) {
+    // draws when the view, the order or the resolution changed since the last frame drawn
     this.requestSort();
-    const version = this.viewVersion, key = `${version}/${this.sortedVersion}`;
+    this.timeMotionFrame();
+    const now = performance.now();
+    if (moving === null) moving = now - this.lastChange < SETTLE_MS;
+    const scale = moving ? this.motionScale : 1;
+    const version = this.viewVersion, key = `${version}/${this.sortedVersion}/${scale}`;
     if (!force && key === this.drawnKey) return;
-    const gl = this.gl;
+    const gl = this.gl, w = Math.max(1, Math.round(this.width * scale)), h = Math.max(1, Math.round(this.height * scale));
     const v = this.viewmat();
+    gl.bindFramebuffer(gl.FRAMEBUFFER, scale < 1 ? this.motion : null);
+    gl.viewport(0, 0, w, h);
     gl.uniformMatrix4fv(this.uniforms.u_view, false, [v[0], v[4], v[8], v[12], v[1], v[5], v[9], v[13],
                                                        v[2], v[6], v[10], v[14], v[3], v[7], v[11], v[15]]);
-    gl.uniform4fv(this.uniforms.u_intr, this.intr);
-    gl.uniform2f(this.uniforms.u_size, this.width, this.height);
+    gl.uniform4fv(this.uniforms.u_intr, this.intr.map((x) => x * w / this.width));
+    gl.uniform2f(this.uniforms.u_size, w, h);
     gl.clearColor(0, 0, 0, 1);
     gl.clear(gl.COLOR_BUFFER_BIT);
     gl.drawArraysInstanced(gl.TRIANGLE_STRIP, 0, 4, this.instances);
+    if (scale < 1) {  // scale up onto the canvas
+      gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.motion);
+      gl.bindFramebuffer(gl.DRAW_FRAMEBUFFER, null);
+      gl.blitFramebuffer(0, 0, w, h, 0, 0, this.width, this.height, gl.COLOR_BUFFER_BIT, gl.LINEAR);
+      gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+    }
+    if (moving && !this.fence) {
+      this.fence = {sync: gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0), t0: now, scale};
+      gl.flush();
+    }
     this.drawnKey = key;
-    this.drawnVersion = this.sortedVersion === version ? version : -1;
+    this.drawnVersion = this.sortedVersion === version && scale === 1 ? version : -1;
     this.frames++;
+  }
+
+  timeMotionFrame() {  // once a timed moving frame has finished, fit the motion resolution to its time
+    const gl = this.gl, f = this.fence;
+    if (!f) return;
+    const state = gl.clientWaitSync(f.sync, 0, 0);
+    if (state !== gl.ALREADY_SIGNALED && state !== gl.CONDITION_SATISFIED) return;
+    const ms = Math.max(performance.now() - f.t0, 1);
+    this.motionScale = Math.min(1, Math.max(MIN_SCALE, f.scale * Math.sqrt(MOTION_FRAME_MS / ms)));
+    gl.deleteSync(f.sync);
+    this.fence = null;
   }
 
   // ---- for tests and benchmarks
@@ -324,18 +366,20 @@ class Viewer {
     });
   }
 
-  async benchmark(frames, seconds = 60, radiansPerFrame = 0.01) {
-    // frames per second while orbiting (each frame finished), over `frames` frames or `seconds` if sooner
+  async benchmark(frames, seconds = 60, moving = false, radiansPerFrame = 0.01) {
+    // frames per second while orbiting (each frame finished), over `frames` frames or `seconds` if sooner;
+    // moving: at the adaptive motion resolution, else at full resolution
     const gl = this.gl, pixel = new Uint8Array(4);
     const start = performance.now();
     let i = 0;
     for (; i < frames && performance.now() - start < 1000 * seconds; i++) {
       this.orbit(radiansPerFrame, 0);
-      this.frame(true);
+      this.frame(true, moving);
       gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);  // wait for the frame to finish
       await new Promise((r) => requestAnimationFrame(r));
     }
-    return {fps: i / ((performance.now() - start) / 1000), frames: i, sortMs: this.sortMs, drawn: this.instances};
+    return {fps: i / ((performance.now() - start) / 1000), frames: i, sortMs: this.sortMs, drawn: this.instances,
+            scale: moving ? this.motionScale : 1};
   }
 }
 
