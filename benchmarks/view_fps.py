@@ -5,9 +5,10 @@ spacing, random colours and opacities) is written as a 3DGS PLY, served by `preg
 800 x 600 canvas by Debian's headless Chromium with WebGL2 in software (SwiftShader, the only WebGL on
 a machine without a GPU) while the camera orbits one step per frame. Each frame is finished before
 the next (a one-pixel readback), and depth re-sorts run in the page's worker as often as they keep up.
-Reported: frames/s at full resolution (what the page draws once the view stops), frames/s while moving
-(the page's adaptive motion resolution, after it has settled) with the resolution scale it chose, the
-worker's last sort time, and how many Gaussians the last sort kept.
+Reported: frames/s at full quality (what the page draws once the view stops: every Gaussian at full
+resolution), frames/s while moving (the page's adaptive motion quality q, after it has settled: sqrt(q)
+of the resolution and the q G most important Gaussians) with the q it chose, the worker's last sort
+time, and how many Gaussians the last sort kept.
 
     .venv/bin/python benchmarks/view_fps.py [--sizes 100000,1000000] [--frames 30] [--dir DIR]
 """
@@ -69,7 +70,7 @@ def main() -> None:
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
     driver.command_executor.client_config.timeout = 900  # a software frame of 1M Gaussians takes long
-    print(f"{'Gaussians':>10} {'still fps':>9} {'moving fps':>10} {'at scale':>8} {'sort ms':>8} {'drawn':>10}")
+    print(f"{'Gaussians':>10} {'still fps':>9} {'moving fps':>10} {'quality':>8} {'sort ms':>8} {'drawn':>10}")
     try:
         for n in (int(s) for s in args.sizes.split(",")):
             path = os.path.join(work, f"random_{n}.ply")
@@ -83,7 +84,7 @@ def main() -> None:
             finally:
                 proc.terminate()
                 proc.wait()
-            print(f"{n:>10,} {still['fps']:>9.2f} {moving['fps']:>10.2f} {moving['scale']:>8.3f} "
+            print(f"{n:>10,} {still['fps']:>9.2f} {moving['fps']:>10.2f} {moving['quality']:>8.3f} "
                   f"{moving['sortMs']:>8.0f} {moving['drawn']:>10,}", flush=True)
     finally:
         driver.quit()

@@ -6,11 +6,14 @@
 // OpenCV axes (x right, y down, z forward) and pinhole intrinsics, as in the scene files.
 "use strict";
 
-// While the view moves, frames are drawn at a lower resolution (scaled up to the canvas) chosen so that
-// a frame takes about MOTION_FRAME_MS; SETTLE_MS after the last change the full-resolution frame follows.
+// While the view moves, frames are drawn at a lower quality q in (0, 1] chosen so that a frame takes
+// about MOTION_FRAME_MS: sqrt(q) of the resolution (scaled up to the canvas) and the q G most important
+// Gaussians (opacity x squared size; at least MIN_MOTION_GAUSSIANS); SETTLE_MS after the last change the
+// full frame follows.
 const MOTION_FRAME_MS = 60;
 const SETTLE_MS = 250;
-const MIN_SCALE = 1 / 8;
+const MIN_QUALITY = 1 / 256;
+const MIN_MOTION_GAUSSIANS = 20000;
 const TEX_WIDTH = 4096;          // texels per row of the data texture; 4 texels per Gaussian
 const PER_ROW = TEX_WIDTH / 4;
 
@@ -119,12 +122,15 @@ class Viewer {
     this.up = this.worldUp();
     this.viewVersion = 0;
     this.sortedVersion = -1;
+    this.sortedLimit = 0;
     this.drawnVersion = -1;
     this.sortBusy = false;
     this.sortMs = 0;
     this.frames = 0;
     this.worker = new Worker("sort_worker.js");
-    this.worker.postMessage({means: new Float32Array(means)});
+    const importance = new Float32Array(n);
+    for (let i = 0; i < n; i++) importance[i] = rgba[4 * i + 3] * (covs[6 * i] + covs[6 * i + 3] + covs[6 * i + 5]);
+    this.worker.postMessage({means: new Float32Array(means), importance}, [importance.buffer]);
     this.worker.onmessage = (e) => this.onSorted(e.data);
     if (this.cameras.length) this.setCamera(0);
     else this.setDefaultView();
@@ -207,7 +213,7 @@ class Viewer {
     gl.renderbufferStorage(gl.RENDERBUFFER, gl.RGBA8, this.width, this.height);
     gl.framebufferRenderbuffer(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.RENDERBUFFER, colour);
     gl.bindFramebuffer(gl.FRAMEBUFFER, null);
-    this.motionScale = 1;
+    this.quality = 1;  // of frames drawn while moving
     this.lastChange = -Infinity;
     this.fence = null;  // {sync, t0, scale} of the moving frame being timed
   }
@@ -295,11 +301,14 @@ class Viewer {
   }
 
   // ---- sorting (in the worker, one request at a time, always for the newest view) and drawing
-  requestSort() {
-    if (this.sortBusy || this.sortedVersion === this.viewVersion) return;
+  motionLimit() { return Math.max(MIN_MOTION_GAUSSIANS, Math.round(this.quality * this.count)); }
+
+  requestSort(moving) {
+    const limit = moving ? this.motionLimit() : this.count;
+    if (this.sortBusy || (this.sortedVersion === this.viewVersion && this.sortedLimit === limit)) return;
     this.sortBusy = true;
     const v = this.viewmat();
-    this.worker.postMessage({view: [v[8], v[9], v[10], v[11]], version: this.viewVersion});
+    this.worker.postMessage({view: [v[8], v[9], v[10], v[11]], limit, version: this.viewVersion});
   }
 
   onSorted(msg) {
@@ -308,18 +317,19 @@ class Viewer {
     gl.bufferSubData(gl.ARRAY_BUFFER, 0, msg.indices);
     this.instances = msg.count;
     this.sortedVersion = msg.version;
+    this.sortedLimit = msg.limit;
     this.sortMs = msg.ms;
     this.sortBusy = false;
   }
 
   frame(force = false, moving = null) {
     // draws when the view, the order or the resolution changed since the last frame drawn
-    this.requestSort();
     this.timeMotionFrame();
     const now = performance.now();
     if (moving === null) moving = now - this.lastChange < SETTLE_MS;
-    const scale = moving ? this.motionScale : 1;
-    const version = this.viewVersion, key = `${version}/${this.sortedVersion}/${scale}`;
+    this.requestSort(moving);
+    const quality = moving ? this.quality : 1, scale = Math.sqrt(quality);
+    const version = this.viewVersion, key = `${version}/${this.sortedVersion}/${this.sortedLimit}/${scale}`;
     if (!force && key === this.drawnKey) return;
     const gl = this.gl, w = Math.max(1, Math.round(this.width * scale)), h = Math.max(1, Math.round(this.height * scale));
     const v = this.viewmat();
@@ -339,21 +349,22 @@ class Viewer {
       gl.bindFramebuffer(gl.FRAMEBUFFER, null);
     }
     if (moving && !this.fence) {
-      this.fence = {sync: gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0), t0: now, scale};
+      this.fence = {sync: gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0), t0: now, quality};
       gl.flush();
     }
     this.drawnKey = key;
-    this.drawnVersion = this.sortedVersion === version && scale === 1 ? version : -1;
+    const complete = this.sortedVersion === version && this.sortedLimit >= this.count && scale === 1;
+    this.drawnVersion = complete ? version : -1;
     this.frames++;
   }
 
-  timeMotionFrame() {  // once a timed moving frame has finished, fit the motion resolution to its time
+  timeMotionFrame() {  // once a timed moving frame has finished, fit the motion quality to its time
     const gl = this.gl, f = this.fence;
     if (!f) return;
     const state = gl.clientWaitSync(f.sync, 0, 0);
     if (state !== gl.ALREADY_SIGNALED && state !== gl.CONDITION_SATISFIED) return;
     const ms = Math.max(performance.now() - f.t0, 1);
-    this.motionScale = Math.min(1, Math.max(MIN_SCALE, f.scale * Math.sqrt(MOTION_FRAME_MS / ms)));
+    this.quality = Math.min(1, Math.max(MIN_QUALITY, f.quality * Math.sqrt(MOTION_FRAME_MS / ms)));
     gl.deleteSync(f.sync);
     this.fence = null;
   }
@@ -368,7 +379,7 @@ class Viewer {
 
   async benchmark(frames, seconds = 60, moving = false, radiansPerFrame = 0.01) {
     // frames per second while orbiting (each frame finished), over `frames` frames or `seconds` if sooner;
-    // moving: at the adaptive motion resolution, else at full resolution
+    // moving: at the adaptive motion quality, else at full quality
     const gl = this.gl, pixel = new Uint8Array(4);
     const start = performance.now();
     let i = 0;
@@ -379,7 +390,7 @@ class Viewer {
       await new Promise((r) => requestAnimationFrame(r));
     }
     return {fps: i / ((performance.now() - start) / 1000), frames: i, sortMs: this.sortMs, drawn: this.instances,
-            scale: moving ? this.motionScale : 1};
+            quality: moving ? this.quality : 1};
   }
 }
 
