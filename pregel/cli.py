@@ -461,13 +461,56 @@ def _add_train(sub) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: train on each rank's GPU (default %(default)s)")
     _add_checkpoint_flags(p, every=500, unit="steps")
+    p.add_argument("--dashboard", type=int, nargs="?", const=8000, default=None, metavar="PORT",
+                   help="serve the live training page on PORT (default 8000) from rank 0, as `pregel view "
+                        "--watch` of the --out folder")
+    p.add_argument("--host", default="127.0.0.1", help="--dashboard's address (default %(default)s: this machine only)")
     p.set_defaults(run=_run_train)
 
 
 def _run_train(args) -> None:
     from odin_sched.training.train import main as train_main
 
+    if args.dashboard is not None and _mpi_rank() == 0:
+        from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
+
+        server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host, args.dashboard)
+        serve_in_background(server)
+        print(f"pregel train: dashboard at {url(server)}", flush=True)
     train_main(args)
+
+
+def _add_view(sub) -> None:
+    p = sub.add_parser("view", help="view Gaussians in the browser, or watch training runs live",
+                       description="Serve a page that draws a 3DGS .ply or trained scene file with WebGL2 (orbit, "
+                                   "pan, zoom, the scene's cameras), or with --watch the live dashboard of the "
+                                   "training runs writing into a folder. Only this machine can connect unless "
+                                   "--host says otherwise.")
+    p.add_argument("model", nargs="?", metavar="MODEL", help="3DGS .ply or trained scene .h5")
+    p.add_argument("--scene", default=None, help="scene file whose cameras to offer (default: the model's own)")
+    p.add_argument("--watch", default=None, metavar="OUT_DIR", help="the dashboard of the run writing into OUT_DIR")
+    p.add_argument("--port", type=int, default=8000, help="default %(default)s; 0 picks a free one")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s: this machine only)")
+    p.set_defaults(run=_run_view)
+
+
+def _run_view(args) -> None:
+    from odin_sched.view import server
+
+    _require((args.model is None) != (args.watch is None), "give either MODEL or --watch OUT_DIR")
+    if args.watch is not None:
+        _require(os.path.isdir(args.watch), f"--watch {args.watch}: no such folder")
+        _require(args.scene is None, "--scene applies to MODEL, not to --watch")
+        routes, what = server.dashboard_routes(args.watch), f"dashboard of {args.watch}"
+    else:
+        import json
+
+        from odin_sched.view.model import load_view_model
+
+        model_bin, info = load_view_model(args.model, args.scene)
+        routes = server.viewer_routes(model_bin, json.dumps(info).encode())
+        what = f"{info['count']:,} Gaussians of {args.model}"
+    server.serve(server.make_server(routes, args.host, args.port), what)
 
 
 def _add_render(sub) -> None:
@@ -571,7 +614,7 @@ FILES = {
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train, _add_convert_colmap, _add_render, _add_simulate, _add_plot)
+               _add_train, _add_convert_colmap, _add_render, _add_view, _add_simulate, _add_plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -595,6 +638,15 @@ def _comm():
     from pregel.comm import Comm
 
     return Comm()
+
+
+def _mpi_rank() -> int:
+    """This process's rank in the MPI launch (0 without one), read from the launcher's environment so that
+    MPI need not be initialised yet."""
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 0
 
 
 def _mpi_world():

@@ -51,9 +51,10 @@ from odin_sched.odin.schedule import Schedule, plan_schedule
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT, relax_reads
 from odin_sched.training.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
-from odin_sched.training.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera,
-                                       evaluate, params_of, prepare, to_device, training_device, write_outputs)
+from odin_sched.training.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera, evaluate,
+                              heldout_png, params_of, prepare, to_device, training_device, write_outputs)
 from odin_sched.training.checkpoint import TrainState
+from odin_sched.view.status import SPAN_KINDS, TrainStatus, window_spans
 from odin_sched.scenes.visibility import motion_within_margin, predict_visible_cells, window_margin
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
 from pregel.errors import InputError
@@ -406,6 +407,7 @@ class DistributedTrainer:
         self.started = None
         self.labels = {}        # timeline step id -> label
         self.versions_seen = 0  # cell versions of the windows before this one (for timeline ids)
+        self.status = None      # an odin_sched.view.status.TrainStatus when the dashboard's file is written
 
     def index(self, rows: np.ndarray) -> torch.Tensor:
         """Gaussian ids (or positions) [k] int64 as an index tensor on the trainer's device."""
@@ -460,14 +462,16 @@ class DistributedTrainer:
             program = TrainingSteps(self, window)
             called = time.perf_counter()
             mode = "bsp" if self.options.mode == "barrier" else "dataflow"
-            result = run_dataflow(comm, window.plan, program, mode=mode, trace=self.options.timeline is not None)
+            trace = self.options.timeline is not None or self.status is not None
+            result = run_dataflow(comm, window.plan, program, mode=mode, trace=trace)
             self._record(result, called, time.perf_counter(), started, window, program.updated)
             self.versions_seen += window.steps.num_vertices - window.steps.num_images
             losses[start:stop] = self._gather_state(window, program)
             self._verify(snapshot, window)
             if self.densify is not None and self.densify.due(stop):
                 self.accum = densify_optimizer(self.opt, self.accum, setup.extent, self.densify, self.densify_gen)
-            if stop % self.eval_every == 0 or stop == self.steps:
+            evaluated = stop % self.eval_every == 0 or stop == self.steps
+            if evaluated:
                 psnr_steps.append(stop)
                 value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets) \
                     if comm.rank == 0 else None
@@ -475,6 +479,8 @@ class DistributedTrainer:
                 self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
                                     f"{self.opt.num_gaussians} Gaussians")
             self.progress.update(stop, f"loss {losses[stop - 1]:.4f}")
+            if self.status is not None:
+                self._report(stop, losses, psnr_steps, psnr_values, result.spans, evaluated)
             if self.checkpoint is not None:
                 self.checkpoint.save(start, self._state(stop, losses, psnr_steps, psnr_values,
                                                         resumed.wall_time_s + time.perf_counter() - started))
@@ -500,11 +506,24 @@ class DistributedTrainer:
         m.images += int(np.count_nonzero(window.plan.rank[:window.steps.num_images] == self.comm.rank))
         m.messages_sent += result.messages_sent
         m.bytes_sent += result.bytes_sent
-        if result.spans is not None:
+        if result.spans is not None and self.options.timeline is not None:
             offset = returned - result.elapsed_seconds - started
             for kind, a, b, v in result.spans:
                 step_id = self._step_id(window, v, updated)
                 m.spans.append((kind, a + offset, b + offset, step_id))
+
+    def _report(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, spans: list,
+                evaluated: bool) -> None:
+        """Write the dashboard's status file after a window (collective: rank 0 gathers every rank's
+        counters so far and the window's ``spans``, and writes)."""
+        table = self.comm.gather_rows(self.metrics.as_row()[None, :])
+        timeline = window_spans(self.comm, spans)
+        if self.comm.rank == 0:
+            ranks = {"fields": list(RANK_FIELDS), "rows": table.tolist(),
+                     "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
+            view = heldout_png(self.render, params_of(self.opt), self.setup) if evaluated else None
+            self.status.update(step, losses, psnr_steps, psnr_values, self.opt.num_gaussians,
+                               time.perf_counter() - self.started, force=evaluated, view=view, ranks=ranks)
 
     def _span(self, kind: str, t0: float, t1: float, started: float, label: str) -> None:
         """A timeline span outside the dataflow runs (planning, window boundaries), when tracing."""
@@ -589,7 +608,8 @@ class DistributedTrainer:
 def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None,
                       png_path=None, seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
                       batch_size: int = 1, progress: bool = True, init_ply=None,
-                      image_order: str | None = None, checkpoint=None, device: str = "cpu") -> TrainResult:
+                      image_order: str | None = None, checkpoint=None, device: str = "cpu",
+                      status: bool = False) -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
     The arguments are those of ``odin_sched.training.train.train`` plus ``options``; with ``device='cuda'``
@@ -620,6 +640,8 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
     staging = HostStaging(dev, staged=device == "cuda")
     trainer = DistributedTrainer(comm, to_device(setup, dev), steps, options, ssim_weight, densify, seed, eval_every,
                                  bar, checkpoint, render, staging)
+    if status:
+        trainer.status = TrainStatus(out_path, options.mode, comm.size, steps, batch_size, scene_path)
     result = trainer.run()
     bar.close()
     table = comm.gather_rows(trainer.metrics.as_row()[None, :])

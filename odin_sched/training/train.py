@@ -43,6 +43,8 @@ from odin_sched.scenes.scene_gen import HOLDOUT_EVERY
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.training.checkpoint import TrainState, train_checkpointer
 from odin_sched.knn import knn_scales
+from odin_sched.view.status import TrainStatus
+from pregel.atomic import check_writable
 from pregel.errors import InputError
 from pregel.outputs import check_outputs
 from pregel.progress import Progress
@@ -249,15 +251,16 @@ def to_device(setup: TrainingSetup, device) -> TrainingSetup:
 def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
           ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
           progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None,
-          checkpoint=None, device: str = "cpu") -> TrainResult:
+          checkpoint=None, device: str = "cpu", status: bool = False) -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
     scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
     each, see ``odin_sched.training.step`` for the batch semantics); out_path: trained scene file; ply_path:
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
     densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
-    image_order: see ``prepare``; checkpoint: an ``odin_sched.training.checkpoint.TrainCheckpointer`` or None
-    (CPU only); device: 'cpu' or 'cuda' (see ``training_device``).
+    image_order: see ``prepare``; checkpoint: an ``odin_sched.train_checkpoint.TrainCheckpointer`` or None
+    (CPU only); device: 'cpu' or 'cuda' (see ``training_device``); status: also write the dashboard's status
+    file beside ``out_path`` (``odin_sched.view.status``).
     Returns a TrainResult.
     """
     if device == "cuda" and checkpoint is not None:
@@ -278,6 +281,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         checkpoint.restore(resumed)
         accum, started = resumed.accum, started - resumed.wall_time_s
 
+    status = TrainStatus(out_path, "single", 1, steps, batch_size, scene_path) if status else None
     bar = Progress(steps, enabled=progress, unit="step")
     for step in range(resumed.step + 1, steps + 1):
         opt.lrs = setup.settings.lrs(setup.extent, step, steps)
@@ -299,10 +303,14 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         opt.step_rows(idx, {name: g[idx] for name, g in batch_gradient(total, batch_size).items()})
         if densify and densify.due(step):
             accum = densify_optimizer(opt, accum, setup.extent, densify, densify_gen)
-        if step % eval_every == 0 or step == steps:
+        evaluated = step % eval_every == 0 or step == steps
+        if evaluated:
             psnr_steps.append(step)
             psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets))
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
+        if status is not None:
+            status.update(step, losses, psnr_steps, psnr_values, opt.num_gaussians, time.perf_counter() - started,
+                          force=evaluated, view=heldout_png(render, params_of(opt), setup) if evaluated else None)
         bar.update(step, f"loss {losses[step - 1]:.4f}")
         if checkpoint is not None:
             checkpoint.save(step - 1, TrainState(step, opt, accum, densify_gen, losses, psnr_steps, psnr_values,
@@ -343,9 +351,19 @@ def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResul
     write_scene(out_path, trained)
     if ply_path is not None:
         write_ply(ply_path, **arrays)
-    with torch.no_grad():
-        view, _ = _render_view(render, params, scene, int(setup.test_ids[0]))
-    save_comparison_png(png_path, view, setup.targets[int(setup.test_ids[0])])
+    heldout_png(render, params, setup)(png_path)
+
+
+def heldout_png(render, params: dict, setup: TrainingSetup):
+    """A function writing the PNG of the first held-out view rendered with ``params`` beside its ground
+    truth to the path it is given."""
+    cam = int(setup.test_ids[0])
+
+    def write(path) -> None:
+        with torch.no_grad():
+            view, _ = _render_view(render, params, setup.scene, cam)
+        save_comparison_png(path, view, setup.targets[cam])
+    return write
 
 
 def main(args) -> TrainResult:
@@ -362,7 +380,7 @@ def main(args) -> TrainResult:
             raise InputError(f"--densify options: {err}") from None
     common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
                   densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
-                  image_order=args.image_order)
+                  image_order=args.image_order, status=True)
     comm = Comm()
     single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
     comm.agree(_device_problem(args))

@@ -1,0 +1,426 @@
+// pregel view: Gaussians drawn in WebGL2 with the conventions of the project's rasterizer
+// (docs/rasterizer.md): EWA projection with the pinhole Jacobian and its field-of-view clamp, 0.3 added
+// to the 2D covariance, a square of radius ceil(3 sqrt(lambda_max)) pixels per Gaussian,
+// alpha = min(0.99, opacity exp(-d^T conic d / 2)) skipped below 1/255, composited over black
+// back to front (depth order from sort_worker.js). Cameras are world-to-camera matrices with
+// OpenCV axes (x right, y down, z forward) and pinhole intrinsics, as in the scene files.
+"use strict";
+
+// While the view moves, frames are drawn at a lower quality q in (0, 1] chosen so that a frame takes
+// about MOTION_FRAME_MS: sqrt(q) of the resolution (scaled up to the canvas) and the q G most important
+// Gaussians (opacity x squared size; at least MIN_MOTION_GAUSSIANS); SETTLE_MS after the last change the
+// full frame follows.
+const MOTION_FRAME_MS = 60;
+const SETTLE_MS = 250;
+const MIN_QUALITY = 1 / 256;
+const MIN_MOTION_GAUSSIANS = 20000;
+const TEX_WIDTH = 4096;          // texels per row of the data texture; 4 texels per Gaussian
+const PER_ROW = TEX_WIDTH / 4;
+
+const VERTEX = `#version 300 es
+precision highp float;
+precision highp int;
+uniform highp sampler2D u_data;
+uniform mat4 u_view;
+uniform vec4 u_intr;   // fx, fy, cx, cy in canvas pixels
+uniform vec2 u_size;   // canvas width, height
+in vec2 a_corner;
+in uint a_index;
+out vec4 v_color;
+out vec2 v_d;
+out vec3 v_conic;
+flat out float v_radius;
+void main() {
+  ivec2 base = ivec2(int(a_index % ${PER_ROW}u) * 4, int(a_index / ${PER_ROW}u));
+  vec4 t0 = texelFetch(u_data, base, 0);
+  vec4 t1 = texelFetch(u_data, base + ivec2(1, 0), 0);
+  vec4 t2 = texelFetch(u_data, base + ivec2(2, 0), 0);
+  vec4 t3 = texelFetch(u_data, base + ivec2(3, 0), 0);
+  vec4 t = u_view * vec4(t0.xyz, 1.0);
+  gl_Position = vec4(0.0, 0.0, 2.0, 1.0);  // culled unless set below
+  if (t.z <= 0.01) return;
+  float fx = u_intr.x, fy = u_intr.y, cx = u_intr.z, cy = u_intr.w;
+  float tanx = 0.5 * u_size.x / fx, tany = 0.5 * u_size.y / fy;
+  float u = clamp(t.x / t.z, -cx / fx - 0.3 * tanx, (u_size.x - cx) / fx + 0.3 * tanx);
+  float v = clamp(t.y / t.z, -cy / fy - 0.3 * tany, (u_size.y - cy) / fy + 0.3 * tany);
+  mat3 J = mat3(fx / t.z, 0.0, 0.0, 0.0, fy / t.z, 0.0, -fx * u / t.z, -fy * v / t.z, 0.0);
+  mat3 S = mat3(t1.x, t1.y, t1.z, t1.y, t1.w, t2.x, t1.z, t2.x, t2.y);
+  mat3 T = J * mat3(u_view);
+  mat3 cov = T * S * transpose(T);
+  float a = cov[0][0] + 0.3, b = cov[0][1], c = cov[1][1] + 0.3;
+  float det = a * c - b * b;
+  if (det <= 0.0) return;
+  float mid = 0.5 * (a + c), root = sqrt(max(mid * mid - det, 0.0));
+  float r = ceil(3.0 * sqrt(mid + root));
+  vec2 mean = vec2(fx * t.x / t.z + cx, fy * t.y / t.z + cy);
+  if (mean.x + r <= 0.0 || mean.x - r >= u_size.x || mean.y + r <= 0.0 || mean.y - r >= u_size.y) return;
+  // Only pixels with alpha >= 1/255 count: the ellipse opacity exp(-k^2 / 2) = 1/255. Its bounding box,
+  // along the eigenvectors of the 2D covariance, covers them with fewer pixels than the square.
+  if (t0.w * 255.0 < 1.0) return;
+  float k = sqrt(2.0 * log(255.0 * t0.w));
+  vec2 major = abs(b) > 1e-9 ? normalize(vec2(b, mid + root - a)) : (a >= c ? vec2(1.0, 0.0) : vec2(0.0, 1.0));
+  vec2 minor = vec2(-major.y, major.x);
+  v_d = a_corner.x * k * sqrt(mid + root) * major + a_corner.y * k * sqrt(max(mid - root, 0.0)) * minor;
+  v_radius = r;
+  vec2 p = mean + v_d;
+  gl_Position = vec4(2.0 * p.x / u_size.x - 1.0, 1.0 - 2.0 * p.y / u_size.y, 0.0, 1.0);
+  v_conic = vec3(c, -b, a) / det;
+  v_color = vec4(t2.z, t2.w, t3.x, t0.w);
+}`;
+
+const FRAGMENT = `#version 300 es
+precision highp float;
+in vec4 v_color;
+in vec2 v_d;
+in vec3 v_conic;
+flat in float v_radius;
+out vec4 color;
+void main() {
+  if (abs(v_d.x) > v_radius || abs(v_d.y) > v_radius) discard;  // the rasterizer's square footprint
+  float power = -0.5 * (v_conic.x * v_d.x * v_d.x + v_conic.z * v_d.y * v_d.y) - v_conic.y * v_d.x * v_d.y;
+  if (power > 0.0) discard;
+  float alpha = min(0.99, v_color.a * exp(power));
+  if (alpha < 1.0 / 255.0) discard;
+  color = vec4(v_color.rgb * alpha, alpha);
+}`;
+
+// ---- small 3-vector and 3x3 (row-major arrays) helpers
+const sub = (a, b) => [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
+const add = (a, b) => [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
+const scale = (a, s) => [a[0] * s, a[1] * s, a[2] * s];
+const dot = (a, b) => a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+const norm = (a) => scale(a, 1 / Math.hypot(a[0], a[1], a[2]));
+const row = (m, i) => [m[3 * i], m[3 * i + 1], m[3 * i + 2]];
+const mulMv = (m, v) => [dot(row(m, 0), v), dot(row(m, 1), v), dot(row(m, 2), v)];
+function mulMM(a, b) {
+  const out = new Array(9);
+  for (let i = 0; i < 3; i++) for (let j = 0; j < 3; j++) {
+    out[3 * i + j] = a[3 * i] * b[j] + a[3 * i + 1] * b[3 + j] + a[3 * i + 2] * b[6 + j];
+  }
+  return out;
+}
+const transpose3 = (m) => [m[0], m[3], m[6], m[1], m[4], m[7], m[2], m[5], m[8]];
+function axisAngle(axis, angle) {  // rotation matrix (Rodrigues)
+  const [x, y, z] = norm(axis), c = Math.cos(angle), s = Math.sin(angle), t = 1 - c;
+  return [t * x * x + c, t * x * y - s * z, t * x * z + s * y,
+          t * x * y + s * z, t * y * y + c, t * y * z - s * x,
+          t * x * z - s * y, t * y * z + s * x, t * z * z + c];
+}
+
+class Viewer {
+  constructor(canvas, info, buffer) {
+    this.canvas = canvas;
+    this.info = info;
+    this.count = info.count;
+    this.cameras = info.cameras;
+    const n = this.count;
+    const means = new Float32Array(buffer, 0, 3 * n);
+    const covs = new Float32Array(buffer, 12 * n, 6 * n);
+    const rgba = new Float32Array(buffer, 36 * n, 4 * n);
+    this.setupSize();
+    this.setupGL(means, covs, rgba);
+    this.up = this.worldUp();
+    this.viewVersion = 0;
+    this.sortedVersion = -1;
+    this.sortedLimit = 0;
+    this.drawnVersion = -1;
+    this.sortBusy = false;
+    this.sortMs = 0;
+    this.frames = 0;
+    this.worker = new Worker("sort_worker.js");
+    const importance = new Float32Array(n);
+    for (let i = 0; i < n; i++) importance[i] = rgba[4 * i + 3] * (covs[6 * i] + covs[6 * i + 3] + covs[6 * i + 5]);
+    this.worker.postMessage({means: new Float32Array(means), importance}, [importance.buffer]);
+    this.worker.onmessage = (e) => this.onSorted(e.data);
+    if (this.cameras.length) this.setCamera(0);
+    else this.setDefaultView();
+    this.setupControls();
+    const loop = () => { this.frame(); requestAnimationFrame(loop); };
+    requestAnimationFrame(loop);
+  }
+
+  setupSize() {
+    const q = new URLSearchParams(location.search);
+    const base = this.cameras.length ? this.cameras[0] : {width: 800, height: 600};
+    let s = q.has("scale") ? Number(q.get("scale"))
+      : Math.min((innerWidth - 250) / base.width, (innerHeight - 10) / base.height);
+    s = s > 0 ? s : 1;
+    this.width = Number(q.get("width")) || Math.max(1, Math.round(base.width * s));
+    this.height = Number(q.get("height")) || Math.max(1, Math.round(base.height * s));
+    this.canvas.width = this.width;
+    this.canvas.height = this.height;
+  }
+
+  setupGL(means, covs, rgba) {
+    const gl = this.canvas.getContext("webgl2", {antialias: false, preserveDrawingBuffer: true,
+                                                 premultipliedAlpha: true, alpha: false});
+    if (!gl) throw new Error("this browser has no WebGL2");
+    this.gl = gl;
+    const compile = (type, src) => {
+      const s = gl.createShader(type);
+      gl.shaderSource(s, src);
+      gl.compileShader(s);
+      if (!gl.getShaderParameter(s, gl.COMPILE_STATUS)) throw new Error(gl.getShaderInfoLog(s));
+      return s;
+    };
+    const prog = gl.createProgram();
+    gl.attachShader(prog, compile(gl.VERTEX_SHADER, VERTEX));
+    gl.attachShader(prog, compile(gl.FRAGMENT_SHADER, FRAGMENT));
+    gl.linkProgram(prog);
+    if (!gl.getProgramParameter(prog, gl.LINK_STATUS)) throw new Error(gl.getProgramInfoLog(prog));
+    gl.useProgram(prog);
+    this.uniforms = Object.fromEntries(["u_data", "u_view", "u_intr", "u_size"].map(
+      (name) => [name, gl.getUniformLocation(prog, name)]));
+
+    const n = this.count, rows = Math.max(1, Math.ceil(n / PER_ROW));
+    const data = new Float32Array(TEX_WIDTH * rows * 4);
+    for (let i = 0; i < n; i++) {  // texels: (mean, opacity), (cov xx xy xz yy), (cov yz zz, r, g), (b)
+      const o = 16 * i;
+      data[o] = means[3 * i]; data[o + 1] = means[3 * i + 1]; data[o + 2] = means[3 * i + 2]; data[o + 3] = rgba[4 * i + 3];
+      data.set(covs.subarray(6 * i, 6 * i + 4), o + 4);
+      data[o + 8] = covs[6 * i + 4]; data[o + 9] = covs[6 * i + 5];
+      data[o + 10] = rgba[4 * i]; data[o + 11] = rgba[4 * i + 1]; data[o + 12] = rgba[4 * i + 2];
+    }
+    const tex = gl.createTexture();
+    gl.bindTexture(gl.TEXTURE_2D, tex);
+    gl.texImage2D(gl.TEXTURE_2D, 0, gl.RGBA32F, TEX_WIDTH, rows, 0, gl.RGBA, gl.FLOAT, data);
+    for (const p of [gl.TEXTURE_MIN_FILTER, gl.TEXTURE_MAG_FILTER]) gl.texParameteri(gl.TEXTURE_2D, p, gl.NEAREST);
+    gl.uniform1i(this.uniforms.u_data, 0);
+
+    const vao = gl.createVertexArray();
+    gl.bindVertexArray(vao);
+    const corners = gl.createBuffer();
+    gl.bindBuffer(gl.ARRAY_BUFFER, corners);
+    gl.bufferData(gl.ARRAY_BUFFER, new Float32Array([-1, -1, 1, -1, -1, 1, 1, 1]), gl.STATIC_DRAW);
+    const aCorner = gl.getAttribLocation(prog, "a_corner");
+    gl.enableVertexAttribArray(aCorner);
+    gl.vertexAttribPointer(aCorner, 2, gl.FLOAT, false, 0, 0);
+    this.indexBuffer = gl.createBuffer();
+    gl.bindBuffer(gl.ARRAY_BUFFER, this.indexBuffer);
+    gl.bufferData(gl.ARRAY_BUFFER, 4 * Math.max(n, 1), gl.DYNAMIC_DRAW);
+    const aIndex = gl.getAttribLocation(prog, "a_index");
+    gl.enableVertexAttribArray(aIndex);
+    gl.vertexAttribIPointer(aIndex, 1, gl.UNSIGNED_INT, 0, 0);
+    gl.vertexAttribDivisor(aIndex, 1);
+    this.instances = 0;
+    gl.disable(gl.DEPTH_TEST);
+    gl.enable(gl.BLEND);
+    gl.blendFunc(gl.ONE, gl.ONE_MINUS_SRC_ALPHA);  // premultiplied colour, far to near
+    this.motion = gl.createFramebuffer();  // the low-resolution target of frames drawn while moving
+    gl.bindFramebuffer(gl.FRAMEBUFFER, this.motion);
+    const colour = gl.createRenderbuffer();
+    gl.bindRenderbuffer(gl.RENDERBUFFER, colour);
+    gl.renderbufferStorage(gl.RENDERBUFFER, gl.RGBA8, this.width, this.height);
+    gl.framebufferRenderbuffer(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.RENDERBUFFER, colour);
+    gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+    this.quality = 1;  // of frames drawn while moving
+    this.lastChange = -Infinity;
+    this.fence = null;  // {sync, t0, scale} of the moving frame being timed
+  }
+
+  worldUp() {  // the cameras' mean up direction (-y of the camera frame), else -y
+    if (!this.cameras.length) return [0, -1, 0];
+    let up = [0, 0, 0];
+    for (const c of this.cameras) up = sub(up, [c.viewmat[4], c.viewmat[5], c.viewmat[6]]);
+    return norm(up);
+  }
+
+  // ---- the camera: rotation R (world to camera, row-major), eye (world), target (orbit centre), intrinsics
+  setCamera(i) {
+    const c = this.cameras[i];
+    const m = c.viewmat;
+    this.R = [m[0], m[1], m[2], m[4], m[5], m[6], m[8], m[9], m[10]];
+    this.eye = scale(mulMv(transpose3(this.R), [m[3], m[7], m[11]]), -1);
+    const sx = this.width / c.width, sy = this.height / c.height;
+    this.intr = [c.fx * sx, c.fy * sy, c.cx * sx, c.cy * sy];
+    const forward = row(this.R, 2);
+    const depth = dot(sub(this.info.centre, this.eye), forward);
+    this.target = add(this.eye, scale(forward, depth > 0 ? depth : this.info.radius));
+    this.activeCamera = i;
+    for (const b of document.querySelectorAll("#cameras button")) b.classList.toggle("active", b.dataset.cam == i);
+    this.changed();
+  }
+
+  setDefaultView() {
+    const f = 0.5 * this.height / Math.tan(Math.PI / 6);
+    this.intr = [f, f, 0.5 * this.width, 0.5 * this.height];
+    this.target = this.info.centre;
+    this.eye = add(this.target, [0, 0, -2.5 * this.info.radius]);
+    this.R = [1, 0, 0, 0, 1, 0, 0, 0, 1];
+    this.changed();
+  }
+
+  viewmat() {  // row-major 4x4 world-to-camera
+    const t = scale(mulMv(this.R, this.eye), -1);
+    const R = this.R;
+    return [R[0], R[1], R[2], t[0], R[3], R[4], R[5], t[1], R[6], R[7], R[8], t[2], 0, 0, 0, 1];
+  }
+
+  orbit(dx, dy) {  // turn about the world up axis and the camera's right axis, around the target
+    const q = mulMM(axisAngle(row(this.R, 0), -dy), axisAngle(this.up, -dx));
+    this.eye = add(this.target, mulMv(q, sub(this.eye, this.target)));
+    this.R = mulMM(this.R, transpose3(q));
+    this.moved();
+  }
+
+  pan(dx, dy) {  // pixels, in the camera's image plane at the target's depth
+    const depth = Math.max(dot(sub(this.target, this.eye), row(this.R, 2)), 1e-6);
+    const shift = add(scale(row(this.R, 0), -dx * depth / this.intr[0]), scale(row(this.R, 1), -dy * depth / this.intr[1]));
+    this.eye = add(this.eye, shift);
+    this.target = add(this.target, shift);
+    this.moved();
+  }
+
+  zoom(factor) {  // move toward (factor < 1) or away from the target
+    this.eye = add(this.target, scale(sub(this.eye, this.target), factor));
+    this.moved();
+  }
+
+  moved() {
+    this.activeCamera = -1;
+    for (const b of document.querySelectorAll("#cameras button.active")) b.classList.remove("active");
+    this.changed();
+  }
+
+  changed() { this.viewVersion++; this.lastChange = performance.now(); }
+
+  setupControls() {
+    const c = this.canvas;
+    let last = null;
+    c.addEventListener("contextmenu", (e) => e.preventDefault());
+    c.addEventListener("pointerdown", (e) => { last = [e.clientX, e.clientY, e.button === 2 || e.shiftKey]; c.setPointerCapture(e.pointerId); });
+    c.addEventListener("pointerup", () => { last = null; });
+    c.addEventListener("pointermove", (e) => {
+      if (!last) return;
+      const dx = e.clientX - last[0], dy = e.clientY - last[1];
+      if (last[2]) this.pan(dx * this.width / c.clientWidth, dy * this.height / c.clientHeight);
+      else this.orbit(dx * 0.005, dy * 0.005);
+      last = [e.clientX, e.clientY, last[2]];
+    });
+    c.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(Math.exp(e.deltaY * 0.001)); }, {passive: false});
+  }
+
+  // ---- sorting (in the worker, one request at a time, always for the newest view) and drawing
+  motionLimit() { return Math.max(MIN_MOTION_GAUSSIANS, Math.round(this.quality * this.count)); }
+
+  requestSort(moving) {
+    const limit = moving ? this.motionLimit() : this.count;
+    if (this.sortBusy || (this.sortedVersion === this.viewVersion && this.sortedLimit === limit)) return;
+    this.sortBusy = true;
+    const v = this.viewmat();
+    this.worker.postMessage({view: [v[8], v[9], v[10], v[11]], limit, version: this.viewVersion});
+  }
+
+  onSorted(msg) {
+    const gl = this.gl;
+    gl.bindBuffer(gl.ARRAY_BUFFER, this.indexBuffer);
+    gl.bufferSubData(gl.ARRAY_BUFFER, 0, msg.indices);
+    this.instances = msg.count;
+    this.sortedVersion = msg.version;
+    this.sortedLimit = msg.limit;
+    this.sortMs = msg.ms;
+    this.sortBusy = false;
+  }
+
+  frame(force = false, moving = null) {
+    // draws when the view, the order or the resolution changed since the last frame drawn
+    this.timeMotionFrame();
+    const now = performance.now();
+    if (moving === null) moving = now - this.lastChange < SETTLE_MS;
+    this.requestSort(moving);
+    const quality = moving ? this.quality : 1, scale = Math.sqrt(quality);
+    const version = this.viewVersion, key = `${version}/${this.sortedVersion}/${this.sortedLimit}/${scale}`;
+    if (!force && key === this.drawnKey) return;
+    const gl = this.gl, w = Math.max(1, Math.round(this.width * scale)), h = Math.max(1, Math.round(this.height * scale));
+    const v = this.viewmat();
+    gl.bindFramebuffer(gl.FRAMEBUFFER, scale < 1 ? this.motion : null);
+    gl.viewport(0, 0, w, h);
+    gl.uniformMatrix4fv(this.uniforms.u_view, false, [v[0], v[4], v[8], v[12], v[1], v[5], v[9], v[13],
+                                                       v[2], v[6], v[10], v[14], v[3], v[7], v[11], v[15]]);
+    gl.uniform4fv(this.uniforms.u_intr, this.intr.map((x) => x * w / this.width));
+    gl.uniform2f(this.uniforms.u_size, w, h);
+    gl.clearColor(0, 0, 0, 1);
+    gl.clear(gl.COLOR_BUFFER_BIT);
+    gl.drawArraysInstanced(gl.TRIANGLE_STRIP, 0, 4, this.instances);
+    if (scale < 1) {  // scale up onto the canvas
+      gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.motion);
+      gl.bindFramebuffer(gl.DRAW_FRAMEBUFFER, null);
+      gl.blitFramebuffer(0, 0, w, h, 0, 0, this.width, this.height, gl.COLOR_BUFFER_BIT, gl.LINEAR);
+      gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+    }
+    if (moving && !this.fence) {
+      this.fence = {sync: gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0), t0: now, quality};
+      gl.flush();
+    }
+    this.drawnKey = key;
+    const complete = this.sortedVersion === version && this.sortedLimit >= this.count && scale === 1;
+    this.drawnVersion = complete ? version : -1;
+    this.frames++;
+  }
+
+  timeMotionFrame() {  // once a timed moving frame has finished, fit the motion quality to its time
+    const gl = this.gl, f = this.fence;
+    if (!f) return;
+    const state = gl.clientWaitSync(f.sync, 0, 0);
+    if (state !== gl.ALREADY_SIGNALED && state !== gl.CONDITION_SATISFIED) return;
+    const ms = Math.max(performance.now() - f.t0, 1);
+    this.quality = Math.min(1, Math.max(MIN_QUALITY, f.quality * Math.sqrt(MOTION_FRAME_MS / ms)));
+    gl.deleteSync(f.sync);
+    this.fence = null;
+  }
+
+  // ---- for tests and benchmarks
+  settled() {  // resolves once the current view is drawn in its own depth order
+    return new Promise((resolve) => {
+      const check = () => (this.drawnVersion === this.viewVersion ? resolve(true) : requestAnimationFrame(check));
+      check();
+    });
+  }
+
+  async benchmark(frames, seconds = 60, moving = false, radiansPerFrame = 0.01) {
+    // frames per second while orbiting (each frame finished), over `frames` frames or `seconds` if sooner;
+    // moving: at the adaptive motion quality, else at full quality
+    const gl = this.gl, pixel = new Uint8Array(4);
+    const start = performance.now();
+    let i = 0;
+    for (; i < frames && performance.now() - start < 1000 * seconds; i++) {
+      this.orbit(radiansPerFrame, 0);
+      this.frame(true, moving);
+      gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);  // wait for the frame to finish
+      await new Promise((r) => requestAnimationFrame(r));
+    }
+    return {fps: i / ((performance.now() - start) / 1000), frames: i, sortMs: this.sortMs, drawn: this.instances,
+            quality: moving ? this.quality : 1};
+  }
+}
+
+async function start() {
+  const info = await (await fetch("model.json")).json();
+  const buffer = await (await fetch("model.bin")).arrayBuffer();
+  const viewer = new Viewer(document.getElementById("canvas"), info, buffer);
+  const list = document.getElementById("cameras");
+  info.cameras.forEach((c, i) => {
+    const b = document.createElement("button");
+    b.id = `cam-${i}`;
+    b.dataset.cam = i;
+    b.textContent = `camera ${i}${c.heldout ? " (held out)" : ""}`;
+    b.addEventListener("click", () => viewer.setCamera(i));
+    list.appendChild(b);
+  });
+  if (!info.cameras.length) list.textContent = "none (give --scene)";
+  document.getElementById("info").textContent =
+    `${info.source}: ${info.count.toLocaleString()} Gaussians, ${viewer.width} x ${viewer.height}`;
+  let frames = 0, t = performance.now();
+  setInterval(() => {
+    const now = performance.now();
+    document.getElementById("fps").textContent =
+      `${((viewer.frames - frames) * 1000 / (now - t)).toFixed(1)} frames/s drawn, sort ${viewer.sortMs.toFixed(0)} ms`;
+    frames = viewer.frames; t = now;
+  }, 1000);
+  window.viewer = viewer;
+}
+
+start().catch((err) => {
+  document.getElementById("info").textContent = `error: ${err.message}`;
+  window.viewerError = String(err.message || err);
+});

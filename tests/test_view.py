@@ -1,0 +1,176 @@
+"""`pregel view`'s server and the trainers' status file, without a browser: the binary model payload against
+the PLY read by plyfile (covariances from scipy's rotations), the routes, a port in use, Ctrl-C, and the
+status file against the trained file's /metrics."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import numpy as np
+import pytest
+from plyfile import PlyData
+from scipy.spatial.transform import Rotation
+
+from odin_sched.scenes.ply import SH_C0, write_ply
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import read_scene, write_scene
+from odin_sched.view.model import load_view_model
+from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url, viewer_routes
+from odin_sched.view.status import TrainStatus, latest_status, loss_curve
+from pregel.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def ply_file(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    g = 257
+    path = tmp_path_factory.mktemp("ply") / "m.ply"
+    write_ply(path, rng.normal(size=(g, 3)), rng.normal(-2, 0.5, size=(g, 3)), rng.normal(size=(g, 4)),
+              rng.normal(size=g), rng.random((g, 3)))
+    return path
+
+
+def _decode(payload: bytes, g: int) -> tuple:
+    arr = np.frombuffer(payload, "<f4")
+    assert arr.size == 13 * g
+    return arr[:3 * g].reshape(g, 3), arr[3 * g:9 * g].reshape(g, 6), arr[9 * g:].reshape(g, 4)
+
+
+def test_model_payload_round_trips_against_the_ply(ply_file):
+    model_bin, info = load_view_model(ply_file)
+    v = PlyData.read(str(ply_file))["vertex"].data
+    g = len(v)
+    means, covs, rgba = _decode(model_bin, g)
+    assert info["count"] == g and info["cameras"] == []
+    np.testing.assert_array_equal(means, np.stack([v["x"], v["y"], v["z"]], axis=1))
+    col = lambda *names: np.stack([np.asarray(v[n], np.float64) for n in names], axis=1)  # noqa: E731
+    np.testing.assert_allclose(rgba[:, :3], col("f_dc_0", "f_dc_1", "f_dc_2") * SH_C0 + 0.5, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(rgba[:, 3], 1 / (1 + np.exp(-np.asarray(v["opacity"], np.float64))), rtol=1e-6)
+    rot = Rotation.from_quat(col("rot_1", "rot_2", "rot_3", "rot_0")).as_matrix()  # scipy: scalar last
+    s = np.exp(col("scale_0", "scale_1", "scale_2"))
+    cov = np.einsum("gij,gj,gkj->gik", rot, s ** 2, rot)
+    expected = cov[:, [0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
+    np.testing.assert_allclose(covs, expected, rtol=1e-5, atol=1e-7 * float(np.abs(expected).max()))
+
+
+def test_served_model_and_pages(ply_file, tmp_path):
+    scene = generate_scene(60, 4, 16, 12, seed=1)
+    write_scene(tmp_path / "scene.h5", scene)
+    model_bin, info = load_view_model(ply_file, tmp_path / "scene.h5")
+    server = make_server(viewer_routes(model_bin, json.dumps(info).encode()), port=0)
+    serve_in_background(server)
+    try:
+        get = lambda path: urllib.request.urlopen(url(server) + path).read()  # noqa: E731
+        assert get("model.bin") == model_bin
+        cams = json.loads(get("model.json"))["cameras"]
+        assert len(cams) == 4 and cams[1]["width"] == 16 and cams[1]["heldout"] is False and cams[0]["heldout"]
+        np.testing.assert_array_equal(np.array(cams[2]["viewmat"], np.float32).reshape(4, 4), scene.viewmats[2])
+        assert (cams[2]["fx"], cams[2]["cy"]) == (float(scene.Ks[2, 0, 0]), float(scene.Ks[2, 1, 2]))
+        assert b"viewer.js" in get("") and b"texelFetch" in get("viewer.js") and b"postMessage" in get("sort_worker.js")
+        with pytest.raises(urllib.error.HTTPError):
+            get("../setup.cfg")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_port_in_use_is_one_line_and_exit_2(ply_file, capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["view", str(ply_file), "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"pregel view: error: port {port} on 127.0.0.1 is in use; choose another with --port"]
+
+
+def test_other_host_warns(ply_file, capsys):
+    server = make_server({}, host="127.0.0.2", port=0)
+    server.server_close()
+    assert "warning: --host 127.0.0.2: serving to other machines" in capsys.readouterr().err
+
+
+def test_model_or_watch_and_bad_files(tmp_path, capsys):
+    assert main(["view"]) == 2
+    assert main(["view", str(tmp_path / "none.ply")]) == 2
+    assert main(["view", "--watch", str(tmp_path / "nowhere")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["pregel view: error: give either MODEL or --watch OUT_DIR",
+                     f"pregel view: error: {tmp_path / 'none.ply'}: no such file",
+                     f"pregel view: error: --watch {tmp_path / 'nowhere'}: no such folder"]
+
+
+def test_ctrl_c_stops_with_one_line(ply_file):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "pregel.cli", "view", str(ply_file), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("pregel view: 257 Gaussians of") and "http://127.0.0.1:" in first
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and out == "" and err == "pregel view: stopped\n"
+
+
+def test_loss_curve_bins():
+    losses = np.arange(1, 1001, dtype=np.float64)
+    curve = loss_curve(losses)
+    assert len(curve["steps"]) == 400 and curve["steps"][-1] == 1000
+    edges = [0] + curve["steps"]
+    for i in (0, 17, 399):
+        assert curve["values"][i] == pytest.approx(losses[edges[i]:edges[i + 1]].mean())
+    assert loss_curve(np.array([0.5, 0.25])) == {"steps": [1, 2], "values": [0.5, 0.25]}
+
+
+def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path):
+    status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 2, "s.h5")
+    losses = np.linspace(1, 0, 10)
+    status.update(3, losses, [], [], 5, 1.5)
+    first = json.loads((tmp_path / "a.status.json").read_text())
+    assert (first["step"], first["images_per_s"], first["done"], first["loss"]) == (3, 4.0, False, losses[2])
+    status.update(4, losses, [], [], 5, 1.6)  # within EVERY_SECONDS, not forced: not written
+    assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 3
+    status.update(10, losses, [10], [21.5], 6, 2.0, force=True, view=lambda p: open(p, "wb").write(b"PNG"))
+    assert (tmp_path / "a.status.png").read_bytes() == b"PNG"
+    assert sorted(os.listdir(tmp_path)) == ["a.status.json", "a.status.png"]  # no temporary files left
+    assert latest_status(tmp_path) == str(tmp_path / "a.status.json")
+    routes = dashboard_routes(tmp_path)
+    served = json.loads(routes["/status.json"]())
+    assert served["done"] and served["psnr"] == {"steps": [10], "values": [21.5]} and served["has_view"]
+    assert routes["/heldout.png"]() == b"PNG"
+
+
+def test_status_of_training_runs_equals_their_metrics(tmp_path):
+    write_scene(tmp_path / "scene.h5", generate_scene(60, 6, 16, 12, seed=2))
+    for mode in ("single", "odin"):
+        out = tmp_path / mode / "t.h5"
+        out.parent.mkdir()
+        extra = [] if mode == "single" else ["--mode", "odin", "--window", "2"]
+        assert main(["train", "--scene", str(tmp_path / "scene.h5"), "--steps", "6", "--eval-every", "3",
+                     "--out", str(out), *extra]) == 0
+        status = json.loads((tmp_path / mode / "t.status.json").read_text())
+        trained = read_scene(out)
+        assert status["done"] and status["step"] == trained.attrs["steps"] == 6
+        assert status["run"]["mode"] == trained.attrs["mode"]
+        assert status["num_gaussians"] == trained.attrs["num_gaussians"]
+        assert status["loss"] == trained.metrics["loss"][-1]
+        assert status["loss_curve"] == {"steps": list(range(1, 7)), "values": list(trained.metrics["loss"])}
+        assert status["psnr"] == {"steps": [3, 6], "values": list(trained.metrics["psnr"])}
+        png = (tmp_path / mode / "t.status.png").read_bytes()
+        assert png == (tmp_path / mode / "t.png").read_bytes()  # the final held-out view, as the trainer saves it
+        if mode == "odin":
+            fields = status["ranks"]["fields"]
+            row = np.array(status["ranks"]["rows"][0])
+            final = trained.metrics["per_rank"][0]
+            for name in ("compute_seconds", "comm_seconds", "wait_seconds", "images", "bytes_sent"):
+                assert row[fields.index(name)] == final[fields.index(name)]
+            spans = status["ranks"]["timeline"]["spans"]
+            assert spans and {s[0] for s in spans} == {0}
+            assert {status["ranks"]["timeline"]["kinds"][s[1]] for s in spans} >= {"compute"}

@@ -1,0 +1,157 @@
+"""`pregel view` and the training dashboard in a real browser: headless Chromium (Debian's chromium and
+chromium-driver, installed by .ci/run) driven by Selenium, WebGL2 in software (SwiftShader)."""
+import base64
+import io
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.scene_io import read_scene, write_scene
+from pregel.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = ("--headless=new", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--no-sandbox",
+         "--window-size=1200,800")
+WAIT_S = 120  # upper bound on any wait for the page; the tests never depend on how fast things are
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMEDRIVER):
+        if os.environ.get("CI"):
+            pytest.fail("chromium-driver is not installed (.ci/run installs it)")
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    for flag in FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    yield driver
+    driver.quit()
+
+
+def _start(args: list) -> tuple[subprocess.Popen, str]:
+    """Start ``pregel ARGS`` and return (process, the page's address from its first line)."""
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "pregel.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)
+    line = proc.stdout.readline()
+    assert "http://127.0.0.1:" in line, line
+    return proc, line[line.index("http://"):].split()[0]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _until(condition, what: str):
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _canvas(driver) -> np.ndarray:
+    """The canvas as drawn once the current view is sorted and drawn: uint8 [H, W, 3]."""
+    driver.execute_async_script("window.viewer.settled().then(arguments[0])")
+    data = driver.execute_script("return document.getElementById('canvas').toDataURL('image/png')")
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[1]))).convert("RGB"))
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float(10 * np.log10(255.0 ** 2 / mse))
+
+
+@pytest.fixture(scope="module")
+def scene_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("view") / "scene.h5"
+    write_scene(path, generate_scene(400, 10, 64, 48, seed=2))
+    return path
+
+
+def test_viewer_draws_the_scene_cameras_as_pregel_render_does(browser, scene_file, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    scene = read_scene(scene_file)
+    cam = 3
+    assert main(["render", "--scene", str(scene_file), "--cameras", f"0,{cam}", "--out", str(tmp_path)]) == 0
+    proc, address = _start(["view", str(scene_file), "--port", "0"])
+    try:
+        browser.get(address + "?scale=1")
+        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
+        assert browser.execute_script("return window.viewerError || null") is None
+        first = _canvas(browser)  # camera 0 at the scene's size
+        assert first.shape == (scene.height, scene.width, 3) and first.std() > 5  # not blank
+        assert _psnr(first, np.asarray(Image.open(tmp_path / "0000.png"))) >= 22
+
+        browser.find_element(By.ID, f"cam-{cam}").click()
+        view = np.array(browser.execute_script("return window.viewer.viewmat()")).reshape(4, 4)
+        np.testing.assert_allclose(view, scene.viewmats[cam], atol=1e-5)
+        shot = _canvas(browser)
+        assert _psnr(shot, np.asarray(Image.open(tmp_path / f"{cam:04d}.png"))) >= 22
+        assert np.abs(shot.astype(int) - first).mean() > 5  # the view moved
+
+        canvas = browser.find_element(By.ID, "canvas")
+        ActionChains(browser).drag_and_drop_by_offset(canvas, 25, 0).perform()  # orbit
+        moved = np.array(browser.execute_script("return window.viewer.viewmat()")).reshape(4, 4)
+        assert np.abs(moved - scene.viewmats[cam]).max() > 1e-3
+        assert np.abs(_canvas(browser).astype(int) - shot).mean() > 2
+    finally:
+        _stop(proc)
+
+
+def _shown(driver, element_id: str):
+    return driver.execute_script(f"const e = document.getElementById('{element_id}'); return e && e.dataset.value")
+
+
+def test_dashboard_of_a_finished_odin_run_shows_its_metrics(browser, scene_file, tmp_path):
+    out = tmp_path / "t.h5"
+    assert main(["train", "--scene", str(scene_file), "--steps", "8", "--eval-every", "4", "--mode", "odin",
+                 "--window", "2", "--out", str(out)]) == 0
+    trained = read_scene(out)
+    proc, address = _start(["view", "--watch", str(tmp_path), "--port", "0"])
+    try:
+        browser.get(address)
+        _until(lambda: _shown(browser, "step") == "8", "the status")
+        assert _shown(browser, "state") == "finished"
+        assert float(_shown(browser, "loss")) == trained.metrics["loss"][-1]
+        assert int(_shown(browser, "gaussians")) == trained.attrs["num_gaussians"]
+        psnr = browser.execute_script(
+            "return [...document.querySelectorAll('.psnr-value')].map(e => [e.dataset.step, e.dataset.value])")
+        assert [(int(s), float(v)) for s, v in psnr] == list(zip(trained.metrics["psnr_steps"], trained.metrics["psnr"]))
+        fields = list(trained.attrs["per_rank_fields"])
+        for name in ("compute_seconds", "comm_seconds", "wait_seconds", "images"):
+            assert float(_shown(browser, f"rank-0-{name}")) == trained.metrics["per_rank"][0][fields.index(name)]
+        assert browser.execute_script("return document.getElementById('heldout').naturalWidth") == 2 * 64
+    finally:
+        _stop(proc)
+
+
+def test_dashboard_step_count_grows_during_training(browser, tmp_path):
+    write_scene(tmp_path / "scene.h5", generate_scene(60, 6, 16, 12, seed=3))
+    proc, address = _start(["train", "--scene", str(tmp_path / "scene.h5"), "--steps", "100000",
+                            "--eval-every", "50000", "--out", str(tmp_path / "t.h5"), "--dashboard", "0"])
+    try:
+        browser.get(address)
+        first = int(_until(lambda: _shown(browser, "step"), "a first status"))
+        later = int(_until(lambda: int(_shown(browser, "step")) > first and _shown(browser, "step"), "a later step"))
+        assert first < later < 100000 and _shown(browser, "state") == "running"
+    finally:
+        _stop(proc)
