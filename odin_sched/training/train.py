@@ -44,7 +44,6 @@ from odin_sched.training.step import BatchSettings, batch_gradient, image_gradie
 from odin_sched.training.checkpoint import TrainState, train_checkpointer
 from odin_sched.knn import knn_scales
 from odin_sched.view.status import TrainStatus
-from pregel.atomic import check_writable
 from pregel.errors import InputError
 from pregel.outputs import check_outputs
 from pregel.progress import Progress
