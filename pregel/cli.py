@@ -472,9 +472,49 @@ def _add_train(sub) -> None:
 
 
 def _run_train(args) -> None:
-    from odin_sched.training.train import main as train_main
+    """``pregel train``: the single-process trainer on one rank, the distributed trainer
+    (``odin_sched.odin.trainer``) on several ranks or when --mode, --timeline or --schedule-out is given."""
+    from odin_sched.training.checkpoint import train_checkpointer
+    from odin_sched.training.densify import DensifyConfig
+    from odin_sched.training.train import NO_CUDA_CHECKPOINTS
 
-    train_main(args)
+    config = None
+    if args.densify:
+        try:
+            config = DensifyConfig(interval=args.densify_interval, start=args.densify_from,
+                                   stop=args.densify_until, grad_threshold=args.densify_grad_threshold)
+        except ValueError as err:
+            raise InputError(f"--densify options: {err}") from None
+    common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
+                  densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
+                  image_order=args.image_order)
+    comm = _comm()
+    single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
+    cuda_checkpoints = args.device == "cuda" and (args.checkpoint_dir is not None or args.resume is not None)
+    comm.agree(InputError(NO_CUDA_CHECKPOINTS) if cuda_checkpoints else None)
+    common["checkpoint"] = train_checkpointer(comm, args, config)
+    if single:
+        from odin_sched.training.train import train
+
+        for flag, value in (("--window", args.window), ("--cells", args.cells)):
+            if value is not None and value < 1:
+                raise InputError(f"{flag} must be at least 1, got {value}")
+        result = train(args.scene, args.steps, args.out, device=args.device, **common)
+    else:
+        from odin_sched.odin.trainer import OdinOptions, format_per_rank, train_distributed
+
+        window = OdinOptions.window if args.window is None else args.window
+        options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=window, timeline=args.timeline,
+                              schedule_out=args.schedule_out, max_staleness=args.max_staleness,
+                              stale_impact=args.stale_impact)
+        result = train_distributed(comm, args.scene, args.steps, args.out, options, device=args.device,
+                                   **common)
+        if comm.rank != 0:
+            return
+    print(f"wrote {args.out}: {result.steps} steps, {result.num_gaussians} Gaussians, "
+          f"held-out PSNR {result.final_psnr:.2f} dB, {result.wall_time_s:.1f} s")
+    if result.per_rank is not None and args.stats:
+        print(format_per_rank(result))
 
 
 def _add_render(sub) -> None:
@@ -523,7 +563,13 @@ def _add_simulate(sub) -> None:
                         "(default 0: each has its own)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="result file (.h5)")
-    p.set_defaults(run=lambda args: __import__("odin_sched.sim.simulate", fromlist=["main"]).main(args))
+    p.set_defaults(run=_run_simulate)
+
+
+def _run_simulate(args) -> None:
+    from odin_sched.sim.simulate import main as simulate_main
+
+    simulate_main(args)
 
 
 def _add_plot(sub) -> None:

@@ -15,9 +15,10 @@ from kernels.splat import render
 from odin_sched.training.metrics import ssim
 from odin_sched.training.optim import DEFAULT_LR
 from odin_sched.scenes.scene_gen import generate_scene
-from odin_sched.scenes.scene_io import read_scene, write_scene
+from odin_sched.scenes.scene_io import heldout_mask, read_scene, write_scene
 from odin_sched.training.image_order import camera_order, shuffled_batches, spread_batches
-from odin_sched.training.train import heldout_mask, init_gaussians, scene_extent, train
+from odin_sched.scenes.point_cloud import init_gaussians
+from odin_sched.training.train import scene_extent, train
 
 NAMES = ("means", "scales", "quats", "opacities", "colors")
 STEPS = 6

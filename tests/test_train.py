@@ -9,7 +9,8 @@ from odin_sched.scenes.ply import read_gaussians_ply
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import read_scene, write_scene
 from odin_sched.training.image_order import camera_order
-from odin_sched.training.train import knn_scales, train
+from odin_sched.scenes.point_cloud import knn_scales
+from odin_sched.training.train import train
 from pregel.errors import InputError
 
 W = H = 24

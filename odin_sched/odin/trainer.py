@@ -36,6 +36,7 @@ With ``device='cuda'`` each rank's copy of the model, its cells' Adam state, the
 backward passes and Adam steps are on the rank's GPU; the blocks sent between ranks and the
 window-end gather cross through host memory in ``HostStaging``, which counts the bytes copied.
 """
+import os
 import time
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -45,14 +46,15 @@ import torch
 
 from odin_sched.scenes.cells import cell_bounds, cell_members, kd_cells
 from odin_sched.training.densify import GradAccumulator, densify_optimizer
-from odin_sched.odin.depgraph import StepGraph, build_step_graph
+from odin_sched.odin.depgraph import StepGraph, build_step_graph, write_schedule
 from odin_sched.training.optim import VisibleAdam, default_lrs
 from odin_sched.odin.schedule import Schedule, plan_schedule
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT, relax_reads
 from odin_sched.training.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.scenes.render_device import render_device
 from odin_sched.training.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera,
-                                       evaluate, params_of, prepare, to_device, training_device, write_outputs)
+                                       evaluate, params_of, prepare, to_device, write_outputs)
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.scenes.visibility import motion_within_margin, predict_visible_cells, window_margin
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
@@ -593,15 +595,13 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
     The arguments are those of ``odin_sched.training.train.train`` plus ``options``; with ``device='cuda'``
-    every rank trains on its GPU (``training_device``) and its payloads cross ranks through the host
+    every rank trains on its GPU (``render_device``) and its payloads cross ranks through the host
     (``HostStaging``). Returns the TrainResult (the same on every rank). Bad options or input raise the
     same InputError on every rank.
     """
-    import os
-
     if device == "cuda" and checkpoint is not None:
         raise InputError(NO_CUDA_CHECKPOINTS)
-    dev, render = training_device(device, comm)
+    dev, render = render_device(device, comm)
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
     setup, problem = None, None
     try:
@@ -645,11 +645,19 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
         if options.timeline is not None:
             write_chrome_trace(options.timeline, spans, {k: v for part in labels for k, v in part.items()})
         if options.schedule_out is not None:
-            from odin_sched.odin.depgraph import write_schedule
-
             window, schedule = trainer.first_window
             write_schedule(options.schedule_out, window.steps, schedule)
     result.per_rank = comm.bcast(table)
     result.visibility_violations = trainer.violations
     comm.barrier()
     return result
+
+
+def format_per_rank(result: TrainResult) -> str:
+    """The per-rank time and traffic table of a distributed run, and its speed."""
+    header = "rank " + " ".join(f"{name:>15}" for name in RANK_FIELDS)
+    rows = [f"{r:>4} " + " ".join(f"{v:>15.3f}" if "seconds" in name else f"{int(v):>15,}"
+                                  for name, v in zip(RANK_FIELDS, row))
+            for r, row in enumerate(result.per_rank)]
+    return "\n".join([header, *rows, f"{result.steps / result.wall_time_s:.2f} steps/s, "
+                                      f"{result.visibility_violations} visibility violations"])

@@ -75,7 +75,8 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
                    seed: int = 0, sample: float | None = None) -> SimScene:
     """A generated layout as metadata only (no images): the ground-truth Gaussians are the model.
     Features are projected from a subsample of about 20,000 Gaussians unless ``sample`` is given."""
-    from odin_sched.scenes.scene_gen import HOLDOUT_EVERY, LAYOUTS, scene_geometry
+    from odin_sched.scenes.scene_gen import LAYOUTS, scene_geometry
+    from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 
     if layout not in LAYOUTS:
         raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")

@@ -13,7 +13,7 @@ and trains against the images of the training cameras:
   learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
 * optional densification (``odin_sched.training.densify``) on its schedule;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
-* on the CPU, or with ``device='cuda'`` on this process's GPU (``training_device``): the Gaussians,
+* on the CPU, or with ``device='cuda'`` on this process's GPU (``render_device``): the Gaussians,
   their Adam state and the images live there, and rendering, the loss, the backward pass, visible Adam
   and densification run there; the metrics and the outputs are copied to the host to be written.
 
@@ -23,8 +23,6 @@ attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``
 ``mode``, ``ranks``, ``batch_size``, ``steps_per_second``, ``device``; optionally a 3DGS PLY; and a PNG of the
 first held-out view rendered beside its ground truth.
 """
-import functools
-import math
 import os
 import time
 from dataclasses import dataclass, replace
@@ -38,16 +36,15 @@ from odin_sched.training.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WI
 from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam, default_lrs
 from odin_sched.scenes.ply import read_gaussians_ply, write_ply
-from odin_sched.scenes.scene_io import Scene, read_scene, write_scene
-from odin_sched.scenes.scene_gen import HOLDOUT_EVERY
+from odin_sched.scenes.point_cloud import init_gaussians
+from odin_sched.scenes.render_device import render_device
+from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene, write_scene
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
-from odin_sched.training.checkpoint import TrainState, train_checkpointer
+from odin_sched.training.checkpoint import TrainState
 from pregel.atomic import check_writable
 from pregel.errors import InputError
 from pregel.progress import Progress
 
-INIT_OPACITY = 0.1
-KNN_CHUNK = 2048
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
 
 
@@ -69,44 +66,6 @@ class TrainResult:
         return float(self.psnr[-1])
 
 
-def knn_scales(points: torch.Tensor, k: int = 3) -> torch.Tensor:
-    """Initial log scales: log sqrt(mean squared distance to the k nearest other points), per point.
-
-    points: torch.Tensor  # [P, 3]
-    Returns torch.Tensor  # [P, 3] (the same value on the three axes)
-    """
-    p = points.shape[0]
-    k = min(k, p - 1)
-    if k < 1:
-        return torch.zeros(p, 3)
-    mean_sq = torch.empty(p)
-    for start in range(0, p, KNN_CHUNK):  # chunks of points, each against all points at once
-        d2 = torch.cdist(points[start:start + KNN_CHUNK], points) ** 2
-        nearest = torch.topk(d2, k + 1, dim=1, largest=False).values[:, 1:]  # drop the point itself
-        mean_sq[start:start + KNN_CHUNK] = nearest.mean(dim=1)
-    return (0.5 * torch.log(mean_sq.clamp(min=1e-7)))[:, None].repeat(1, 3)
-
-
-def init_gaussians(means: np.ndarray, colors: np.ndarray) -> dict:
-    """Gaussian parameters from a point cloud (3DGS initialisation).
-
-    means: np.ndarray   # [P, 3] float32
-    colors: np.ndarray  # [P, 3] float32 RGB
-    Returns dict of float32 tensors: means [P, 3], scales [P, 3], quats [P, 4], opacities [P], colors [P, 3].
-    """
-    pts = torch.from_numpy(np.ascontiguousarray(means, dtype=np.float32))
-    p = pts.shape[0]
-    quats = torch.zeros(p, 4)
-    quats[:, 0] = 1.0
-    return {
-        "means": pts,
-        "scales": knn_scales(pts),
-        "quats": quats,
-        "opacities": torch.full((p,), math.log(INIT_OPACITY / (1.0 - INIT_OPACITY))),
-        "colors": torch.from_numpy(np.ascontiguousarray(colors, dtype=np.float32)),
-    }
-
-
 def camera_centres(viewmats: np.ndarray) -> np.ndarray:
     """World positions [C, 3] (float64) of cameras with world-to-camera matrices ``viewmats`` [C, 4, 4]."""
     rot, trans = viewmats[:, :3, :3].astype(np.float64), viewmats[:, :3, 3].astype(np.float64)
@@ -121,13 +80,6 @@ def scene_extent(viewmats: np.ndarray) -> float:
     centres = camera_centres(viewmats)
     radius = float(np.linalg.norm(centres - centres.mean(axis=0), axis=1).max())
     return 1.1 * radius if radius > 0 else 1.0
-
-
-def heldout_mask(scene: Scene) -> np.ndarray:
-    """Held-out cameras: the file's ``/cameras/heldout`` or else every 8th camera (bool [C])."""
-    if scene.heldout is not None:
-        return scene.heldout
-    return np.arange(scene.num_cameras) % HOLDOUT_EVERY == 0
 
 
 def _render_view(render, params, scene, cam):
@@ -234,31 +186,6 @@ def camera(scene: Scene, cam: int, device="cpu") -> tuple:
     return torch.from_numpy(scene.viewmats[cam]).to(device), torch.from_numpy(scene.Ks[cam]).to(device)
 
 
-def training_device(device: str, comm=None):
-    """(torch device, render) of ``device`` 'cpu' or 'cuda' for the trainers.
-
-    'cuda' selects this rank's GPU (``pregel.device.select_gpu`` on ``comm``, collective; default: the
-    whole job; one ``InputError`` line on every rank when one sees none) and its torch device. Under
-    Numba's CUDA simulator that torch device is the CPU (``pregel.device_path.torch_device``), and
-    ``render`` is told to run its CUDA kernels anyway.
-    """
-    from kernels.splat import render
-
-    if device not in ("cpu", "cuda"):
-        raise InputError(f"--device must be cpu or cuda, got {device!r}")
-    if device == "cpu":
-        return torch.device("cpu"), render
-    from kernels._device import SIMULATED
-    from pregel.comm import Comm
-    from pregel.device import select_gpu
-    from pregel.device_path import torch_device
-
-    index = select_gpu(comm or Comm())
-    if not (SIMULATED or torch.cuda.is_available()):
-        raise InputError("--device cuda: this torch is a CPU-only build (install a CUDA build of torch)")
-    return torch.device(torch_device(index)), functools.partial(render, on_device=True)
-
-
 def to_device(setup: TrainingSetup, device) -> TrainingSetup:
     """``setup`` with the initial Gaussians and the camera images copied to ``device``."""
     return replace(setup, initial={name: value.to(device) for name, value in setup.initial.items()},
@@ -276,12 +203,12 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
     densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
     image_order: see ``prepare``; checkpoint: an ``odin_sched.training.checkpoint.TrainCheckpointer`` or None
-    (CPU only); device: 'cpu' or 'cuda' (see ``training_device``).
+    (CPU only); device: 'cpu' or 'cuda' (see ``render_device``).
     Returns a TrainResult.
     """
     if device == "cuda" and checkpoint is not None:
         raise InputError(NO_CUDA_CHECKPOINTS)
-    dev, render = training_device(device)
+    dev, render = render_device(device)
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
     setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path),
                     init_ply, image_order)
@@ -365,64 +292,3 @@ def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResul
     with torch.no_grad():
         view, _ = _render_view(render, params, scene, int(setup.test_ids[0]))
     save_comparison_png(png_path, view, setup.targets[int(setup.test_ids[0])])
-
-
-def main(args) -> TrainResult:
-    """Entry for ``pregel train`` (see ``pregel train --help`` for ``args``): the single-process trainer on
-    one rank, the distributed trainer (``odin_sched.odin.trainer``) on several ranks or when ``--mode`` is given."""
-    from pregel.comm import Comm
-
-    config = None
-    if args.densify:
-        try:
-            config = DensifyConfig(interval=args.densify_interval, start=args.densify_from,
-                                   stop=args.densify_until, grad_threshold=args.densify_grad_threshold)
-        except ValueError as err:
-            raise InputError(f"--densify options: {err}") from None
-    common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
-                  densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
-                  image_order=args.image_order)
-    comm = Comm()
-    single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
-    comm.agree(_device_problem(args))
-    common["checkpoint"] = train_checkpointer(comm, args, config)
-    if single:
-        for flag, value in (("--window", args.window), ("--cells", args.cells)):
-            if value is not None and value < 1:
-                raise InputError(f"{flag} must be at least 1, got {value}")
-        result = train(args.scene, args.steps, args.out, device=args.device, **common)
-    else:
-        from odin_sched.odin.trainer import OdinOptions, train_distributed
-
-        window = OdinOptions.window if args.window is None else args.window
-        options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=window, timeline=args.timeline,
-                              schedule_out=args.schedule_out, max_staleness=args.max_staleness,
-                              stale_impact=args.stale_impact)
-        result = train_distributed(comm, args.scene, args.steps, args.out, options, device=args.device,
-                                   **common)
-        if comm.rank != 0:
-            return result
-    print(f"wrote {args.out}: {result.steps} steps, {result.num_gaussians} Gaussians, "
-          f"held-out PSNR {result.final_psnr:.2f} dB, {result.wall_time_s:.1f} s")
-    if result.per_rank is not None and args.stats:
-        print(format_per_rank(result))
-    return result
-
-
-def _device_problem(args) -> InputError | None:
-    """Why ``pregel train --device cuda`` cannot run with these options (checkpoints), or None."""
-    if args.device == "cuda" and (args.checkpoint_dir is not None or args.resume is not None):
-        return InputError(NO_CUDA_CHECKPOINTS)
-    return None
-
-
-def format_per_rank(result: TrainResult) -> str:
-    """The per-rank time and traffic table of a distributed run, and its speed."""
-    from odin_sched.odin.trainer import RANK_FIELDS
-
-    header = "rank " + " ".join(f"{name:>15}" for name in RANK_FIELDS)
-    rows = [f"{r:>4} " + " ".join(f"{v:>15.3f}" if "seconds" in name else f"{int(v):>15,}"
-                                  for name, v in zip(RANK_FIELDS, row))
-            for r, row in enumerate(result.per_rank)]
-    return "\n".join([header, *rows, f"{result.steps / result.wall_time_s:.2f} steps/s, "
-                                      f"{result.visibility_violations} visibility violations"])
