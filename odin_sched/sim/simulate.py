@@ -3,7 +3,7 @@
 What decides what runs where and when is the runtime's: every window is planned by
 ``odin_sched.odin.trainer.plan_window`` (cells, conservative visibility, step graph, ``relax_reads`` in
 odin-fast mode, levels / priorities / assignment by ``plan_schedule`` for ``gpus`` virtual ranks), the
-messages are those of ``odin_sched.odin.trainer.StepMessages``, and every virtual rank fires its vertices
+messages are those of ``odin_sched.odin.program.StepMessages``, and every virtual rank fires its vertices
 through ``pregel.dataflow.Firing`` (the ready queue, pending counts and routing that ``run_dataflow``
 uses over MPI). Only the transport and the clock differ: SimPy processes (one per virtual GPU) take
 a vertex's cost from the cost model (``odin_sched.sim.costmodel``) as virtual time and hand each message
@@ -27,7 +27,8 @@ import numpy as np
 from odin_sched.sim.costmodel import CameraViews, CostProfile, camera_views
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
-from odin_sched.odin.trainer import OdinOptions, StepMessages, plan_window
+from odin_sched.odin.program import StepMessages
+from odin_sched.odin.trainer import OdinOptions, plan_window
 from odin_sched.training.step import PARAM_COLUMNS, BatchSettings
 from odin_sched.training.train import scene_extent, visible_cells_of_cameras
 from odin_sched.scenes.visibility import window_margin
@@ -198,7 +199,7 @@ def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.G
     their batch's cameras have any of its Gaussians on screen (initial versions: 0)."""
     steps = win.steps
     rows = np.diff(win.member_indptr)[steps.version_cell]
-    writes = steps.image_writes - steps.num_images
+    writes = steps.version_index(steps.image_writes)
     camera_of_write = np.repeat(steps.image_camera, np.diff(steps.image_writes_indptr))
     seen = np.zeros(len(rows), bool)
     np.logical_or.at(seen, writes, views.cameras_see_cells(camera_of_write, steps.version_cell[writes], win.cell_of))
