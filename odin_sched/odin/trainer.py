@@ -36,12 +36,13 @@ With ``device='cuda'`` each rank's copy of the model, its cells' Adam state, the
 backward passes and Adam steps are on the rank's GPU; the blocks sent between ranks and the
 window-end gather cross through host memory in ``HostStaging``, which counts the bytes copied.
 
-Where each part lives: this module plans windows (``plan_window``, ``WindowPlanner``) and runs them
-(``DistributedTrainer.run``: plan, run the window's program, gather, check visibility, densify and
-evaluate); ``odin_sched.odin.program`` is the window's program, ``odin_sched.odin.window_end`` the
-gather and the visibility check; ``RankRecord`` keeps a rank's metrics and timeline labels.
+Where each part lives, one class per job: ``WindowPlanner`` (with ``plan_window``) plans the windows;
+``TrainingSteps`` is a window's program, with its inputs made explicit (``ImageInputs``,
+``CellInputs``; ``StepMessages`` is the part the simulator shares); ``odin_sched.odin.window_end`` is
+the window-end gather and visibility check; ``RankRecord`` keeps a rank's metrics and timeline labels;
+``DistributedTrainer.run`` reads as a window's phases: plan, run the program, gather, check visibility,
+densify and evaluate.
 """
-import os
 import time
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -50,28 +51,27 @@ import numpy as np
 import torch
 
 from kernels.splat import render as cpu_render
+from odin_sched.odin.modes import MODES
 from odin_sched.odin.depgraph import StepGraph, build_step_graph, write_schedule
-from odin_sched.odin.program import CellInputs, ImageInputs, TrainingSteps
 from odin_sched.odin.schedule import Schedule, plan_schedule
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT, relax_reads
 from odin_sched.odin.window_end import escaped, gather_state, motion_snapshot
 from odin_sched.scenes.cells import cell_bounds, cell_members, kd_cells
-from odin_sched.scenes.render_device import render_device
 from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.densify import GradAccumulator, densify_optimizer
-from odin_sched.training.optim import VisibleAdam, default_lrs
-from odin_sched.training.step import PARAM_COLUMNS
-from odin_sched.training.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, evaluate, params_of, prepare,
-                                       to_device, write_outputs)
-from pregel.dataflow import DataflowPlan, run_dataflow, write_chrome_trace
-from pregel.errors import InputError
+from odin_sched.training.optim import VisibleAdam
+from odin_sched.training.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.training.config import TrainConfig
+from odin_sched.scenes.scene_io import Scene
+from odin_sched.training.train import (TrainResult, TrainingSetup, camera, evaluate, new_optimizer, params_of,
+                                       set_up, write_outputs)
+from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
 from pregel.progress import Progress
 
-MODES = ("odin", "barrier", "odin-fast")
 #: a violation doubles the visibility margin of the next window
 MARGIN_GROWTH = 2.0
 #: predicted cost of a pixel relative to one visible Gaussian (image cost = visible Gaussians + c x pixels)
@@ -80,13 +80,14 @@ PIXEL_COST = 0.05
 
 @dataclass
 class OdinOptions:
-    """The distributed trainer's settings (see ``pregel train --help``)."""
+    """The distributed trainer's settings, besides the ``TrainConfig`` it shares with the single-process
+    trainer (``pregel train``'s flags of the same names set them)."""
 
-    mode: str = "odin"
+    mode: str = "odin"         # one of MODES (``odin_sched.odin.modes``)
     cells: int | None = None   # default: CELLS_PER_RANK x ranks
     window: int = 10           # batches per planning window
-    timeline: str | None = None
-    schedule_out: str | None = None
+    timeline: str | None = None       # write a Chrome trace of the run here
+    schedule_out: str | None = None   # write the first window's step graph and schedule here
     max_staleness: int = 1     # odin-fast: updates of a low-impact cell an image may miss
     stale_impact: float = STALE_IMPACT  # odin-fast: the largest share of an image's Gaussians read stale
 
@@ -102,23 +103,23 @@ class OdinOptions:
         return self.cells if self.cells is not None else self.CELLS_PER_RANK * size
 
 
-def check_options(options: OdinOptions, size: int, num_gaussians: int, batch_size: int) -> str | None:
+def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | None:
     """A one-line problem with the distributed options, or None."""
     if options.mode not in MODES:
-        return f"--mode must be one of {', '.join(MODES)}, got {options.mode!r}"
+        return f"OdinOptions.mode must be one of {', '.join(MODES)}, got {options.mode!r}"
     if options.max_staleness < 0:
-        return f"--max-staleness must be at least 0, got {options.max_staleness}"
+        return f"OdinOptions.max_staleness must be at least 0, got {options.max_staleness}"
     if not 0.0 <= options.stale_impact <= 1.0:
-        return f"--stale-impact must be in [0, 1], got {options.stale_impact}"
+        return f"OdinOptions.stale_impact must be in [0, 1], got {options.stale_impact}"
     if options.window < 1:
-        return f"--window must be at least 1, got {options.window}"
+        return f"OdinOptions.window must be at least 1, got {options.window}"
     cells = options.resolved_cells(size)
     if cells < 1:
-        return f"--cells must be at least 1, got {cells}"
+        return f"OdinOptions.cells must be at least 1, got {cells}"
     if cells < size:
-        return f"--cells {cells} is fewer than the {size} ranks: every rank must own at least one cell"
+        return f"OdinOptions.cells {cells} is fewer than the {size} ranks: every rank must own at least one cell"
     if options.cells is not None and cells > num_gaussians:
-        return f"--cells {cells} is more than the {num_gaussians} initial Gaussians"
+        return f"OdinOptions.cells {cells} is more than the {num_gaussians} initial Gaussians"
     return None
 
 
@@ -281,6 +282,143 @@ def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
     return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
 
 
+#: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
+GRAD_COLUMNS = PARAM_COLUMNS + 2
+
+
+class StepMessages(DataflowProgram):
+    """What the vertices of a window's step graph send (the part of ``TrainingSteps`` the simulator shares).
+
+    An image sends each cell it sees [g_c, GRAD_COLUMNS] floats; a cell version broadcasts its
+    parameters [g_c, PARAM_COLUMNS] (nothing for an initial version: every rank holds it).
+    steps: the window's StepGraph; cell_sizes: [K] Gaussians per cell.
+    """
+
+    def __init__(self, steps: StepGraph, cell_sizes: np.ndarray):
+        self.steps, self.cell_sizes = steps, cell_sizes
+
+    def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
+        return ~self.steps.is_image(vertices)
+
+    def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        from_image = self.steps.is_image(src)
+        version = self.steps.version_index(np.where(from_image, dst, src))
+        cells = self.steps.version_cell[version]
+        rows = self.cell_sizes[cells]
+        initial = ~from_image & (self.steps.version_batch[version] < 0)
+        params = np.where(initial, 0, rows * PARAM_COLUMNS)
+        return np.where(from_image, rows * GRAD_COLUMNS, params).astype(np.int64)
+
+
+@dataclass
+class ImageInputs:
+    """What an image step reads besides its cells: the scene's cameras, the target images [H, W, 3] by
+    camera, the rasterizer, the loss's SSIM weight, and whether to return screen-space gradient norms
+    (for densification)."""
+
+    scene: Scene
+    targets: dict
+    render: object
+    ssim_weight: float
+    screen_norms: bool
+
+
+@dataclass
+class CellInputs:
+    """What a cell version updates and with what: the optimizer (its rows of the cell's Gaussians), the
+    densification accumulator (None without densification), the learning rates of each batch of the
+    window (name -> float, [stop - start]) and the batch size B."""
+
+    opt: VisibleAdam
+    accum: GradAccumulator | None
+    lrs: list
+    batch_size: int
+
+
+class TrainingSteps(StepMessages):
+    """The training step as a dataflow program over a window's step graph (one instance per rank).
+
+    Image vertex i: inputs are the cell versions it reads ([g_c, 14] parameters, or nothing for a cell
+    still at its window-start state); it renders, and sends each cell it sees a [g_c, 16] block
+    (gradients, visible flag, screen-space gradient norm). Cell-version vertex (c, b): inputs are the
+    blocks of batch b's images that see c (and, in odin-fast mode, the previous version of c, which
+    only orders the updates); it takes the visible-Adam step of batch b on the cell and broadcasts the
+    new parameters [g_c, 14] to the ranks of the images that read this version.
+    window: the planned ``Window``; start_params: the window-start parameters (name -> [G, ...], the
+    same on every rank); staging: the rank's ``HostStaging`` (its device and host copies).
+    """
+
+    def __init__(self, window, start_params: dict, images: ImageInputs, cells: CellInputs, staging: HostStaging):
+        super().__init__(window.steps, np.diff(window.member_indptr))
+        self.window, self.start_params, self.images, self.cells, self.staging = window, start_params, images, cells, staging
+        self.image_losses = {}  # image -> its loss
+        self.updated = {}       # cell version -> Gaussians its Adam step moved (for the timeline)
+
+    def fire(self, ctx, vertex: int, inputs: dict):
+        if self.steps.is_image(vertex):
+            return self._image(vertex, inputs)
+        return self._version(self.steps.version_index(vertex), inputs)
+
+    def _index(self, rows: np.ndarray) -> torch.Tensor:
+        """Gaussian ids (or positions) [k] int64 as an index tensor on the rank's device."""
+        return torch.from_numpy(rows).to(self.staging.device)
+
+    # --- image step
+    def _image(self, image: int, inputs: dict) -> dict:
+        steps, window, staging, given = self.steps, self.window, self.staging, self.images
+        reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
+        cells = steps.version_cell[steps.version_index(reads)]
+        rows = np.concatenate([window.cell_rows(c) for c in cells])
+        blocks = []
+        for vertex, cell in zip(reads, cells):
+            payload = inputs.get(vertex)  # none from an initial version
+            if payload is not None and payload.size:
+                blocks.append(staging.to_device(payload, PARAM_COLUMNS))
+            else:
+                blocks.append(pack_params(self.start_params, self._index(window.cell_rows(cell))))
+        order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
+        params = unpack_params(torch.cat(blocks)[self._index(order)])
+        cam = int(steps.image_camera[image])
+        scene = given.scene
+        result = image_gradients(given.render, params, *camera(scene, cam, staging.device), scene.width,
+                                 scene.height, given.targets[cam], given.ssim_weight, given.screen_norms)
+        self.image_losses[image] = result.loss
+        packed = staging.to_host(torch.cat(
+            [pack_params(result.grads), result.visible[:, None].to(torch.float32),
+             (result.screen_norm if result.screen_norm is not None
+              else torch.zeros(len(rows), device=staging.device))[:, None]], dim=1))
+        sorted_rows = rows[order]
+        writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
+        out = {}
+        for target, cell in zip(writes, steps.version_cell[steps.version_index(writes)]):  # ascending by cell
+            positions = np.searchsorted(sorted_rows, window.cell_rows(cell))
+            out[int(target)] = np.ascontiguousarray(packed[positions]).reshape(-1)
+        return out
+
+    # --- cell version: the visible-Adam step of one batch on one cell
+    def _version(self, version: int, inputs: dict) -> np.ndarray:
+        steps, staging, given = self.steps, self.staging, self.cells
+        cell, batch = int(steps.version_cell[version]), int(steps.version_batch[version])
+        rows = self.window.cell_rows(cell)
+        if batch < 0:
+            return np.empty(0, np.float32)
+        ids = self._index(rows)
+        total = torch.zeros(len(rows), PARAM_COLUMNS, device=staging.device)
+        seen = torch.zeros(len(rows), dtype=torch.bool, device=staging.device)
+        for image in sorted(k for k in inputs if steps.is_image(k)):  # batch order (position in batch)
+            block = staging.to_device(inputs[image], GRAD_COLUMNS)
+            total += block[:, :PARAM_COLUMNS]
+            visible = block[:, PARAM_COLUMNS] > 0
+            seen |= visible
+            if given.accum is not None:
+                given.accum.add_rows(ids, block[:, PARAM_COLUMNS + 1], visible)
+        grads = batch_gradient(unpack_params(total), given.batch_size)
+        idx = torch.nonzero(seen).squeeze(1)
+        self.updated[version] = int(idx.numel())
+        given.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()}, lrs=given.lrs[batch])
+        return staging.to_host(pack_params(given.opt.params, ids)).reshape(-1)
+
+
 def publish_first(priority: np.ndarray, steps: StepGraph) -> np.ndarray:
     """Firing priorities [N]: cell versions before any image, then by critical path. A version's update
     is cheap and other ranks' images wait for it, so it is published as soon as it is ready."""
@@ -412,27 +550,26 @@ class WindowPlanner:
 
 class DistributedTrainer:
     """Trains on every rank of ``comm``; see the module docstring. A window's phases: plan
-    (``WindowPlanner``), run its program (``odin_sched.odin.program``), gather the model and check the
+    (``WindowPlanner``), run its program (``TrainingSteps``), gather the model and check the
     visibility prediction (``odin_sched.odin.window_end``), densify and evaluate; ``record`` (a
     ``RankRecord``) keeps the rank's metrics and timeline."""
 
-    def __init__(self, comm, setup: TrainingSetup, steps: int, options: OdinOptions, ssim_weight: float,
-                 densify, seed: int, eval_every: int, progress, checkpoint=None, render=None,
-                 staging: HostStaging | None = None):
+    def __init__(self, comm, setup: TrainingSetup, config: TrainConfig, options: OdinOptions, progress,
+                 checkpoint=None, render=None, staging: HostStaging | None = None):
         """``setup`` on the trainer's device (``odin_sched.training.train.to_device``), ``render`` the
         rasterizer for it (default: ``kernels.splat.render``, the CPU's), ``staging`` its ``HostStaging``
         (default: the CPU's)."""
-        self.comm, self.setup, self.steps, self.options = comm, setup, steps, options
+        self.comm, self.setup, self.options, self.progress = comm, setup, options, progress
+        self.steps, self.densify, self.eval_every = config.steps, config.densify, config.eval_every
+        self.ssim_weight = config.ssim_weight
         self.checkpoint = checkpoint  # an odin_sched.training.checkpoint.TrainCheckpointer or None
-        self.ssim_weight, self.densify, self.eval_every, self.progress = ssim_weight, densify, eval_every, progress
         self.render = render or cpu_render
         self.staging = staging or HostStaging("cpu", staged=False)
-        self.opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas,
-                               eps=setup.settings.eps)
+        self.opt = new_optimizer(setup)
         self.accum = GradAccumulator(self.opt.num_gaussians, self.staging.device)
-        self.densify_gen = torch.Generator().manual_seed(seed + 1)
-        self.planner = WindowPlanner(comm, setup, steps, options, densify, eval_every)
-        self.record = RankRecord(comm.rank, steps * setup.settings.batch_size, options.timeline is not None)
+        self.densify_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.planner = WindowPlanner(comm, setup, self.steps, options, self.densify, self.eval_every)
+        self.record = RankRecord(comm.rank, self.steps * setup.settings.batch_size, options.timeline is not None)
         self.violations = 0
 
     def run(self) -> TrainResult:
@@ -522,37 +659,22 @@ class DistributedTrainer:
                           self.planner.safety, self.violations)
 
 
-def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None,
-                      png_path=None, seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
-                      batch_size: int = 1, progress: bool = True, init_ply=None,
-                      image_order: str | None = None, checkpoint=None, device: str = "cpu") -> TrainResult:
+def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoint=None) -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
-    The arguments are those of ``odin_sched.training.train.train`` plus ``options``; with ``device='cuda'``
-    every rank trains on its GPU (``render_device``) and its payloads cross ranks through the host
-    (``HostStaging``). Returns the TrainResult (the same on every rank). Bad options or input raise the
-    same InputError on every rank.
+    ``config``: the run (see ``TrainConfig``), ``options``: Odin's settings, ``checkpoint``: a
+    ``TrainCheckpointer`` or None. With ``config.device='cuda'`` every rank trains on its GPU
+    (``render_device``) and its payloads cross ranks through the host (``HostStaging``). Returns the
+    TrainResult (the same on every rank). Bad settings or input raise the same InputError on every rank.
     """
-    if device == "cuda" and checkpoint is not None:
-        raise InputError(NO_CUDA_CHECKPOINTS)
-    dev, render = render_device(device, comm)
-    png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
-    setup, problem = None, None
-    try:
-        setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every,
-                        (out_path, ply_path, png_path, options.timeline, options.schedule_out), init_ply,
-                        image_order)
-        problem = check_options(options, comm.size, setup.initial["means"].shape[0], batch_size)
-    except InputError as err:
-        problem = str(err)
-    comm.agree(None if problem is None else InputError(problem))
-    if batch_size < comm.size and comm.rank == 0:
-        print(f"note: --batch-size {batch_size} < {comm.size} ranks: at most {batch_size} ranks can work on a "
-              f"batch at once")
-    bar = Progress(steps, enabled=progress and comm.rank == 0, unit="step")
-    staging = HostStaging(dev, staged=device == "cuda")
-    trainer = DistributedTrainer(comm, to_device(setup, dev), steps, options, ssim_weight, densify, seed, eval_every,
-                                 bar, checkpoint, render, staging)
+    setup, render = set_up(config, checkpoint, comm, (options.timeline, options.schedule_out),
+                           check=lambda setup: check_options(options, comm.size, setup.initial["means"].shape[0]))
+    if config.batch_size < comm.size and comm.rank == 0:
+        print(f"note: batch size {config.batch_size} < {comm.size} ranks: at most {config.batch_size} ranks can "
+              f"work on a batch at once")
+    bar = Progress(config.steps, enabled=config.progress and comm.rank == 0, unit="step")
+    staging = HostStaging(setup.initial["means"].device, staged=config.device == "cuda")
+    trainer = DistributedTrainer(comm, setup, config, options, bar, checkpoint, render, staging)
     result = trainer.run()
     bar.close()
     table = comm.gather_rows(trainer.record.metrics.as_row()[None, :])
@@ -560,21 +682,17 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
     labels = comm.allgather(trainer.record.labels) if options.timeline is not None else None
     # the payloads always go through host buffers (the transport sends NumPy arrays): not CUDA-aware
     staged = {"cuda_aware_mpi": False, "bytes_staged": int(sum(comm.allgather(staging.bytes_staged)))} \
-        if device == "cuda" else {}
+        if config.device == "cuda" else {}
     if comm.rank == 0:
         totals = dict(zip(RANK_FIELDS, table.sum(axis=0)))
-        attrs = {"mode": options.mode, "ranks": comm.size, "batch_size": batch_size,
-                 "steps_per_second": steps / result.wall_time_s,
-                 "compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
+        attrs = {"compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
                  "wait_seconds": totals["wait_seconds"], "visibility_violations": trainer.violations,
                  "max_staleness": options.staleness, "stale_reads": trainer.planner.stale_reads,
                  "max_staleness_seen": trainer.planner.max_staleness_seen, "stale_impact": options.stale_impact,
                  "cells": trainer.planner.num_cells, "window": options.window,
                  "dependency_edges": trainer.planner.dependency_edges,
-                 "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,
-                 "densify": densify is not None, "source_scene": os.path.abspath(scene_path), "device": device,
-                 **staged}
-        write_outputs(trainer.render, setup, params_of(trainer.opt), result, out_path, ply_path, png_path, attrs,
+                 "per_rank_fields": list(RANK_FIELDS), **staged}
+        write_outputs(trainer.render, setup, params_of(trainer.opt), result, config, options.mode, comm.size, attrs,
                       metrics={"per_rank": table})
         if options.timeline is not None:
             write_chrome_trace(options.timeline, spans, {k: v for part in labels for k, v in part.items()})

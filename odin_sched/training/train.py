@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_optimizer
+from odin_sched.training.config import TrainConfig
+from odin_sched.training.densify import GradAccumulator, densify_optimizer
 from odin_sched.training.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order,
                                               shuffled_batches, spread_batches)
 from odin_sched.training.metrics import psnr
@@ -45,7 +46,7 @@ from pregel.atomic import check_writable
 from pregel.errors import InputError
 from pregel.progress import Progress
 
-NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
+NO_CUDA_CHECKPOINTS = "TrainConfig.device is 'cuda': checkpoints are not supported on the GPU yet"
 
 
 @dataclass
@@ -133,24 +134,24 @@ class TrainingSetup:
     initial: dict          # name -> float32 tensor [G, ...], the initial Gaussians
 
 
-def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-            outputs, init_ply=None, image_order: str | None = None) -> TrainingSetup:
+def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
     same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
-    ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud;
-    ``image_order``: 'shuffled' or 'spread' (see ``odin_sched.training.image_order``; default: shuffled for
-    B = 1, spread otherwise)."""
+    ``config``: see ``TrainConfig``."""
+    scene_path, steps, batch_size, seed = config.scene, config.steps, config.batch_size, config.seed
+    ssim_weight, eval_every, init_ply, image_order = config.ssim_weight, config.eval_every, config.init_ply, \
+        config.image_order
     if steps < 1:
-        raise InputError(f"--steps must be at least 1, got {steps}")
+        raise InputError(f"TrainConfig.steps must be at least 1, got {steps}")
     if batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        raise InputError(f"TrainConfig.batch_size must be at least 1, got {batch_size}")
     if not 0.0 <= ssim_weight <= 1.0:
-        raise InputError(f"--ssim-weight must be in [0, 1], got {ssim_weight}")
+        raise InputError(f"TrainConfig.ssim_weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
-        raise InputError(f"--eval-every must be at least 1, got {eval_every}")
+        raise InputError(f"TrainConfig.eval_every must be at least 1, got {eval_every}")
     image_order = resolved_order(image_order, batch_size)
     if image_order not in IMAGE_ORDERS:
-        raise InputError(f"--image-order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
+        raise InputError(f"TrainConfig.image_order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
     outputs = [path for path in outputs if path is not None]
     for i, path in enumerate(outputs):  # no output may overwrite an input or another output
         check_writable(path, inputs=[scene_path, *([init_ply] if init_ply else []), *outputs[:i]])
@@ -160,7 +161,7 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
                    for name, value in read_gaussians_ply(init_ply).items()}
     elif scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "
-                            "(make the scene with `pregel generate-scene`, or give --init-ply)")
+                            "(make the scene with `pregel generate-scene`, or give TrainConfig.init_ply)")
     else:
         initial = init_gaussians(scene.init_means, scene.init_colors)
     held = heldout_mask(scene)
@@ -168,7 +169,8 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     if len(train_ids) == 0 or len(test_ids) == 0:
         raise InputError.at(scene_path, "/cameras/heldout", "needs at least one training and one held-out camera")
     if batch_size > len(train_ids):
-        raise InputError(f"--batch-size {batch_size} is more than the {len(train_ids)} training cameras of {scene_path}")
+        raise InputError(f"TrainConfig.batch_size {batch_size} is more than the {len(train_ids)} training cameras "
+                         f"of {scene_path}")
     images = torch.from_numpy(scene.images).float() / 255.0
     settings, extent = BatchSettings(batch_size), scene_extent(scene.viewmats)
     if image_order == "spread":
@@ -192,30 +194,55 @@ def to_device(setup: TrainingSetup, device) -> TrainingSetup:
                    targets={cam: image.to(device) for cam, image in setup.targets.items()})
 
 
-def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
-          ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
-          progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None,
-          checkpoint=None, device: str = "cpu") -> TrainResult:
+def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), check=None) -> tuple:
+    """The set-up both trainers share before the first step: refuse checkpoints on the GPU, pick the
+    device and the rasterizer (``render_device``; collective on ``comm`` for 'cuda'), check the settings
+    and every output (``config.outputs()`` and ``extra_outputs``), read the scene and copy the training
+    data to the device. ``check(setup)``: a further problem (a string) or None. With ``comm``, a problem
+    on any rank is raised on every rank. Returns (TrainingSetup on the device, render)."""
+    if config.out is None:
+        raise InputError("TrainConfig.out must be given: the trained scene file")
+    if config.device not in ("cpu", "cuda"):
+        raise InputError(f"TrainConfig.device must be cpu or cuda, got {config.device!r}")
+    if config.device == "cuda" and checkpoint is not None:
+        raise InputError(NO_CUDA_CHECKPOINTS)
+    dev, render = render_device(config.device, comm)
+    setup, problem = None, None
+    try:
+        setup = prepare(config, (*config.outputs(), *extra_outputs))
+        problem = check(setup) if check is not None else None
+    except InputError as err:
+        if comm is None:
+            raise
+        problem = str(err)
+    problem = None if problem is None else InputError(problem)
+    if comm is not None:
+        comm.agree(problem)
+    elif problem is not None:
+        raise problem
+    return to_device(setup, dev), render
+
+
+def new_optimizer(setup: TrainingSetup) -> VisibleAdam:
+    """Visible Adam over the initial Gaussians, with 3DGS's learning rates for the scene's extent and the
+    batch size's betas and eps."""
+    return VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
+
+
+def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
-    scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
-    each, see ``odin_sched.training.step`` for the batch semantics); out_path: trained scene file; ply_path:
-    optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
-    densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
-    image_order: see ``prepare``; checkpoint: an ``odin_sched.training.checkpoint.TrainCheckpointer`` or None
-    (CPU only); device: 'cpu' or 'cuda' (see ``render_device``).
+    config: see ``TrainConfig``; checkpoint: an ``odin_sched.training.checkpoint.TrainCheckpointer`` or None
+    (CPU only).
     Returns a TrainResult.
     """
-    if device == "cuda" and checkpoint is not None:
-        raise InputError(NO_CUDA_CHECKPOINTS)
-    dev, render = render_device(device)
-    png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
-    setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path),
-                    init_ply, image_order)
-    setup = to_device(setup, dev)
+    setup, render = set_up(config, checkpoint)
+    dev = setup.initial["means"].device
+    steps, batch_size, densify, ssim_weight = config.steps, config.batch_size, config.densify, config.ssim_weight
+    seed, eval_every, progress = config.seed, config.eval_every, config.progress
     scene = setup.scene
     started = time.perf_counter()
-    opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
+    opt = new_optimizer(setup)
     accum = GradAccumulator(opt.num_gaussians, dev) if densify else None
     densify_gen = torch.Generator().manual_seed(seed + 1)
     psnr_steps, psnr_values, losses = [], [], np.empty(steps)
@@ -256,11 +283,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     bar.close()
     wall = time.perf_counter() - started
     result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64), np.array(psnr_values), losses)
-    attrs = {"mode": "single", "ranks": 1, "batch_size": batch_size, "steps_per_second": steps / wall,
-             "device": device}
-    write_outputs(render, setup, params_of(opt), result, out_path, ply_path, png_path,
-                  dict(seed=seed, ssim_weight=ssim_weight, densify=densify is not None,
-                       source_scene=os.path.abspath(scene_path), **attrs))
+    write_outputs(render, setup, params_of(opt), result, config, "single", 1)
     return result
 
 
@@ -274,11 +297,16 @@ def params_of(opt: VisibleAdam) -> dict:
     return {name: p.detach() for name, p in opt.params.items()}
 
 
-def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResult, out_path, ply_path, png_path,
-                  attrs: dict, metrics: dict | None = None) -> None:
-    """Write the trained scene file (with ``/metrics`` and root ``attrs``), the optional PLY and the PNG of
-    the first held-out view beside its ground truth."""
-    scene = setup.scene
+def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResult, config: TrainConfig, mode: str,
+                  ranks: int, attrs: dict | None = None, metrics: dict | None = None) -> None:
+    """Write the trained scene file (with ``/metrics``, and as root attributes the run's settings, ``mode``,
+    ``ranks`` and ``attrs``), the optional PLY and the PNG of the first held-out view beside its ground
+    truth."""
+    attrs = {"mode": mode, "ranks": ranks, "batch_size": config.batch_size,
+             "steps_per_second": result.steps / result.wall_time_s, "seed": config.seed,
+             "ssim_weight": config.ssim_weight, "densify": config.densify is not None,
+             "source_scene": os.path.abspath(config.scene), "device": config.device, **(attrs or {})}
+    scene, out_path, ply_path, png_path = setup.scene, config.out, config.ply, config.png_path
     arrays = {k: v.cpu().numpy().astype(np.float32) for k, v in params.items()}
     trained = Scene(**arrays, viewmats=scene.viewmats, Ks=scene.Ks, images=scene.images, width=scene.width,
                     height=scene.height, heldout=heldout_mask(scene),
