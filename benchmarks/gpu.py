@@ -286,13 +286,13 @@ def training_section(folder: str, gaussians: int, cameras: int, size: int, steps
     """(d) row: steps of ``pregel train --device cuda`` against the same training on the CPU."""
     from odin_sched.scenes.scene_gen import generate_scene
     from odin_sched.scenes.scene_io import write_scene
-    from odin_sched.training.train import train
+    from odin_sched.training.train import TrainConfig, train
 
     progress(f"(d) training, {gaussians} Gaussians, {cameras} cameras at {size}x{size}, {steps} steps")
     scene = f"{folder}/scene.h5"
     write_scene(scene, generate_scene(gaussians, cameras, size, size, seed=0))
-    results = {device: train(scene, steps, f"{folder}/trained_{device}.h5", eval_every=steps, progress=False,
-                             device=device) for device in ("cuda", "cpu")}
+    results = {device: train(TrainConfig(scene, steps, f"{folder}/trained_{device}.h5", eval_every=steps,
+                                         progress=False, device=device)) for device in ("cuda", "cpu")}
     per_step = {device: r.wall_time_s / steps for device, r in results.items()}
     gap = abs(results["cuda"].losses[-1] - results["cpu"].losses[-1]) / results["cpu"].losses[-1]
     return [("training step", f"{results['cpu'].num_gaussians} Gaussians at {size}x{size}", 1e3 * per_step["cuda"],

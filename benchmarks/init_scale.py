@@ -1,4 +1,4 @@
-"""Initialisation at real sizes: the k-d-tree initial scales (``odin_sched.knn``) and the whole
+"""Initialisation at real sizes: the k-d-tree initial scales (``odin_sched.scenes.knn``) and the whole
 ``pregel train`` command from a large SfM-like point cloud.
 
 1. ``init_gaussians`` on clouds of 200,000 and 2,000,000 points (each in a fresh process): time and

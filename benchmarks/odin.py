@@ -65,14 +65,14 @@ def parallelism_table(scene_path, ranks, args):
     trainer's own ``plan_window`` (on this one process, for P ranks)."""
     from odin_sched.odin.depgraph import parallelism
     from odin_sched.odin.trainer import PIXEL_COST, plan_window
-    from odin_sched.training.train import prepare
+    from odin_sched.training.train import TrainConfig, prepare
     from odin_sched.scenes.visibility import window_margin
     from pregel.comm import Comm
 
     comm, rows = Comm(), []
     for p in ranks:
         for batch in sorted({1, p, 4 * p}):
-            setup = prepare(scene_path, args.steps, batch, 0, 0.2, args.steps, ())
+            setup = prepare(TrainConfig(scene_path, args.steps, batch_size=batch, eval_every=args.steps))
             scene, initial = setup.scene, setup.initial
             lrs = setup.settings.lrs(setup.extent, 1, args.steps)
             margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, args.window)

@@ -32,7 +32,7 @@ import numpy as np
 from odin_sched.sim.costmodel import (PROFILE_DIR, CostProfile, camera_views, fit_costs, look_for_a_message,
                                       polling, save_profile, time_slice)
 from odin_sched.odin.trainer import OdinOptions
-from odin_sched.training.train import prepare
+from odin_sched.training.train import TrainConfig, prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
@@ -86,7 +86,7 @@ def _render_images(scene, images, ready, go, out):
     from odin_sched.training.step import image_gradients
 
     torch.set_num_threads(1)
-    setup = prepare(scene, STEPS, BATCH, 0, 0.2, STEPS, ())
+    setup = prepare(TrainConfig(scene, STEPS, batch_size=BATCH, eval_every=STEPS))
     cameras, views = setup.train_ids, setup.scene
 
     def step(c):
@@ -173,7 +173,7 @@ def main(work):
             with h5py.File(shared) as t:
                 shared_plan += t["metrics/per_rank"][:, list(t.attrs["per_rank_fields"]).index("plan_seconds")].max()
             if name not in views:
-                setup = prepare(scene, STEPS, BATCH, 0, 0.2, STEPS, ())
+                setup = prepare(TrainConfig(scene, STEPS, batch_size=BATCH, eval_every=STEPS))
                 init = {k: v.numpy() for k, v in setup.initial.items()}
                 views[name] = (camera_views(init["means"], init["scales"], init["quats"], setup.scene.viewmats,
                                             setup.scene.Ks, w, h).features, len(init["means"]))

@@ -20,7 +20,7 @@ import numpy as np
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.odin.trainer import OdinOptions
 from odin_sched.sim.simulate import scene_of_setup, simulate
-from odin_sched.training.train import prepare
+from odin_sched.training.train import TrainConfig, prepare
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
@@ -57,7 +57,7 @@ def main(work):
     print("P  mode     measured steps/s  predicted  error   measured wait s  predicted  error   "
           "measured compute+plan s  predicted   processor s per rank (measured)")
     for size in (2, 3):
-        setup = prepare(scene, STEPS, 2 * size, 0, 0.2, STEPS, ())
+        setup = prepare(TrainConfig(scene, STEPS, batch_size=2 * size, eval_every=STEPS))
         sim_scene = scene_of_setup(setup)
         for mode in ("odin", "barrier"):
             runs = np.array([measured(scene, size, mode, work) for _ in range(REPEATS)])

@@ -1,10 +1,12 @@
-"""Argument checks and reduction codes shared by the graph kernels (gather, scatter, softmax).
+"""Argument checks, reduction codes and the final step of a reduction, shared by the graph kernels (gather,
+scatter, softmax) on the CPU and on the GPU.
 
 The dispatch functions call these before launching a kernel, so a bad argument gets a clear
 ``ValueError`` naming it instead of a crash or a silently wrong result inside Numba.
 """
 
 import numpy as np
+from numba import njit
 
 from kernels._device import is_device_array
 
@@ -12,6 +14,21 @@ SUM, MEAN, MAX, MIN = 0, 1, 2, 3
 OPS = {"sum": SUM, "mean": MEAN, "max": MAX, "min": MIN}
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+@njit(cache=True, inline="always")
+def _finish_segment(value, count, op):
+    """A segment's final value: 0 when untouched, sum / count for mean, sign flip back for min.
+
+    Called by the CPU and the CUDA kernels alike (numba-cuda compiles ``@njit`` functions for the GPU).
+    """
+    if count == 0:
+        return 0
+    if op == MEAN:
+        return value / count
+    if op == MIN:
+        return -value
+    return value
 
 
 def op_code(op) -> int:

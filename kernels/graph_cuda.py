@@ -12,9 +12,8 @@ import numba
 import numpy as np
 from numba import cuda, njit
 
-from kernels._checks import MEAN, MIN, SUM
+from kernels._checks import MEAN, MIN, SUM, _finish_segment
 from kernels._device import blocks_for
-from kernels.scatter import _finish_segment
 
 THREADS_PER_BLOCK = 256
 

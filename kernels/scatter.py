@@ -9,23 +9,8 @@ import numpy as np
 from numba import njit
 
 from kernels._device import blocks_for
-from kernels._checks import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, as_arrays, check_dtype,
-                            check_index_range, check_ndim, op_code)
-
-
-@njit(cache=True, inline="always")
-def _finish_segment(value, count, op):
-    """A segment's final value: 0 when untouched, sum / count for mean, sign flip back for min.
-
-    Called by the CPU and the CUDA kernels alike (numba-cuda compiles ``@njit`` functions for the GPU).
-    """
-    if count == 0:
-        return 0
-    if op == MEAN:
-        return value / count
-    if op == MIN:
-        return -value
-    return value
+from kernels._checks import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, _finish_segment, as_arrays,
+                             check_dtype, check_index_range, check_ndim, op_code)
 
 
 @njit(cache=True)

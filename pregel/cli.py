@@ -12,6 +12,7 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLA
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -20,6 +21,9 @@ from pregel.memory import keep_freed_memory  # noqa: E402
 from pregel.outputs import check_outputs  # noqa: E402
 
 EXIT_BAD_INPUT = 2
+#: the config classes whose fields the flags set: the library's "TrainConfig.batch_size" is "--batch-size"
+CONFIG_CLASSES = ("TrainConfig", "OdinOptions", "SimulateConfig")
+NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
 ABORT_GRACE_SECONDS = 1.0
 
 
@@ -413,12 +417,15 @@ def _run_convert_colmap(args) -> None:
 
 
 def _add_train(sub) -> None:
+    from odin_sched.odin.modes import MODES
+    from odin_sched.training.config import TrainConfig as defaults
+
     p = sub.add_parser("train", help="train Gaussians on a scene file (one process, or distributed under mpiexec)",
                        description="Train from the scene's initial point cloud with visible Adam; "
                                    "held-out PSNR is printed and saved.")
     p.add_argument("--scene", required=True, help="scene file from generate-scene")
     p.add_argument("--steps", type=int, required=True, help="training steps (one batch of images each)")
-    p.add_argument("--batch-size", type=int, default=1, metavar="B",
+    p.add_argument("--batch-size", type=int, default=defaults.batch_size, metavar="B",
                    help="images per step, all read the same parameters (default %(default)s; learning rate "
                         "x sqrt(B), Adam eps / sqrt(B), betas ** B)")
     p.add_argument("--out", required=True, help="trained scene file")
@@ -428,9 +435,9 @@ def _add_train(sub) -> None:
                         "gsplat's, Grendel-GS's) instead of the scene's /init point cloud")
     p.add_argument("--png", default=None, help="held-out view beside its ground truth "
                                                "(default: the --out name with .png)")
-    p.add_argument("--ssim-weight", type=float, default=0.2, help="loss (1-w) L1 + w (1-SSIM)")
-    p.add_argument("--eval-every", type=int, default=100, help="held-out PSNR every N steps")
-    p.add_argument("--seed", type=int, default=0, help="camera order and densification sampling")
+    p.add_argument("--ssim-weight", type=float, default=defaults.ssim_weight, help="loss (1-w) L1 + w (1-SSIM)")
+    p.add_argument("--eval-every", type=int, default=defaults.eval_every, help="held-out PSNR every N steps")
+    p.add_argument("--seed", type=int, default=defaults.seed, help="camera order and densification sampling")
     p.add_argument("--densify", action="store_true", help="clone/split/prune as 3DGS does")
     p.add_argument("--densify-from", type=int, default=500)
     p.add_argument("--densify-until", type=int, default=15_000)
@@ -440,7 +447,7 @@ def _add_train(sub) -> None:
                    help="shuffled: seeded permutations of the training cameras; spread: the same, but "
                         "consecutive batches see different parts of the scene where possible (default: "
                         "shuffled for B = 1, spread otherwise)")
-    p.add_argument("--mode", choices=("odin", "barrier", "odin-fast"), default=None,
+    p.add_argument("--mode", choices=MODES, default=None,
                    help="distributed execution (default with more than one rank: odin, barrier-free; barrier: "
                         "the synchronous baseline with a global barrier per batch; odin-fast: odin where an "
                         "image may read a low-impact cell up to --max-staleness updates old)")
@@ -469,7 +476,13 @@ def _add_train(sub) -> None:
 
 
 def _run_train(args) -> None:
-    from odin_sched.training.train import main as train_main
+    """``pregel train``: the single-process trainer on one rank, the distributed trainer
+    (``odin_sched.odin.trainer``) on several ranks or when --mode, --timeline or --schedule-out is given.
+    The flags set the fields of the same names of ``TrainConfig`` and ``OdinOptions``."""
+    from odin_sched.training.checkpoint import train_checkpointer
+    from odin_sched.training.config import TrainConfig
+    from odin_sched.training.densify import DensifyConfig
+    from odin_sched.training.train import train
 
     if args.dashboard is not None and _mpi_rank() == 0:
         from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
@@ -477,7 +490,36 @@ def _run_train(args) -> None:
         server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host, args.dashboard)
         serve_in_background(server)
         print(f"pregel train: dashboard at {url(server)}", flush=True)
-    train_main(args)
+    densify = None
+    if args.densify:
+        try:
+            densify = DensifyConfig(interval=args.densify_interval, start=args.densify_from,
+                                    stop=args.densify_until, grad_threshold=args.densify_grad_threshold)
+        except ValueError as err:
+            raise InputError(f"--densify options: {err}") from None
+    config = _config(TrainConfig, args, densify=densify, status=True)
+    comm = _comm()
+    single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
+    checkpointing = args.checkpoint_dir is not None or args.resume is not None
+    comm.agree(InputError(NO_CUDA_CHECKPOINTS) if args.device == "cuda" and checkpointing else None)
+    checkpoint = train_checkpointer(comm, config, args.checkpoint_dir, args.checkpoint_every, args.resume)
+    if single:
+        for flag, value in (("--window", args.window), ("--cells", args.cells)):
+            if value is not None and value < 1:
+                raise InputError(f"{flag} must be at least 1, got {value}")
+        result = train(config, checkpoint)
+    else:
+        from odin_sched.odin.trainer import OdinOptions, format_per_rank, train_distributed
+
+        window = OdinOptions.window if args.window is None else args.window
+        options = _config(OdinOptions, args, mode=args.mode or "odin", window=window)
+        result = train_distributed(comm, config, options, checkpoint)
+        if comm.rank != 0:
+            return
+    print(f"wrote {args.out}: {result.steps} steps, {result.num_gaussians} Gaussians, "
+          f"held-out PSNR {result.final_psnr:.2f} dB, {result.wall_time_s:.1f} s")
+    if result.per_rank is not None and args.stats:
+        print(format_per_rank(result))
 
 
 def _add_view(sub) -> None:
@@ -536,30 +578,58 @@ def _run_render(args) -> None:
 
 
 def _add_simulate(sub) -> None:
+    from odin_sched.sim.config import SimulateConfig as defaults
+
     p = sub.add_parser("simulate", help="simulate distributed training on many GPUs with the runtime's scheduler",
                        description="Plan and run odin, barrier and odin-fast training on virtual GPUs with the "
                                    "runtime's planning and firing code, a SimPy clock and a measured cost model.")
-    p.add_argument("--layout", choices=("city", "objects"), default="city", help="metadata-only generated scene")
+    p.add_argument("--layout", choices=("city", "objects"), default=defaults.layout,
+                   help="metadata-only generated scene")
     p.add_argument("--scene", default=None, help="simulate a scene file's training instead (its initial Gaussians)")
-    p.add_argument("--gaussians", type=int, default=1_000_000)
-    p.add_argument("--cameras", type=int, default=2000)
-    p.add_argument("--width", type=int, default=256)
-    p.add_argument("--height", type=int, default=192)
-    p.add_argument("--steps", type=int, default=40, help="batches to simulate")
-    p.add_argument("--gpus", default="8,16,32,64", help="comma-separated GPU counts")
+    p.add_argument("--gaussians", type=int, default=defaults.gaussians)
+    p.add_argument("--cameras", type=int, default=defaults.cameras)
+    p.add_argument("--width", type=int, default=defaults.width)
+    p.add_argument("--height", type=int, default=defaults.height)
+    p.add_argument("--steps", type=int, default=defaults.steps, help="batches to simulate")
+    p.add_argument("--gpus", default=",".join(map(str, defaults.gpus)), help="comma-separated GPU counts")
     p.add_argument("--batch-size", type=int, default=None, help="images per batch (default: the GPU count)")
-    p.add_argument("--profile", default="h200-ib", choices=("cpu-here", "h200-ib"))
-    p.add_argument("--window", default="10", metavar="W[,W...]",
+    p.add_argument("--profile", default=defaults.profile, choices=("cpu-here", "h200-ib"))
+    p.add_argument("--window", default=",".join(map(str, defaults.window)), metavar="W[,W...]",
                    help="batches per planning window (as pregel train); with several, each mode is reported "
                         "at its fastest")
-    p.add_argument("--cells-per-gpu", type=int, default=16, help="cells per GPU (as pregel train)")
-    p.add_argument("--max-staleness", type=int, default=1, help="odin-fast's staleness bound K")
-    p.add_argument("--shared-cores", type=int, default=0, metavar="N",
+    p.add_argument("--cells-per-gpu", type=int, default=defaults.cells_per_gpu, help="cells per GPU (as pregel train)")
+    p.add_argument("--max-staleness", type=int, default=defaults.max_staleness, help="odin-fast's staleness bound K")
+    p.add_argument("--shared-cores", type=int, default=defaults.shared_cores, metavar="N",
                    help="all virtual GPUs share N processors, as mpiexec -n P on an N-core machine "
                         "(default 0: each has its own)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--out", required=True, help="result file (.h5)")
-    p.set_defaults(run=lambda args: __import__("odin_sched.sim.simulate", fromlist=["main"]).main(args))
+    p.set_defaults(run=_run_simulate)
+
+
+def _run_simulate(args) -> None:
+    from odin_sched.sim.config import SimulateConfig
+    from odin_sched.sim.simulate import run
+
+    gpus, window = (tuple(_integers(flag, value)) for flag, value in (("--gpus", args.gpus), ("--window", args.window)))
+    run(_config(SimulateConfig, args, gpus=gpus, window=window))
+
+
+def _integers(flag: str, text) -> list[int]:
+    """The comma-separated integers of ``flag``'s value ``text``."""
+    try:
+        return [int(x) for x in str(text).split(",")]
+    except ValueError:
+        raise InputError(f"{flag} must be a comma-separated list of integers, got {text!r}") from None
+
+
+def _config(cls, args, **fields_not_flags):
+    """A config dataclass ``cls`` from the flags of the same names as its fields (``--batch-size`` sets
+    ``batch_size``), and ``fields_not_flags``; fields without a flag keep their defaults."""
+    from dataclasses import fields
+
+    values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
+    return cls(**{**values, **fields_not_flags})
 
 
 def _add_plot(sub) -> None:
@@ -628,6 +698,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def as_flags(message: str) -> str:
+    """A library error in command-line terms: a config field (``TrainConfig.batch_size``) becomes the
+    flag that sets it (``--batch-size``)."""
+    return re.sub(r"\b(?:" + "|".join(CONFIG_CLASSES) + r")\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"),
+                  message)
+
+
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise InputError(message)
@@ -678,9 +755,9 @@ def main(argv=None) -> int:
         rank, size = _mpi_world()
         if size == 1 or getattr(err, "collective", False):
             if rank == 0:
-                print(f"pregel {args.command}: error: {err}", file=sys.stderr)
+                print(f"pregel {args.command}: error: {as_flags(str(err))}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        print(f"pregel {args.command} [rank {rank}]: error: {err}", file=sys.stderr, flush=True)
+        print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err))}", file=sys.stderr, flush=True)
         _abort(EXIT_BAD_INPUT)
     except BaseException:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
         rank, size = _mpi_world()

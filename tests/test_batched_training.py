@@ -15,9 +15,10 @@ from kernels.splat import render
 from odin_sched.training.metrics import ssim
 from odin_sched.training.optim import DEFAULT_LR
 from odin_sched.scenes.scene_gen import generate_scene
-from odin_sched.scenes.scene_io import read_scene, write_scene
+from odin_sched.scenes.scene_io import heldout_mask, read_scene, write_scene
 from odin_sched.training.image_order import camera_order, shuffled_batches, spread_batches
-from odin_sched.training.train import heldout_mask, init_gaussians, scene_extent, train
+from odin_sched.scenes.point_cloud import init_gaussians
+from odin_sched.training.train import TrainConfig, scene_extent, train
 
 NAMES = ("means", "scales", "quats", "opacities", "colors")
 STEPS = 6
@@ -67,8 +68,8 @@ def _oracle(scene, batches, ssim_weight):
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size):
     out = tmp_path / "t.h5"
-    train(scene_path, STEPS, out, seed=4, ssim_weight=0.2, eval_every=STEPS, progress=False, batch_size=batch_size,
-          image_order="shuffled")
+    train(TrainConfig(scene_path, STEPS, out, seed=4, ssim_weight=0.2, eval_every=STEPS, progress=False,
+                      batch_size=batch_size, image_order="shuffled"))
     scene = read_scene(scene_path)
     train_ids = np.flatnonzero(~heldout_mask(scene))
     expected = _oracle(scene, shuffled_batches(train_ids, STEPS, batch_size, 4), 0.2)

@@ -1,9 +1,9 @@
-"""k-nearest-neighbour initial scales (odin_sched.knn) against a brute-force search."""
+"""k-nearest-neighbour initial scales (odin_sched.scenes.knn) against a brute-force search."""
 import numpy as np
 import pytest
 import torch
 
-from odin_sched.knn import knn_scales, mean_sq_neighbour_distance
+from odin_sched.scenes.knn import knn_scales, mean_sq_neighbour_distance
 
 
 def brute_force_mean_sq(points: np.ndarray, k: int) -> np.ndarray:
@@ -28,7 +28,7 @@ def test_duplicates_count_as_zero_distance():
 def test_queries_in_chunks_equal_one_query(monkeypatch):
     pts = np.random.default_rng(1).uniform(size=(1000, 3))
     whole = mean_sq_neighbour_distance(pts)
-    monkeypatch.setattr("odin_sched.knn.QUERY_CHUNK", 97)
+    monkeypatch.setattr("odin_sched.scenes.knn.QUERY_CHUNK", 97)
     np.testing.assert_array_equal(mean_sq_neighbour_distance(pts), whole)
 
 

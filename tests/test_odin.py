@@ -19,7 +19,7 @@ from tests_support import densify_config  # noqa: E402
 
 from odin_sched.scenes.scene_gen import generate_scene  # noqa: E402
 from odin_sched.scenes.scene_io import read_scene, write_scene  # noqa: E402
-from odin_sched.training.train import train  # noqa: E402
+from odin_sched.training.train import TrainConfig, train  # noqa: E402
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "train_odin.py")
@@ -44,8 +44,9 @@ def cases(tmp_path_factory):
     with open(folder / "cases.json", "w") as f:
         json.dump(table, f)
     for name, case in table.items():  # the oracle: the single-process trainer
-        train(case["scene"], case["steps"], folder / f"{name}_single.h5", seed=case["seed"], ssim_weight=0.2,
-              densify=densify_config(case), eval_every=case["steps"], progress=False, batch_size=case["batch_size"])
+        train(TrainConfig(case["scene"], case["steps"], folder / f"{name}_single.h5", seed=case["seed"],
+                          ssim_weight=0.2, densify=densify_config(case), eval_every=case["steps"], progress=False,
+                          batch_size=case["batch_size"]))
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     for size, mode in RUNS:
         subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder), mode],

@@ -20,7 +20,7 @@ from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import write_scene
 from odin_sched.sim.simulate import MODES, metadata_scene, scaling, scene_of_setup, simulate
 from odin_sched.odin.staleness import relax_reads
-from odin_sched.training.train import prepare
+from odin_sched.training.train import TrainConfig, prepare
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 STEPS, B = 6, 4
@@ -56,7 +56,7 @@ def test_simulated_schedule_equals_runtime(scene_file, tmp_path, mode):
     trace = str(tmp_path / "t.json")
     _train(scene_file, str(tmp_path / "t.h5"), mode, ["--timeline", trace])
     real = _image_order(trace)
-    sim = simulate(scene_of_setup(prepare(scene_file, STEPS, B, 0, 0.2, STEPS, ())), H200_IB, mode, 2, STEPS, B,
+    sim = simulate(scene_of_setup(prepare(TrainConfig(scene_file, STEPS, batch_size=B, eval_every=STEPS))), H200_IB, mode, 2, STEPS, B,
                    trace=True)
     simulated = {r: [v for kind, _, _, v in spans if kind == "compute" and v < STEPS * B]
                  for r, spans in enumerate(sim.spans)}

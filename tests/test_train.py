@@ -9,7 +9,8 @@ from odin_sched.scenes.ply import read_gaussians_ply
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import read_scene, write_scene
 from odin_sched.training.image_order import camera_order
-from odin_sched.training.train import knn_scales, train
+from odin_sched.scenes.knn import knn_scales
+from odin_sched.training.train import TrainConfig, train
 from pregel.errors import InputError
 
 W = H = 24
@@ -24,8 +25,8 @@ def scene_path(tmp_path_factory):
 
 def test_training_improves_and_writes_valid_outputs(scene_path, tmp_path):
     out, ply, png = tmp_path / "trained.h5", tmp_path / "trained.ply", tmp_path / "view.png"
-    result = train(scene_path, 120, out, ply_path=ply, png_path=png, seed=0, ssim_weight=0.2,
-                   eval_every=40, progress=False)
+    result = train(TrainConfig(scene_path, 120, out, ply=ply, png=png, seed=0, ssim_weight=0.2, eval_every=40,
+                               progress=False))
     assert result.psnr[-1] > result.psnr[0] + 1.0
     assert result.losses[-20:].mean() < 0.7 * result.losses[:20].mean()
 
@@ -42,15 +43,15 @@ def test_training_improves_and_writes_valid_outputs(scene_path, tmp_path):
 
 
 def test_training_is_deterministic(scene_path, tmp_path):
-    runs = [train(scene_path, 15, tmp_path / f"t{i}.h5", seed=5, ssim_weight=0.0, eval_every=15, progress=False)
-            for i in range(2)]
+    runs = [train(TrainConfig(scene_path, 15, tmp_path / f"t{i}.h5", seed=5, ssim_weight=0.0, eval_every=15,
+                              progress=False)) for i in range(2)]
     assert np.array_equal(runs[0].losses, runs[1].losses)
     assert np.array_equal(read_scene(tmp_path / "t0.h5").means, read_scene(tmp_path / "t1.h5").means)
 
 
 def test_densification_changes_the_count(scene_path, tmp_path):
     cfg = DensifyConfig(interval=10, start=10, stop=31, grad_threshold=1e-6)
-    result = train(scene_path, 30, tmp_path / "d.h5", seed=0, densify=cfg, eval_every=30, progress=False)
+    result = train(TrainConfig(scene_path, 30, tmp_path / "d.h5", seed=0, densify=cfg, eval_every=30, progress=False))
     assert result.num_gaussians > 200
     assert read_scene(tmp_path / "d.h5").num_gaussians == result.num_gaussians
 
@@ -76,7 +77,7 @@ def test_scene_without_initial_cloud_is_rejected(scene_path, tmp_path):
     bare = tmp_path / "bare.h5"
     write_scene(bare, scene)
     with pytest.raises(InputError, match="/init: no initial point cloud"):
-        train(bare, 5, tmp_path / "x.h5", progress=False)
+        train(TrainConfig(bare, 5, tmp_path / "x.h5", progress=False))
 
 
 def test_command_line(tmp_path, capsys):
@@ -103,11 +104,11 @@ def test_trained_ply_restarts_training_from_the_same_parameters(scene_path, tmp_
     from odin_sched.training.train import prepare
 
     out, ply = tmp_path / "t.h5", tmp_path / "t.ply"
-    train(scene_path, 10, out, ply_path=ply, seed=0, eval_every=10, progress=False)
+    train(TrainConfig(scene_path, 10, out, ply=ply, seed=0, eval_every=10, progress=False))
     trained = read_scene(out)
-    start = prepare(scene_path, 5, 1, 0, 0.2, 5, (), init_ply=ply).initial
+    start = prepare(TrainConfig(scene_path, 5, eval_every=5, init_ply=ply)).initial
     for name in ("means", "scales", "quats", "opacities"):
         assert np.array_equal(start[name].numpy(), getattr(trained, name)), name
     np.testing.assert_allclose(start["colors"].numpy(), trained.colors, atol=1e-6)  # through the SH coefficient
-    result = train(scene_path, 5, tmp_path / "again.h5", seed=0, eval_every=5, progress=False, init_ply=ply)
+    result = train(TrainConfig(scene_path, 5, tmp_path / "again.h5", seed=0, eval_every=5, progress=False, init_ply=ply))
     assert result.num_gaussians == trained.num_gaussians

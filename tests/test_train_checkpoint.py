@@ -17,7 +17,7 @@ from job_checks import assert_nothing_written, intact, kill_and_end, one_line_er
 from odin_sched.scenes.ply import write_ply
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import write_scene
-from odin_sched.training.train import init_gaussians
+from odin_sched.scenes.point_cloud import init_gaussians
 
 BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"

@@ -19,7 +19,7 @@ from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import read_scene, write_scene
 from odin_sched.view.model import load_view_model
 from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url, viewer_routes
-from odin_sched.view.status import TrainStatus, latest_status, loss_curve
+from odin_sched.training.status import TrainStatus, latest_status, loss_curve
 from pregel.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

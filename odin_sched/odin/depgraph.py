@@ -60,9 +60,31 @@ class StepGraph:
     def num_batches(self) -> int:
         return self.num_images // self.batch_size
 
+    @property
+    def num_versions(self) -> int:
+        return self.num_vertices - self.num_images
+
+    @property
+    def images(self) -> slice:
+        """The vertex ids of the image steps (they come first), to slice an array over vertices [N]."""
+        return slice(0, self.num_images)
+
+    @property
+    def versions(self) -> slice:
+        """The vertex ids of the cell versions (after the images), to slice an array over vertices [N]."""
+        return slice(self.num_images, self.num_vertices)
+
     def is_image(self, ids) -> np.ndarray:
         """Whether each vertex of ``ids`` [k] is an image step (else a cell version)."""
         return np.asarray(ids) < self.num_images
+
+    def version_index(self, vertices) -> np.ndarray:
+        """Version index [k] (into ``version_cell``, ``version_batch``) of the cell-version vertices [k]."""
+        return np.asarray(vertices) - self.num_images
+
+    def version_vertex(self, versions) -> np.ndarray:
+        """Vertex ids [k] of the version indices [k] (the inverse of ``version_index``)."""
+        return np.asarray(versions) + self.num_images
 
     def version_of(self, cell, batch) -> np.ndarray:
         """Vertex ids [k] of the versions (cell [k], batch [k]); -1 where no such version exists."""
@@ -177,8 +199,7 @@ def write_schedule(path, step_graph: StepGraph, schedule) -> None:
         if len(getattr(schedule, field)) != step_graph.num_vertices:
             raise ValueError(f"schedule.{field} has {len(getattr(schedule, field))} rows, "
                              f"expected {step_graph.num_vertices}")
-    images = slice(0, step_graph.num_images)
-    versions = slice(step_graph.num_images, step_graph.num_vertices)
+    images, versions = step_graph.images, step_graph.versions
     datasets = {
         "steps/camera": step_graph.image_camera, "steps/batch": step_graph.image_batch,
         "steps/position": step_graph.image_position, "steps/rank": schedule.rank[images],

@@ -94,7 +94,7 @@ class Assignment(VertexProgram):
     def init(self, ctx):
         ids, rank = ctx.global_ids, np.full(ctx.num_local, -1, np.int64)
         version = ~self.steps.is_image(ids)
-        rank[version] = self.cell_owner[self.steps.version_cell[ids[version] - self.steps.num_images]]
+        rank[version] = self.cell_owner[self.steps.version_cell[self.steps.version_index(ids[version])]]
         return rank
 
     def message(self, ctx, rank):
@@ -103,7 +103,7 @@ class Assignment(VertexProgram):
         ids = ctx.global_ids
         version = ~self.steps.is_image(ids)
         row = np.zeros((ctx.num_local, self.num_ranks))
-        cells = self.steps.version_cell[ids[version] - self.steps.num_images]
+        cells = self.steps.version_cell[self.steps.version_index(ids[version])]
         row[np.flatnonzero(version), rank[version]] = self.cell_bytes[cells]
         return row, version
 
@@ -201,7 +201,7 @@ def _checked(size, step_graph, image_cost, cell_bytes, cell_owner, version_cost)
     """The inputs of ``plan_schedule`` checked and converted; the vertex cost [N] last."""
     image_cost = check_costs(image_cost, step_graph.num_images, "image_cost")
     cell_bytes = check_costs(cell_bytes, step_graph.num_cells, "cell_bytes")
-    num_versions = step_graph.num_vertices - step_graph.num_images
+    num_versions = step_graph.num_versions
     version_cost = (np.zeros(num_versions) if version_cost is None
                     else check_costs(version_cost, num_versions, "version_cost"))
     owner = np.asarray(cell_owner)

@@ -36,7 +36,7 @@ def relax_reads(steps: StepGraph, cell_count: np.ndarray, max_staleness: int,
     """
     if max_staleness < 0:
         raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
-    reads = steps.image_reads - steps.num_images  # version index of each exact read [R]
+    reads = steps.version_index(steps.image_reads)  # version index of each exact read [R]
     if max_staleness == 0 or reads.size == 0:
         return steps, np.zeros(len(reads), np.int64)
     pair_image = np.repeat(np.arange(steps.num_images), np.diff(steps.image_reads_indptr))
@@ -56,10 +56,10 @@ def relax_reads(steps: StepGraph, cell_count: np.ndarray, max_staleness: int,
     within[order] = running - before_image[pair_image[order]] <= impact
     skip = np.where(can_lag & within, np.minimum(max_staleness, reads - first), 0).astype(np.int64)
     new_reads = steps.image_reads - skip
-    versions = np.arange(steps.num_vertices - steps.num_images)
+    versions = np.arange(steps.num_versions)
     chained = versions[1:][steps.version_cell[1:] == steps.version_cell[:-1]]  # j with j - 1 the same cell
-    src = np.concatenate([new_reads, pair_image, steps.num_images + chained - 1])
-    dst = np.concatenate([pair_image, steps.image_writes, steps.num_images + chained])
+    src = np.concatenate([new_reads, pair_image, steps.version_vertex(chained - 1)])
+    dst = np.concatenate([pair_image, steps.image_writes, steps.version_vertex(chained)])
     indptr, indices = edges_to_csr(steps.num_vertices, src, dst)
     graph = GraphData(indptr, indices, directed=True)
     return replace(steps, graph=graph, image_reads=new_reads), skip

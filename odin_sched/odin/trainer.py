@@ -35,6 +35,13 @@ mode (a collective exchange and a global barrier per phase), the synchronous bas
 With ``device='cuda'`` each rank's copy of the model, its cells' Adam state, the renders, losses,
 backward passes and Adam steps are on the rank's GPU; the blocks sent between ranks and the
 window-end gather cross through host memory in ``HostStaging``, which counts the bytes copied.
+
+Where each part lives, one class per job: ``WindowPlanner`` (with ``plan_window``) plans the windows;
+``TrainingSteps`` is a window's program, with its inputs made explicit (``ImageInputs``,
+``CellInputs``; ``StepMessages`` is the part the simulator shares); ``odin_sched.odin.window_end`` is
+the window-end gather and visibility check; ``RankRecord`` keeps a rank's metrics and timeline labels;
+``DistributedTrainer.run`` reads as a window's phases: plan, run the program, gather, check visibility,
+densify and evaluate.
 """
 import time
 from dataclasses import dataclass, field, fields
@@ -43,28 +50,29 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from odin_sched.scenes.cells import cell_bounds, cell_members, kd_cells
-from odin_sched.training.densify import GradAccumulator, densify_optimizer
-from odin_sched.odin.depgraph import StepGraph, build_step_graph
-from odin_sched.training.optim import VisibleAdam, default_lrs
+from kernels.splat import render as cpu_render
+from odin_sched.odin.modes import MODES
+from odin_sched.odin.depgraph import StepGraph, build_step_graph, write_schedule
 from odin_sched.odin.schedule import Schedule, plan_schedule
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT, relax_reads
-from odin_sched.training.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
-from odin_sched.training.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera, evaluate,
-                              heldout_png, params_of, prepare, to_device, training_device, write_outputs)
+from odin_sched.odin.window_end import escaped, gather_state, motion_snapshot
+from odin_sched.scenes.cells import cell_bounds, cell_members, kd_cells
+from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 from odin_sched.training.checkpoint import TrainState
-from odin_sched.view.status import SPAN_KINDS, TrainStatus, window_spans
-from odin_sched.scenes.visibility import motion_within_margin, predict_visible_cells, window_margin
+from odin_sched.training.densify import GradAccumulator, densify_optimizer
+from odin_sched.training.optim import VisibleAdam
+from odin_sched.training.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.training.config import TrainConfig
+from odin_sched.scenes.scene_io import Scene
+from odin_sched.training.train import (TrainResult, TrainingSetup, camera, evaluate, heldout_png, new_optimizer,
+                                       params_of, set_up, write_outputs)
+from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
-from pregel.errors import InputError
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
 from pregel.progress import Progress
 
-MODES = ("odin", "barrier", "odin-fast")
-#: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
-GRAD_COLUMNS = PARAM_COLUMNS + 2
 #: a violation doubles the visibility margin of the next window
 MARGIN_GROWTH = 2.0
 #: predicted cost of a pixel relative to one visible Gaussian (image cost = visible Gaussians + c x pixels)
@@ -73,13 +81,14 @@ PIXEL_COST = 0.05
 
 @dataclass
 class OdinOptions:
-    """The distributed trainer's settings (see ``pregel train --help``)."""
+    """The distributed trainer's settings, besides the ``TrainConfig`` it shares with the single-process
+    trainer (``pregel train``'s flags of the same names set them)."""
 
-    mode: str = "odin"
+    mode: str = "odin"         # one of MODES (``odin_sched.odin.modes``)
     cells: int | None = None   # default: CELLS_PER_RANK x ranks
     window: int = 10           # batches per planning window
-    timeline: str | None = None
-    schedule_out: str | None = None
+    timeline: str | None = None       # write a Chrome trace of the run here
+    schedule_out: str | None = None   # write the first window's step graph and schedule here
     max_staleness: int = 1     # odin-fast: updates of a low-impact cell an image may miss
     stale_impact: float = STALE_IMPACT  # odin-fast: the largest share of an image's Gaussians read stale
 
@@ -95,23 +104,23 @@ class OdinOptions:
         return self.cells if self.cells is not None else self.CELLS_PER_RANK * size
 
 
-def check_options(options: OdinOptions, size: int, num_gaussians: int, batch_size: int) -> str | None:
+def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | None:
     """A one-line problem with the distributed options, or None."""
     if options.mode not in MODES:
-        return f"--mode must be one of {', '.join(MODES)}, got {options.mode!r}"
+        return f"OdinOptions.mode must be one of {', '.join(MODES)}, got {options.mode!r}"
     if options.max_staleness < 0:
-        return f"--max-staleness must be at least 0, got {options.max_staleness}"
+        return f"OdinOptions.max_staleness must be at least 0, got {options.max_staleness}"
     if not 0.0 <= options.stale_impact <= 1.0:
-        return f"--stale-impact must be in [0, 1], got {options.stale_impact}"
+        return f"OdinOptions.stale_impact must be in [0, 1], got {options.stale_impact}"
     if options.window < 1:
-        return f"--window must be at least 1, got {options.window}"
+        return f"OdinOptions.window must be at least 1, got {options.window}"
     cells = options.resolved_cells(size)
     if cells < 1:
-        return f"--cells must be at least 1, got {cells}"
+        return f"OdinOptions.cells must be at least 1, got {cells}"
     if cells < size:
-        return f"--cells {cells} is fewer than the {size} ranks: every rank must own at least one cell"
+        return f"OdinOptions.cells {cells} is fewer than the {size} ranks: every rank must own at least one cell"
     if options.cells is not None and cells > num_gaussians:
-        return f"--cells {cells} is more than the {num_gaussians} initial Gaussians"
+        return f"OdinOptions.cells {cells} is more than the {num_gaussians} initial Gaussians"
     return None
 
 
@@ -139,7 +148,7 @@ class Window:
     def image_rows(self) -> np.ndarray:
         """[I] int64 number of Gaussians each image step renders (all of the cells it reads)."""
         steps = self.steps
-        read_rows = np.diff(self.member_indptr)[steps.version_cell[steps.image_reads - steps.num_images]]
+        read_rows = np.diff(self.member_indptr)[steps.version_cell[steps.version_index(steps.image_reads)]]
         image_of_read = np.repeat(np.arange(steps.num_images), np.diff(steps.image_reads_indptr))
         return np.bincount(image_of_read, weights=read_rows, minlength=steps.num_images).astype(np.int64)
 
@@ -147,7 +156,7 @@ class Window:
     def version_writers(self) -> np.ndarray:
         """[V] int64 number of images whose gradient each cell version sums (0 for initial versions)."""
         steps = self.steps
-        return np.bincount(steps.image_writes - steps.num_images, minlength=steps.num_vertices - steps.num_images)
+        return np.bincount(steps.version_index(steps.image_writes), minlength=steps.num_versions)
 
 
 @dataclass
@@ -173,6 +182,97 @@ class RankMetrics:
 RANK_FIELDS = tuple(f.name for f in fields(RankMetrics) if f.name != "spans")
 
 
+class RankRecord:
+    """One rank's ``metrics`` and timeline ``labels`` (timeline step id -> label) over a run.
+
+    rank: this rank; total_images: images of the whole run (steps x B; cell versions get timeline ids
+    after them); tracing: whether spans are kept. Times are relative to ``start()``.
+    """
+
+    def __init__(self, rank: int, total_images: int, tracing: bool):
+        self.rank, self.total_images, self.tracing = rank, total_images, tracing
+        self.metrics = RankMetrics()
+        self.labels = {}
+        self.versions_seen = 0  # cell versions of the windows before this one (for timeline ids)
+        self.started = None
+
+    def start(self) -> float:
+        """Mark the run's start (time 0 of the timeline); returns it (``time.perf_counter``)."""
+        self.started = time.perf_counter()
+        return self.started
+
+    def planned(self, t0: float, t1: float, window) -> None:
+        """The planning of ``window`` took [t0, t1]."""
+        self.metrics.plan_seconds += t1 - t0
+        self.span("compute", t0, t1, f"plan steps {window.start + 1}-{window.stop}")
+
+    def window_run(self, result, called: float, returned: float, window, updated: dict) -> None:
+        """Add one window's dataflow run to the metrics. The run's clock starts after its opening
+        barrier, whose time (``returned - called - elapsed``) is waiting too. updated: {version:
+        Gaussians stepped}."""
+        m = self.metrics
+        m.compute_seconds += result.compute_seconds
+        m.comm_seconds += result.comm_seconds
+        m.wait_seconds += result.wait_seconds + max(0.0, returned - called - result.elapsed_seconds)
+        m.images += int(np.count_nonzero(window.plan.rank[window.steps.images] == self.rank))
+        m.messages_sent += result.messages_sent
+        m.bytes_sent += result.bytes_sent
+        if self.tracing and result.spans is not None:
+            offset = returned - result.elapsed_seconds - self.started
+            for kind, a, b, v in result.spans:
+                m.spans.append((kind, a + offset, b + offset, self._step_id(window, v, updated)))
+        self.versions_seen += window.steps.num_versions
+
+    def gathered(self, t0: float, t1: float, t2: float, window) -> None:
+        """The window-end gather: a barrier [t0, t1] (waiting), the allgather [t1, t2] (communication)."""
+        self.metrics.wait_seconds += t1 - t0
+        self.metrics.comm_seconds += t2 - t1
+        self.span("barrier", t0, t1, f"end of window {window.start + 1}-{window.stop}")
+        self.span("send", t1, t2, f"gather the model after step {window.stop}")
+
+    def span(self, kind: str, t0: float, t1: float, label: str) -> None:
+        """A timeline span outside the dataflow runs (planning, window boundaries), when tracing."""
+        if self.tracing:
+            step_id = -2 - len(self.labels)
+            self.labels[step_id] = label
+            self.metrics.spans.append((kind, t0 - self.started, t1 - self.started, step_id))
+
+    def _step_id(self, window, vertex: int, updated: dict) -> int:
+        """A run-wide id of a window's vertex for the timeline (-1 for none), labelled in ``self.labels``:
+        images by their global index, cell versions after all images."""
+        if vertex < 0:
+            return -1
+        steps = window.steps
+        if steps.is_image(vertex):
+            image = window.start * steps.batch_size + int(vertex)
+            if image not in self.labels:
+                self.labels[image] = (f"image {image} (step {image // steps.batch_size + 1}, camera "
+                                      f"{int(steps.image_camera[vertex])}, renders "
+                                      f"{int(window.image_rows[vertex])} Gaussians of "
+                                      f"{int(steps.image_reads_indptr[vertex + 1] - steps.image_reads_indptr[vertex])} "
+                                      f"cells)")
+            return image
+        version = int(steps.version_index(vertex))
+        step_id = self.total_images + self.versions_seen + version
+        batch = int(steps.version_batch[version])
+        self.labels.setdefault(step_id, f"cell {int(steps.version_cell[version])} "
+                                        + (f"after step {window.start + batch + 1} (sums "
+                                           f"{int(window.version_writers[version])} images, steps "
+                                           f"{updated.get(version, 0)} Gaussians)" if batch >= 0 else
+                                           f"at step {window.start + 1}"))
+        return step_id
+
+
+def format_per_rank(result) -> str:
+    """The per-rank time and traffic table of a distributed run's ``TrainResult``, and its speed."""
+    header = "rank " + " ".join(f"{name:>15}" for name in RANK_FIELDS)
+    rows = [f"{r:>4} " + " ".join(f"{v:>15.3f}" if "seconds" in name else f"{int(v):>15,}"
+                                  for name, v in zip(RANK_FIELDS, row))
+            for r, row in enumerate(result.per_rank)]
+    return "\n".join([header, *rows, f"{result.steps / result.wall_time_s:.2f} steps/s, "
+                                      f"{result.visibility_violations} visibility violations"])
+
+
 def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
     """Owner rank [K] of each cell: contiguous ranges of cells (spatial neighbours in k-d order) with about
     equal Gaussian counts, every rank at least one cell. counts: [K] Gaussians per cell."""
@@ -181,6 +281,10 @@ def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
     owner = np.minimum((cum * size / max(cum[-1] + 0.5 * counts[-1], 1)).astype(np.int64), size - 1)
     # every rank owns at least one cell: clamp so rank r starts no later than cell k - size + r
     return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
+
+
+#: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
+GRAD_COLUMNS = PARAM_COLUMNS + 2
 
 
 class StepMessages(DataflowProgram):
@@ -195,17 +299,41 @@ class StepMessages(DataflowProgram):
         self.steps, self.cell_sizes = steps, cell_sizes
 
     def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
-        return vertices >= self.steps.num_images
+        return ~self.steps.is_image(vertices)
 
     def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        images = self.steps.num_images
-        from_image = src < images
-        version = np.where(from_image, dst, src) - images
+        from_image = self.steps.is_image(src)
+        version = self.steps.version_index(np.where(from_image, dst, src))
         cells = self.steps.version_cell[version]
         rows = self.cell_sizes[cells]
         initial = ~from_image & (self.steps.version_batch[version] < 0)
         params = np.where(initial, 0, rows * PARAM_COLUMNS)
         return np.where(from_image, rows * GRAD_COLUMNS, params).astype(np.int64)
+
+
+@dataclass
+class ImageInputs:
+    """What an image step reads besides its cells: the scene's cameras, the target images [H, W, 3] by
+    camera, the rasterizer, the loss's SSIM weight, and whether to return screen-space gradient norms
+    (for densification)."""
+
+    scene: Scene
+    targets: dict
+    render: object
+    ssim_weight: float
+    screen_norms: bool
+
+
+@dataclass
+class CellInputs:
+    """What a cell version updates and with what: the optimizer (its rows of the cell's Gaussians), the
+    densification accumulator (None without densification), the learning rates of each batch of the
+    window (name -> float, [stop - start]) and the batch size B."""
+
+    opt: VisibleAdam
+    accum: GradAccumulator | None
+    lrs: list
+    batch_size: int
 
 
 class TrainingSteps(StepMessages):
@@ -217,84 +345,86 @@ class TrainingSteps(StepMessages):
     blocks of batch b's images that see c (and, in odin-fast mode, the previous version of c, which
     only orders the updates); it takes the visible-Adam step of batch b on the cell and broadcasts the
     new parameters [g_c, 14] to the ranks of the images that read this version.
+    window: the planned ``Window``; start_params: the window-start parameters (name -> [G, ...], the
+    same on every rank); staging: the rank's ``HostStaging`` (its device and host copies).
     """
 
-    def __init__(self, trainer: "DistributedTrainer", window: Window):
+    def __init__(self, window, start_params: dict, images: ImageInputs, cells: CellInputs, staging: HostStaging):
         super().__init__(window.steps, np.diff(window.member_indptr))
-        self.trainer, self.window = trainer, window
-        self.start_params = params_of(trainer.opt)  # the window-start state (identical on every rank)
-        self.image_losses = {}
-        self.updated = {}  # cell version -> Gaussians its Adam step moved (for the timeline)
+        self.window, self.start_params, self.images, self.cells, self.staging = window, start_params, images, cells, staging
+        self.image_losses = {}  # image -> its loss
+        self.updated = {}       # cell version -> Gaussians its Adam step moved (for the timeline)
 
     def fire(self, ctx, vertex: int, inputs: dict):
-        if vertex < self.steps.num_images:
+        if self.steps.is_image(vertex):
             return self._image(vertex, inputs)
-        return self._version(vertex - self.steps.num_images, inputs)
+        return self._version(self.steps.version_index(vertex), inputs)
+
+    def _index(self, rows: np.ndarray) -> torch.Tensor:
+        """Gaussian ids (or positions) [k] int64 as an index tensor on the rank's device."""
+        return torch.from_numpy(rows).to(self.staging.device)
 
     # --- image step
     def _image(self, image: int, inputs: dict) -> dict:
-        steps, window, trainer = self.steps, self.window, self.trainer
-        versions = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]] - steps.num_images
-        cells = steps.version_cell[versions]
+        steps, window, staging, given = self.steps, self.window, self.staging, self.images
+        reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
+        cells = steps.version_cell[steps.version_index(reads)]
         rows = np.concatenate([window.cell_rows(c) for c in cells])
         blocks = []
-        for version, cell in zip(versions, cells):
-            payload = inputs.get(version + steps.num_images)  # none from an initial version
+        for vertex, cell in zip(reads, cells):
+            payload = inputs.get(vertex)  # none from an initial version
             if payload is not None and payload.size:
-                blocks.append(trainer.staging.to_device(payload, PARAM_COLUMNS))
+                blocks.append(staging.to_device(payload, PARAM_COLUMNS))
             else:
-                blocks.append(pack_params(self.start_params, trainer.index(window.cell_rows(cell))))
+                blocks.append(pack_params(self.start_params, self._index(window.cell_rows(cell))))
         order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
-        params = unpack_params(torch.cat(blocks)[trainer.index(order)])
+        params = unpack_params(torch.cat(blocks)[self._index(order)])
         cam = int(steps.image_camera[image])
-        scene = trainer.setup.scene
-        result = image_gradients(trainer.render, params, *camera(scene, cam, trainer.device), scene.width,
-                                 scene.height, trainer.setup.targets[cam], trainer.ssim_weight,
-                                 trainer.densify is not None)
+        scene = given.scene
+        result = image_gradients(given.render, params, *camera(scene, cam, staging.device), scene.width,
+                                 scene.height, given.targets[cam], given.ssim_weight, given.screen_norms)
         self.image_losses[image] = result.loss
-        packed = trainer.staging.to_host(torch.cat(
+        packed = staging.to_host(torch.cat(
             [pack_params(result.grads), result.visible[:, None].to(torch.float32),
              (result.screen_norm if result.screen_norm is not None
-              else torch.zeros(len(rows), device=trainer.device))[:, None]], dim=1))
+              else torch.zeros(len(rows), device=staging.device))[:, None]], dim=1))
         sorted_rows = rows[order]
         writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
         out = {}
-        for target, cell in zip(writes, steps.version_cell[writes - steps.num_images]):  # ascending by cell
+        for target, cell in zip(writes, steps.version_cell[steps.version_index(writes)]):  # ascending by cell
             positions = np.searchsorted(sorted_rows, window.cell_rows(cell))
             out[int(target)] = np.ascontiguousarray(packed[positions]).reshape(-1)
         return out
 
     # --- cell version: the visible-Adam step of one batch on one cell
     def _version(self, version: int, inputs: dict) -> np.ndarray:
-        steps, trainer = self.steps, self.trainer
+        steps, staging, given = self.steps, self.staging, self.cells
         cell, batch = int(steps.version_cell[version]), int(steps.version_batch[version])
         rows = self.window.cell_rows(cell)
         if batch < 0:
             return np.empty(0, np.float32)
-        ids = trainer.index(rows)
-        total = torch.zeros(len(rows), PARAM_COLUMNS, device=trainer.device)
-        seen = torch.zeros(len(rows), dtype=torch.bool, device=trainer.device)
-        for image in sorted(k for k in inputs if k < steps.num_images):  # batch order (position in batch)
-            block = trainer.staging.to_device(inputs[image], GRAD_COLUMNS)
+        ids = self._index(rows)
+        total = torch.zeros(len(rows), PARAM_COLUMNS, device=staging.device)
+        seen = torch.zeros(len(rows), dtype=torch.bool, device=staging.device)
+        for image in sorted(k for k in inputs if steps.is_image(k)):  # batch order (position in batch)
+            block = staging.to_device(inputs[image], GRAD_COLUMNS)
             total += block[:, :PARAM_COLUMNS]
             visible = block[:, PARAM_COLUMNS] > 0
             seen |= visible
-            if trainer.densify is not None:
-                trainer.accum.add_rows(ids, block[:, PARAM_COLUMNS + 1], visible)
-        global_batch = self.window.start + batch
-        trainer.opt.lrs = trainer.setup.settings.lrs(trainer.setup.extent, global_batch + 1, trainer.steps)
-        grads = batch_gradient(unpack_params(total), trainer.setup.settings.batch_size)
+            if given.accum is not None:
+                given.accum.add_rows(ids, block[:, PARAM_COLUMNS + 1], visible)
+        grads = batch_gradient(unpack_params(total), given.batch_size)
         idx = torch.nonzero(seen).squeeze(1)
         self.updated[version] = int(idx.numel())
-        trainer.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()})
-        return trainer.staging.to_host(pack_params(trainer.opt.params, ids)).reshape(-1)
+        given.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()}, lrs=given.lrs[batch])
+        return staging.to_host(pack_params(given.opt.params, ids)).reshape(-1)
 
 
-def publish_first(priority: np.ndarray, num_images: int) -> np.ndarray:
+def publish_first(priority: np.ndarray, steps: StepGraph) -> np.ndarray:
     """Firing priorities [N]: cell versions before any image, then by critical path. A version's update
     is cheap and other ranks' images wait for it, so it is published as soon as it is ready."""
     out = np.asarray(priority, np.float64).copy()
-    out[num_images:] += out.max(initial=0.0) + 1.0
+    out[steps.versions] += out.max(initial=0.0) + 1.0
     return out
 
 
@@ -306,24 +436,23 @@ def publish_before_compute(steps: StepGraph, rank: np.ndarray) -> GraphData:
     edges stay on one rank (no transfer) and go from phase 2b + 1 to a later batch's images, so the
     graph stays a DAG in phase order; images ignore these inputs (they render what they read).
     rank: [N] int64 rank of every vertex."""
-    images = steps.num_images
-    pair_image = np.repeat(np.arange(images), np.diff(steps.image_reads_indptr))
-    version = steps.image_reads - images
-    num_versions = steps.num_vertices - images
-    first = np.full(num_versions, np.iinfo(np.int64).max)
+    pair_image = np.repeat(np.arange(steps.num_images), np.diff(steps.image_reads_indptr))
+    version = steps.version_index(steps.image_reads)
+    first = np.full(steps.num_versions, np.iinfo(np.int64).max)
     np.minimum.at(first, version, steps.image_batch[pair_image])
     read = np.flatnonzero((first < np.iinfo(np.int64).max) & (steps.version_batch >= 0))
     batches = steps.num_batches
-    key = rank[:images] * batches + steps.image_batch  # images by (rank, batch)
+    key = rank[steps.images] * batches + steps.image_batch  # images by (rank, batch)
     order = np.argsort(key, kind="stable")
     bounds = np.searchsorted(key[order], np.arange(rank.max(initial=0) * batches + batches + 1))
     src, dst = [], []
     for extra in (0, 1):  # the first reading batch and the next
         b = first[read] + extra
         keep = b < batches
-        v, k = read[keep], rank[images + read[keep]] * batches + b[keep]
+        v = steps.version_vertex(read[keep])
+        k = rank[v] * batches + b[keep]
         counts = bounds[k + 1] - bounds[k]
-        src.append(np.repeat(images + v, counts))
+        src.append(np.repeat(v, counts))
         starts = np.repeat(bounds[k] - (np.cumsum(counts) - counts), counts)
         dst.append(order[starts + np.arange(counts.sum())])
     g = steps.graph
@@ -341,7 +470,7 @@ def without_initial_reads(graph: GraphData, steps: StepGraph) -> GraphData:
     window start)."""
     src = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))
     initial = np.zeros(graph.num_nodes, bool)
-    initial[steps.num_images:] = steps.version_batch < 0
+    initial[steps.versions] = steps.version_batch < 0
     keep = ~initial[src]
     indptr, indices = edges_to_csr(graph.num_nodes, src[keep], graph.indices[keep])
     return GraphData(indptr, indices, directed=True)
@@ -371,49 +500,24 @@ def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarra
     schedule = plan_schedule(comm, steps, image_cost, bounds.count * PARAM_COLUMNS * 4, owner,
                              num_ranks=num_ranks)
     plan = DataflowPlan(without_initial_reads(publish_before_compute(steps, schedule.rank), steps), schedule.rank,
-                        publish_first(schedule.priority, steps.num_images), schedule.phase)
+                        publish_first(schedule.priority, steps), schedule.phase)
     return Window(start, stop, cell_of, indptr, members, owner, visible, steps, plan, margin, staleness), schedule
 
 
-class DistributedTrainer:
-    """Trains on every rank of ``comm``; see the module docstring."""
+class WindowPlanner:
+    """Planning: where each window ends, and its plan (``plan_window``) within a visibility margin that
+    a violation widens (``safety``); keeps the planning statistics of the run."""
 
-    def __init__(self, comm, setup: TrainingSetup, steps: int, options: OdinOptions, ssim_weight: float,
-                 densify, seed: int, eval_every: int, progress, checkpoint=None, render=None,
-                 staging: HostStaging | None = None):
-        """``setup`` on the trainer's device (``odin_sched.training.train.to_device``), ``render`` the rasterizer
-        for it (default: ``kernels.splat.render``, the CPU's), ``staging`` its ``HostStaging`` (default:
-        the CPU's)."""
-        from kernels.splat import render as cpu_render
-
+    def __init__(self, comm, setup: TrainingSetup, steps: int, options: OdinOptions, densify, eval_every: int):
         self.comm, self.setup, self.steps, self.options = comm, setup, steps, options
-        self.checkpoint = checkpoint  # an odin_sched.training.checkpoint.TrainCheckpointer or None
-        self.ssim_weight, self.densify, self.eval_every, self.progress = ssim_weight, densify, eval_every, progress
-        self.render = render or cpu_render
-        self.staging = staging or HostStaging("cpu", staged=False)
-        self.device = self.staging.device
-        self.opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas,
-                               eps=setup.settings.eps)
-        self.accum = GradAccumulator(self.opt.num_gaussians, self.device)
-        self.densify_gen = torch.Generator().manual_seed(seed + 1)
+        self.densify, self.eval_every = densify, eval_every
         self.num_cells = options.resolved_cells(comm.size)
-        self.metrics = RankMetrics()
-        self.violations = 0
-        self.stale_reads = 0
+        self.safety = 1.0           # the margin's factor: MARGIN_GROWTH after each violation
+        self.stale_reads = 0        # reads of an older version than the synchronous order's (odin-fast)
         self.max_staleness_seen = 0
-        self.safety = 1.0
         self.dependency_edges = 0
-        self.first_window = None
-        self.started = None
-        self.labels = {}        # timeline step id -> label
-        self.versions_seen = 0  # cell versions of the windows before this one (for timeline ids)
-        self.status = None      # an odin_sched.view.status.TrainStatus when the dashboard's file is written
+        self.first_window = None    # (Window, Schedule) of the first window, for --schedule-out
 
-    def index(self, rows: np.ndarray) -> torch.Tensor:
-        """Gaussian ids (or positions) [k] int64 as an index tensor on the trainer's device."""
-        return torch.from_numpy(rows).to(self.device)
-
-    # --- planning
     def window_end(self, start: int) -> int:
         """The first batch boundary after ``start`` where the window must end (0-based, exclusive)."""
         stop = min(start + self.options.window, self.steps)
@@ -422,255 +526,203 @@ class DistributedTrainer:
                 return b
         return stop
 
-    def plan(self, start: int, stop: int) -> Window:
-        setup, opt = self.setup, self.opt
+    def plan(self, start: int, stop: int, params: dict) -> Window:
+        """The plan of batches [start, stop) from the window-start parameters (name -> [G, ...])."""
+        setup = self.setup
         lrs = setup.settings.lrs(setup.extent, start + 1, self.steps)  # the largest in the window (decaying)
         margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, stop - start, self.safety)
         scene = setup.scene
-        window, schedule = plan_window(self.comm, opt.params["means"].detach().cpu().numpy(),
-                                       opt.params["scales"].detach().cpu().numpy(), scene.viewmats, scene.Ks,
+        window, schedule = plan_window(self.comm, params["means"].detach().cpu().numpy(),
+                                       params["scales"].detach().cpu().numpy(), scene.viewmats, scene.Ks,
                                        scene.width, scene.height, setup.batches, start, stop, margin,
                                        self.num_cells, self.comm.size, self.options.staleness,
                                        stale_impact=self.options.stale_impact)
         self.stale_reads += int(np.count_nonzero(window.staleness))
         self.max_staleness_seen = max(self.max_staleness_seen, int(window.staleness.max(initial=0)))
+        self.dependency_edges += window.steps.graph.num_edges
         if self.first_window is None:
             self.first_window = (window, schedule)
         return window
 
-    # --- the run
+    def widen(self) -> None:
+        """After a visibility violation: the next windows' margin grows by ``MARGIN_GROWTH``."""
+        self.safety *= MARGIN_GROWTH
+
+
+class DistributedTrainer:
+    """Trains on every rank of ``comm``; see the module docstring. A window's phases: plan
+    (``WindowPlanner``), run its program (``TrainingSteps``), gather the model and check the
+    visibility prediction (``odin_sched.odin.window_end``), densify and evaluate; ``record`` (a
+    ``RankRecord``) keeps the rank's metrics and timeline."""
+
+    def __init__(self, comm, setup: TrainingSetup, config: TrainConfig, options: OdinOptions, progress,
+                 checkpoint=None, render=None, staging: HostStaging | None = None):
+        """``setup`` on the trainer's device (``odin_sched.training.train.to_device``), ``render`` the
+        rasterizer for it (default: ``kernels.splat.render``, the CPU's), ``staging`` its ``HostStaging``
+        (default: the CPU's)."""
+        self.comm, self.setup, self.options, self.progress = comm, setup, options, progress
+        self.steps, self.densify, self.eval_every = config.steps, config.densify, config.eval_every
+        self.ssim_weight = config.ssim_weight
+        self.checkpoint = checkpoint  # an odin_sched.training.checkpoint.TrainCheckpointer or None
+        self.render = render or cpu_render
+        self.staging = staging or HostStaging("cpu", staged=False)
+        self.opt = new_optimizer(setup)
+        self.accum = GradAccumulator(self.opt.num_gaussians, self.staging.device)
+        self.densify_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.planner = WindowPlanner(comm, setup, self.steps, options, self.densify, self.eval_every)
+        self.record = RankRecord(comm.rank, self.steps * setup.settings.batch_size, options.timeline is not None)
+        self.violations = 0
+        self.status = None       # an odin_sched.training.status.TrainStatus when the dashboard's file is written
+        self.window_spans = None  # the last window's dataflow spans, for the dashboard
+
     def run(self) -> TrainResult:
-        comm, setup = self.comm, self.setup
+        """Train every window in turn (collective); returns the result (the same on every rank)."""
         losses = np.empty(self.steps)
         psnr_steps, psnr_values = [], []
-        comm.barrier()
-        started = self.started = time.perf_counter()
+        self.comm.barrier()
+        started = self.record.start()
         processor_started = time.process_time()
         resumed = self._state(0, losses, psnr_steps, psnr_values, 0.0)
         if self.checkpoint is not None:
             self.checkpoint.restore(resumed)
-            self.accum, self.safety, self.violations = resumed.accum, resumed.safety, resumed.violations
+            self.accum, self.planner.safety, self.violations = resumed.accum, resumed.safety, resumed.violations
         start = resumed.step
         while start < self.steps:
-            stop = self.window_end(start)
-            t0 = time.perf_counter()
-            window = self.plan(start, stop)
-            self.metrics.plan_seconds += time.perf_counter() - t0
-            self._span("compute", t0, time.perf_counter(), started, f"plan steps {start + 1}-{stop}")
-            self.dependency_edges += window.steps.graph.num_edges
-            snapshot = {k: self.opt.params[k].detach().clone() for k in ("means", "scales")}
-            program = TrainingSteps(self, window)
-            called = time.perf_counter()
-            mode = "bsp" if self.options.mode == "barrier" else "dataflow"
-            trace = self.options.timeline is not None or self.status is not None
-            result = run_dataflow(comm, window.plan, program, mode=mode, trace=trace)
-            self._record(result, called, time.perf_counter(), started, window, program.updated)
-            self.versions_seen += window.steps.num_vertices - window.steps.num_images
-            losses[start:stop] = self._gather_state(window, program)
-            self._verify(snapshot, window)
-            if self.densify is not None and self.densify.due(stop):
-                self.accum = densify_optimizer(self.opt, self.accum, setup.extent, self.densify, self.densify_gen)
-            evaluated = stop % self.eval_every == 0 or stop == self.steps
-            if evaluated:
-                psnr_steps.append(stop)
-                value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets) \
-                    if comm.rank == 0 else None
-                psnr_values.append(comm.bcast(value))
-                self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
-                                    f"{self.opt.num_gaussians} Gaussians")
+            stop = self.planner.window_end(start)
+            window = self._plan(start, stop)
+            snapshot = motion_snapshot(self.opt)
+            program = self._run_window(window)
+            losses[start:stop] = self._gather(window, program)
+            self._check_visibility(snapshot, window)
+            evaluated = self._densify_and_evaluate(stop, psnr_steps, psnr_values)
             self.progress.update(stop, f"loss {losses[stop - 1]:.4f}")
             if self.status is not None:
-                self._report(stop, losses, psnr_steps, psnr_values, result.spans, evaluated)
+                self._report(stop, losses, psnr_steps, psnr_values, evaluated)
             if self.checkpoint is not None:
                 self.checkpoint.save(start, self._state(stop, losses, psnr_steps, psnr_values,
                                                         resumed.wall_time_s + time.perf_counter() - started))
             start = stop
-        self.metrics.processor_seconds += time.process_time() - processor_started
+        self.record.metrics.processor_seconds += time.process_time() - processor_started
         wall = resumed.wall_time_s + time.perf_counter() - started
         return TrainResult(self.steps, self.opt.num_gaussians, wall, np.array(psnr_steps, np.int64),
                            np.array(psnr_values), losses)
 
-    def _state(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, wall: float) -> TrainState:
-        """The training state after ``step`` steps, for checkpointing (global at a window's end)."""
-        return TrainState(step, self.opt, self.accum, self.densify_gen, losses, psnr_steps, psnr_values, wall,
-                          self.safety, self.violations)
+    # --- the phases of a window
+    def _plan(self, start: int, stop: int) -> Window:
+        t0 = time.perf_counter()
+        window = self.planner.plan(start, stop, self.opt.params)
+        self.record.planned(t0, time.perf_counter(), window)
+        return window
 
-    def _record(self, result, called: float, returned: float, started: float, window: Window,
-                updated: dict) -> None:
-        """Add one window's run to the metrics. The run's clock starts after its opening barrier, whose
-        time (``returned - called - elapsed``) is waiting too. updated: {version: Gaussians stepped}."""
-        m = self.metrics
-        m.compute_seconds += result.compute_seconds
-        m.comm_seconds += result.comm_seconds
-        m.wait_seconds += result.wait_seconds + max(0.0, returned - called - result.elapsed_seconds)
-        m.images += int(np.count_nonzero(window.plan.rank[:window.steps.num_images] == self.comm.rank))
-        m.messages_sent += result.messages_sent
-        m.bytes_sent += result.bytes_sent
-        if result.spans is not None and self.options.timeline is not None:
-            offset = returned - result.elapsed_seconds - started
-            for kind, a, b, v in result.spans:
-                step_id = self._step_id(window, v, updated)
-                m.spans.append((kind, a + offset, b + offset, step_id))
+    def _run_window(self, window: Window) -> TrainingSteps:
+        """Run the window's program on this rank; returns it (its image losses and updates)."""
+        setup, batch_size = self.setup, self.setup.settings.batch_size
+        lrs = [setup.settings.lrs(setup.extent, b + 1, self.steps) for b in range(window.start, window.stop)]
+        program = TrainingSteps(
+            window, params_of(self.opt),  # the window-start state (identical on every rank)
+            ImageInputs(setup.scene, setup.targets, self.render, self.ssim_weight, self.densify is not None),
+            CellInputs(self.opt, self.accum if self.densify is not None else None, lrs, batch_size),
+            self.staging)
+        called = time.perf_counter()
+        mode = "bsp" if self.options.mode == "barrier" else "dataflow"
+        trace = self.record.tracing or self.status is not None
+        result = run_dataflow(self.comm, window.plan, program, mode=mode, trace=trace)
+        self.record.window_run(result, called, time.perf_counter(), window, program.updated)
+        self.window_spans = result.spans
+        return program
 
-    def _report(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, spans: list,
-                evaluated: bool) -> None:
+    def _gather(self, window: Window, program: TrainingSteps) -> np.ndarray:
+        """Every owner's cells onto every rank; returns the window's batch losses [stop - start]."""
+        gathered = gather_state(self.comm, window, self.opt, self.accum, self.staging, program.image_losses)
+        self.record.gathered(gathered.t0, gathered.t1, gathered.t2, window)
+        return gathered.losses
+
+    def _check_visibility(self, snapshot: dict, window: Window) -> None:
+        """Count Gaussians that moved or grew past the window's margin; widen the next margins if any."""
+        bad = escaped(snapshot, self.opt, window.margin)
+        if bad:
+            self.violations += bad
+            self.planner.widen()
+            self.progress.write(f"warning: {bad} Gaussians left the visibility margin in batches "
+                                f"{window.start + 1}-{window.stop}; the next window's margin is "
+                                f"{self.planner.safety:g}x")
+
+    def _densify_and_evaluate(self, stop: int, psnr_steps: list, psnr_values: list) -> bool:
+        """At the window's end (batch ``stop``): densification and held-out PSNR when due; returns whether
+        it evaluated."""
+        setup = self.setup
+        if self.densify is not None and self.densify.due(stop):
+            self.accum = densify_optimizer(self.opt, self.accum, setup.extent, self.densify, self.densify_gen)
+        evaluated = stop % self.eval_every == 0 or stop == self.steps
+        if evaluated:
+            psnr_steps.append(stop)
+            value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets) \
+                if self.comm.rank == 0 else None
+            psnr_values.append(self.comm.bcast(value))
+            self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
+                                f"{self.opt.num_gaussians} Gaussians")
+        return evaluated
+
+    def _report(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, evaluated: bool) -> None:
         """Write the dashboard's status file after a window (collective: rank 0 gathers every rank's
-        counters so far and the window's ``spans``, and writes)."""
-        table = self.comm.gather_rows(self.metrics.as_row()[None, :])
-        timeline = window_spans(self.comm, spans)
+        counters so far and the window's spans, and writes)."""
+        table = self.comm.gather_rows(self.record.metrics.as_row()[None, :])
+        timeline = window_spans(self.comm, self.window_spans)
         if self.comm.rank == 0:
             ranks = {"fields": list(RANK_FIELDS), "rows": table.tolist(),
                      "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
             view = heldout_png(self.render, params_of(self.opt), self.setup) if evaluated else None
             self.status.update(step, losses, psnr_steps, psnr_values, self.opt.num_gaussians,
-                               time.perf_counter() - self.started, force=evaluated, view=view, ranks=ranks)
+                               time.perf_counter() - self.record.started, force=evaluated, view=view, ranks=ranks)
 
-    def _span(self, kind: str, t0: float, t1: float, started: float, label: str) -> None:
-        """A timeline span outside the dataflow runs (planning, window boundaries), when tracing."""
-        if self.options.timeline is not None:
-            step_id = -2 - len(self.labels)
-            self.labels[step_id] = label
-            self.metrics.spans.append((kind, t0 - started, t1 - started, step_id))
-
-    def _step_id(self, window: Window, vertex: int, updated: dict) -> int:
-        """A run-wide id of a window's vertex for the timeline (-1 for none), labelled in ``self.labels``:
-        images by their global index, cell versions after all images."""
-        if vertex < 0:
-            return -1
-        steps = window.steps
-        if vertex < steps.num_images:
-            image = window.start * steps.batch_size + int(vertex)
-            if image not in self.labels:
-                self.labels[image] = (f"image {image} (step {image // steps.batch_size + 1}, camera "
-                                      f"{int(steps.image_camera[vertex])}, renders "
-                                      f"{int(window.image_rows[vertex])} Gaussians of "
-                                      f"{int(steps.image_reads_indptr[vertex + 1] - steps.image_reads_indptr[vertex])} "
-                                      f"cells)")
-            return image
-        version = int(vertex) - steps.num_images
-        step_id = self.steps * steps.batch_size + self.versions_seen + version
-        batch = int(steps.version_batch[version])
-        self.labels.setdefault(step_id, f"cell {int(steps.version_cell[version])} "
-                                        + (f"after step {window.start + batch + 1} (sums "
-                                           f"{int(window.version_writers[version])} images, steps "
-                                           f"{updated.get(version, 0)} Gaussians)" if batch >= 0 else
-                                           f"at step {window.start + 1}"))
-        return step_id
-
-    def _gather_state(self, window: Window, program: TrainingSteps) -> np.ndarray:
-        """Window end: every owner's cells onto every rank (a barrier first, timed as wait, then one
-        Allgatherv, timed as communication). Returns the window's batch losses [stop - start]."""
-        comm, opt = self.comm, self.opt
-        t0 = time.perf_counter()
-        comm.barrier()
-        t1 = time.perf_counter()
-        mine = self.index(np.flatnonzero(window.owner[window.cell_of] == comm.rank))
-        floats = torch.cat([pack_params(state, mine) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
-                           + [self.accum.total[mine][:, None]], dim=1)
-        ints = torch.stack([mine, opt.step_count[mine], self.accum.count[mine]], dim=1)
-        staging = self.staging
-        floats = staging.to_device(comm.allgather_rows(staging.to_host(floats)), floats.shape[1])
-        ints = staging.to_device(comm.allgather_rows(staging.to_host(ints)), ints.shape[1])
-        ids = ints[:, 0]
-        with torch.no_grad():
-            for i, state in enumerate((opt.params, opt.exp_avg, opt.exp_avg_sq)):
-                part = floats[:, i * PARAM_COLUMNS:(i + 1) * PARAM_COLUMNS]
-                for name, value in unpack_params(part).items():
-                    state[name][ids] = value
-        opt.step_count[ids] = ints[:, 1]
-        self.accum.total[ids] = floats[:, 3 * PARAM_COLUMNS]
-        self.accum.count[ids] = ints[:, 2]
-        losses = comm.allgather_rows(np.array(sorted(program.image_losses.items()), np.float64).reshape(-1, 2))
-        by_image = dict(zip(losses[:, 0].astype(np.int64), losses[:, 1]))
-        b = window.steps.batch_size
-        batch = [batch_loss([by_image[i] for i in range(j * b, (j + 1) * b)])
-                 for j in range(window.stop - window.start)]
-        t2 = time.perf_counter()
-        self.metrics.wait_seconds += t1 - t0
-        self.metrics.comm_seconds += t2 - t1
-        self._span("barrier", t0, t1, self.started, f"end of window {window.start + 1}-{window.stop}")
-        self._span("send", t1, t2, self.started, f"gather the model after step {window.stop}")
-        return np.array(batch)
-
-    def _verify(self, snapshot: dict, window: Window) -> None:
-        """Count Gaussians that moved or grew past the window's margin (the prediction's premise)."""
-        now = params_of(self.opt)
-        ok = motion_within_margin(*(state[name].cpu().numpy() for state in (snapshot, now)
-                                    for name in ("means", "scales")), window.margin)
-        bad = int(np.count_nonzero(~ok))
-        if bad:
-            self.violations += bad
-            self.safety *= MARGIN_GROWTH
-            self.progress.write(f"warning: {bad} Gaussians left the visibility margin in batches "
-                                f"{window.start + 1}-{window.stop}; the next window's margin is {self.safety:g}x")
+    def _state(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, wall: float) -> TrainState:
+        """The training state after ``step`` steps, for checkpointing (global at a window's end)."""
+        return TrainState(step, self.opt, self.accum, self.densify_gen, losses, psnr_steps, psnr_values, wall,
+                          self.planner.safety, self.violations)
 
 
-def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None,
-                      png_path=None, seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
-                      batch_size: int = 1, progress: bool = True, init_ply=None,
-                      image_order: str | None = None, checkpoint=None, device: str = "cpu",
-                      status: bool = False) -> TrainResult:
+def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoint=None) -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
-    The arguments are those of ``odin_sched.training.train.train`` plus ``options``; with ``device='cuda'``
-    every rank trains on its GPU (``training_device``) and its payloads cross ranks through the host
-    (``HostStaging``). Returns the TrainResult (the same on every rank). Bad options or input raise the
-    same InputError on every rank.
+    ``config``: the run (see ``TrainConfig``), ``options``: Odin's settings, ``checkpoint``: a
+    ``TrainCheckpointer`` or None. With ``config.device='cuda'`` every rank trains on its GPU
+    (``render_device``) and its payloads cross ranks through the host (``HostStaging``). Returns the
+    TrainResult (the same on every rank). Bad settings or input raise the same InputError on every rank.
     """
-    import os
-
-    if device == "cuda" and checkpoint is not None:
-        raise InputError(NO_CUDA_CHECKPOINTS)
-    dev, render = training_device(device, comm)
-    png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
-    setup, problem = None, None
-    try:
-        setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every,
-                        {"--out": out_path, "--ply": ply_path, "--png": png_path,
-                         "--timeline": options.timeline, "--schedule-out": options.schedule_out}, init_ply,
-                        image_order)
-        problem = check_options(options, comm.size, setup.initial["means"].shape[0], batch_size)
-    except InputError as err:
-        problem = str(err)
-    comm.agree(None if problem is None else InputError(problem))
-    if batch_size < comm.size and comm.rank == 0:
-        print(f"note: --batch-size {batch_size} < {comm.size} ranks: at most {batch_size} ranks can work on a "
-              f"batch at once")
-    bar = Progress(steps, enabled=progress and comm.rank == 0, unit="step")
-    staging = HostStaging(dev, staged=device == "cuda")
-    trainer = DistributedTrainer(comm, to_device(setup, dev), steps, options, ssim_weight, densify, seed, eval_every,
-                                 bar, checkpoint, render, staging)
-    if status:
-        trainer.status = TrainStatus(out_path, options.mode, comm.size, steps, batch_size, scene_path)
+    setup, render = set_up(config, checkpoint, comm, (options.timeline, options.schedule_out),
+                           check=lambda setup: check_options(options, comm.size, setup.initial["means"].shape[0]))
+    if config.batch_size < comm.size and comm.rank == 0:
+        print(f"note: batch size {config.batch_size} < {comm.size} ranks: at most {config.batch_size} ranks can "
+              f"work on a batch at once")
+    bar = Progress(config.steps, enabled=config.progress and comm.rank == 0, unit="step")
+    staging = HostStaging(setup.initial["means"].device, staged=config.device == "cuda")
+    trainer = DistributedTrainer(comm, setup, config, options, bar, checkpoint, render, staging)
+    if config.status:
+        trainer.status = TrainStatus(config.out, options.mode, comm.size, config.steps, config.batch_size,
+                                     config.scene)
     result = trainer.run()
     bar.close()
-    table = comm.gather_rows(trainer.metrics.as_row()[None, :])
-    spans = comm.allgather(trainer.metrics.spans) if options.timeline is not None else None
-    labels = comm.allgather(trainer.labels) if options.timeline is not None else None
+    table = comm.gather_rows(trainer.record.metrics.as_row()[None, :])
+    spans = comm.allgather(trainer.record.metrics.spans) if options.timeline is not None else None
+    labels = comm.allgather(trainer.record.labels) if options.timeline is not None else None
     # the payloads always go through host buffers (the transport sends NumPy arrays): not CUDA-aware
     staged = {"cuda_aware_mpi": False, "bytes_staged": int(sum(comm.allgather(staging.bytes_staged)))} \
-        if device == "cuda" else {}
+        if config.device == "cuda" else {}
     if comm.rank == 0:
         totals = dict(zip(RANK_FIELDS, table.sum(axis=0)))
-        attrs = {"mode": options.mode, "ranks": comm.size, "batch_size": batch_size,
-                 "steps_per_second": steps / result.wall_time_s,
-                 "compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
+        attrs = {"compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
                  "wait_seconds": totals["wait_seconds"], "visibility_violations": trainer.violations,
-                 "max_staleness": options.staleness, "stale_reads": trainer.stale_reads,
-                 "max_staleness_seen": trainer.max_staleness_seen, "stale_impact": options.stale_impact,
-                 "cells": trainer.num_cells, "window": options.window,
-                 "dependency_edges": trainer.dependency_edges,
-                 "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,
-                 "densify": densify is not None, "source_scene": os.path.abspath(scene_path), "device": device,
-                 **staged}
-        write_outputs(trainer.render, setup, params_of(trainer.opt), result, out_path, ply_path, png_path, attrs,
+                 "max_staleness": options.staleness, "stale_reads": trainer.planner.stale_reads,
+                 "max_staleness_seen": trainer.planner.max_staleness_seen, "stale_impact": options.stale_impact,
+                 "cells": trainer.planner.num_cells, "window": options.window,
+                 "dependency_edges": trainer.planner.dependency_edges,
+                 "per_rank_fields": list(RANK_FIELDS), **staged}
+        write_outputs(trainer.render, setup, params_of(trainer.opt), result, config, options.mode, comm.size, attrs,
                       metrics={"per_rank": table})
         if options.timeline is not None:
             write_chrome_trace(options.timeline, spans, {k: v for part in labels for k, v in part.items()})
         if options.schedule_out is not None:
-            from odin_sched.odin.depgraph import write_schedule
-
-            window, schedule = trainer.first_window
+            window, schedule = trainer.planner.first_window
             write_schedule(options.schedule_out, window.steps, schedule)
     result.per_rank = comm.bcast(table)
     result.visibility_violations = trainer.violations

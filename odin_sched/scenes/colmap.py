@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from odin_sched.scenes.point_cloud import init_gaussians
+from odin_sched.scenes.scene_io import Scene
 from pregel.errors import InputError, warn
 
 # model id -> (name, number of params), from COLMAP's src/colmap/sensor/models.h
@@ -321,9 +323,6 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     held out, and at least one must be left to train on (as ``pregel train`` needs both). Images and intrinsics are scaled by 1 / ``downscale``. ``/init`` holds the
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
-    from odin_sched.scenes.scene_io import Scene
-    from odin_sched.training.train import init_gaussians
-
     if not (math.isfinite(downscale) and downscale >= 1):
         raise InputError(f"--downscale must be a number of at least 1, got {downscale}")
     if heldout_every < 1:

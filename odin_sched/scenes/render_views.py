@@ -9,7 +9,8 @@ import os
 import numpy as np
 import torch
 
-from odin_sched.scenes.scene_io import Scene
+from odin_sched.scenes.render_device import render_device
+from odin_sched.scenes.scene_io import Scene, heldout_mask
 from pregel.atomic import atomic_output
 from pregel.errors import InputError
 
@@ -18,8 +19,6 @@ ORBIT_FPS = 12
 
 def select_cameras(scene: Scene, spec: str | None) -> np.ndarray:
     """Camera indices from ``"0,5,9"``, or the held-out cameras (every 8th without ``/cameras/heldout``)."""
-    from odin_sched.training.train import heldout_mask
-
     if spec is None:
         return np.flatnonzero(heldout_mask(scene))
     try:
@@ -67,9 +66,8 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
 
     from odin_sched.scenes.ply import read_gaussians_ply
     from odin_sched.scenes.scene_io import read_scene
-    from odin_sched.training.train import training_device
 
-    device, render = training_device(device)  # the trainer's choice of GPU and of kernels
+    device, render = render_device(device)  # the trainer's choice of GPU and of kernels
     if orbit < 0:
         raise InputError(f"--orbit must be non-negative, got {orbit}")
     if orbit and orbit_format == "mp4":

@@ -18,11 +18,10 @@ import math
 import numpy as np
 import torch
 
-from odin_sched.scenes.scene_io import Scene
+from odin_sched.scenes.scene_io import HOLDOUT_EVERY, Scene
 from pregel.errors import InputError
 
 LAYOUTS = ("objects", "city")
-HOLDOUT_EVERY = 8
 FOCAL_FACTOR = 0.9  # focal length in units of the image width (about 58 degrees field of view)
 
 

@@ -35,6 +35,8 @@ from pregel.errors import InputError
 
 FORMAT = "pregel-scene"
 VERSION = 1
+#: without /cameras/heldout, every HOLDOUT_EVERY-th camera (0, 8, 16, ...) is held out of training
+HOLDOUT_EVERY = 8
 
 # name -> trailing shape after the leading G (all float32)
 GAUSSIAN_DATASETS = {
@@ -77,6 +79,13 @@ class Scene:
     def gaussians(self) -> dict:
         """The five Gaussian parameter arrays by name (means, scales, quats, opacities, colors)."""
         return {name: getattr(self, name) for name in GAUSSIAN_DATASETS}
+
+
+def heldout_mask(scene: Scene) -> np.ndarray:
+    """Held-out cameras: the file's ``/cameras/heldout`` or else every 8th camera (bool [C])."""
+    if scene.heldout is not None:
+        return scene.heldout
+    return np.arange(scene.num_cameras) % HOLDOUT_EVERY == 0
 
 
 def _check_array(path, name: str, arr: np.ndarray, dtype, tail: tuple) -> None:

@@ -27,14 +27,15 @@ import numpy as np
 from odin_sched.sim.costmodel import CameraViews, CostProfile, camera_views
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
+from odin_sched.odin.modes import MODES
 from odin_sched.odin.trainer import OdinOptions, StepMessages, plan_window
 from odin_sched.training.step import PARAM_COLUMNS, BatchSettings
-from odin_sched.training.train import scene_extent, visible_cells_of_cameras
+from odin_sched.sim.config import SimulateConfig
+from odin_sched.training.train import TrainConfig, prepare, scene_extent, visible_cells_of_cameras
 from odin_sched.scenes.visibility import window_margin
 from pregel.dataflow import Firing, Routes
 from pregel.errors import InputError
 
-MODES = ("odin", "barrier", "odin-fast")
 #: bytes per Gaussian of the window-end allgather: parameters and two Adam moments (float32), the
 #: densification accumulator (float32) and the id, step count and accumulator count (int64)
 GATHER_BYTES = 4 * (3 * PARAM_COLUMNS + 1) + 3 * 8
@@ -75,7 +76,8 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
                    seed: int = 0, sample: float | None = None) -> SimScene:
     """A generated layout as metadata only (no images): the ground-truth Gaussians are the model.
     Features are projected from a subsample of about 20,000 Gaussians unless ``sample`` is given."""
-    from odin_sched.scenes.scene_gen import HOLDOUT_EVERY, LAYOUTS, scene_geometry
+    from odin_sched.scenes.scene_gen import LAYOUTS, scene_geometry
+    from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 
     if layout not in LAYOUTS:
         raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -137,7 +139,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells."""
     if mode not in MODES:
-        raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     comm = _local_comm()
     settings = BatchSettings(batch_size)
     extent = scene_extent(scene.viewmats)
@@ -197,7 +199,7 @@ def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.G
     their batch's cameras have any of its Gaussians on screen (initial versions: 0)."""
     steps = win.steps
     rows = np.diff(win.member_indptr)[steps.version_cell]
-    writes = steps.image_writes - steps.num_images
+    writes = steps.version_index(steps.image_writes)
     camera_of_write = np.repeat(steps.image_camera, np.diff(steps.image_writes_indptr))
     seen = np.zeros(len(rows), bool)
     np.logical_or.at(seen, writes, views.cameras_see_cells(camera_of_write, steps.version_cell[writes], win.cell_of))
@@ -534,50 +536,44 @@ def format_table(gpu_counts, results: dict) -> str:
     return "\n".join(lines)
 
 
-def _integers(option: str, text) -> list[int]:
-    """The comma-separated integers of ``option``'s value ``text``."""
-    try:
-        return [int(x) for x in str(text).split(",")]
-    except ValueError:
-        raise InputError(f"{option} must be a comma-separated list of integers, got {text!r}") from None
-
-
-def main(args) -> dict:
-    """Entry for ``pregel simulate`` (see ``pregel simulate --help``): prints the table, writes ``--out``."""
+def run(config: SimulateConfig) -> dict:
+    """``pregel simulate``: simulate every mode at each GPU count of ``config``, print the table and write
+    ``config.out``. Returns {mode: [SimResult per GPU count]}."""
     from odin_sched.sim.costmodel import load_profile
     from pregel.outputs import check_outputs
 
-    gpus, windows = (_integers(name, value) for name, value in (("--gpus", args.gpus), ("--window", args.window)))
-    for name, value in (("--gpus", min(gpus)), ("--steps", args.steps), ("--window", min(windows)),
-                        ("--cells-per-gpu", args.cells_per_gpu)):
+    for name, value in (("gpus", min(config.gpus)), ("steps", config.steps), ("window", min(config.window)),
+                        ("cells_per_gpu", config.cells_per_gpu)):
         if value < 1:
-            raise InputError(f"{name} must be at least 1, got {value}")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.max_staleness < 0:
-        raise InputError(f"--max-staleness must be at least 0, got {args.max_staleness}")
-    if args.shared_cores < 0:
-        raise InputError(f"--shared-cores must be at least 0, got {args.shared_cores}")
-    check_outputs([("--out", args.out)], inputs=[args.scene])
-    try:
-        profile = replace(load_profile(args.profile), cores=args.shared_cores)  # GPUs, not this machine's cores
+            raise InputError(f"SimulateConfig.{name} must be at least 1, got {value}")
+    if config.batch_size is not None and config.batch_size < 1:
+        raise InputError(f"SimulateConfig.batch_size must be at least 1, got {config.batch_size}")
+    if config.max_staleness < 0:
+        raise InputError(f"SimulateConfig.max_staleness must be at least 0, got {config.max_staleness}")
+    if config.shared_cores < 0:
+        raise InputError(f"SimulateConfig.shared_cores must be at least 0, got {config.shared_cores}")
+    check_outputs([("out", config.out)], inputs=[config.scene])
+    try:  # GPUs share the processors of shared_cores, not this machine's
+        profile = replace(load_profile(config.profile), cores=config.shared_cores)
     except (OSError, ValueError) as err:
-        raise InputError(f"--profile {args.profile}: {err}") from None
-    if args.scene is not None:
-        from odin_sched.training.train import prepare
-
-        setup = prepare(args.scene, args.steps, args.batch_size or 1, args.seed, 0.2, args.steps, {})
+        raise InputError(f"SimulateConfig.profile {config.profile}: {err}") from None
+    if config.scene is not None:
+        setup = prepare(TrainConfig(config.scene, config.steps, batch_size=config.batch_size or 1, seed=config.seed,
+                                    eval_every=config.steps))
         scene = scene_of_setup(setup)
     else:
-        scene = metadata_scene(args.layout, args.gaussians, args.cameras, args.width, args.height, args.seed)
-    results = scaling(scene, profile, gpus, args.steps, args.batch_size, windows=windows,
-                      cells_per_gpu=args.cells_per_gpu, max_staleness=args.max_staleness, seed=args.seed)
-    print(f"{args.scene or args.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
-          f"{args.steps} steps, batch size {args.batch_size or 'GPUs'}, profile {profile.name}")
+        scene = metadata_scene(config.layout, config.gaussians, config.cameras, config.width, config.height,
+                               config.seed)
+    gpus, windows = list(config.gpus), tuple(config.window)
+    results = scaling(scene, profile, gpus, config.steps, config.batch_size, windows=windows,
+                      cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed)
+    print(f"{config.scene or config.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
+          f"{config.steps} steps, batch size {config.batch_size or 'GPUs'}, profile {profile.name}")
     print(format_table(gpus, results))
-    write_results(args.out, gpus, results, profile,
-                  {"layout": args.layout if args.scene is None else "scene", "gaussians": len(scene.means),
-                   "cameras": len(scene.viewmats), "steps": args.steps, "batch_size": args.batch_size or 0,
-                   "windows": windows, "cells_per_gpu": args.cells_per_gpu, "max_staleness": args.max_staleness})
-    print(f"wrote {args.out}")
+    write_results(config.out, gpus, results, profile,
+                  {"layout": config.layout if config.scene is None else "scene", "gaussians": len(scene.means),
+                   "cameras": len(scene.viewmats), "steps": config.steps, "batch_size": config.batch_size or 0,
+                   "windows": list(windows), "cells_per_gpu": config.cells_per_gpu,
+                   "max_staleness": config.max_staleness})
+    print(f"wrote {config.out}")
     return results

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from odin_sched.training.config import TrainConfig
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.image_order import resolved_order
 from odin_sched.training.optim import VisibleAdam
@@ -51,18 +52,19 @@ class TrainState:
     violations: int = 0           # distributed trainer: Gaussians that left the margin so far
 
 
-def train_identity(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-                   densify, init_ply=None, image_order: str | None = None) -> dict:
-    """What a resumed training job must match: the scene file, the initial Gaussians and the options that
-    change the result (``densify``: a DensifyConfig or None)."""
+def train_identity(config: TrainConfig) -> dict:
+    """What a resumed training job must match: the scene file, the initial Gaussians and the settings that
+    change the result."""
+    densify = config.densify
     densify_options = None if densify is None else {
         "interval": densify.interval, "start": densify.start, "stop": densify.stop,
         "grad_threshold": densify.grad_threshold, "percent_dense": densify.percent_dense,
         "min_opacity": densify.min_opacity}
-    return {"scene": graph_identity(scene_path),
-            "init": "scene /init" if init_ply is None else {"ply_sha256": file_sha256(init_ply)},
-            "training": {"steps": steps, "batch_size": batch_size, "seed": seed, "ssim_weight": ssim_weight,
-                         "eval_every": eval_every, "image_order": resolved_order(image_order, batch_size),
+    return {"scene": graph_identity(config.scene),
+            "init": "scene /init" if config.init_ply is None else {"ply_sha256": file_sha256(config.init_ply)},
+            "training": {"steps": config.steps, "batch_size": config.batch_size, "seed": config.seed,
+                         "ssim_weight": config.ssim_weight, "eval_every": config.eval_every,
+                         "image_order": resolved_order(config.image_order, config.batch_size),
                          "densify": densify_options}}
 
 
@@ -123,16 +125,16 @@ class TrainCheckpointer(CheckpointFolder):
         state.wall_time_s, state.violations = wall, int(violations)
 
 
-def train_checkpointer(comm, args, densify) -> TrainCheckpointer | None:
-    """The ``TrainCheckpointer`` of a ``pregel train`` job (None without checkpoint flags; collective)."""
-    if args.checkpoint_dir is None and args.resume is None:
+def train_checkpointer(comm, config: TrainConfig, directory=None, every: int = 500,
+                       resume=None) -> TrainCheckpointer | None:
+    """The ``TrainCheckpointer`` of a training job (collective): checkpoints every ``every`` steps into
+    ``directory``, resuming from the newest in ``resume``; None when neither folder is given."""
+    if directory is None and resume is None:
         return None
     identity, problem = None, None
     try:
-        identity = train_identity(args.scene, args.steps, args.batch_size, args.seed, args.ssim_weight,
-                                  args.eval_every, densify, args.init_ply, args.image_order)
+        identity = train_identity(config)
     except InputError as err:
         problem = err
     comm.agree(problem)
-    return TrainCheckpointer(comm, identity, args.checkpoint_dir, args.checkpoint_every, args.resume)
-
+    return TrainCheckpointer(comm, identity, directory, every, resume)

@@ -87,16 +87,18 @@ class VisibleAdam:
         self.step_rows(idx, grads)
 
     @torch.no_grad()
-    def step_rows(self, idx: torch.Tensor, grads: dict) -> None:
+    def step_rows(self, idx: torch.Tensor, grads: dict, lrs: dict | None = None) -> None:
         """One Adam step on the rows ``idx`` with the given gradients (each row independently).
 
         idx: torch.Tensor                 # [k] int64 rows to update, ascending
         grads: dict name -> torch.Tensor  # [k, ...] gradient of those rows; a missing name is left alone
+        lrs: dict name -> float            # this step's learning rates (default: ``self.lrs``)
         The update of a row depends only on that row's values, so stepping a subset of rows (one cell of
         the distributed trainer) gives bit for bit what stepping them within all rows gives.
         """
         if idx.numel() == 0:
             return
+        lrs = self.lrs if lrs is None else lrs
         t = self.step_count[idx] + 1
         self.step_count[idx] = t
         t = t.to(torch.float64)
@@ -107,7 +109,7 @@ class VisibleAdam:
             shape = (-1,) + (1,) * (g.dim() - 1)
             m = torch.lerp(self.exp_avg[name][idx], g, 1.0 - self.beta1)
             v = self.exp_avg_sq[name][idx] * self.beta2 + (1.0 - self.beta2) * g * g
-            step_size = (self.lrs[name] / bias1).to(p.dtype).view(shape)
+            step_size = (lrs[name] / bias1).to(p.dtype).view(shape)
             denom = v.sqrt() / bias2_sqrt.to(p.dtype).view(shape) + self.eps
             self.exp_avg[name][idx] = m
             self.exp_avg_sq[name][idx] = v

@@ -13,7 +13,7 @@ and trains against the images of the training cameras:
   learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
 * optional densification (``odin_sched.training.densify``) on its schedule;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
-* on the CPU, or with ``device='cuda'`` on this process's GPU (``training_device``): the Gaussians,
+* on the CPU, or with ``device='cuda'`` on this process's GPU (``render_device``): the Gaussians,
   their Adam state and the images live there, and rendering, the loss, the backward pass, visible Adam
   and densification run there; the metrics and the outputs are copied to the host to be written.
 
@@ -23,8 +23,6 @@ attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``
 ``mode``, ``ranks``, ``batch_size``, ``steps_per_second``, ``device``; optionally a 3DGS PLY; and a PNG of the
 first held-out view rendered beside its ground truth.
 """
-import functools
-import math
 import os
 import time
 from dataclasses import dataclass, replace
@@ -32,24 +30,24 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_optimizer
+from odin_sched.training.config import TrainConfig
+from odin_sched.training.densify import GradAccumulator, densify_optimizer
 from odin_sched.training.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order,
                                               shuffled_batches, spread_batches)
 from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam, default_lrs
 from odin_sched.scenes.ply import read_gaussians_ply, write_ply
-from odin_sched.scenes.scene_io import Scene, read_scene, write_scene
-from odin_sched.scenes.scene_gen import HOLDOUT_EVERY
+from odin_sched.scenes.point_cloud import init_gaussians
+from odin_sched.scenes.render_device import render_device
+from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene, write_scene
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
-from odin_sched.training.checkpoint import TrainState, train_checkpointer
-from odin_sched.knn import knn_scales
-from odin_sched.view.status import TrainStatus
+from odin_sched.training.checkpoint import TrainState
+from odin_sched.training.status import TrainStatus
 from pregel.errors import InputError
 from pregel.outputs import check_outputs
 from pregel.progress import Progress
 
-INIT_OPACITY = 0.1
-NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
+NO_CUDA_CHECKPOINTS = "TrainConfig.device is 'cuda': checkpoints are not supported on the GPU yet"
 
 
 @dataclass
@@ -70,26 +68,6 @@ class TrainResult:
         return float(self.psnr[-1])
 
 
-def init_gaussians(means: np.ndarray, colors: np.ndarray) -> dict:
-    """Gaussian parameters from a point cloud (3DGS initialisation).
-
-    means: np.ndarray   # [P, 3] float32
-    colors: np.ndarray  # [P, 3] float32 RGB
-    Returns dict of float32 tensors: means [P, 3], scales [P, 3], quats [P, 4], opacities [P], colors [P, 3].
-    """
-    pts = torch.from_numpy(np.ascontiguousarray(means, dtype=np.float32))
-    p = pts.shape[0]
-    quats = torch.zeros(p, 4)
-    quats[:, 0] = 1.0
-    return {
-        "means": pts,
-        "scales": knn_scales(pts),
-        "quats": quats,
-        "opacities": torch.full((p,), math.log(INIT_OPACITY / (1.0 - INIT_OPACITY))),
-        "colors": torch.from_numpy(np.ascontiguousarray(colors, dtype=np.float32)),
-    }
-
-
 def camera_centres(viewmats: np.ndarray) -> np.ndarray:
     """World positions [C, 3] (float64) of cameras with world-to-camera matrices ``viewmats`` [C, 4, 4]."""
     rot, trans = viewmats[:, :3, :3].astype(np.float64), viewmats[:, :3, 3].astype(np.float64)
@@ -104,13 +82,6 @@ def scene_extent(viewmats: np.ndarray) -> float:
     centres = camera_centres(viewmats)
     radius = float(np.linalg.norm(centres - centres.mean(axis=0), axis=1).max())
     return 1.1 * radius if radius > 0 else 1.0
-
-
-def heldout_mask(scene: Scene) -> np.ndarray:
-    """Held-out cameras: the file's ``/cameras/heldout`` or else every 8th camera (bool [C])."""
-    if scene.heldout is not None:
-        return scene.heldout
-    return np.arange(scene.num_cameras) % HOLDOUT_EVERY == 0
 
 
 def _render_view(render, params, scene, cam):
@@ -164,33 +135,32 @@ class TrainingSetup:
     initial: dict          # name -> float32 tensor [G, ...], the initial Gaussians
 
 
-def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-            outputs, init_ply=None, image_order: str | None = None) -> TrainingSetup:
+def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
-    same, deterministically). ``outputs``: {option: path} of the files that will be written (None paths
-    ignored);
-    ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud;
-    ``image_order``: 'shuffled' or 'spread' (see ``odin_sched.training.image_order``; default: shuffled for
-    B = 1, spread otherwise)."""
+    same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
+    ``config``: see ``TrainConfig``."""
+    scene_path, steps, batch_size, seed = config.scene, config.steps, config.batch_size, config.seed
+    ssim_weight, eval_every, init_ply, image_order = config.ssim_weight, config.eval_every, config.init_ply, \
+        config.image_order
     if steps < 1:
-        raise InputError(f"--steps must be at least 1, got {steps}")
+        raise InputError(f"TrainConfig.steps must be at least 1, got {steps}")
     if batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        raise InputError(f"TrainConfig.batch_size must be at least 1, got {batch_size}")
     if not 0.0 <= ssim_weight <= 1.0:
-        raise InputError(f"--ssim-weight must be in [0, 1], got {ssim_weight}")
+        raise InputError(f"TrainConfig.ssim_weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
-        raise InputError(f"--eval-every must be at least 1, got {eval_every}")
+        raise InputError(f"TrainConfig.eval_every must be at least 1, got {eval_every}")
     image_order = resolved_order(image_order, batch_size)
     if image_order not in IMAGE_ORDERS:
-        raise InputError(f"--image-order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
-    check_outputs(list(dict(outputs).items()), inputs=[scene_path, init_ply])
+        raise InputError(f"TrainConfig.image_order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
+    check_outputs(list(outputs), inputs=[scene_path, init_ply])
     scene = read_scene(scene_path)
     if init_ply is not None:
         initial = {name: torch.from_numpy(np.ascontiguousarray(value))
                    for name, value in read_gaussians_ply(init_ply).items()}
     elif scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "
-                            "(make the scene with `pregel generate-scene`, or give --init-ply)")
+                            "(make the scene with `pregel generate-scene`, or give TrainConfig.init_ply)")
     else:
         initial = init_gaussians(scene.init_means, scene.init_colors)
     held = heldout_mask(scene)
@@ -198,7 +168,8 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     if len(train_ids) == 0 or len(test_ids) == 0:
         raise InputError.at(scene_path, "/cameras/heldout", "needs at least one training and one held-out camera")
     if batch_size > len(train_ids):
-        raise InputError(f"--batch-size {batch_size} is more than the {len(train_ids)} training cameras of {scene_path}")
+        raise InputError(f"TrainConfig.batch_size {batch_size} is more than the {len(train_ids)} training cameras "
+                         f"of {scene_path}")
     images = torch.from_numpy(scene.images).float() / 255.0
     settings, extent = BatchSettings(batch_size), scene_extent(scene.viewmats)
     if image_order == "spread":
@@ -216,62 +187,61 @@ def camera(scene: Scene, cam: int, device="cpu") -> tuple:
     return torch.from_numpy(scene.viewmats[cam]).to(device), torch.from_numpy(scene.Ks[cam]).to(device)
 
 
-def training_device(device: str, comm=None):
-    """(torch device, render) of ``device`` 'cpu' or 'cuda' for the trainers.
-
-    'cuda' selects this rank's GPU (``pregel.device.select_gpu`` on ``comm``, collective; default: the
-    whole job; one ``InputError`` line on every rank when one sees none) and its torch device. Under
-    Numba's CUDA simulator that torch device is the CPU (``pregel.device_path.torch_device``), and
-    ``render`` is told to run its CUDA kernels anyway.
-    """
-    from kernels.splat import render
-
-    if device not in ("cpu", "cuda"):
-        raise InputError(f"--device must be cpu or cuda, got {device!r}")
-    if device == "cpu":
-        return torch.device("cpu"), render
-    from kernels._device import SIMULATED
-    from pregel.comm import Comm
-    from pregel.device import select_gpu
-    from pregel.device_path import torch_device
-
-    index = select_gpu(comm or Comm())
-    if not (SIMULATED or torch.cuda.is_available()):
-        raise InputError("--device cuda: this torch is a CPU-only build (install a CUDA build of torch)")
-    return torch.device(torch_device(index)), functools.partial(render, on_device=True)
-
-
 def to_device(setup: TrainingSetup, device) -> TrainingSetup:
     """``setup`` with the initial Gaussians and the camera images copied to ``device``."""
     return replace(setup, initial={name: value.to(device) for name, value in setup.initial.items()},
                    targets={cam: image.to(device) for cam, image in setup.targets.items()})
 
 
-def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
-          ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
-          progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None,
-          checkpoint=None, device: str = "cpu", status: bool = False) -> TrainResult:
+def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), check=None) -> tuple:
+    """The set-up both trainers share before the first step: refuse checkpoints on the GPU, pick the
+    device and the rasterizer (``render_device``; collective on ``comm`` for 'cuda'), check the settings
+    and every output (``config.outputs()`` and ``extra_outputs``), read the scene and copy the training
+    data to the device. ``check(setup)``: a further problem (a string) or None. With ``comm``, a problem
+    on any rank is raised on every rank. Returns (TrainingSetup on the device, render)."""
+    if config.out is None:
+        raise InputError("TrainConfig.out must be given: the trained scene file")
+    if config.device not in ("cpu", "cuda"):
+        raise InputError(f"TrainConfig.device must be cpu or cuda, got {config.device!r}")
+    if config.device == "cuda" and checkpoint is not None:
+        raise InputError(NO_CUDA_CHECKPOINTS)
+    dev, render = render_device(config.device, comm)
+    setup, problem = None, None
+    try:
+        setup = prepare(config, (*config.outputs(), *extra_outputs))
+        problem = check(setup) if check is not None else None
+    except InputError as err:
+        if comm is None:
+            raise
+        problem = str(err)
+    problem = None if problem is None else InputError(problem)
+    if comm is not None:
+        comm.agree(problem)
+    elif problem is not None:
+        raise problem
+    return to_device(setup, dev), render
+
+
+def new_optimizer(setup: TrainingSetup) -> VisibleAdam:
+    """Visible Adam over the initial Gaussians, with 3DGS's learning rates for the scene's extent and the
+    batch size's betas and eps."""
+    return VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
+
+
+def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
-    scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
-    each, see ``odin_sched.training.step`` for the batch semantics); out_path: trained scene file; ply_path:
-    optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
-    densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
-    image_order: see ``prepare``; checkpoint: an ``odin_sched.train_checkpoint.TrainCheckpointer`` or None
-    (CPU only); device: 'cpu' or 'cuda' (see ``training_device``); status: also write the dashboard's status
-    file beside ``out_path`` (``odin_sched.view.status``).
+    config: see ``TrainConfig``; checkpoint: an ``odin_sched.training.checkpoint.TrainCheckpointer`` or None
+    (CPU only).
     Returns a TrainResult.
     """
-    if device == "cuda" and checkpoint is not None:
-        raise InputError(NO_CUDA_CHECKPOINTS)
-    dev, render = training_device(device)
-    png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
-    setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, {"--out": out_path, "--ply": ply_path, "--png": png_path},
-                    init_ply, image_order)
-    setup = to_device(setup, dev)
+    setup, render = set_up(config, checkpoint)
+    dev = setup.initial["means"].device
+    steps, batch_size, densify, ssim_weight = config.steps, config.batch_size, config.densify, config.ssim_weight
+    seed, eval_every, progress = config.seed, config.eval_every, config.progress
     scene = setup.scene
     started = time.perf_counter()
-    opt = VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
+    opt = new_optimizer(setup)
     accum = GradAccumulator(opt.num_gaussians, dev) if densify else None
     densify_gen = torch.Generator().manual_seed(seed + 1)
     psnr_steps, psnr_values, losses = [], [], np.empty(steps)
@@ -280,7 +250,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         checkpoint.restore(resumed)
         accum, started = resumed.accum, started - resumed.wall_time_s
 
-    status = TrainStatus(out_path, "single", 1, steps, batch_size, scene_path) if status else None
+    status = TrainStatus(config.out, "single", 1, steps, batch_size, config.scene) if config.status else None
     bar = Progress(steps, enabled=progress, unit="step")
     for step in range(resumed.step + 1, steps + 1):
         opt.lrs = setup.settings.lrs(setup.extent, step, steps)
@@ -317,11 +287,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     bar.close()
     wall = time.perf_counter() - started
     result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64), np.array(psnr_values), losses)
-    attrs = {"mode": "single", "ranks": 1, "batch_size": batch_size, "steps_per_second": steps / wall,
-             "device": device}
-    write_outputs(render, setup, params_of(opt), result, out_path, ply_path, png_path,
-                  dict(seed=seed, ssim_weight=ssim_weight, densify=densify is not None,
-                       source_scene=os.path.abspath(scene_path), **attrs))
+    write_outputs(render, setup, params_of(opt), result, config, "single", 1)
     return result
 
 
@@ -335,11 +301,16 @@ def params_of(opt: VisibleAdam) -> dict:
     return {name: p.detach() for name, p in opt.params.items()}
 
 
-def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResult, out_path, ply_path, png_path,
-                  attrs: dict, metrics: dict | None = None) -> None:
-    """Write the trained scene file (with ``/metrics`` and root ``attrs``), the optional PLY and the PNG of
-    the first held-out view beside its ground truth."""
-    scene = setup.scene
+def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResult, config: TrainConfig, mode: str,
+                  ranks: int, attrs: dict | None = None, metrics: dict | None = None) -> None:
+    """Write the trained scene file (with ``/metrics``, and as root attributes the run's settings, ``mode``,
+    ``ranks`` and ``attrs``), the optional PLY and the PNG of the first held-out view beside its ground
+    truth."""
+    attrs = {"mode": mode, "ranks": ranks, "batch_size": config.batch_size,
+             "steps_per_second": result.steps / result.wall_time_s, "seed": config.seed,
+             "ssim_weight": config.ssim_weight, "densify": config.densify is not None,
+             "source_scene": os.path.abspath(config.scene), "device": config.device, **(attrs or {})}
+    scene, out_path, ply_path, png_path = setup.scene, config.out, config.ply, config.png_path
     arrays = {k: v.cpu().numpy().astype(np.float32) for k, v in params.items()}
     trained = Scene(**arrays, viewmats=scene.viewmats, Ks=scene.Ks, images=scene.images, width=scene.width,
                     height=scene.height, heldout=heldout_mask(scene),
@@ -363,64 +334,3 @@ def heldout_png(render, params: dict, setup: TrainingSetup):
             view, _ = _render_view(render, params, setup.scene, cam)
         save_comparison_png(path, view, setup.targets[cam])
     return write
-
-
-def main(args) -> TrainResult:
-    """Entry for ``pregel train`` (see ``pregel train --help`` for ``args``): the single-process trainer on
-    one rank, the distributed trainer (``odin_sched.odin.trainer``) on several ranks or when ``--mode`` is given."""
-    from pregel.comm import Comm
-
-    config = None
-    if args.densify:
-        try:
-            config = DensifyConfig(interval=args.densify_interval, start=args.densify_from,
-                                   stop=args.densify_until, grad_threshold=args.densify_grad_threshold)
-        except ValueError as err:
-            raise InputError(f"--densify options: {err}") from None
-    common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
-                  densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
-                  image_order=args.image_order, status=True)
-    comm = Comm()
-    single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
-    comm.agree(_device_problem(args))
-    common["checkpoint"] = train_checkpointer(comm, args, config)
-    if single:
-        for flag, value in (("--window", args.window), ("--cells", args.cells)):
-            if value is not None and value < 1:
-                raise InputError(f"{flag} must be at least 1, got {value}")
-        result = train(args.scene, args.steps, args.out, device=args.device, **common)
-    else:
-        from odin_sched.odin.trainer import OdinOptions, train_distributed
-
-        window = OdinOptions.window if args.window is None else args.window
-        options = OdinOptions(mode=args.mode or "odin", cells=args.cells, window=window, timeline=args.timeline,
-                              schedule_out=args.schedule_out, max_staleness=args.max_staleness,
-                              stale_impact=args.stale_impact)
-        result = train_distributed(comm, args.scene, args.steps, args.out, options, device=args.device,
-                                   **common)
-        if comm.rank != 0:
-            return result
-    print(f"wrote {args.out}: {result.steps} steps, {result.num_gaussians} Gaussians, "
-          f"held-out PSNR {result.final_psnr:.2f} dB, {result.wall_time_s:.1f} s")
-    if result.per_rank is not None and args.stats:
-        print(format_per_rank(result))
-    return result
-
-
-def _device_problem(args) -> InputError | None:
-    """Why ``pregel train --device cuda`` cannot run with these options (checkpoints), or None."""
-    if args.device == "cuda" and (args.checkpoint_dir is not None or args.resume is not None):
-        return InputError(NO_CUDA_CHECKPOINTS)
-    return None
-
-
-def format_per_rank(result: TrainResult) -> str:
-    """The per-rank time and traffic table of a distributed run, and its speed."""
-    from odin_sched.odin.trainer import RANK_FIELDS
-
-    header = "rank " + " ".join(f"{name:>15}" for name in RANK_FIELDS)
-    rows = [f"{r:>4} " + " ".join(f"{v:>15.3f}" if "seconds" in name else f"{int(v):>15,}"
-                                  for name, v in zip(RANK_FIELDS, row))
-            for r, row in enumerate(result.per_rank)]
-    return "\n".join([header, *rows, f"{result.steps / result.wall_time_s:.2f} steps/s, "
-                                      f"{result.visibility_violations} visibility violations"])

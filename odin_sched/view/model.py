@@ -44,7 +44,7 @@ def model_buffers(gaussians: dict) -> bytes:
 def camera_list(scene) -> list:
     """The cameras of a ``Scene`` as JSON-ready dicts: viewmat (16, row-major), fx, fy, cx, cy, width,
     height, heldout."""
-    from odin_sched.training.train import heldout_mask
+    from odin_sched.scenes.scene_io import heldout_mask
 
     held = heldout_mask(scene)
     return [{"viewmat": [float(v) for v in scene.viewmats[c].reshape(-1)],

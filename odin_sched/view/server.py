@@ -3,7 +3,7 @@
 A ``ThreadingHTTPServer`` (standard library) on 127.0.0.1 by default. Viewer routes: ``/`` (the page),
 ``/model.json`` and ``/model.bin`` (``odin_sched.view.model``); dashboard routes: ``/`` (the page),
 ``/status.json`` and ``/heldout.png`` (the newest status file of the watched folder,
-``odin_sched.view.status``). The pages' scripts are files of ``static/`` in the installed package.
+``odin_sched.training.status``). The pages' scripts are files of ``static/`` in the installed package.
 """
 import errno
 import os
@@ -34,7 +34,7 @@ def viewer_routes(model_bin: bytes, model_json: bytes) -> dict:
 
 def dashboard_routes(folder) -> dict:
     """path -> function returning the bytes served (None: 404) for the dashboard of runs writing into ``folder``."""
-    from odin_sched.view.status import latest_status
+    from odin_sched.training.status import latest_status
 
     def newest(png: bool):
         path = latest_status(folder)

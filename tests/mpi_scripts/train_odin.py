@@ -10,6 +10,7 @@ import os
 import sys
 
 from odin_sched.odin.trainer import OdinOptions, train_distributed
+from odin_sched.training.config import TrainConfig
 from pregel.comm import Comm
 from tests_support import densify_config  # noqa: E402  (tests/mpi_scripts is on sys.path)
 
@@ -21,9 +22,10 @@ def main(folder, mode):
     for name, case in sorted(cases.items()):
         out = os.path.join(folder, f"{name}_{mode}_{comm.size}.h5")
         options = OdinOptions(mode=mode, cells=case["cells"], window=case["window"])
-        train_distributed(comm, case["scene"], case["steps"], out, options, seed=case["seed"], ssim_weight=0.2,
-                          densify=densify_config(case), eval_every=case["steps"], batch_size=case["batch_size"],
-                          progress=False)
+        config = TrainConfig(case["scene"], case["steps"], out, seed=case["seed"], ssim_weight=0.2,
+                             densify=densify_config(case), eval_every=case["steps"], batch_size=case["batch_size"],
+                             progress=False)
+        train_distributed(comm, config, options)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ from vertex_programs.gnn.base import GNNLayer
 from vertex_programs.gnn.gat import GATLayer
 from vertex_programs.gnn.gcn import GCNLayer
 from vertex_programs.gnn.gin import GINLayer
-from vertex_programs.gnn.model import ACTIVATIONS, GNNModel
-from vertex_programs.gnn.model_io import FORMAT, VERSION, layer_from_pyg, load_model, save_model
+from vertex_programs.gnn.model import ACTIVATIONS, GNNModel, layer_from_pyg
+from vertex_programs.gnn.model_io import FORMAT, VERSION, load_model, save_model
 from vertex_programs.gnn.sage import SAGELayer
 
 __all__ = ["ACTIVATIONS", "FORMAT", "GATLayer", "GCNLayer", "GINLayer", "GNNLayer", "GNNModel",

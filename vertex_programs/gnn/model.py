@@ -7,6 +7,10 @@ import torch.nn.functional as F
 from pregel.arrays import as_numpy
 from pregel.program import VertexProgram
 from vertex_programs.gnn.base import GNNLayer, as_tensor
+from vertex_programs.gnn.gat import GATLayer
+from vertex_programs.gnn.gcn import GCNLayer
+from vertex_programs.gnn.gin import GINLayer
+from vertex_programs.gnn.sage import SAGELayer
 
 ACTIVATIONS = {
     "relu": F.relu,
@@ -20,6 +24,17 @@ ACTIVATIONS = {
 #: the same, overwriting their argument (for the rows a layer has just made)
 IN_PLACE = {"relu": torch.relu_, "elu": lambda x: F.elu_(x), "leaky_relu": lambda x: F.leaky_relu_(x),
             "gelu": F.gelu, "tanh": torch.tanh_, "sigmoid": torch.sigmoid_, "none": lambda x: x}
+
+PYG_CLASSES = {"GCNConv": GCNLayer, "SAGEConv": SAGELayer, "GINConv": GINLayer, "GATConv": GATLayer}
+
+
+def layer_from_pyg(module) -> GNNLayer:
+    """Our layer for a PyG conv module (GCNConv, SAGEConv, GINConv, GATConv), same weights."""
+    for cls in type(module).__mro__:
+        if cls.__name__ in PYG_CLASSES and cls.__module__.startswith("torch_geometric"):
+            return PYG_CLASSES[cls.__name__].from_pyg(module)
+    raise ValueError(f"unsupported layer {type(module).__name__}: expected one of "
+                     f"{sorted(PYG_CLASSES)} (PyG) or a vertex_programs.gnn layer")
 
 
 class GNNModel(VertexProgram):
@@ -40,8 +55,6 @@ class GNNModel(VertexProgram):
     """
 
     def __init__(self, layers, activation: str = "relu", keep_hidden: bool = False):
-        from vertex_programs.gnn.model_io import layer_from_pyg
-
         self.layers = [layer if isinstance(layer, GNNLayer) else layer_from_pyg(layer) for layer in layers]
         if not self.layers:
             raise ValueError("a GNN model needs at least one layer")

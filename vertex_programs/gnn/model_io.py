@@ -29,16 +29,6 @@ from vertex_programs.gnn.sage import SAGELayer
 FORMAT = "pregel-gnn-model"
 VERSION = 1
 LAYER_KINDS = {cls.kind: cls for cls in (GCNLayer, SAGELayer, GINLayer, GATLayer)}
-PYG_CLASSES = {"GCNConv": GCNLayer, "SAGEConv": SAGELayer, "GINConv": GINLayer, "GATConv": GATLayer}
-
-
-def layer_from_pyg(module) -> GNNLayer:
-    """Our layer for a PyG conv module (GCNConv, SAGEConv, GINConv, GATConv), same weights."""
-    for cls in type(module).__mro__:
-        if cls.__name__ in PYG_CLASSES and cls.__module__.startswith("torch_geometric"):
-            return PYG_CLASSES[cls.__name__].from_pyg(module)
-    raise ValueError(f"unsupported layer {type(module).__name__}: expected one of "
-                     f"{sorted(PYG_CLASSES)} (PyG) or a vertex_programs.gnn layer")
 
 
 def save_model(path, layers, activation: str = "relu") -> None:

@@ -1,4 +1,4 @@
-// pregel view --watch / pregel train --dashboard: polls status.json (odin_sched/view/status.py) and draws
+// pregel view --watch / pregel train --dashboard: polls status.json (odin_sched/training/status.py) and draws
 // it. Every number shown keeps its exact value in data-value (the JSON number as JavaScript prints it).
 "use strict";
 

@@ -1,0 +1,26 @@
+"""What a ``pregel simulate`` run does (its flags set the fields of the same names; the defaults are
+these). Kept free of heavy imports so that the command line reads its defaults from here."""
+import os
+from dataclasses import dataclass
+
+
+@dataclass
+class SimulateConfig:
+    """A scaling study: every mode of ``odin_sched.odin.modes`` simulated at each GPU count."""
+
+    out: str | os.PathLike                  # result file (.h5)
+    gpus: tuple = (8, 16, 32, 64)           # GPU counts
+    layout: str = "city"                    # the generated scene's layout (metadata only), unless ``scene``
+    scene: str | os.PathLike | None = None  # simulate a scene file's training instead (its initial Gaussians)
+    gaussians: int = 1_000_000              # of the generated scene
+    cameras: int = 2000
+    width: int = 256
+    height: int = 192
+    steps: int = 40                         # batches to simulate
+    batch_size: int | None = None           # images per batch (default: the GPU count)
+    profile: str = "h200-ib"                # cost profile: 'h200-ib' or 'cpu-here'
+    window: tuple = (10,)                   # batches per planning window; with several, each mode at its fastest
+    cells_per_gpu: int = 16                 # cells per GPU (as the trainer's default)
+    max_staleness: int = 1                  # odin-fast's staleness bound K
+    shared_cores: int = 0                   # all virtual GPUs share N processors (0: each has its own)
+    seed: int = 0

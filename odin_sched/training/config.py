@@ -1,0 +1,37 @@
+"""The settings of a training run, shared by both trainers; ``pregel train``'s flags set the fields of
+the same name (``--batch-size`` sets ``batch_size``) and its defaults are these. Kept free of heavy
+imports so that the command line reads its defaults from here."""
+import os
+from dataclasses import dataclass
+
+
+@dataclass
+class TrainConfig:
+    """What a training run reads, does and writes."""
+
+    scene: str | os.PathLike                # input scene file (with /init unless ``init_ply``)
+    steps: int                              # training steps, one batch of ``batch_size`` images each
+    out: str | os.PathLike | None = None    # the trained scene file (both trainers need it)
+    ply: str | os.PathLike | None = None    # also write the trained Gaussians as a 3DGS PLY
+    png: str | os.PathLike | None = None    # first held-out view beside its ground truth (default: out, .png)
+    batch_size: int = 1                     # images per step (see ``odin_sched.training.step``)
+    seed: int = 0                           # camera order and densification sampling
+    ssim_weight: float = 0.2                # loss (1 - w) L1 + w (1 - SSIM)
+    eval_every: int = 100                   # held-out PSNR every N steps (and after the last)
+    densify: "DensifyConfig | None" = None  # odin_sched.training.densify.DensifyConfig; None: no densification
+    init_ply: str | os.PathLike | None = None  # start from a 3DGS PLY's Gaussians instead of /init
+    image_order: str | None = None          # 'shuffled' or 'spread' (default: shuffled for B = 1, else spread)
+    device: str = "cpu"                     # 'cpu', or 'cuda': each rank trains on its GPU
+    progress: bool = True                   # a progress bar (rank 0)
+    status: bool = False                    # write the dashboard's status file beside ``out`` (odin_sched.view)
+
+    @property
+    def png_path(self):
+        """The comparison PNG: ``png``, else ``out`` with .png (None without ``out``)."""
+        if self.png is not None or self.out is None:
+            return self.png
+        return os.path.splitext(os.fspath(self.out))[0] + ".png"
+
+    def outputs(self) -> tuple:
+        """The files a training run writes, as (field, path) pairs (None: not written)."""
+        return (("out", self.out), ("ply", self.ply), ("png", self.png_path))

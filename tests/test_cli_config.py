@@ -1,0 +1,63 @@
+"""The command line maps its flags onto the library's config dataclasses: every field has the flag of
+the same name (``batch_size`` <-> ``--batch-size``) with the same default, and a library error that
+names a field reaches a command-line user as the flag."""
+import dataclasses
+
+import pytest
+
+from odin_sched.odin.trainer import OdinOptions
+from odin_sched.sim.config import SimulateConfig
+from odin_sched.training.config import TrainConfig
+from pregel.cli import as_flags, build_parser, main
+from pregel.errors import InputError
+
+
+def _subcommand(name):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return {a.dest: a for a in sub.choices[name]._actions}
+
+
+@pytest.mark.parametrize("cls,command,no_flag", [
+    (TrainConfig, "train", {"densify", "progress"}),  # densify: from the --densify-* flags
+    (OdinOptions, "train", set()),
+    (SimulateConfig, "simulate", set()),
+])
+def test_every_field_has_its_flag(cls, command, no_flag):
+    actions = _subcommand(command)
+    for field in dataclasses.fields(cls):
+        if field.name in no_flag:
+            continue
+        assert field.name in actions, f"{cls.__name__}.{field.name} has no flag in pregel {command}"
+        flag = "--" + field.name.replace("_", "-")
+        assert flag in actions[field.name].option_strings
+
+
+@pytest.mark.parametrize("cls,command,fields", [
+    (TrainConfig, "train", ("batch_size", "seed", "ssim_weight", "eval_every", "ply", "png", "init_ply")),
+    (SimulateConfig, "simulate", ("layout", "gaussians", "cameras", "width", "height", "steps", "profile",
+                                  "cells_per_gpu", "max_staleness", "shared_cores", "seed")),
+])
+def test_flag_defaults_are_the_fields_defaults(cls, command, fields):
+    actions = _subcommand(command)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for name in fields:
+        assert actions[name].default == defaults[name], name
+
+
+def test_library_errors_name_the_field_and_the_command_line_the_flag(tmp_path, capsys):
+    from odin_sched.sim.simulate import run
+
+    with pytest.raises(InputError, match=r"^SimulateConfig\.cells_per_gpu must be at least 1, got 0$"):
+        run(SimulateConfig(tmp_path / "x.h5", gpus=(2,), cells_per_gpu=0))
+    assert main(["simulate", "--gpus", "2", "--cells-per-gpu", "0", "--out", str(tmp_path / "x.h5")]) == 2
+    assert capsys.readouterr().err.strip() == "pregel simulate: error: --cells-per-gpu must be at least 1, got 0"
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_as_flags():
+    assert as_flags("TrainConfig.batch_size 9 is more than the 8 training cameras") == \
+        "--batch-size 9 is more than the 8 training cameras"
+    assert as_flags("OdinOptions.max_staleness must be at least 0; see TrainConfig.steps") == \
+        "--max-staleness must be at least 0; see --steps"
+    assert as_flags("scene.h5: /init: no TrainConfigs.x here") == "scene.h5: /init: no TrainConfigs.x here"
