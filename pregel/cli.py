@@ -678,6 +678,7 @@ FILES = {
     "render": lambda a: dict(output_folders=[("--out", a.out)], inputs=[a.scene, a.ply]),
     "simulate": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.scene]),
     "plot": lambda a: dict(outputs=[("--out", a.out)], inputs=a.files),
+    "view": lambda a: {},  # reads MODEL, --scene and --watch; writes nothing
 }
 
 

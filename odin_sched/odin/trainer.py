@@ -689,7 +689,8 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
     (``render_device``) and its payloads cross ranks through the host (``HostStaging``). Returns the
     TrainResult (the same on every rank). Bad settings or input raise the same InputError on every rank.
     """
-    setup, render = set_up(config, checkpoint, comm, (options.timeline, options.schedule_out),
+    extra_outputs = (("timeline", options.timeline), ("schedule_out", options.schedule_out))
+    setup, render = set_up(config, checkpoint, comm, extra_outputs,
                            check=lambda setup: check_options(options, comm.size, setup.initial["means"].shape[0]))
     if config.batch_size < comm.size and comm.rank == 0:
         print(f"note: batch size {config.batch_size} < {comm.size} ranks: at most {config.batch_size} ranks can "
