@@ -64,7 +64,7 @@ def parallelism_table(scene_path, ranks, args):
     """Work / critical path of the first window's dependency graph for B = 1, P and 4P, planned by the
     trainer's own ``plan_window`` (on this one process, for P ranks)."""
     from odin_sched.odin.depgraph import parallelism
-    from odin_sched.odin.trainer import PIXEL_COST, plan_window
+    from odin_sched.odin.trainer import PIXEL_COST, PlanConfig, plan_window
     from odin_sched.training.train import TrainConfig, prepare
     from odin_sched.scenes.visibility import window_margin
     from pregel.comm import Comm
@@ -77,9 +77,8 @@ def parallelism_table(scene_path, ranks, args):
             lrs = setup.settings.lrs(setup.extent, 1, args.steps)
             margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, args.window)
             cells = args.cells_per_rank * p
-            window, _ = plan_window(comm, initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
-                                    scene.Ks, scene.width, scene.height, setup.batches, 0, args.window, margin,
-                                    cells, p)
+            window, _ = plan_window(comm, initial["means"].numpy(), initial["scales"].numpy(), scene,
+                                    setup.batches, 0, args.window, margin, PlanConfig(cells, p))
             steps = window.steps
             cost = np.zeros(steps.num_vertices)  # the planner's predicted image cost; cell updates cost 0
             counts = np.diff(window.member_indptr)

@@ -22,7 +22,7 @@ from pregel.outputs import check_outputs  # noqa: E402
 
 EXIT_BAD_INPUT = 2
 #: the config classes whose fields the flags set: the library's "TrainConfig.batch_size" is "--batch-size"
-CONFIG_CLASSES = ("TrainConfig", "OdinOptions", "SimulateConfig")
+CONFIG_CLASSES = ("TrainConfig", "OdinOptions", "SimulateConfig", "PageRank", "ShortestPaths", "BreadthFirst")
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
 ABORT_GRACE_SECONDS = 1.0
 
@@ -133,10 +133,13 @@ def _add_run(sub) -> None:
     p.add_argument("--partition", choices=PARTITIONERS, default="range",
                    help="vertex partitioner (default %(default)s: id ranges balanced by edges)")
     p.add_argument("--max-supersteps", type=int, default=None, help="stop after N supersteps")
-    p.add_argument("--source", type=int, default=0, help="source vertex for sssp and bfs")
-    p.add_argument("--alpha", type=float, default=0.85, help="PageRank damping")
-    p.add_argument("--tol", type=float, default=1e-6, help="PageRank: stop when L1 change < N * tol")
-    p.add_argument("--max-iter", type=int, default=100, help="PageRank iteration cap")
+    declared = set()
+    for name in ALGORITHMS:  # each algorithm's own options (its class's ``options``)
+        for option in _algorithm(name).options:
+            if option.name not in declared:
+                declared.add(option.name)
+                p.add_argument("--" + option.name.replace("_", "-"), type=option.type, default=option.default,
+                               help=option.help)
     p.add_argument("--stats", action="store_true", help="print per-superstep statistics")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
@@ -174,13 +177,8 @@ def _checkpointer(comm, args, program: dict):
 
 
 def _check_run_limits(args) -> None:
-    import math
-
     _require(args.max_supersteps is None or args.max_supersteps >= 1,
              f"--max-supersteps must be at least 1, got {args.max_supersteps}")
-    _require(args.max_iter >= 1, f"--max-iter must be at least 1, got {args.max_iter}")
-    _require(math.isfinite(args.tol) and args.tol > 0, f"--tol must be a positive number, got {args.tol}")
-    _require(0.0 <= args.alpha <= 1.0, f"--alpha must lie in [0, 1], got {args.alpha}")
     _check_checkpoint_every(args)
 
 
@@ -192,10 +190,9 @@ def _check_checkpoint_every(args) -> None:
 def _program_identity(args) -> dict:
     """The program and the options that change its result (recorded in checkpoints; a resumed job
     may change --max-supersteps, a limit rather than an option of the program)."""
-    options = {"pagerank": {"alpha": args.alpha, "tol": args.tol, "max_iter": args.max_iter},
-               "sssp": {"source": args.source}, "bfs": {"source": args.source}, "wcc": {}}
-    if args.algorithm in options:
-        identity = {"algorithm": args.algorithm, **options[args.algorithm]}
+    if args.algorithm in ALGORITHMS:
+        options = _algorithm(args.algorithm).options
+        identity = {"algorithm": args.algorithm, **{option.name: getattr(args, option.name) for option in options}}
     else:
         from pregel.checkpoint import file_sha256
 
@@ -204,23 +201,21 @@ def _program_identity(args) -> dict:
     return identity
 
 
-def _program(args):
+def _algorithm(name: str):
+    """The VertexProgram class of algorithm ``name`` (one of ALGORITHMS)."""
     import vertex_programs as vp
 
+    return {"pagerank": vp.PageRank, "sssp": vp.ShortestPaths, "wcc": vp.WeakComponents,
+            "bfs": vp.BreadthFirst}[name]
+
+
+def _program(args):
     if args.algorithm not in ALGORITHMS:
         return _user_program(args.algorithm)
-    if args.algorithm == "pagerank":
-        return vp.PageRank(alpha=args.alpha, tol=args.tol, max_iter=args.max_iter)
-    if args.algorithm == "sssp":
-        return vp.ShortestPaths(args.source)
-    if args.algorithm == "bfs":
-        return vp.BreadthFirst(args.source)
-    return vp.WeakComponents()
+    return _algorithm(args.algorithm).from_options(vars(args))
 
 
 def _run_run(args) -> None:
-    import numpy as np
-
     from pregel.job import run_job
     from pregel.stats import format_table
 
@@ -244,12 +239,10 @@ def _run_run(args) -> None:
           f"{comm.size} rank(s), {args.partition} partition")
     print(f"{result.supersteps} supersteps ({_STOPPED[result.stopped_by]}), load {report.load_seconds:.2f} s, "
           f"compute {result.compute_seconds:.2f} s -> {args.out}")
-    if args.algorithm == "pagerank":
-        values = report.values
-        top = np.argsort(-values, kind="stable")[:5]
-        print("top vertices: " + ", ".join(f"{v} ({values[v]:.6f})" for v in top))
-    if args.algorithm == "pagerank" and result.stopped_by == "max_supersteps":
-        print(f"warning: PageRank did not converge within --max-iter {args.max_iter}", file=sys.stderr)
+    for line in program.summary(report.values):
+        print(line)
+    for line in program.warnings(result.stopped_by):
+        print(f"warning: {as_flags(line)}", file=sys.stderr)
     if args.stats:
         print(format_table(report.stats_table))
 

@@ -22,6 +22,17 @@ from pregel.arrays import as_numpy
 COMBINERS = ("sum", "min", "max", "mean", "softmax", None)
 
 
+@dataclass(frozen=True)
+class Option:
+    """A constructor argument of a vertex program that ``pregel run`` sets from the flag of the same
+    name (``max_iter`` from ``--max-iter``): its type, default and a line of help."""
+
+    name: str
+    type: type
+    default: object
+    help: str
+
+
 class VertexProgram:
     """Base class of vertex programs. Override the hooks you need.
 
@@ -46,6 +57,22 @@ class VertexProgram:
     weighted: bool = False
     symmetric: bool = False
     max_supersteps: int | None = None
+    #: the constructor's arguments that ``pregel run`` sets from flags (``Option``s; none by default)
+    options: tuple = ()
+
+    @classmethod
+    def from_options(cls, values: dict) -> "VertexProgram":
+        """The program made from ``values`` (option name -> value) of its ``options``."""
+        return cls(**{option.name: values[option.name] for option in cls.options})
+
+    def summary(self, values) -> list[str]:
+        """Lines ``pregel run`` prints about a finished run (``values``: the output [N], on rank 0)."""
+        return []
+
+    def warnings(self, stopped_by: str) -> list[str]:
+        """Warnings ``pregel run`` prints about how the run stopped (``stopped_by``: 'halted',
+        'master' or 'max_supersteps')."""
+        return []
 
     def combiners(self) -> dict:
         """Every combiner a run of this program uses, keyed by what uses it (the GPU path refuses

@@ -61,3 +61,34 @@ def test_as_flags():
     assert as_flags("OdinOptions.max_staleness must be at least 0; see TrainConfig.steps") == \
         "--max-staleness must be at least 0; see --steps"
     assert as_flags("scene.h5: /init: no TrainConfigs.x here") == "scene.h5: /init: no TrainConfigs.x here"
+
+
+def test_each_algorithm_declares_its_options_and_run_has_their_flags():
+    import vertex_programs as vp
+
+    actions = _subcommand("run")
+    for cls in (vp.PageRank, vp.ShortestPaths, vp.BreadthFirst, vp.WeakComponents):
+        for option in cls.options:
+            assert actions[option.name].default == option.default, (cls.__name__, option.name)
+    assert [o.name for o in vp.PageRank.options] == ["alpha", "tol", "max_iter"]
+    assert vp.WeakComponents.options == ()
+
+
+def test_pagerank_checks_its_options_and_summarises_its_result():
+    import numpy as np
+
+    from vertex_programs import PageRank
+
+    with pytest.raises(InputError, match=r"^PageRank\.alpha must lie in \[0, 1\], got 1\.5$"):
+        PageRank(alpha=1.5)
+    with pytest.raises(InputError, match=r"^PageRank\.tol must be a positive number, got nan$"):
+        PageRank(tol=float("nan"))
+    with pytest.raises(InputError, match=r"^PageRank\.max_iter must be at least 1, got 0$"):
+        PageRank(max_iter=0)
+    program = PageRank.from_options({"alpha": 0.5, "tol": 1e-3, "max_iter": 7, "source": 3})
+    assert (program.alpha, program.tol, program.max_supersteps) == (0.5, 1e-3, 7)
+    values = np.array([0.1, 0.3, 0.05, 0.3, 0.15, 0.1])
+    assert program.summary(values) == ["top vertices: 1 (0.300000), 3 (0.300000), 4 (0.150000), "
+                                       "0 (0.100000), 5 (0.100000)"]
+    assert program.warnings("master") == []
+    assert as_flags(program.warnings("max_supersteps")[0]) == "PageRank did not converge within --max-iter 7"

@@ -295,7 +295,7 @@ def test_shared_cores_slow_ranks_that_outnumber_them():
 def _small_window():
     """A planned window (6 batches of 4 images, 12 cells, 2 ranks) of a small city, and its scene."""
     from odin_sched.training.image_order import spread_batches
-    from odin_sched.odin.trainer import plan_window
+    from odin_sched.odin.trainer import PlanConfig, plan_window
     from odin_sched.sim.simulate import _local_comm
     from odin_sched.training.step import BatchSettings
     from odin_sched.training.train import scene_extent, visible_cells_of_cameras
@@ -307,8 +307,8 @@ def _small_window():
     batches = spread_batches(scene.train_ids, 6, 4, 0, sees)
     lrs = settings.lrs(extent, 1, 6)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, 6)
-    win, _ = plan_window(_local_comm(), scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, batches, 0, 6,
-                         margin, 12, 2, 0, (0.0, 1.0, 0.0))
+    win, _ = plan_window(_local_comm(), scene.means, scene.scales, scene, batches, 0, 6, margin,
+                         PlanConfig(12, 2, 0, cost_weights=(0.0, 1.0, 0.0)))
     return win, scene
 
 

@@ -1,8 +1,11 @@
 """PageRank as a vertex program, converging like ``networkx.pagerank``."""
 
+import math
+
 import numpy as np
 
-from pregel.program import VertexProgram
+from pregel.errors import InputError
+from pregel.program import Option, VertexProgram
 
 
 class PageRank(VertexProgram):
@@ -15,16 +18,28 @@ class PageRank(VertexProgram):
     """
 
     combiner = "sum"
+    options = (Option("alpha", float, 0.85, "PageRank damping"),
+               Option("tol", float, 1e-6, "PageRank: stop when L1 change < N * tol"),
+               Option("max_iter", int, 100, "PageRank iteration cap"))
+    TOP = 5  # vertices named by ``summary``
 
     def __init__(self, alpha: float = 0.85, tol: float = 1e-6, max_iter: int = 100):
+        if not 0.0 <= alpha <= 1.0:  # NaN fails too
+            raise InputError(f"PageRank.alpha must lie in [0, 1], got {alpha}")
+        if not (math.isfinite(tol) and tol > 0):
+            raise InputError(f"PageRank.tol must be a positive number, got {tol}")
+        if max_iter < 1:
+            raise InputError(f"PageRank.max_iter must be at least 1, got {max_iter}")
         self.alpha, self.tol, self.max_supersteps = alpha, tol, max_iter
 
-    def check_input(self, ctx):
-        if not 0.0 <= self.alpha <= 1.0:
-            return f"--alpha must lie in [0, 1], got {self.alpha}"
-        if not (np.isfinite(self.tol) and self.tol > 0):
-            return f"--tol must be positive, got {self.tol}"
-        return None
+    def summary(self, values) -> list[str]:
+        top = np.argsort(-values, kind="stable")[:self.TOP]
+        return ["top vertices: " + ", ".join(f"{v} ({values[v]:.6f})" for v in top)]
+
+    def warnings(self, stopped_by: str) -> list[str]:
+        if stopped_by == "max_supersteps":
+            return [f"PageRank did not converge within PageRank.max_iter {self.max_supersteps}"]
+        return []
 
     def init(self, ctx):
         # fixed for the run: 1 / out-degree [n] (1 for dangling vertices, which send nothing

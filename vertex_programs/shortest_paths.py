@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pregel.program import VertexProgram
+from pregel.program import Option, VertexProgram
 
 
 class _FromSource(VertexProgram):
@@ -10,13 +10,14 @@ class _FromSource(VertexProgram):
     distance dropped is active and sends again; min-combined."""
 
     combiner = "min"
+    options = (Option("source", int, 0, "source vertex for sssp and bfs"),)
 
     def __init__(self, source: int):
         self.source = source
 
     def check_input(self, ctx):
         if not 0 <= self.source < ctx.num_vertices:
-            return f"--source {self.source} is not a vertex (the graph has {ctx.num_vertices})"
+            return f"{type(self).__name__}.source {self.source} is not a vertex (the graph has {ctx.num_vertices})"
         return None
 
     def init(self, ctx):

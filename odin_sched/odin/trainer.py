@@ -476,16 +476,32 @@ def without_initial_reads(graph: GraphData, steps: StepGraph) -> GraphData:
     return GraphData(indptr, indices, directed=True)
 
 
-def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int,
-                height: int, batches: np.ndarray, start: int, stop: int, margin, num_cells: int, num_ranks: int,
-                max_staleness: int = 0, cost_weights: tuple = (0.0, 1.0, PIXEL_COST),
-                stale_impact: float = STALE_IMPACT) -> tuple[Window, Schedule]:
+@dataclass
+class PlanConfig:
+    """How windows are planned: ``num_cells`` cells owned by ``num_ranks`` ranks; reads up to
+    ``max_staleness`` updates old (odin-fast) for at most ``stale_impact`` of an image's Gaussians; an
+    image's predicted cost ``cost_weights · (1, predicted visible Gaussians, pixels)``."""
+
+    num_cells: int
+    num_ranks: int
+    max_staleness: int = 0
+    stale_impact: float = STALE_IMPACT
+    cost_weights: tuple = (0.0, 1.0, PIXEL_COST)
+
+
+def plan_window(comm, means: np.ndarray, scales: np.ndarray, cameras, batches: np.ndarray, start: int, stop: int,
+                margin, config: PlanConfig) -> tuple[Window, Schedule]:
     """Plan batches [start, stop) of ``batches`` [S, B] (collective on ``comm``, the same on every rank):
     cells of the Gaussians (means, log-scales [G, 3]), ownership by ``num_ranks`` ranks, visibility of
     every camera (viewmats [C, 4, 4], Ks [C, 3, 3]) within ``margin``, the step graph (with
     ``relax_reads`` for max_staleness > 0) and its schedule; an image's predicted cost is
     ``cost_weights · (1, predicted visible Gaussians, pixels)``. The runtime plans each window with it and
-    the simulator (``odin_sched.sim.simulate``) plans for many virtual GPUs with it on one process."""
+    the simulator (``odin_sched.sim.simulate``) plans for many virtual GPUs with it on one process.
+    cameras: a Scene or a SimScene (its viewmats, Ks, width and height); config: see ``PlanConfig``."""
+    num_cells, num_ranks, max_staleness, stale_impact = (config.num_cells, config.num_ranks, config.max_staleness,
+                                                         config.stale_impact)
+    viewmats, Ks, width, height, cost_weights = cameras.viewmats, cameras.Ks, cameras.width, cameras.height, \
+        config.cost_weights
     cells = min(num_cells, len(means))
     cell_of = kd_cells(means, cells)
     bounds = cell_bounds(means, scales, cell_of, cells)
@@ -531,12 +547,10 @@ class WindowPlanner:
         setup = self.setup
         lrs = setup.settings.lrs(setup.extent, start + 1, self.steps)  # the largest in the window (decaying)
         margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, stop - start, self.safety)
-        scene = setup.scene
+        config = PlanConfig(self.num_cells, self.comm.size, self.options.staleness, self.options.stale_impact)
         window, schedule = plan_window(self.comm, params["means"].detach().cpu().numpy(),
-                                       params["scales"].detach().cpu().numpy(), scene.viewmats, scene.Ks,
-                                       scene.width, scene.height, setup.batches, start, stop, margin,
-                                       self.num_cells, self.comm.size, self.options.staleness,
-                                       stale_impact=self.options.stale_impact)
+                                       params["scales"].detach().cpu().numpy(), setup.scene, setup.batches, start,
+                                       stop, margin, config)
         self.stale_reads += int(np.count_nonzero(window.staleness))
         self.max_staleness_seen = max(self.max_staleness_seen, int(window.staleness.max(initial=0)))
         self.dependency_edges += window.steps.graph.num_edges

@@ -28,7 +28,7 @@ from odin_sched.sim.costmodel import CameraViews, CostProfile, camera_views
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.modes import MODES
-from odin_sched.odin.trainer import OdinOptions, StepMessages, plan_window
+from odin_sched.odin.trainer import OdinOptions, PlanConfig, StepMessages, plan_window
 from odin_sched.training.step import PARAM_COLUMNS, BatchSettings
 from odin_sched.sim.config import SimulateConfig
 from odin_sched.training.train import TrainConfig, prepare, scene_extent, visible_cells_of_cameras
@@ -162,8 +162,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         lrs = settings.lrs(extent, start + 1, steps)
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
         t0 = time.perf_counter()
-        win, _ = plan_window(comm, scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
-                             batches, start, stop, margin, cells_per_gpu * gpus, gpus, staleness, weights)
+        win, _ = plan_window(comm, scene.means, scene.scales, scene, batches, start, stop, margin,
+                             PlanConfig(cells_per_gpu * gpus, gpus, staleness, cost_weights=weights))
         planned = time.perf_counter() - t0
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
