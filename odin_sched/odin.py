@@ -235,8 +235,8 @@ class TrainingSteps(StepMessages):
         steps, window, trainer = self.steps, self.window, self.trainer
         versions = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]] - steps.num_images
         cells = steps.version_cell[versions]
-        rows = np.concatenate([window.cell_rows(c) for c in cells])
-        blocks = []
+        rows = np.concatenate([np.empty(0, np.int64), *(window.cell_rows(c) for c in cells)])  # none: sees nothing
+        blocks = [torch.zeros(0, PARAM_COLUMNS, device=trainer.device)]
         for version, cell in zip(versions, cells):
             payload = inputs.get(version + steps.num_images)  # none from an initial version
             if payload is not None and payload.size:
