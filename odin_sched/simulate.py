@@ -542,6 +542,31 @@ def _integers(option: str, text) -> list[int]:
         raise InputError(f"{option} must be a comma-separated list of integers, got {text!r}") from None
 
 
+#: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
+MAX_TABLE_BYTES = 2 ** 31
+
+
+def check_sizes(gaussians: int, cameras: int, train_cameras: int, gpus: list, batch_size: int | None,
+                cells_per_gpu: int) -> None:
+    """``InputError`` unless every GPU count of ``gpus`` makes a meaningful run that fits in memory: its
+    batch (``batch_size``, default the GPU count) no more than the training cameras, each of its
+    ``cells_per_gpu`` x GPUs cells able to hold a Gaussian, and a cameras x cells table within
+    ``MAX_TABLE_BYTES``."""
+    for p in gpus:
+        cells = cells_per_gpu * p
+        if cells > gaussians:
+            raise InputError(f"--gpus {p} x --cells-per-gpu {cells_per_gpu} = {cells:,} cells is more than the "
+                             f"{gaussians:,} Gaussians: a cell would hold none (fewer GPUs or cells per GPU)")
+        if cameras * cells > MAX_TABLE_BYTES:
+            raise InputError(f"--gpus {p}: {cameras:,} cameras x {cells:,} cells is more than the "
+                             f"{MAX_TABLE_BYTES:,} bytes a window's visibility table may take (fewer cameras, "
+                             "GPUs or cells per GPU)")
+        batch = batch_size or p
+        default = "" if batch_size else f" (the default: the GPU count of --gpus {p})"
+        if batch > train_cameras:
+            raise InputError(f"--batch-size {batch}{default} is more than the {train_cameras} training cameras")
+
+
 def main(args) -> dict:
     """Entry for ``pregel simulate`` (see ``pregel simulate --help``): prints the table, writes ``--out``."""
     from odin_sched.costmodel import load_profile
@@ -549,7 +574,7 @@ def main(args) -> dict:
 
     gpus, windows = (_integers(name, value) for name, value in (("--gpus", args.gpus), ("--window", args.window)))
     for name, value in (("--gpus", min(gpus)), ("--steps", args.steps), ("--window", min(windows)),
-                        ("--cells-per-gpu", args.cells_per_gpu)):
+                        ("--cells-per-gpu", args.cells_per_gpu), ("--width", args.width), ("--height", args.height)):
         if value < 1:
             raise InputError(f"{name} must be at least 1, got {value}")
     if args.batch_size is not None and args.batch_size < 1:
@@ -567,8 +592,14 @@ def main(args) -> dict:
         from odin_sched.train import prepare
 
         setup = prepare(args.scene, args.steps, args.batch_size or 1, args.seed, 0.2, args.steps, {})
+        check_sizes(len(setup.initial["means"]), setup.scene.num_cameras, len(setup.train_ids), gpus,
+                    args.batch_size, args.cells_per_gpu)
         scene = scene_of_setup(setup)
     else:
+        from odin_sched.scene_gen import HOLDOUT_EVERY
+
+        train_cameras = args.cameras - -(-args.cameras // HOLDOUT_EVERY)  # as metadata_scene holds out
+        check_sizes(args.gaussians, args.cameras, train_cameras, gpus, args.batch_size, args.cells_per_gpu)
         scene = metadata_scene(args.layout, args.gaussians, args.cameras, args.width, args.height, args.seed)
     results = scaling(scene, profile, gpus, args.steps, args.batch_size, windows=windows,
                       cells_per_gpu=args.cells_per_gpu, max_staleness=args.max_staleness, seed=args.seed)

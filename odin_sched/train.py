@@ -33,8 +33,7 @@ import numpy as np
 import torch
 
 from odin_sched.densify import DensifyConfig, GradAccumulator, densify_optimizer
-from odin_sched.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order, shuffled_batches,
-                                     spread_batches)
+from odin_sched.image_order import IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, BatchOrder, resolved_order
 from odin_sched.metrics import psnr
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.ply import read_gaussians_ply, write_ply
@@ -43,10 +42,15 @@ from odin_sched.scene_gen import HOLDOUT_EVERY
 from odin_sched.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.train_checkpoint import TrainState, train_checkpointer
 from pregel.errors import InputError
+from pregel.memory import require_memory
 from pregel.outputs import check_outputs
 from pregel.progress import Progress
 
 INIT_OPACITY = 0.1
+#: step counts are int64 in checkpoints and results
+MAX_STEPS = 2 ** 63 - 1
+#: seeds are 64-bit for torch; seed + 1 seeds densification
+MAX_SEED = 2 ** 63 - 2
 KNN_CHUNK = 2048
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
 
@@ -176,7 +180,7 @@ class TrainingSetup:
     train_ids: np.ndarray  # [C_train] cameras trained on
     test_ids: np.ndarray   # [C_test] held-out cameras
     extent: float
-    batches: np.ndarray    # [steps, B] camera of each image of each batch
+    batches: BatchOrder    # [steps, B] camera of each image of each batch, made as read
     settings: BatchSettings
     initial: dict          # name -> float32 tensor [G, ...], the initial Gaussians
 
@@ -191,6 +195,11 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     B = 1, spread otherwise)."""
     if steps < 1:
         raise InputError(f"--steps must be at least 1, got {steps}")
+    if steps > MAX_STEPS:
+        raise InputError(f"--steps {steps} does not fit the checkpoint and result formats (at most {MAX_STEPS})")
+    require_memory(8 * steps, f"--steps {steps}: the loss of every step (/metrics/loss)")
+    if not 0 <= seed <= MAX_SEED:
+        raise InputError(f"--seed must be in [0, {MAX_SEED}], got {seed}")
     if batch_size < 1:
         raise InputError(f"--batch-size must be at least 1, got {batch_size}")
     if not 0.0 <= ssim_weight <= 1.0:
@@ -221,9 +230,9 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     if image_order == "spread":
         sees = visible_cells_of_cameras(initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
                                         scene.Ks, scene.width, scene.height, settings, extent, steps)
-        batches = spread_batches(train_ids, steps, batch_size, seed, sees)
+        batches = BatchOrder(train_ids, steps, batch_size, seed, sees)
     else:
-        batches = shuffled_batches(train_ids, steps, batch_size, seed)
+        batches = BatchOrder(train_ids, steps, batch_size, seed)
     return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
                          extent, batches, settings, initial)
 
