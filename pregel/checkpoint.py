@@ -140,6 +140,9 @@ class CheckpointFolder:
 
     def _latest(self, directory: Path):
         """(step folder, manifest) of the newest complete checkpoint, checked against the job."""
+        if directory.exists() and not directory.is_dir():
+            raise InputError.at(directory, None, "is a file: give the checkpoint folder (the --checkpoint-dir "
+                                                 "of the job), not a file in it")
         if not directory.is_dir():
             raise InputError.at(directory, None, "no such checkpoint folder")
         steps = _steps(directory)
@@ -154,10 +157,16 @@ class CheckpointFolder:
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or \
                 manifest.get("version") != VERSION:
             raise InputError.at(step_dir / MANIFEST, None, f"not a {FORMAT} version {VERSION} manifest")
+        missing = [key for key in self.identity if key not in manifest]
+        if missing:
+            problem = (f"checkpoint was written by another kind of job: it records no {', '.join(missing)} "
+                       f"(it has {', '.join(sorted(k for k in manifest if k not in ('format', 'version', 'parts')))})")
+            raise InputError.at(step_dir / MANIFEST, None, problem)
         for key, want in self.identity.items():
-            have = manifest.get(key)
-            if have != want:
-                problem = f"checkpoint does not match this job: {key} {_short(have)} != {_short(want)}"
+            difference = _difference(key, manifest[key], want)
+            if difference is not None:
+                name, have, wanted = difference
+                problem = f"checkpoint does not match this job: {name} was {_short(have)}, now {_short(wanted)}"
                 raise InputError.at(step_dir / MANIFEST, None, problem)
         if self.directory is None:  # keep checkpointing where the job left off
             self.directory, self.every = directory, int(manifest.get("every", 1))
@@ -297,6 +306,19 @@ def _read_part(step_dir: Path, part: dict) -> bytes:
         raise InputError.at(path, None, "checkpoint part is corrupted (its size or SHA-256 does not "
                                         "match the manifest)")
     return data
+
+
+def _difference(name: str, have, want):
+    """(dotted name, checkpoint's value, job's value) of the first field where ``have`` and ``want``
+    differ (looking inside dicts, so a changed option is named, not two whole dicts), or None."""
+    if have == want:
+        return None
+    if isinstance(have, dict) and isinstance(want, dict):
+        for key in sorted(set(have) | set(want)):
+            inner = _difference(f"{name}.{key}", have.get(key), want.get(key))
+            if inner is not None:
+                return inner
+    return name, have, want
 
 
 def _short(value) -> str:

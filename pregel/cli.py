@@ -17,6 +17,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 from pregel.errors import InputError  # noqa: E402
+from pregel.interrupt import EXIT_INTERRUPTED, exit_on_interrupt  # noqa: E402
 from pregel.memory import keep_freed_memory  # noqa: E402
 from pregel.outputs import check_outputs  # noqa: E402
 
@@ -258,8 +259,9 @@ def _user_program(spec: str):
         raise InputError(f"unknown algorithm {spec!r}: use one of {', '.join(ALGORITHMS)} or FILE.py:CLASS")
     if not os.path.isfile(path):
         raise InputError.at(path, None, "no such file")
-    module_spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module_spec = importlib.util.spec_from_file_location(f"pregel_user_{os.path.basename(path)[:-3]}", path)
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # so that tracebacks and messages can find its file
     try:
         module_spec.loader.exec_module(module)
     except Exception as err:  # the user's file: a syntax error, a failed import, ...
@@ -737,6 +739,7 @@ def main(argv=None) -> int:
     MPI is printed with its rank and aborts the whole job, so no rank waits forever.
     """
     args = build_parser().parse_args(argv)
+    exit_on_interrupt(args.command)
     keep_freed_memory()
     try:
         try:
@@ -753,8 +756,12 @@ def main(argv=None) -> int:
             return EXIT_BAD_INPUT
         print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err))}", file=sys.stderr, flush=True)
         _abort(EXIT_BAD_INPUT)
-    except BaseException:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
+    except KeyboardInterrupt:  # Ctrl-C on one process (under mpiexec: pregel.interrupt)
+        print(f"pregel {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BaseException as err:  # sys.exit in a hook must not leave other ranks waiting
         rank, size = _mpi_world()
+        _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
         if size == 1:
             raise
         import traceback
@@ -765,6 +772,18 @@ def main(argv=None) -> int:
         sys.stderr.flush()
         _abort(1)
     return 0
+
+
+def _name_user_code(args, error: BaseException, where: str) -> None:
+    """Before the traceback of an error raised in the user's vertex program (``run FILE.py:CLASS``), one
+    line naming the file, the hook and the rank."""
+    from pregel.hooks import user_frame
+
+    path = getattr(args, "algorithm", "").rpartition(":")[0]
+    frame = user_frame(error, path) if path.endswith(".py") and os.path.isfile(path) else None
+    if frame is not None:
+        print(f"pregel {args.command}{where}: your program {path} failed in {frame[0]}() at line {frame[1]}: "
+              f"{type(error).__name__}: {_first_line(error)}", file=sys.stderr, flush=True)
 
 
 def _abort(code: int) -> None:

@@ -128,7 +128,7 @@ class DevicePath:
         if isinstance(sent, tuple):
             sent, senders = sent
             senders = xp.astype(xp.asarray(senders), xp.bool, copy=False)
-        values = None if sent is None else check_message_rows(wire(sent, self.xp), self.graph.num_local)
+        values = None if sent is None else check_message_rows(program, wire(sent, self.xp), self.graph.num_local)
         if program.per_edge:
             dst = program.destination_values(ctx, state)
             self.dst_values = None if dst is None else wire(dst, self.xp)

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 from pregel.arrays import as_numpy
 from pregel.errors import InputError
+from pregel.hooks import check_active, check_combiners, check_rows
 from pregel.progress import Progress
-from pregel.program import REDUCERS, Context, VertexProgram
+from pregel.program import COMBINERS, REDUCERS, Context, VertexProgram
 from pregel.stats import FIELDS, SuperstepStats
 from pregel.superstep import HostPath
 
@@ -48,13 +49,18 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
     comm = graph.comm
     limit = max_supersteps if max_supersteps is not None else program.max_supersteps
     ctx = Context(graph) if device is None else device.context(graph)
-    problem = program.check_input(ctx)
-    comm.agree(None if problem is None else InputError(problem))
+    try:
+        check_combiners(program, COMBINERS)
+        problem = program.check_input(ctx)
+        problem = None if problem is None else InputError(problem)
+    except InputError as err:
+        problem = err
+    comm.agree(problem)
     started = time.perf_counter()
     saved = checkpoint.load(graph) if checkpoint is not None else None
     ctx.superstep = 0 if saved is None else saved.superstep
-    state, active = _split_active(program.init(ctx), graph.num_local, ctx.xp)
-    ctx.aggregated, _ = _reduce_aggregates(comm, ctx, int(active.sum()))
+    state, active, problem = _split_active(program.init(ctx), graph.num_local, ctx.xp, program, "init")
+    ctx.aggregated, _ = _reduce_aggregates(comm, ctx, int(active.sum()), problem)
     stats, stopped_by = [], "max_supersteps"
     if saved is not None:
         state, active, ctx.aggregated = saved.state, saved.active, saved.aggregated
@@ -71,12 +77,13 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         t2 = time.perf_counter()
         gathered, received = path.gather(outgoing, incoming)
         ctx.received = received
-        new_state, new_active = _split_active(program.apply(ctx, state, gathered), graph.num_local, ctx.xp)
+        new_state, new_active, problem = _split_active(program.apply(ctx, state, gathered), graph.num_local,
+                                                       ctx.xp, program, "apply")
         computing = active | received
         state = _merge(state, new_state, computing)
         active = computing & new_active
         t3 = time.perf_counter()
-        ctx.aggregated, total_active = _reduce_aggregates(comm, ctx, int(active.sum()))
+        ctx.aggregated, total_active = _reduce_aggregates(comm, ctx, int(active.sum()), problem)
         stop = program.master(ctx, ctx.aggregated) if comm.rank == 0 else None
         stop = bool(comm.bcast(stop)) if type(program).master is not VertexProgram.master else False
         t4 = time.perf_counter()
@@ -98,7 +105,12 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
             checkpoint.save(graph, ctx.superstep, state, active, ctx.aggregated, _stats_rows(stats))
     bar.close()
     elapsed = time.perf_counter() - started
-    values = as_numpy(program.output(ctx, state))
+    values, problem = as_numpy(program.output(ctx, state)), None
+    try:
+        check_rows(program, "output", values, graph.num_local)
+    except InputError as err:
+        problem = err
+    comm.agree(problem)
     return RunResult(state, values, ctx.superstep, stats, ctx.aggregated, stopped_by, elapsed)
 
 
@@ -107,19 +119,22 @@ def _stats_rows(stats) -> np.ndarray:
     return np.array([s.as_row() for s in stats], dtype=np.float64).reshape(len(stats), len(FIELDS))
 
 
-def _split_active(result, n, xp):
-    """(state, active [n] bool) from a hook's return value (``active`` defaults to all True);
-    ``xp``: the run's array namespace (``ctx.xp``)."""
+def _split_active(result, n, xp, program, hook: str):
+    """(state, active [n] bool, problem) from the return value of ``program``'s ``hook`` (``active``
+    defaults to all True; ``problem``: the ``InputError`` of an ``active`` that is not bool [n], else
+    None, for every rank to agree on); ``xp``: the run's array namespace (``ctx.xp``)."""
     if isinstance(result, tuple):
         state, active = result
     else:
         state, active = result, True
     if np.isscalar(active) or np.ndim(active) == 0:
-        return state, xp.full(n, bool(active))
-    active = xp.astype(xp.asarray(active), xp.bool, copy=False)
-    if active.shape != (n,):
-        raise ValueError(f"active must be a bool or a [{n}] bool array, got shape {active.shape}")
-    return state, active
+        return state, xp.full(n, bool(active)), None
+    active = xp.asarray(active)
+    try:
+        check_active(program, hook, active, n)
+    except InputError as err:
+        return state, xp.full(n, False), err
+    return state, active, None
 
 
 def _merge(old, new, computing):
@@ -138,10 +153,11 @@ def _merge(old, new, computing):
     return np.where(mask, new, old)
 
 
-def _reduce_aggregates(comm, ctx: Context, local_active: int):
-    """Reduce the pending aggregators of every rank; returns (aggregated dict, global active)."""
+def _reduce_aggregates(comm, ctx: Context, local_active: int, problem: InputError | None = None):
+    """Reduce the pending aggregators of every rank; returns (aggregated dict, global active). A
+    ``problem`` on any rank is raised on every rank (the same collective carries it)."""
     pending, ctx._pending_aggregates = ctx._pending_aggregates, {}
-    everyone = comm.allgather((pending, local_active))
+    everyone = comm.agree(problem, (pending, local_active))
     reduced = {}
     for contributions, _ in everyone:
         for name, (op, value) in contributions.items():

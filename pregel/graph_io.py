@@ -199,8 +199,10 @@ def _header(f: h5py.File, path: str) -> GraphHeader:
         fmt = fmt.decode()
     if fmt != FORMAT:
         raise InputError.at(path, "attribute format", f"expected {FORMAT!r}, found {fmt!r}")
-    if attrs.get("version") != VERSION:
-        raise InputError.at(path, "attribute version", f"expected {VERSION}, found {attrs.get('version')!r}")
+    version = attrs.get("version")
+    version = version.item() if isinstance(version, np.generic) else version  # 2, not np.int64(2)
+    if version != VERSION:
+        raise InputError.at(path, "attribute version", f"expected {VERSION}, found {version!r}")
     num_nodes = _int_attr(attrs, "num_nodes", path)
     num_edges = _int_attr(attrs, "num_edges", path)
     directed = attrs.get("directed")

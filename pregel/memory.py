@@ -12,6 +12,7 @@ kept was resident at the peak anyway), but the size after a phase no longer drop
 
 import ctypes
 import ctypes.util
+import os
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -30,3 +31,19 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     # mallopt takes an int: 2**31 - 1 (2 GiB) is the largest trim threshold it can be told
     return bool(mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory of this machine."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def require_memory(nbytes: int, what: str) -> None:
+    """``InputError`` naming ``what`` when ``nbytes`` is more than this machine's physical memory (so a
+    job that cannot fit says so at once, instead of a MemoryError or the kernel killing it later)."""
+    from pregel.errors import InputError
+
+    total = physical_memory()
+    if nbytes > total:
+        raise InputError(f"{what} would take {nbytes / 2**30:,.1f} GiB, more than this machine's "
+                         f"{total / 2**30:,.1f} GiB of memory")

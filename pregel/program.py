@@ -240,8 +240,10 @@ class Context:
         ids: [k] int global ids; values: [k] or [k, F], same dtype and width as the edge messages.
         They are combined with the program's combiner on this rank before they travel.
         """
-        ids = as_numpy(ids).astype(np.int64, copy=False)
-        values = as_numpy(values)
+        ids, values = as_numpy(ids), as_numpy(values)
+        if ids.size and not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"send_to: ids must be integers, got {ids.dtype} (a float id would be truncated)")
+        ids = ids.astype(np.int64, copy=False)
         if len(ids) != len(values):
             raise ValueError(f"send_to got {len(ids)} ids and {len(values)} values")
         if len(ids) and (ids.min() < 0 or ids.max() >= self.num_vertices):

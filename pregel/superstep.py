@@ -17,6 +17,7 @@ from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
 from pregel.edge_order import row_ids
 from pregel.exchange import Outgoing, exchange
+from pregel.hooks import check_rows
 from pregel.program import COMBINERS, REDUCERS, Messages, VertexProgram
 from pregel.softmax_parts import SoftmaxParts
 
@@ -99,7 +100,7 @@ class Superstep:
             senders = np.asarray(senders, dtype=bool)
         values = None
         if sent is not None:
-            values = check_message_rows(wire(sent), g.num_local)
+            values = check_message_rows(self.program, wire(sent), g.num_local)
         if self.per_edge:
             self._destination_values(state)
         all_send = bool(senders.all())
@@ -311,11 +312,9 @@ class HostPath:
         return self.superstep.gather(out, inc)
 
 
-def check_message_rows(values, n: int):
-    """``values`` [n] / [n, F] returned by ``message()``, or ValueError when it has not n rows."""
-    if values.shape[0] != n:
-        raise ValueError(f"message() must return one row per owned vertex ({n}), got {values.shape[0]}")
-    return values
+def check_message_rows(program, values, n: int):
+    """``values`` [n] / [n, F] returned by ``program.message()``, or the one-line error naming it."""
+    return check_rows(program, "message", values, n)
 
 
 def rows_like(mask, like):

@@ -369,8 +369,8 @@ class TrainingSteps(StepMessages):
         steps, window, staging, given = self.steps, self.window, self.staging, self.images
         reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
         cells = steps.version_cell[steps.version_index(reads)]
-        rows = np.concatenate([window.cell_rows(c) for c in cells])
-        blocks = []
+        rows = np.concatenate([np.empty(0, np.int64), *(window.cell_rows(c) for c in cells)])  # none: sees nothing
+        blocks = [torch.zeros(0, PARAM_COLUMNS, device=staging.device)]
         for vertex, cell in zip(reads, cells):
             payload = inputs.get(vertex)  # none from an initial version
             if payload is not None and payload.size:

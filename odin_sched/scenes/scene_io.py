@@ -181,7 +181,8 @@ def read_scene(path) -> Scene:
         if fmt != FORMAT:
             raise InputError.at(path, None, f"attribute format is {fmt!r}, expected {FORMAT!r}")
         version = f.attrs.get("version")
-        if version is None or int(version) != VERSION:
+        version = version.item() if isinstance(version, np.generic) else version  # 2, not np.int64(2)
+        if version != VERSION:
             raise InputError.at(path, None, f"attribute version is {version!r}, only version {VERSION} is supported")
         dims = {}
         for attr in ("width", "height"):

@@ -32,6 +32,7 @@ from odin_sched.odin.trainer import OdinOptions, PlanConfig, StepMessages, plan_
 from odin_sched.training.step import PARAM_COLUMNS, BatchSettings
 from odin_sched.sim.config import SimulateConfig
 from odin_sched.training.train import TrainConfig, prepare, scene_extent, visible_cells_of_cameras
+from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 from odin_sched.scenes.visibility import window_margin
 from pregel.dataflow import Firing, Routes
 from pregel.errors import InputError
@@ -77,7 +78,6 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
     """A generated layout as metadata only (no images): the ground-truth Gaussians are the model.
     Features are projected from a subsample of about 20,000 Gaussians unless ``sample`` is given."""
     from odin_sched.scenes.scene_gen import LAYOUTS, scene_geometry
-    from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 
     if layout not in LAYOUTS:
         raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -536,6 +536,33 @@ def format_table(gpu_counts, results: dict) -> str:
     return "\n".join(lines)
 
 
+#: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
+MAX_TABLE_BYTES = 2 ** 31
+
+
+def check_sizes(gaussians: int, cameras: int, train_cameras: int, gpus, batch_size: int | None,
+                cells_per_gpu: int) -> None:
+    """``InputError`` unless every GPU count of ``gpus`` makes a meaningful run that fits in memory: its
+    batch (``batch_size``, default the GPU count) no more than the training cameras, each of its
+    ``cells_per_gpu`` x GPUs cells able to hold a Gaussian, and a cameras x cells table within
+    ``MAX_TABLE_BYTES``."""
+    for p in gpus:
+        cells = cells_per_gpu * p
+        if cells > gaussians:
+            raise InputError(f"SimulateConfig.gpus {p} x SimulateConfig.cells_per_gpu {cells_per_gpu} = {cells:,} "
+                             f"cells is more than the {gaussians:,} Gaussians: a cell would hold none (fewer GPUs "
+                             "or cells per GPU)")
+        if cameras * cells > MAX_TABLE_BYTES:
+            raise InputError(f"SimulateConfig.gpus {p}: {cameras:,} cameras x {cells:,} cells is more than the "
+                             f"{MAX_TABLE_BYTES:,} bytes a window's visibility table may take (fewer cameras, "
+                             "GPUs or cells per GPU)")
+        batch = batch_size or p
+        default = "" if batch_size else f" (the default: the GPU count of SimulateConfig.gpus {p})"
+        if batch > train_cameras:
+            raise InputError(f"SimulateConfig.batch_size {batch}{default} is more than the {train_cameras} "
+                             "training cameras")
+
+
 def run(config: SimulateConfig) -> dict:
     """``pregel simulate``: simulate every mode at each GPU count of ``config``, print the table and write
     ``config.out``. Returns {mode: [SimResult per GPU count]}."""
@@ -543,7 +570,8 @@ def run(config: SimulateConfig) -> dict:
     from pregel.outputs import check_outputs
 
     for name, value in (("gpus", min(config.gpus)), ("steps", config.steps), ("window", min(config.window)),
-                        ("cells_per_gpu", config.cells_per_gpu)):
+                        ("cells_per_gpu", config.cells_per_gpu), ("width", config.width),
+                        ("height", config.height)):
         if value < 1:
             raise InputError(f"SimulateConfig.{name} must be at least 1, got {value}")
     if config.batch_size is not None and config.batch_size < 1:
@@ -560,8 +588,13 @@ def run(config: SimulateConfig) -> dict:
     if config.scene is not None:
         setup = prepare(TrainConfig(config.scene, config.steps, batch_size=config.batch_size or 1, seed=config.seed,
                                     eval_every=config.steps))
+        check_sizes(len(setup.initial["means"]), setup.scene.num_cameras, len(setup.train_ids), config.gpus,
+                    config.batch_size, config.cells_per_gpu)
         scene = scene_of_setup(setup)
     else:
+        train_cameras = config.cameras - -(-config.cameras // HOLDOUT_EVERY)  # as metadata_scene holds out
+        check_sizes(config.gaussians, config.cameras, train_cameras, config.gpus, config.batch_size,
+                    config.cells_per_gpu)
         scene = metadata_scene(config.layout, config.gaussians, config.cameras, config.width, config.height,
                                config.seed)
     gpus, windows = list(config.gpus), tuple(config.window)

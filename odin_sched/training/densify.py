@@ -17,6 +17,7 @@ dL/du = (z / fx) dL/dx in camera coordinates (likewise for v), and NDC units mul
 as 3DGS measures it. Only the small contribution of the mean to the projected covariance (through the
 EWA Jacobian) makes this an approximation.
 """
+import math
 from dataclasses import dataclass
 
 import torch
@@ -38,8 +39,10 @@ class DensifyConfig:
             raise ValueError(f"densify interval must be >= 1, got {self.interval}")
         if self.start < 0 or self.stop < self.start:
             raise ValueError(f"densify steps must satisfy 0 <= start <= stop, got {self.start}, {self.stop}")
-        if self.grad_threshold <= 0 or self.percent_dense <= 0 or not 0 <= self.min_opacity < 1:
-            raise ValueError("densify thresholds must be positive (min_opacity in [0, 1))")
+        if not (0 < self.grad_threshold < math.inf and 0 < self.percent_dense < math.inf and 0 <= self.min_opacity < 1):
+            raise ValueError(f"densify thresholds must be positive numbers (min_opacity in [0, 1)), got "
+                             f"grad_threshold {self.grad_threshold}, percent_dense {self.percent_dense}, "
+                             f"min_opacity {self.min_opacity}")
 
     def due(self, step: int) -> bool:
         """Whether to densify after training step ``step`` (1-based)."""

@@ -13,7 +13,12 @@ Both are functions of the training cameras, the seed, B and, for ``spread``, of 
 see of the initial model (``ORDER_CELLS`` k-d cells, with the motion margin of ``ORDER_WINDOW``
 batches) — never of the number of ranks. The
 single-process trainer uses the same order, so the two stay comparable bit for bit.
+
+The trainers read the order through ``BatchOrder``, which makes it a pass of permutations at a time as
+batches are read, so its memory does not grow with the number of steps.
 """
+import operator
+
 import numpy as np
 import torch
 
@@ -39,7 +44,7 @@ def camera_order(train_ids: np.ndarray, count: int, seed: int) -> np.ndarray:
 
 def shuffled_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int) -> np.ndarray:
     """The cameras of every batch [steps, B]: ``camera_order`` cut into batches."""
-    return camera_order(train_ids, steps * batch_size, seed).reshape(steps, batch_size)
+    return BatchOrder(train_ids, steps, batch_size, seed)[:]
 
 
 def spread_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int, sees: np.ndarray) -> np.ndarray:
@@ -51,24 +56,88 @@ def spread_batches(train_ids: np.ndarray, steps: int, batch_size: int, seed: int
     camera is visited once per pass, as in ``shuffled_batches``. The loop is over batches; the choice
     within a batch is vectorised over the candidate cameras.
     """
-    per_pass = len(train_ids)
-    passes = -(-(steps * batch_size) // per_pass) + 1
-    stream = camera_order(train_ids, passes * per_pass, seed)
-    taken = np.zeros(len(stream), bool)
-    batches = np.empty((steps, batch_size), train_ids.dtype)
-    previous = np.zeros(sees.shape[1], bool)
-    for b in range(steps):
-        first = int(np.argmin(taken))  # the first stream entry not yet taken
-        current = first // per_pass
-        left = current * per_pass + np.flatnonzero(~taken[current * per_pass:(current + 1) * per_pass])
+    return BatchOrder(train_ids, steps, batch_size, seed, sees)[:]
+
+
+class BatchOrder:
+    """The cameras of every batch of a run as an [steps, B] array would give them (``order[i]``: [B],
+    ``order[a:b]``: [b - a, B]) — the ``shuffled`` order, or with ``sees`` ([C, K] bool, the cells each
+    camera sees) the ``spread`` one — made a pass of camera permutations at a time as batches are read.
+
+    It keeps the passes still in use and the batches of the last read, so memory does not depend on
+    ``steps``. Reads are meant to go forward (a trainer's steps and windows); one that goes back before
+    the batches kept starts again from the seed, which makes the same batches.
+    """
+
+    def __init__(self, train_ids: np.ndarray, steps: int, batch_size: int, seed: int, sees: np.ndarray | None = None):
+        self.train_ids, self.sees = np.asarray(train_ids), sees
+        self.shape = (steps, batch_size)
+        self.seed = seed
+        self._restart()
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key) -> np.ndarray:
+        if isinstance(key, slice):
+            start, stop, stride = key.indices(len(self))
+            if stride != 1:
+                raise IndexError("BatchOrder: only contiguous slices")
+            return self._batches(start, max(start, stop))
+        index = operator.index(key)
+        index += len(self) if index < 0 else 0
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {key} of {len(self)}")
+        return self._batches(index, index + 1)[0]
+
+    def _restart(self) -> None:
+        self._gen = torch.Generator().manual_seed(self.seed)
+        self._stream = np.empty(0, self.train_ids.dtype)  # the passes kept, in stream order
+        self._taken = np.empty(0, bool)                   # which of them a batch took
+        self._previous = None if self.sees is None else np.zeros(self.sees.shape[1], bool)
+        self._made, self._first = [], 0                   # batches kept: batch self._first on
+
+    def _batches(self, start: int, stop: int) -> np.ndarray:
+        """Batches [start, stop) as [stop - start, B]."""
+        if start < self._first:
+            self._restart()
+        drop = min(start - self._first, len(self._made))
+        del self._made[:drop]
+        self._first += drop
+        while self._first + len(self._made) < stop:
+            self._made.append(self._next_batch())
+            if self._first < start:
+                del self._made[0]
+                self._first += 1
+        rows = self._made[start - self._first:stop - self._first]
+        return np.array(rows, self.train_ids.dtype).reshape(stop - start, self.shape[1])
+
+    def _next_batch(self) -> np.ndarray:
+        """The cameras [B] of the next batch; passes before the first not wholly taken are dropped."""
+        per_pass, batch_size = len(self.train_ids), self.shape[1]
+        while len(self._taken) >= per_pass and self._taken[:per_pass].all():
+            self._stream, self._taken = self._stream[per_pass:], self._taken[per_pass:]
+        while len(self._stream) < per_pass + max(per_pass, batch_size):  # the current pass and the next
+            perm = torch.randperm(per_pass, generator=self._gen).numpy()
+            self._stream = np.concatenate([self._stream, self.train_ids[perm]])
+            self._taken = np.concatenate([self._taken, np.zeros(per_pass, bool)])
+        if self.sees is None:  # shuffled: the next B cameras of the stream
+            pick = int(np.argmin(self._taken)) + np.arange(batch_size)
+        else:
+            pick = self._spread_pick(per_pass, batch_size)
+        self._taken[pick] = True
+        return self._stream[pick]
+
+    def _spread_pick(self, per_pass: int, batch_size: int) -> np.ndarray:
+        """Stream positions [B] of the next ``spread`` batch (the current pass starts at position 0)."""
+        sees, stream = self.sees, self._stream
+        left = np.flatnonzero(~self._taken[:per_pass])
         forced = left if len(left) <= batch_size else np.empty(0, np.int64)  # the end of a pass goes first
-        pool = left if len(forced) == 0 else (current + 1) * per_pass + np.arange(per_pass)
-        conflicts = (sees[stream[pool]] & previous).any(axis=1)
+        pool = left if len(forced) == 0 else per_pass + np.arange(per_pass)
+        conflicts = (sees[stream[pool]] & self._previous).any(axis=1)
         pick = _coherent_pick(sees, stream, forced, pool[~conflicts], pool[conflicts], batch_size)
-        taken[pick] = True
-        batches[b] = stream[pick]
-        previous = sees[stream[pick]].any(axis=0)
-    return batches
+        self._previous = sees[stream[pick]].any(axis=0)
+        return pick
 
 
 def _coherent_pick(sees, stream, forced, clear, blocked, batch_size) -> np.ndarray:

@@ -93,7 +93,7 @@ def batch_gradient(total: dict, batch_size: int) -> dict:
 def pack_params(params: dict, rows=None) -> torch.Tensor:
     """Parameters as one float32 block [g, 14] (columns in ``PARAM_NAMES`` order), optionally of ``rows``."""
     cols = [params[n] if rows is None else params[n][rows] for n in PARAM_NAMES]
-    return torch.cat([c.detach().reshape(c.shape[0], -1) for c in cols], dim=1)
+    return torch.cat([c.detach().reshape(c.shape[0], PARAM_WIDTHS[n]) for n, c in zip(PARAM_NAMES, cols)], dim=1)
 
 
 def unpack_params(block: torch.Tensor) -> dict:

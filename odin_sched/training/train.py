@@ -32,8 +32,7 @@ import torch
 
 from odin_sched.training.config import TrainConfig
 from odin_sched.training.densify import GradAccumulator, densify_optimizer
-from odin_sched.training.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order,
-                                              shuffled_batches, spread_batches)
+from odin_sched.training.image_order import IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, BatchOrder, resolved_order
 from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam, default_lrs
 from odin_sched.scenes.ply import read_gaussians_ply, write_ply
@@ -44,9 +43,14 @@ from odin_sched.training.step import BatchSettings, batch_gradient, image_gradie
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.status import TrainStatus
 from pregel.errors import InputError
+from pregel.memory import require_memory
 from pregel.outputs import check_outputs
 from pregel.progress import Progress
 
+#: step counts are int64 in checkpoints and results
+MAX_STEPS = 2 ** 63 - 1
+#: seeds are 64-bit for torch; seed + 1 seeds densification
+MAX_SEED = 2 ** 63 - 2
 NO_CUDA_CHECKPOINTS = "TrainConfig.device is 'cuda': checkpoints are not supported on the GPU yet"
 
 
@@ -130,7 +134,7 @@ class TrainingSetup:
     train_ids: np.ndarray  # [C_train] cameras trained on
     test_ids: np.ndarray   # [C_test] held-out cameras
     extent: float
-    batches: np.ndarray    # [steps, B] camera of each image of each batch
+    batches: BatchOrder    # [steps, B] camera of each image of each batch, made as read
     settings: BatchSettings
     initial: dict          # name -> float32 tensor [G, ...], the initial Gaussians
 
@@ -144,6 +148,12 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
         config.image_order
     if steps < 1:
         raise InputError(f"TrainConfig.steps must be at least 1, got {steps}")
+    if steps > MAX_STEPS:
+        raise InputError(f"TrainConfig.steps {steps} does not fit the checkpoint and result formats (at most "
+                         f"{MAX_STEPS})")
+    require_memory(8 * steps, f"TrainConfig.steps {steps}: the loss of every step (/metrics/loss)")
+    if not 0 <= seed <= MAX_SEED:
+        raise InputError(f"TrainConfig.seed must be in [0, {MAX_SEED}], got {seed}")
     if batch_size < 1:
         raise InputError(f"TrainConfig.batch_size must be at least 1, got {batch_size}")
     if not 0.0 <= ssim_weight <= 1.0:
@@ -175,9 +185,9 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
     if image_order == "spread":
         sees = visible_cells_of_cameras(initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
                                         scene.Ks, scene.width, scene.height, settings, extent, steps)
-        batches = spread_batches(train_ids, steps, batch_size, seed, sees)
+        batches = BatchOrder(train_ids, steps, batch_size, seed, sees)
     else:
-        batches = shuffled_batches(train_ids, steps, batch_size, seed)
+        batches = BatchOrder(train_ids, steps, batch_size, seed)
     return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
                          extent, batches, settings, initial)
 

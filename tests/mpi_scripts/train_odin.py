@@ -1,7 +1,8 @@
 """Train every case of a test on this job's ranks with the distributed trainer.
 
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/train_odin.py FOLDER MODE
-FOLDER/cases.json lists the cases: {name: {scene, steps, batch_size, densify (bool), cells, window}}.
+FOLDER/cases.json lists the cases: {name: {scene, steps, batch_size, densify (bool), cells, window}}
+(cells and window may be null: the defaults; an optional init_ply starts from that PLY).
 Each case is trained with ``odin_sched.odin.trainer.train_distributed`` in MODE (odin or barrier) and written to
 FOLDER/NAME_MODE_P.h5, so the test can compare it with the single-process run of the same case.
 """
@@ -21,10 +22,10 @@ def main(folder, mode):
         cases = json.load(f)
     for name, case in sorted(cases.items()):
         out = os.path.join(folder, f"{name}_{mode}_{comm.size}.h5")
-        options = OdinOptions(mode=mode, cells=case["cells"], window=case["window"])
+        options = OdinOptions(mode=mode, cells=case["cells"], window=case["window"] or OdinOptions.window)
         config = TrainConfig(case["scene"], case["steps"], out, seed=case["seed"], ssim_weight=0.2,
                              densify=densify_config(case), eval_every=case["steps"], batch_size=case["batch_size"],
-                             progress=False)
+                             progress=False, init_ply=case.get("init_ply"))
         train_distributed(comm, config, options)
 
 

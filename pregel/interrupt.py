@@ -1,0 +1,34 @@
+"""Ctrl-C under ``mpiexec``: one line and exit status 130 on every rank, even one waiting inside MPI.
+
+A rank blocked in an MPI call (a barrier, a collective) runs no Python code, so it would never see a
+``KeyboardInterrupt``. Instead every rank blocks SIGINT in its threads and one small thread waits for
+it: on Ctrl-C (the launcher forwards it to every rank) that thread prints the rank's line and ends the
+process with status 130. One process alone keeps Python's own ``KeyboardInterrupt`` (see ``pregel.cli``).
+"""
+
+import os
+import signal
+import threading
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
+#: seconds a rank waits after its line, so the launcher forwards it before the job is torn down
+FORWARD_SECONDS = 0.5
+
+
+def exit_on_interrupt(command: str) -> bool:
+    """Under an MPI launcher with more than one rank (MPICH's ``PMI_SIZE``), make Ctrl-C print
+    ``pregel COMMAND [rank R]: interrupted`` and exit 130 on this rank; returns whether it did. Call
+    before any other thread starts (threads inherit the blocked signal)."""
+    if int(os.environ.get("PMI_SIZE", 1)) <= 1:
+        return False
+    rank = os.environ.get("PMI_RANK", "?")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    def wait() -> None:
+        signal.sigwait({signal.SIGINT})
+        os.write(2, f"pregel {command} [rank {rank}]: interrupted\n".encode())  # one write: one whole line
+        threading.Event().wait(FORWARD_SECONDS)
+        os._exit(EXIT_INTERRUPTED)
+
+    threading.Thread(target=wait, name="pregel-interrupt", daemon=True).start()
+    return True
