@@ -266,9 +266,9 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
     if downscale < 1:
-        raise InputError(f"--downscale must be at least 1, got {downscale}")
+        raise InputError(f"`downscale` must be at least 1, got {downscale}")
     if heldout_every < 0:
-        raise InputError(f"--heldout-every must be non-negative, got {heldout_every}")
+        raise InputError(f"`heldout_every` must be non-negative, got {heldout_every}")
     model = read_model(sparse_dir)
     if not model.images:
         raise InputError.at(sparse_dir, None, "the model has no registered images")
