@@ -694,11 +694,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def as_flags(message: str) -> str:
+def as_flags(message: str, flags=()) -> str:
     """A library error in command-line terms: a config field (``TrainConfig.batch_size``) becomes the
-    flag that sets it (``--batch-size``)."""
-    return re.sub(r"\b(?:" + "|".join(CONFIG_CLASSES) + r")\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"),
-                  message)
+    flag that sets it (``--batch-size``), and so does a function's argument the library names in
+    backquotes, as `orbit_format`, when it is one of ``flags`` (the command's argparse destinations)."""
+    message = re.sub(r"\b(?:" + "|".join(CONFIG_CLASSES) + r")\.(\w+)", lambda m: _flag(m.group(1)), message)
+    return re.sub(r"`(\w+)`", lambda m: _flag(m.group(1)) if m.group(1) in flags else m.group(0), message)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -752,9 +757,10 @@ def main(argv=None) -> int:
         rank, size = _mpi_world()
         if size == 1 or getattr(err, "collective", False):
             if rank == 0:
-                print(f"pregel {args.command}: error: {as_flags(str(err))}", file=sys.stderr)
+                print(f"pregel {args.command}: error: {as_flags(str(err), vars(args))}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err))}", file=sys.stderr, flush=True)
+        print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err), vars(args))}", file=sys.stderr,
+              flush=True)
         _abort(EXIT_BAD_INPUT)
     except KeyboardInterrupt:  # Ctrl-C on one process (under mpiexec: pregel.interrupt)
         print(f"pregel {args.command}: interrupted", file=sys.stderr)

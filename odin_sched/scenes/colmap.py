@@ -324,9 +324,9 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
     if not (math.isfinite(downscale) and downscale >= 1):
-        raise InputError(f"--downscale must be a number of at least 1, got {downscale}")
+        raise InputError(f"`downscale` must be a number of at least 1, got {downscale}")
     if heldout_every < 1:
-        raise InputError(f"--heldout-every must be at least 1 (training needs held-out images), got "
+        raise InputError(f"`heldout_every` must be at least 1 (training needs held-out images), got "
                          f"{heldout_every}")
     model = read_model(sparse_dir)
     if not model.images:
