@@ -13,6 +13,12 @@ The header ``(ghost rows, slots present, direct rows, ghost dtype code, ghost ro
 dtype code, direct row width)`` goes first, so each side knows every block's layout. Rows are
 float32 or float64, ``[F]`` or scalar (width 0); every rank that sends must send the same kind of
 ghost row (and of direct row: partial softmax rows are wider than the messages).
+
+The common case, every vertex sending along its edges and no direct messages (a GNN layer, PageRank
+at P > 1), moves each row once on each side: the sender takes its rows in plan order straight
+into the send buffer (no per-block packing), and when every block it receives is of that kind
+the receiver gets them straight into the ghost rows of one [n + g] buffer that already holds its
+own rows (``Incoming.ext``), which the gather reads as it is (no concatenation, no unpacking).
 """
 
 from dataclasses import dataclass
@@ -48,6 +54,8 @@ class Incoming:
     None when every ghost sent; dtype, row_shape: the kind of row every sending rank sent (None
     and () when no rank sent anything); direct_ids: [m] global ids owned here; direct_values: [m] / [m, F];
     direct_counts: [m] int64 or None. The counters exclude what a rank sends to itself.
+    ext: [n + g] / [n + g, F] the owned rows then the ghost rows (``ghost_values`` is a view of
+    it), when the exchange built it; else None.
     """
 
     ghost_values: np.ndarray
@@ -61,6 +69,7 @@ class Incoming:
     rows_received: int
     bytes_sent: int
     bytes_received: int
+    ext: np.ndarray | None = None
 
 
 def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
@@ -68,7 +77,6 @@ def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
     comm, size = graph.comm, graph.comm.size
     ghost_kind = _row_kind(out.values, always=True)
     direct_kind = _row_kind(out.direct_values, always=False)
-    send_offsets = np.concatenate([[0], np.cumsum(graph.send_counts)])
     direct_owner = graph.partition.owner(out.direct_ids)
     direct_order = np.argsort(direct_owner, kind="stable")
     direct_offsets = np.concatenate([[0], np.cumsum(np.bincount(direct_owner, minlength=size))])
@@ -76,8 +84,38 @@ def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
     header = np.zeros((size, 7), dtype=np.int64)
     header[:, 3:5] = _encode(ghost_kind)
     header[:, 5:7] = _encode(direct_kind)
+    if out.values is not None and out.senders is None and not len(out.direct_ids):
+        header[:, 0] = graph.send_counts  # rows only, in plan order: one take, no packing
+        send = np.take(out.values, graph.send_index, axis=0)
+        block_bytes = graph.send_counts * send[:1].nbytes if len(send) else np.zeros(size, np.int64)
+    else:
+        send, block_bytes = _packed(graph, out, header, with_counts, direct_owner, direct_order, direct_offsets)
+    recv_header = comm.alltoall_counts(header)
+    recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
+    ext = _rows_buffer(graph, out, recv_header, ghost_kind)
+    if ext is not None:
+        n = graph.num_local
+        comm.alltoallv_bytes(_flat_bytes(send), block_bytes, _flat_bytes(ext[n:]), recv_bytes)
+        ext[:n] = out.values
+        incoming = Incoming(ext[n:], None, ext.dtype, ext.shape[1:], np.zeros(0, _ID), np.zeros(0),
+                            np.zeros(0, _ID) if with_counts else None, 0, 0, 0, 0, ext)
+    else:
+        payload = comm.alltoallv_known(_flat_bytes(send), block_bytes, recv_bytes)
+        incoming = _unpack(graph, payload, recv_header, recv_bytes, with_counts, ghost_kind, direct_kind)
+    others = np.arange(size) != comm.rank
+    incoming.rows_sent = int((header[others, 0] + header[others, 2]).sum())
+    incoming.rows_received = int((recv_header[others, 0] + recv_header[others, 2]).sum())
+    incoming.bytes_sent = int(block_bytes[others].sum())
+    incoming.bytes_received = int(recv_bytes[others].sum())
+    return incoming
+
+
+def _packed(graph, out: Outgoing, header, with_counts, direct_owner, direct_order, direct_offsets):
+    """(payload bytes, bytes per rank [size]) of the general layout (slots, direct messages), with
+    ``header``'s first three columns filled in."""
+    send_offsets = np.concatenate([[0], np.cumsum(graph.send_counts)])
     blocks = []
-    for q in range(size):
+    for q in range(graph.comm.size):
         plan = graph.send_index[send_offsets[q]:send_offsets[q + 1]]
         if out.values is None:
             fields = [np.zeros(0, _ID)]
@@ -93,18 +131,24 @@ def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
         fields.append(out.direct_values[picked])
         header[q, :3] = (len(fields[0]), out.values is None or out.senders is not None, len(picked))
         blocks.append(_to_bytes(fields))
-    block_bytes = np.array([len(b) for b in blocks], dtype=np.int64)
-    recv_header = comm.alltoall_counts(header)
-    recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
-    payload = comm.alltoallv_known(np.concatenate(blocks), block_bytes, recv_bytes)
+    return np.concatenate(blocks), np.array([len(b) for b in blocks], dtype=np.int64)
 
-    incoming = _unpack(graph, payload, recv_header, recv_bytes, with_counts, ghost_kind, direct_kind)
-    others = np.arange(size) != comm.rank
-    incoming.rows_sent = int((header[others, 0] + header[others, 2]).sum())
-    incoming.rows_received = int((recv_header[others, 0] + recv_header[others, 2]).sum())
-    incoming.bytes_sent = int(block_bytes[others].sum())
-    incoming.bytes_received = int(recv_bytes[others].sum())
-    return incoming
+
+def _rows_buffer(graph, out: Outgoing, recv_header, ghost_kind):
+    """An empty [n + g, ...] buffer for the owned then ghost rows when every received block is
+    rows only, one per ghost, of this rank's own row kind; None otherwise (the general unpack)."""
+    if out.values is None or not graph.num_ghosts or recv_header[:, 1:3].any():
+        return None
+    if not np.array_equal(recv_header[:, 0], graph.ghost_counts):
+        return None
+    if _agreed_kind(ghost_kind, recv_header, 3, "message rows") != (out.values.dtype, tuple(out.values.shape[1:])):
+        return None
+    return np.empty((graph.num_local + graph.num_ghosts,) + out.values.shape[1:], out.values.dtype)
+
+
+def _flat_bytes(array: np.ndarray) -> np.ndarray:
+    """A flat uint8 view of a contiguous array (an empty buffer for an empty one)."""
+    return array.reshape(-1).view(np.uint8) if array.size else np.empty(0, np.uint8)
 
 
 def _row_kind(values, always: bool):

@@ -214,7 +214,10 @@ class Superstep:
         g, n = self.graph, self.graph.num_local
         dtype = inc.dtype or np.dtype(np.float64)
         own = out.values if out.values is not None else np.zeros((n,) + inc.row_shape, dtype)
-        ext = np.concatenate([own, inc.ghost_values]) if g.num_ghosts else own
+        if inc.ext is not None:  # the exchange received the ghost rows right after the own ones
+            ext = inc.ext
+        else:
+            ext = np.concatenate([own, inc.ghost_values]) if g.num_ghosts else own
         sent_ext = None
         if out.values is None or out.senders is not None or inc.ghost_sent is not None:
             own_sent = (np.zeros(n, bool) if out.values is None
