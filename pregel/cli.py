@@ -74,22 +74,42 @@ def _run_generate(args) -> None:
 
 
 def _add_convert(sub) -> None:
-    p = sub.add_parser("convert", help="convert an edge list or Matrix Market file to a graph file",
+    p = sub.add_parser("convert", help="convert an edge list, Matrix Market file or tables to a graph file",
                        description="Convert a whitespace edge list (src dst [weight] per line, "
-                                   "'#' comments; streamed in chunks) or a Matrix Market file (.mtx, "
-                                   "symmetric ones as undirected graphs) to the HDF5 graph format.")
-    p.add_argument("edges", help="edge-list text file, or FILE.mtx")
+                                   "'#' comments; streamed in chunks), a Matrix Market file (.mtx, "
+                                   "symmetric ones as undirected graphs), or tables (Parquet or CSV: "
+                                   "an edge table with --src/--dst, optionally a node table with "
+                                   "--nodes/--id; ids of any integers or strings, kept as "
+                                   "/nodes/original_ids) to the HDF5 graph format.")
+    p.add_argument("edges", help="edge-list text file, FILE.mtx, or an edge table (.parquet, .pq, .csv)")
     p.add_argument("--out", required=True)
     p.add_argument("--num-nodes", type=int, default=None, help="default: largest id + 1")
     p.add_argument("--undirected", action="store_true",
-                   help="each line is an undirected edge; store both directions")
+                   help="each line (row) is an undirected edge; store both directions")
+    tables = p.add_argument_group("tables")
+    tables.add_argument("--src", metavar="COL", help="edge table: source id column")
+    tables.add_argument("--dst", metavar="COL", help="edge table: destination id column")
+    tables.add_argument("--weight", metavar="COL", help="edge table: weight column (optional)")
+    tables.add_argument("--nodes", metavar="TABLE", help="node table (.parquet, .pq, .csv); its rows "
+                        "number the vertices (default: the ids of the edges, ascending)")
+    tables.add_argument("--id", dest="node_id", metavar="COL", help="node table: id column")
+    tables.add_argument("--features", metavar="COL", help="node table: list column of features")
+    tables.add_argument("--label", metavar="COL", help="node table: integer label column")
     p.set_defaults(run=_run_convert)
 
 
 def _run_convert(args) -> None:
     from pregel.convert import read_edge_list, read_matrix_market
     from pregel.graph_io import write_graph
+    from pregel.tables import table_format
 
+    if args.src or args.dst or table_format(args.edges):
+        _require(bool(args.src and args.dst), "an edge table needs --src and --dst (its id columns)")
+        _require(args.num_nodes is None, "--num-nodes does not apply to tables (the ids say it)")
+        _convert_tables(args)
+        return
+    _require(not (args.weight or args.nodes or args.node_id or args.features or args.label),
+             "--weight, --nodes, --id, --features and --label apply to tables (with --src and --dst)")
     if args.edges.endswith(".mtx"):
         _require(args.num_nodes is None and not args.undirected,
                  "--num-nodes and --undirected do not apply to Matrix Market files (the header says both)")
@@ -99,6 +119,20 @@ def _run_convert(args) -> None:
     write_graph(args.out, graph)
     print(f"wrote {args.out}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges"
           f"{', weighted' if graph.weights is not None else ''}")
+
+
+def _convert_tables(args) -> None:
+    from pregel.graph_io import write_graph
+    from pregel.tables import read_tables
+
+    graph, ids = read_tables(args.edges, args.src, args.dst, args.weight, args.nodes, args.node_id,
+                             args.features, args.label, directed=not args.undirected)
+    graph.original_ids = ids
+    write_graph(args.out, graph)
+    extras = [name for name, value in (("weighted", graph.weights), ("features", graph.features),
+                                       ("labels", graph.labels)) if value is not None]
+    print(f"wrote {args.out}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges"
+          f"{''.join(', ' + e for e in extras)}; original ids in /nodes/original_ids")
 
 
 def _add_inspect(sub) -> None:
@@ -662,7 +696,7 @@ def _train_files(args) -> dict:
 #: command starts (a command missing here fails every run of it, and tests/test_reliability_outputs.py)
 FILES = {
     "generate": lambda a: dict(outputs=[("--out", a.out)]),
-    "convert": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.edges]),
+    "convert": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.edges, a.nodes]),
     "inspect": lambda a: {},
     "run": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.graph]),
     "infer": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.graph, a.model]),

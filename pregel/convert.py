@@ -35,7 +35,7 @@ def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) ->
         num_nodes = largest + 1
     elif largest >= num_nodes:
         raise InputError.at(path, None, f"vertex id {largest} is not below --num-nodes {num_nodes}")
-    return _from_edges(num_nodes, src, dst, weights, directed)
+    return edges_to_graph(num_nodes, src, dst, weights, directed)
 
 
 def read_matrix_market(path) -> GraphData:
@@ -122,7 +122,7 @@ def from_networkx(graph: nx.Graph, weight: str | None = "weight") -> GraphData:
     weights = None
     if weight is not None and edges and all(weight in data for _, _, data in edges):
         weights = np.fromiter((data[weight] for _, _, data in edges), dtype=np.float32, count=len(edges))
-    return _from_edges(len(order), src, dst, weights, graph.is_directed())
+    return edges_to_graph(len(order), src, dst, weights, graph.is_directed())
 
 
 def to_networkx(graph: GraphData) -> nx.DiGraph | nx.Graph:
@@ -157,7 +157,9 @@ def from_scipy(matrix, directed: bool = True, weighted: bool = True) -> GraphDat
                      directed=directed)
 
 
-def _from_edges(num_nodes, src, dst, weights, directed) -> GraphData:
+def edges_to_graph(num_nodes, src, dst, weights, directed) -> GraphData:
+    """``GraphData`` of N vertices from edges ``src`` -> ``dst`` [E] (ids in [0, N)) and ``weights``
+    [E] or None; ``directed=False`` stores both directions of each edge (a self-loop once)."""
     if not directed:
         loops = src == dst
         src, dst = np.concatenate([src, dst[~loops]]), np.concatenate([dst, src[~loops]])
