@@ -478,13 +478,27 @@ def _add_train(sub) -> None:
 def _run_train(args) -> None:
     from odin_sched.train import main as train_main
 
-    if args.dashboard is not None and _mpi_rank() == 0:
-        from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
+    if args.dashboard is not None:
+        _start_dashboard(args)
+    train_main(args)
 
-        server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host, args.dashboard)
+
+def _start_dashboard(args) -> None:
+    """Serve ``pregel view --watch`` of the --out folder from a thread of rank 0 (collective: a port in use
+    ends every rank with one line)."""
+    from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
+
+    comm, server, problem = _comm(), None, None
+    if comm.rank == 0:
+        try:
+            server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host,
+                                 args.dashboard)
+        except InputError as err:
+            problem = err
+    comm.agree(problem)
+    if server is not None:
         serve_in_background(server)
         print(f"pregel train: dashboard at {url(server)}", flush=True)
-    train_main(args)
 
 
 def _add_view(sub) -> None:
@@ -615,15 +629,6 @@ def _comm():
     from pregel.comm import Comm
 
     return Comm()
-
-
-def _mpi_rank() -> int:
-    """This process's rank in the MPI launch (0 without one), read from the launcher's environment so that
-    MPI need not be initialised yet."""
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
-        if var in os.environ:
-            return int(os.environ[var])
-    return 0
 
 
 def _mpi_world():

@@ -88,7 +88,7 @@ def make_server(routes: dict, host: str = "127.0.0.1", port: int = 8000) -> Thre
         server = ThreadingHTTPServer((host, port), _handler(routes))
     except OSError as err:
         if err.errno == errno.EADDRINUSE:
-            raise InputError(f"port {port} on {host} is in use; choose another with --port") from None
+            raise InputError(f"port {port} on {host} is in use; choose another port") from None
         raise InputError(f"cannot listen on {host}:{port} ({err.strerror or err})") from None
     server.daemon_threads = True
     return server
