@@ -20,18 +20,22 @@ const PER_ROW = TEX_WIDTH / 4;
 const VERTEX = `#version 300 es
 precision highp float;
 precision highp int;
-uniform highp sampler2D u_data;
+uniform highp sampler2D u_data;    // 4 texels per Gaussian
+uniform highp usampler2D u_order;  // the sorted Gaussian of each draw slot
+
 uniform mat4 u_view;
 uniform vec4 u_intr;   // fx, fy, cx, cy in canvas pixels
 uniform vec2 u_size;   // canvas width, height
-in vec2 a_corner;
-in uint a_index;
 out vec4 v_color;
 out vec2 v_d;
 out vec3 v_conic;
 flat out float v_radius;
 void main() {
-  ivec2 base = ivec2(int(a_index % ${PER_ROW}u) * 4, int(a_index / ${PER_ROW}u));
+  // no instancing (ANGLE on SwiftShader pays ~15 us per instance): vertex 4 s + c is corner c of slot s
+  int slot = gl_VertexID / 4, corner = gl_VertexID % 4;
+  vec2 square = vec2(float(corner & 1) * 2.0 - 1.0, float(corner >> 1) * 2.0 - 1.0);
+  uint index = texelFetch(u_order, ivec2(slot % ${TEX_WIDTH}, slot / ${TEX_WIDTH}), 0).r;
+  ivec2 base = ivec2(int(index % ${PER_ROW}u) * 4, int(index / ${PER_ROW}u));
   vec4 t0 = texelFetch(u_data, base, 0);
   vec4 t1 = texelFetch(u_data, base + ivec2(1, 0), 0);
   vec4 t2 = texelFetch(u_data, base + ivec2(2, 0), 0);
@@ -60,7 +64,7 @@ void main() {
   float k = sqrt(2.0 * log(255.0 * t0.w));
   vec2 major = abs(b) > 1e-9 ? normalize(vec2(b, mid + root - a)) : (a >= c ? vec2(1.0, 0.0) : vec2(0.0, 1.0));
   vec2 minor = vec2(-major.y, major.x);
-  v_d = a_corner.x * k * sqrt(mid + root) * major + a_corner.y * k * sqrt(max(mid - root, 0.0)) * minor;
+  v_d = square.x * k * sqrt(mid + root) * major + square.y * k * sqrt(max(mid - root, 0.0)) * minor;
   v_radius = r;
   vec2 p = mean + v_d;
   gl_Position = vec4(2.0 * p.x / u_size.x - 1.0, 1.0 - 2.0 * p.y / u_size.y, 0.0, 1.0);
@@ -169,7 +173,7 @@ class Viewer {
     gl.linkProgram(prog);
     if (!gl.getProgramParameter(prog, gl.LINK_STATUS)) throw new Error(gl.getProgramInfoLog(prog));
     gl.useProgram(prog);
-    this.uniforms = Object.fromEntries(["u_data", "u_view", "u_intr", "u_size"].map(
+    this.uniforms = Object.fromEntries(["u_data", "u_order", "u_view", "u_intr", "u_size"].map(
       (name) => [name, gl.getUniformLocation(prog, name)]));
 
     const n = this.count, rows = Math.max(1, Math.ceil(n / PER_ROW));
@@ -181,27 +185,26 @@ class Viewer {
       data[o + 8] = covs[6 * i + 4]; data[o + 9] = covs[6 * i + 5];
       data[o + 10] = rgba[4 * i]; data[o + 11] = rgba[4 * i + 1]; data[o + 12] = rgba[4 * i + 2];
     }
-    const tex = gl.createTexture();
-    gl.bindTexture(gl.TEXTURE_2D, tex);
-    gl.texImage2D(gl.TEXTURE_2D, 0, gl.RGBA32F, TEX_WIDTH, rows, 0, gl.RGBA, gl.FLOAT, data);
-    for (const p of [gl.TEXTURE_MIN_FILTER, gl.TEXTURE_MAG_FILTER]) gl.texParameteri(gl.TEXTURE_2D, p, gl.NEAREST);
+    const texture = (unit, format, height, type, pixels) => {
+      gl.activeTexture(gl.TEXTURE0 + unit);
+      gl.bindTexture(gl.TEXTURE_2D, gl.createTexture());
+      gl.texImage2D(gl.TEXTURE_2D, 0, format, TEX_WIDTH, height, 0, type[0], type[1], pixels);
+      for (const p of [gl.TEXTURE_MIN_FILTER, gl.TEXTURE_MAG_FILTER]) gl.texParameteri(gl.TEXTURE_2D, p, gl.NEAREST);
+    };
+    texture(0, gl.RGBA32F, rows, [gl.RGBA, gl.FLOAT], data);
     gl.uniform1i(this.uniforms.u_data, 0);
+    this.orderRows = Math.max(1, Math.ceil(n / TEX_WIDTH));
+    this.order = new Uint32Array(TEX_WIDTH * this.orderRows);
+    texture(1, gl.R32UI, this.orderRows, [gl.RED_INTEGER, gl.UNSIGNED_INT], this.order);
+    gl.uniform1i(this.uniforms.u_order, 1);
 
-    const vao = gl.createVertexArray();
-    gl.bindVertexArray(vao);
-    const corners = gl.createBuffer();
-    gl.bindBuffer(gl.ARRAY_BUFFER, corners);
-    gl.bufferData(gl.ARRAY_BUFFER, new Float32Array([-1, -1, 1, -1, -1, 1, 1, 1]), gl.STATIC_DRAW);
-    const aCorner = gl.getAttribLocation(prog, "a_corner");
-    gl.enableVertexAttribArray(aCorner);
-    gl.vertexAttribPointer(aCorner, 2, gl.FLOAT, false, 0, 0);
-    this.indexBuffer = gl.createBuffer();
-    gl.bindBuffer(gl.ARRAY_BUFFER, this.indexBuffer);
-    gl.bufferData(gl.ARRAY_BUFFER, 4 * Math.max(n, 1), gl.DYNAMIC_DRAW);
-    const aIndex = gl.getAttribLocation(prog, "a_index");
-    gl.enableVertexAttribArray(aIndex);
-    gl.vertexAttribIPointer(aIndex, 1, gl.UNSIGNED_INT, 0, 0);
-    gl.vertexAttribDivisor(aIndex, 1);
+    gl.bindVertexArray(gl.createVertexArray());
+    const quads = new Uint32Array(6 * Math.max(n, 1));  // two triangles per slot: corners 0 1 2, 2 1 3
+    for (let s = 0, q = 0; s < Math.max(n, 1); s++, q += 6) {
+      quads[q] = 4 * s; quads[q + 1] = quads[q + 4] = 4 * s + 1; quads[q + 2] = quads[q + 3] = 4 * s + 2; quads[q + 5] = 4 * s + 3;
+    }
+    gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, gl.createBuffer());
+    gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, quads, gl.STATIC_DRAW);
     this.instances = 0;
     gl.disable(gl.DEPTH_TEST);
     gl.enable(gl.BLEND);
@@ -313,8 +316,10 @@ class Viewer {
 
   onSorted(msg) {
     const gl = this.gl;
-    gl.bindBuffer(gl.ARRAY_BUFFER, this.indexBuffer);
-    gl.bufferSubData(gl.ARRAY_BUFFER, 0, msg.indices);
+    this.order.set(msg.indices);
+    gl.activeTexture(gl.TEXTURE1);
+    const rows = Math.max(1, Math.ceil(msg.count / TEX_WIDTH));
+    gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, TEX_WIDTH, rows, gl.RED_INTEGER, gl.UNSIGNED_INT, this.order);
     this.instances = msg.count;
     this.sortedVersion = msg.version;
     this.sortedLimit = msg.limit;
@@ -341,7 +346,7 @@ class Viewer {
     gl.uniform2f(this.uniforms.u_size, w, h);
     gl.clearColor(0, 0, 0, 1);
     gl.clear(gl.COLOR_BUFFER_BIT);
-    gl.drawArraysInstanced(gl.TRIANGLE_STRIP, 0, 4, this.instances);
+    gl.drawElements(gl.TRIANGLES, 6 * this.instances, gl.UNSIGNED_INT, 0);
     if (scale < 1) {  // scale up onto the canvas
       gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.motion);
       gl.bindFramebuffer(gl.DRAW_FRAMEBUFFER, null);
