@@ -418,8 +418,9 @@ async function start() {
   let frames = 0, t = performance.now();
   setInterval(() => {
     const now = performance.now();
-    document.getElementById("fps").textContent =
-      `${((viewer.frames - frames) * 1000 / (now - t)).toFixed(1)} frames/s drawn, sort ${viewer.sortMs.toFixed(0)} ms`;
+    const drawn = viewer.frames - frames;  // frames are drawn only when something changed
+    document.getElementById("fps").textContent = (drawn ? `${(drawn * 1000 / (now - t)).toFixed(1)} frames/s` : "still")
+      + `, last sort ${viewer.sortMs.toFixed(0)} ms`;
     frames = viewer.frames; t = now;
   }, 1000);
   window.viewer = viewer;
