@@ -8,8 +8,8 @@
 
 // While the view moves, frames are drawn at a lower quality q in (0, 1] chosen so that a frame takes
 // about MOTION_FRAME_MS: sqrt(q) of the resolution (scaled up to the canvas) and the q G most important
-// Gaussians (opacity x squared size; at least MIN_MOTION_GAUSSIANS); SETTLE_MS after the last change the
-// full frame follows.
+// Gaussians (opacity x squared size; at least MIN_MOTION_GAUSSIANS); SETTLE_MS (or three moving frames,
+// if longer) after the last change the full frame follows.
 const MOTION_FRAME_MS = 60;
 const SETTLE_MS = 250;
 const MIN_QUALITY = 1 / 256;
@@ -139,7 +139,8 @@ class Viewer {
     if (this.cameras.length) this.setCamera(0);
     else this.setDefaultView();
     this.setupControls();
-    const loop = () => { this.frame(); requestAnimationFrame(loop); };
+    this.paused = false;  // while a benchmark draws the frames itself
+    const loop = () => { if (!this.paused) this.frame(); requestAnimationFrame(loop); };
     requestAnimationFrame(loop);
   }
 
@@ -218,7 +219,8 @@ class Viewer {
     gl.bindFramebuffer(gl.FRAMEBUFFER, null);
     this.quality = 1;  // of frames drawn while moving
     this.lastChange = -Infinity;
-    this.fence = null;  // {sync, t0, scale} of the moving frame being timed
+    this.fence = null;  // {sync, t0, quality} of the moving frame being timed
+    this.motionFrameMs = 0;
   }
 
   worldUp() {  // the cameras' mean up direction (-y of the camera frame), else -y
@@ -331,7 +333,7 @@ class Viewer {
     // draws when the view, the order or the resolution changed since the last frame drawn
     this.timeMotionFrame();
     const now = performance.now();
-    if (moving === null) moving = now - this.lastChange < SETTLE_MS;
+    if (moving === null) moving = now - this.lastChange < Math.max(SETTLE_MS, 3 * this.motionFrameMs);
     this.requestSort(moving);
     const quality = moving ? this.quality : 1, scale = Math.sqrt(quality);
     const version = this.viewVersion, key = `${version}/${this.sortedVersion}/${this.sortedLimit}/${scale}`;
@@ -368,7 +370,7 @@ class Viewer {
     if (!f) return;
     const state = gl.clientWaitSync(f.sync, 0, 0);
     if (state !== gl.ALREADY_SIGNALED && state !== gl.CONDITION_SATISFIED) return;
-    const ms = Math.max(performance.now() - f.t0, 1);
+    const ms = this.motionFrameMs = Math.max(performance.now() - f.t0, 1);
     this.quality = Math.min(1, Math.max(MIN_QUALITY, f.quality * Math.sqrt(MOTION_FRAME_MS / ms)));
     gl.deleteSync(f.sync);
     this.fence = null;
@@ -386,6 +388,7 @@ class Viewer {
     // frames per second while orbiting (each frame finished), over `frames` frames or `seconds` if sooner;
     // moving: at the adaptive motion quality, else at full quality
     const gl = this.gl, pixel = new Uint8Array(4);
+    this.paused = true;
     const start = performance.now();
     let i = 0;
     for (; i < frames && performance.now() - start < 1000 * seconds; i++) {
@@ -394,6 +397,7 @@ class Viewer {
       gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);  // wait for the frame to finish
       await new Promise((r) => requestAnimationFrame(r));
     }
+    this.paused = false;
     return {fps: i / ((performance.now() - start) / 1000), frames: i, sortMs: this.sortMs, drawn: this.instances,
             quality: moving ? this.quality : 1};
   }
