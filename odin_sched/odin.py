@@ -514,8 +514,10 @@ class DistributedTrainer:
 
     def _report(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, spans: list,
                 evaluated: bool) -> None:
-        """Write the dashboard's status file after a window (collective: rank 0 gathers every rank's
-        counters so far and the window's ``spans``, and writes)."""
+        """Write the dashboard's status file after a window when due (collective: rank 0 decides, gathers every
+        rank's counters so far and the window's ``spans``, and writes)."""
+        if not self.comm.bcast(self.status.due(evaluated) if self.comm.rank == 0 else None):
+            return
         table = self.comm.gather_rows(self.metrics.as_row()[None, :])
         timeline = window_spans(self.comm, spans)
         if self.comm.rank == 0:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -130,14 +131,22 @@ def test_loss_curve_bins():
     assert loss_curve(np.array([0.5, 0.25])) == {"steps": [1, 2], "values": [0.5, 0.25]}
 
 
-def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path):
+def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path, monkeypatch):
+    from odin_sched.view import status as status_module
+
+    clock = [100.0]
+    monkeypatch.setattr(status_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 2, "s.h5")
     losses = np.linspace(1, 0, 10)
     status.update(3, losses, [], [], 5, 1.5)
     first = json.loads((tmp_path / "a.status.json").read_text())
     assert (first["step"], first["images_per_s"], first["done"], first["loss"]) == (3, 4.0, False, losses[2])
-    status.update(4, losses, [], [], 5, 1.6)  # within EVERY_SECONDS, not forced: not written
+    clock[0] += 0.9 * status_module.EVERY_SECONDS
+    status.update(4, losses, [], [], 5, 1.6)  # not due yet, not forced: not written
     assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 3
+    clock[0] += 0.2 * status_module.EVERY_SECONDS
+    status.update(5, losses, [], [], 5, 1.7)  # due
+    assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 5
     status.update(10, losses, [10], [21.5], 6, 2.0, force=True, view=lambda p: open(p, "wb").write(b"PNG"))
     assert (tmp_path / "a.status.png").read_bytes() == b"PNG"
     assert sorted(os.listdir(tmp_path)) == ["a.status.json", "a.status.png"]  # no temporary files left
