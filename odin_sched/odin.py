@@ -462,7 +462,8 @@ class DistributedTrainer:
             program = TrainingSteps(self, window)
             called = time.perf_counter()
             mode = "bsp" if self.options.mode == "barrier" else "dataflow"
-            trace = self.options.timeline is not None or self.status is not None
+            report = self._report_due(stop)
+            trace = self.options.timeline is not None or report
             result = run_dataflow(comm, window.plan, program, mode=mode, trace=trace)
             self._record(result, called, time.perf_counter(), started, window, program.updated)
             self.versions_seen += window.steps.num_vertices - window.steps.num_images
@@ -479,7 +480,7 @@ class DistributedTrainer:
                 self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
                                     f"{self.opt.num_gaussians} Gaussians")
             self.progress.update(stop, f"loss {losses[stop - 1]:.4f}")
-            if self.status is not None:
+            if report:
                 self._report(stop, losses, psnr_steps, psnr_values, result.spans, evaluated)
             if self.checkpoint is not None:
                 self.checkpoint.save(start, self._state(stop, losses, psnr_steps, psnr_values,
@@ -514,10 +515,8 @@ class DistributedTrainer:
 
     def _report(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, spans: list,
                 evaluated: bool) -> None:
-        """Write the dashboard's status file after a window when due (collective: rank 0 decides, gathers every
-        rank's counters so far and the window's ``spans``, and writes)."""
-        if not self.comm.bcast(self.status.due(evaluated) if self.comm.rank == 0 else None):
-            return
+        """Write the dashboard's status file after a window (collective: rank 0 gathers every rank's counters
+        so far and the window's ``spans``, and writes)."""
         table = self.comm.gather_rows(self.metrics.as_row()[None, :])
         timeline = window_spans(self.comm, spans)
         if self.comm.rank == 0:
@@ -525,7 +524,15 @@ class DistributedTrainer:
                      "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
             view = heldout_png(self.render, params_of(self.opt), self.setup) if evaluated else None
             self.status.update(step, losses, psnr_steps, psnr_values, self.opt.num_gaussians,
-                               time.perf_counter() - self.started, force=evaluated, view=view, ranks=ranks)
+                               time.perf_counter() - self.started, force=True, view=view, ranks=ranks)
+
+    def _report_due(self, stop: int) -> bool:
+        """Whether the window ending at ``stop`` writes the dashboard's status (and so is traced): at evaluation
+        points, at the end, else when the status file is due (rank 0 decides at the window's start; collective)."""
+        if self.status is None:
+            return False
+        forced = stop % self.eval_every == 0 or stop == self.steps
+        return self.comm.bcast(self.status.due(forced) if self.comm.rank == 0 else None)
 
     def _span(self, kind: str, t0: float, t1: float, started: float, label: str) -> None:
         """A timeline span outside the dataflow runs (planning, window boundaries), when tracing."""
