@@ -102,8 +102,8 @@ def url(server: ThreadingHTTPServer) -> str:
 
 def serve(server: ThreadingHTTPServer, what: str) -> None:
     """Serve until Ctrl-C, which stops with one line."""
-    print(f"pregel view: {what} at {url(server)} (Ctrl-C to stop)", flush=True)
-    try:
+    try:  # the line first: Ctrl-C may come as soon as it is read
+        print(f"pregel view: {what} at {url(server)} (Ctrl-C to stop)", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         print("pregel view: stopped", file=sys.stderr, flush=True)
