@@ -513,12 +513,8 @@ def _run_train(args) -> None:
     from odin_sched.training.densify import DensifyConfig
     from odin_sched.training.train import train
 
-    if args.dashboard is not None and _mpi_rank() == 0:
-        from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
-
-        server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host, args.dashboard)
-        serve_in_background(server)
-        print(f"pregel train: dashboard at {url(server)}", flush=True)
+    if args.dashboard is not None:
+        _start_dashboard(args)
     densify = None
     if args.densify:
         try:
@@ -549,6 +545,24 @@ def _run_train(args) -> None:
           f"held-out PSNR {result.final_psnr:.2f} dB, {result.wall_time_s:.1f} s")
     if result.per_rank is not None and args.stats:
         print(format_per_rank(result))
+
+
+def _start_dashboard(args) -> None:
+    """Serve ``pregel view --watch`` of the --out folder from a thread of rank 0 (collective: a port in use
+    ends every rank with one line)."""
+    from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
+
+    comm, server, problem = _comm(), None, None
+    if comm.rank == 0:
+        try:
+            server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host,
+                                 args.dashboard)
+        except InputError as err:
+            problem = err
+    comm.agree(problem)
+    if server is not None:
+        serve_in_background(server)
+        print(f"pregel train: dashboard at {url(server)}", flush=True)
 
 
 def _add_view(sub) -> None:
@@ -750,15 +764,6 @@ def _comm():
     from pregel.comm import Comm
 
     return Comm()
-
-
-def _mpi_rank() -> int:
-    """This process's rank in the MPI launch (0 without one), read from the launcher's environment so that
-    MPI need not be initialised yet."""
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
-        if var in os.environ:
-            return int(os.environ[var])
-    return 0
 
 
 def _mpi_world():
