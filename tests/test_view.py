@@ -132,7 +132,7 @@ def test_loss_curve_bins():
 
 
 def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path, monkeypatch):
-    from odin_sched.view import status as status_module
+    from odin_sched.training import status as status_module
 
     clock = [100.0]
     monkeypatch.setattr(status_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
