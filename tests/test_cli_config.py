@@ -19,7 +19,7 @@ def _subcommand(name):
 
 
 @pytest.mark.parametrize("cls,command,no_flag", [
-    (TrainConfig, "train", {"densify", "progress"}),  # densify: from the --densify-* flags
+    (TrainConfig, "train", {"densify", "progress", "status"}),  # densify: from the --densify-* flags; status: always
     (OdinOptions, "train", set()),
     (SimulateConfig, "simulate", set()),
 ])
