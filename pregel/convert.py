@@ -26,15 +26,15 @@ def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) ->
     is streamed in chunks (``pregel.edge_list``), so memory holds the edges, not the text.
     """
     if num_nodes is not None and num_nodes < 1:
-        raise InputError(f"--num-nodes must be at least 1, got {num_nodes}")
+        raise InputError(f"`num_nodes` must be at least 1, got {num_nodes}")
     src, dst, weights = stream_edge_list(path)
     largest = int(max(src.max(initial=-1), dst.max(initial=-1)))
     if num_nodes is None:
         if largest < 0:
-            raise InputError.at(path, None, "holds no edges: give --num-nodes for a graph without edges")
+            raise InputError.at(path, None, "holds no edges: give `num_nodes` for a graph without edges")
         num_nodes = largest + 1
     elif largest >= num_nodes:
-        raise InputError.at(path, None, f"vertex id {largest} is not below --num-nodes {num_nodes}")
+        raise InputError.at(path, None, f"vertex id {largest} is not below `num_nodes` {num_nodes}")
     return edges_to_graph(num_nodes, src, dst, weights, directed)
 
 

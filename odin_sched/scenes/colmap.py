@@ -358,7 +358,7 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     heldout = np.arange(len(model.images)) % heldout_every == 0
     if heldout.all():
         raise InputError.at(sparse_dir, None, f"the model has {len(model.images)} registered image(s), all "
-                            f"held out with --heldout-every {heldout_every}: training needs at least one "
+                            f"held out with `heldout_every` {heldout_every}: training needs at least one "
                             "training and one held-out image")
     pixels = np.stack([_load_image(image_dir, im.name, (width, height), (new_w, new_h)) for im in images])
     init_means = model.points.astype(np.float32)

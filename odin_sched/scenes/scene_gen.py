@@ -193,7 +193,7 @@ def generate_scene(gaussians: int, cameras: int, width: int, height: int, seed: 
         raise InputError(f"`width` and `height` must be positive, got {width} x {height}")
     if not 0.0 < init_fraction <= 1.0 or init_noise < 0.0:
         raise InputError("init_fraction must be in (0, 1] and init_noise >= 0")
-    require_memory(cameras * height * width * 3, f"{cameras} images of --width {width} x --height {height}")
+    require_memory(cameras * height * width * 3, f"{cameras} images of `width` {width} x `height` {height}")
     rng = np.random.default_rng(seed)
     gauss, viewmats, Ks = scene_geometry(gaussians, cameras, width, height, rng, layout)
 
