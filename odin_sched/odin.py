@@ -50,7 +50,8 @@ from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.schedule import Schedule, plan_schedule
 from odin_sched.staging import HostStaging
 from odin_sched.staleness import STALE_IMPACT, relax_reads
-from odin_sched.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.sh import DEFAULT_SH_DEGREE
+from odin_sched.step import batch_gradient, image_gradients, pack_params, param_columns, unpack_params
 from odin_sched.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera, evaluate,
                               params_of, prepare, to_device, training_device, write_outputs)
 from odin_sched.train_checkpoint import TrainState
@@ -62,8 +63,8 @@ from pregel.graph_io import GraphData
 from pregel.progress import Progress
 
 MODES = ("odin", "barrier", "odin-fast")
-#: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
-GRAD_COLUMNS = PARAM_COLUMNS + 2
+#: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm
+GRAD_EXTRA = 2
 #: a violation doubles the visibility margin of the next window
 MARGIN_GROWTH = 2.0
 #: predicted cost of a pixel relative to one visible Gaussian (image cost = visible Gaussians + c x pixels)
@@ -185,13 +186,14 @@ def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
 class StepMessages(DataflowProgram):
     """What the vertices of a window's step graph send (the part of ``TrainingSteps`` the simulator shares).
 
-    An image sends each cell it sees [g_c, GRAD_COLUMNS] floats; a cell version broadcasts its
-    parameters [g_c, PARAM_COLUMNS] (nothing for an initial version: every rank holds it).
-    steps: the window's StepGraph; cell_sizes: [K] Gaussians per cell.
+    An image sends each cell it sees [g_c, columns + GRAD_EXTRA] floats; a cell version broadcasts its
+    parameters [g_c, columns] (nothing for an initial version: every rank holds it).
+    steps: the window's StepGraph; cell_sizes: [K] Gaussians per cell; columns: float32 parameters per
+    Gaussian (``odin_sched.step.param_columns`` of the SH degree: 14 at degree 0, 59 at degree 3).
     """
 
-    def __init__(self, steps: StepGraph, cell_sizes: np.ndarray):
-        self.steps, self.cell_sizes = steps, cell_sizes
+    def __init__(self, steps: StepGraph, cell_sizes: np.ndarray, columns: int):
+        self.steps, self.cell_sizes, self.columns = steps, cell_sizes, columns
 
     def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
         return vertices >= self.steps.num_images
@@ -203,23 +205,23 @@ class StepMessages(DataflowProgram):
         cells = self.steps.version_cell[version]
         rows = self.cell_sizes[cells]
         initial = ~from_image & (self.steps.version_batch[version] < 0)
-        params = np.where(initial, 0, rows * PARAM_COLUMNS)
-        return np.where(from_image, rows * GRAD_COLUMNS, params).astype(np.int64)
+        params = np.where(initial, 0, rows * self.columns)
+        return np.where(from_image, rows * (self.columns + GRAD_EXTRA), params).astype(np.int64)
 
 
 class TrainingSteps(StepMessages):
     """The training step as a dataflow program over a window's step graph (one instance per rank).
 
-    Image vertex i: inputs are the cell versions it reads ([g_c, 14] parameters, or nothing for a cell
-    still at its window-start state); it renders, and sends each cell it sees a [g_c, 16] block
-    (gradients, visible flag, screen-space gradient norm). Cell-version vertex (c, b): inputs are the
-    blocks of batch b's images that see c (and, in odin-fast mode, the previous version of c, which
+    Image vertex i: inputs are the cell versions it reads ([g_c, columns] parameters, or nothing for a
+    cell still at its window-start state); it renders at its batch's SH degree, and sends each cell it
+    sees a [g_c, columns + 2] block (gradients, visible flag, screen-space gradient norm). Cell-version
+    vertex (c, b): inputs are the blocks of batch b's images that see c (and, in odin-fast mode, the previous version of c, which
     only orders the updates); it takes the visible-Adam step of batch b on the cell and broadcasts the
-    new parameters [g_c, 14] to the ranks of the images that read this version.
+    new parameters [g_c, columns] to the ranks of the images that read this version.
     """
 
     def __init__(self, trainer: "DistributedTrainer", window: Window):
-        super().__init__(window.steps, np.diff(window.member_indptr))
+        super().__init__(window.steps, np.diff(window.member_indptr), param_columns(trainer.setup.sh_degree))
         self.trainer, self.window = trainer, window
         self.start_params = params_of(trainer.opt)  # the window-start state (identical on every rank)
         self.image_losses = {}
@@ -240,16 +242,17 @@ class TrainingSteps(StepMessages):
         for version, cell in zip(versions, cells):
             payload = inputs.get(version + steps.num_images)  # none from an initial version
             if payload is not None and payload.size:
-                blocks.append(trainer.staging.to_device(payload, PARAM_COLUMNS))
+                blocks.append(trainer.staging.to_device(payload, self.columns))
             else:
                 blocks.append(pack_params(self.start_params, trainer.index(window.cell_rows(cell))))
         order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
-        params = unpack_params(torch.cat(blocks)[trainer.index(order)])
+        params = unpack_params(torch.cat(blocks)[trainer.index(order)], trainer.setup.sh_degree)
         cam = int(steps.image_camera[image])
         scene = trainer.setup.scene
+        degree = trainer.setup.active_sh_degree(window.start + int(steps.image_batch[image]) + 1)
         result = image_gradients(trainer.render, params, *camera(scene, cam, trainer.device), scene.width,
                                  scene.height, trainer.setup.targets[cam], trainer.ssim_weight,
-                                 trainer.densify is not None)
+                                 trainer.densify is not None, degree)
         self.image_losses[image] = result.loss
         packed = trainer.staging.to_host(torch.cat(
             [pack_params(result.grads), result.visible[:, None].to(torch.float32),
@@ -271,18 +274,19 @@ class TrainingSteps(StepMessages):
         if batch < 0:
             return np.empty(0, np.float32)
         ids = trainer.index(rows)
-        total = torch.zeros(len(rows), PARAM_COLUMNS, device=trainer.device)
+        columns = self.columns
+        total = torch.zeros(len(rows), columns, device=trainer.device)
         seen = torch.zeros(len(rows), dtype=torch.bool, device=trainer.device)
         for image in sorted(k for k in inputs if k < steps.num_images):  # batch order (position in batch)
-            block = trainer.staging.to_device(inputs[image], GRAD_COLUMNS)
-            total += block[:, :PARAM_COLUMNS]
-            visible = block[:, PARAM_COLUMNS] > 0
+            block = trainer.staging.to_device(inputs[image], columns + GRAD_EXTRA)
+            total += block[:, :columns]
+            visible = block[:, columns] > 0
             seen |= visible
             if trainer.densify is not None:
-                trainer.accum.add_rows(ids, block[:, PARAM_COLUMNS + 1], visible)
+                trainer.accum.add_rows(ids, block[:, columns + 1], visible)
         global_batch = self.window.start + batch
         trainer.opt.lrs = trainer.setup.settings.lrs(trainer.setup.extent, global_batch + 1, trainer.steps)
-        grads = batch_gradient(unpack_params(total), trainer.setup.settings.batch_size)
+        grads = batch_gradient(unpack_params(total, trainer.setup.sh_degree), trainer.setup.settings.batch_size)
         idx = torch.nonzero(seen).squeeze(1)
         self.updated[version] = int(idx.numel())
         trainer.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()})
@@ -349,12 +353,14 @@ def without_initial_reads(graph: GraphData, steps: StepGraph) -> GraphData:
 def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int,
                 height: int, batches: np.ndarray, start: int, stop: int, margin, num_cells: int, num_ranks: int,
                 max_staleness: int = 0, cost_weights: tuple = (0.0, 1.0, PIXEL_COST),
-                stale_impact: float = STALE_IMPACT) -> tuple[Window, Schedule]:
+                stale_impact: float = STALE_IMPACT,
+                sh_degree: int = DEFAULT_SH_DEGREE) -> tuple[Window, Schedule]:
     """Plan batches [start, stop) of ``batches`` [S, B] (collective on ``comm``, the same on every rank):
     cells of the Gaussians (means, log-scales [G, 3]), ownership by ``num_ranks`` ranks, visibility of
     every camera (viewmats [C, 4, 4], Ks [C, 3, 3]) within ``margin``, the step graph (with
     ``relax_reads`` for max_staleness > 0) and its schedule; an image's predicted cost is
-    ``cost_weights · (1, predicted visible Gaussians, pixels)``. The runtime plans each window with it and
+    ``cost_weights · (1, predicted visible Gaussians, pixels)``; a cell's transfer is its Gaussians'
+    parameters at SH degree ``sh_degree`` (``param_columns``). The runtime plans each window with it and
     the simulator (``odin_sched.simulate``) plans for many virtual GPUs with it on one process."""
     cells = min(num_cells, len(means))
     cell_of = kd_cells(means, cells)
@@ -367,7 +373,7 @@ def plan_window(comm, means: np.ndarray, scales: np.ndarray, viewmats: np.ndarra
     image_cost = (cost_weights[0] + cost_weights[1] * (visible[steps.image_camera].astype(np.float64)
                                                        @ bounds.count.astype(np.float64))
                   + cost_weights[2] * width * height)
-    schedule = plan_schedule(comm, steps, image_cost, bounds.count * PARAM_COLUMNS * 4, owner,
+    schedule = plan_schedule(comm, steps, image_cost, bounds.count * param_columns(sh_degree) * 4, owner,
                              num_ranks=num_ranks)
     plan = DataflowPlan(without_initial_reads(publish_before_compute(steps, schedule.rank), steps), schedule.rank,
                         publish_first(schedule.priority, steps.num_images), schedule.phase)
@@ -429,7 +435,7 @@ class DistributedTrainer:
                                        opt.params["scales"].detach().cpu().numpy(), scene.viewmats, scene.Ks,
                                        scene.width, scene.height, setup.batches, start, stop, margin,
                                        self.num_cells, self.comm.size, self.options.staleness,
-                                       stale_impact=self.options.stale_impact)
+                                       stale_impact=self.options.stale_impact, sh_degree=setup.sh_degree)
         self.stale_reads += int(np.count_nonzero(window.staleness))
         self.max_staleness_seen = max(self.max_staleness_seen, int(window.staleness.max(initial=0)))
         if self.first_window is None:
@@ -469,8 +475,8 @@ class DistributedTrainer:
                 self.accum = densify_optimizer(self.opt, self.accum, setup.extent, self.densify, self.densify_gen)
             if stop % self.eval_every == 0 or stop == self.steps:
                 psnr_steps.append(stop)
-                value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets) \
-                    if comm.rank == 0 else None
+                value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets,
+                                 setup.active_sh_degree(stop)) if comm.rank == 0 else None
                 psnr_values.append(comm.bcast(value))
                 self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
                                     f"{self.opt.num_gaussians} Gaussians")
@@ -553,13 +559,14 @@ class DistributedTrainer:
         floats = staging.to_device(comm.allgather_rows(staging.to_host(floats)), floats.shape[1])
         ints = staging.to_device(comm.allgather_rows(staging.to_host(ints)), ints.shape[1])
         ids = ints[:, 0]
+        columns = param_columns(self.setup.sh_degree)
         with torch.no_grad():
             for i, state in enumerate((opt.params, opt.exp_avg, opt.exp_avg_sq)):
-                part = floats[:, i * PARAM_COLUMNS:(i + 1) * PARAM_COLUMNS]
-                for name, value in unpack_params(part).items():
+                part = floats[:, i * columns:(i + 1) * columns]
+                for name, value in unpack_params(part, self.setup.sh_degree).items():
                     state[name][ids] = value
         opt.step_count[ids] = ints[:, 1]
-        self.accum.total[ids] = floats[:, 3 * PARAM_COLUMNS]
+        self.accum.total[ids] = floats[:, 3 * columns]
         self.accum.count[ids] = ints[:, 2]
         losses = comm.allgather_rows(np.array(sorted(program.image_losses.items()), np.float64).reshape(-1, 2))
         by_image = dict(zip(losses[:, 0].astype(np.int64), losses[:, 1]))
@@ -589,7 +596,8 @@ class DistributedTrainer:
 def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None,
                       png_path=None, seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
                       batch_size: int = 1, progress: bool = True, init_ply=None,
-                      image_order: str | None = None, checkpoint=None, device: str = "cpu") -> TrainResult:
+                      image_order: str | None = None, checkpoint=None, device: str = "cpu",
+                      sh_degree: int = DEFAULT_SH_DEGREE) -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
     The arguments are those of ``odin_sched.train.train`` plus ``options``; with ``device='cuda'``
@@ -607,7 +615,7 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
     try:
         setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every,
                         (out_path, ply_path, png_path, options.timeline, options.schedule_out), init_ply,
-                        image_order)
+                        image_order, sh_degree)
         problem = check_options(options, comm.size, setup.initial["means"].shape[0], batch_size)
     except InputError as err:
         problem = str(err)
@@ -639,6 +647,7 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
                  "dependency_edges": trainer.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), "seed": seed, "ssim_weight": ssim_weight,
                  "densify": densify is not None, "source_scene": os.path.abspath(scene_path), "device": device,
+                 "sh_degree": setup.sh_degree,
                  **staged}
         write_outputs(trainer.render, setup, params_of(trainer.opt), result, out_path, ply_path, png_path, attrs,
                       metrics={"per_rank": table})

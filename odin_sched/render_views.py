@@ -1,7 +1,9 @@
 """``pregel render``: PNGs of a scene's cameras, and an orbit around the scene as a GIF or MP4.
 
 Gaussians come from the scene file or, with ``ply``, from a 3DGS PLY (``odin_sched.ply``); each
-view is ``kernels.splat.render`` of one camera, clamped to [0, 1] and written as 8-bit RGB.
+view is ``kernels.splat.render`` of one camera (with their SH coefficients at their full degree when
+they have them, ``/gaussians/sh`` or a PLY's; else the scene's RGB colours), clamped to [0, 1] and
+written as 8-bit RGB.
 """
 
 import os
@@ -10,6 +12,7 @@ import numpy as np
 import torch
 
 from odin_sched.scene_io import Scene
+from odin_sched.sh import gaussian_render_args
 from pregel.errors import InputError
 
 ORBIT_FPS = 12
@@ -79,10 +82,11 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
     if not os.path.isdir(out_dir):
         os.makedirs(out_dir)
     params = {k: torch.from_numpy(np.ascontiguousarray(v, np.float32)).to(device) for k, v in gaussians.items()}
+    args = gaussian_render_args(params)
 
     def draw(viewmat, K) -> np.ndarray:
         with torch.no_grad():
-            image, _ = render(**params, viewmat=torch.from_numpy(viewmat).to(device),
+            image, _ = render(**args, viewmat=torch.from_numpy(viewmat).to(device),
                               K=torch.from_numpy(K).to(device), width=scene.width, height=scene.height)
         return np.round(image.clamp(0, 1).cpu().numpy() * 255).astype(np.uint8)
 

@@ -28,16 +28,21 @@ from odin_sched.costmodel import CameraViews, CostProfile, camera_views
 from odin_sched.depgraph import parallelism
 from odin_sched.image_order import spread_batches
 from odin_sched.odin import OdinOptions, StepMessages, plan_window
-from odin_sched.step import PARAM_COLUMNS, BatchSettings
+from odin_sched.sh import DEFAULT_SH_DEGREE, check_sh_degree
+from odin_sched.step import BatchSettings, param_columns
 from odin_sched.train import scene_extent, visible_cells_of_cameras
 from odin_sched.visibility import window_margin
 from pregel.dataflow import Firing, Routes
 from pregel.errors import InputError
 
 MODES = ("odin", "barrier", "odin-fast")
-#: bytes per Gaussian of the window-end allgather: parameters and two Adam moments (float32), the
-#: densification accumulator (float32) and the id, step count and accumulator count (int64)
-GATHER_BYTES = 4 * (3 * PARAM_COLUMNS + 1) + 3 * 8
+
+
+def gather_bytes(sh_degree: int) -> int:
+    """Bytes per Gaussian of the window-end allgather at SH degree ``sh_degree``: parameters and two Adam
+    moments (float32, ``param_columns``: 14 at degree 0, 59 at degree 3), the densification accumulator
+    (float32) and the id, step count and accumulator count (int64): 196 bytes at degree 0, 736 at 3."""
+    return 4 * (3 * param_columns(sh_degree) + 1) + 3 * 8
 
 
 def _local_comm():
@@ -133,9 +138,10 @@ class SimResult:
 def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps: int, batch_size: int,
              window: int = OdinOptions.window, cells_per_gpu: int = OdinOptions.CELLS_PER_RANK,
              max_staleness: int = 1, seed: int = 0,
-             trace: bool = False) -> SimResult:
+             trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
-    (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells."""
+    (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells, Gaussians
+    of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and gathers)."""
     if mode not in MODES:
         raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
     comm = _local_comm()
@@ -161,7 +167,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
         t0 = time.perf_counter()
         win, _ = plan_window(comm, scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
-                             batches, start, stop, margin, cells_per_gpu * gpus, gpus, staleness, weights)
+                             batches, start, stop, margin, cells_per_gpu * gpus, gpus, staleness, weights,
+                             sh_degree=sh_degree)
         planned = time.perf_counter() - t0
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
@@ -175,13 +182,14 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
             clock += planning
             bound += planning
             totals["compute"] += planning
-        run = _WindowRun(win, cost, profile, gpus, trace and start == 0)
+        run = _WindowRun(win, cost, profile, gpus, trace and start == 0, param_columns(sh_degree))
         run.dataflow() if mode != "barrier" else run.bsp()
         end = run.end.max()
         for k in totals:
             totals[k] += getattr(run, k)
         totals["wait"] += end - run.end  # the window-end barrier
-        gather = profile.allgather_seconds(GATHER_BYTES * len(scene.means), gpus) + profile.barrier_seconds(gpus)
+        gather = (profile.allgather_seconds(gather_bytes(sh_degree) * len(scene.means), gpus)
+                  + profile.barrier_seconds(gpus))
         totals["comm"] += gather
         clock += end + gather
         bound += gather
@@ -313,9 +321,9 @@ class Processors:
 class _WindowRun:
     """One window on ``gpus`` virtual ranks: a ``Firing`` per rank, driven in virtual time."""
 
-    def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool):
+    def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool, columns: int):
         self.plan, self.cost, self.profile, self.gpus = win.plan, cost, profile, gpus
-        program = StepMessages(win.steps, np.diff(win.member_indptr))
+        program = StepMessages(win.steps, np.diff(win.member_indptr), columns)
         self.routes = Routes(win.plan, program, gpus)
         self.firings = [Firing(win.plan, program, copy.copy(self.routes).select(r), r, gpus, carry=False)
                         for r in range(gpus)]
@@ -558,6 +566,7 @@ def main(args) -> dict:
         raise InputError(f"--max-staleness must be at least 0, got {args.max_staleness}")
     if args.shared_cores < 0:
         raise InputError(f"--shared-cores must be at least 0, got {args.shared_cores}")
+    sh_degree = check_sh_degree(args.sh_degree)
     check_writable(args.out)
     try:
         profile = replace(load_profile(args.profile), cores=args.shared_cores)  # GPUs, not this machine's cores
@@ -571,13 +580,15 @@ def main(args) -> dict:
     else:
         scene = metadata_scene(args.layout, args.gaussians, args.cameras, args.width, args.height, args.seed)
     results = scaling(scene, profile, gpus, args.steps, args.batch_size, windows=windows,
-                      cells_per_gpu=args.cells_per_gpu, max_staleness=args.max_staleness, seed=args.seed)
+                      cells_per_gpu=args.cells_per_gpu, max_staleness=args.max_staleness, seed=args.seed,
+                      sh_degree=sh_degree)
     print(f"{args.scene or args.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
           f"{args.steps} steps, batch size {args.batch_size or 'GPUs'}, profile {profile.name}")
     print(format_table(gpus, results))
     write_results(args.out, gpus, results, profile,
                   {"layout": args.layout if args.scene is None else "scene", "gaussians": len(scene.means),
                    "cameras": len(scene.viewmats), "steps": args.steps, "batch_size": args.batch_size or 0,
-                   "windows": windows, "cells_per_gpu": args.cells_per_gpu, "max_staleness": args.max_staleness})
+                   "windows": windows, "cells_per_gpu": args.cells_per_gpu, "max_staleness": args.max_staleness,
+                   "sh_degree": sh_degree})
     print(f"wrote {args.out}")
     return results

@@ -2,8 +2,8 @@
 setup that the distributed trainer (``odin_sched.odin``) shares with it.
 
 Starts from the scene's initial point cloud (``/init``; scales from the mean distance to the 3 nearest
-neighbours, identity rotations, opacity 0.1, as 3DGS initialises from SfM points) or from a 3DGS PLY,
-and trains against the images of the training cameras:
+neighbours, identity rotations, opacity 0.1, the colour as the DC SH coefficient, as 3DGS initialises
+from SfM points) or from a 3DGS PLY, and trains against the images of the training cameras:
 
 * loss (1 - w) L1 + w (1 - SSIM), w = ``ssim_weight`` (3DGS uses 0.2; 0 gives plain L1);
 * batches of B images in the order of ``odin_sched.image_order``; the batch semantics (gradients
@@ -11,6 +11,8 @@ and trains against the images of the training cameras:
   ``odin_sched.step``;
 * visible Adam (``odin_sched.optim``): only the Gaussians the batch sees are updated; the means'
   learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
+* view-dependent colour by spherical harmonics up to degree ``sh_degree`` (``odin_sched.sh``), the
+  active degree raised by one every 1,000 images as in 3DGS;
 * optional densification (``odin_sched.densify``) on its schedule;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
 * on the CPU, or with ``device='cuda'`` on this process's GPU (``training_device``): the Gaussians,
@@ -40,6 +42,8 @@ from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.ply import read_gaussians_ply, write_ply
 from odin_sched.scene_io import Scene, read_scene, write_scene
 from odin_sched.scene_gen import HOLDOUT_EVERY
+from odin_sched.sh import (DEFAULT_SH_DEGREE, active_sh_degree, check_sh_degree, fit_degree, joined_sh, render_args,
+                           sh0_to_rgb, sh_from_rgb, split_sh)
 from odin_sched.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.train_checkpoint import TrainState, train_checkpointer
 from pregel.atomic import check_writable
@@ -87,12 +91,13 @@ def knn_scales(points: torch.Tensor, k: int = 3) -> torch.Tensor:
     return (0.5 * torch.log(mean_sq.clamp(min=1e-7)))[:, None].repeat(1, 3)
 
 
-def init_gaussians(means: np.ndarray, colors: np.ndarray) -> dict:
+def init_gaussians(means: np.ndarray, colors: np.ndarray, sh_degree: int = DEFAULT_SH_DEGREE) -> dict:
     """Gaussian parameters from a point cloud (3DGS initialisation).
 
     means: np.ndarray   # [P, 3] float32
     colors: np.ndarray  # [P, 3] float32 RGB
-    Returns dict of float32 tensors: means [P, 3], scales [P, 3], quats [P, 4], opacities [P], colors [P, 3].
+    Returns dict of float32 tensors: means [P, 3], scales [P, 3], quats [P, 4], opacities [P], sh0 [P, 1, 3]
+    (the colours' DC coefficients) and shN [P, (sh_degree + 1)^2 - 1, 3] (zeros).
     """
     pts = torch.from_numpy(np.ascontiguousarray(means, dtype=np.float32))
     p = pts.shape[0]
@@ -103,7 +108,7 @@ def init_gaussians(means: np.ndarray, colors: np.ndarray) -> dict:
         "scales": knn_scales(pts),
         "quats": quats,
         "opacities": torch.full((p,), math.log(INIT_OPACITY / (1.0 - INIT_OPACITY))),
-        "colors": torch.from_numpy(np.ascontiguousarray(colors, dtype=np.float32)),
+        **split_sh(torch.from_numpy(sh_from_rgb(colors, sh_degree))),
     }
 
 
@@ -130,15 +135,17 @@ def heldout_mask(scene: Scene) -> np.ndarray:
     return np.arange(scene.num_cameras) % HOLDOUT_EVERY == 0
 
 
-def _render_view(render, params, scene, cam):
+def _render_view(render, params, scene, cam, sh_degree: int):
     viewmat, K = camera(scene, cam, params["means"].device)
-    return render(**params, viewmat=viewmat, K=K, width=scene.width, height=scene.height)
+    return render(**render_args(params, sh_degree), viewmat=viewmat, K=K, width=scene.width, height=scene.height)
 
 
 @torch.no_grad()
-def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict) -> float:
-    """Mean PSNR (dB) over the cameras ``cams``; targets maps camera -> image tensor [H, W, 3]."""
-    values = [psnr(_render_view(render, params, scene, c)[0].clamp(0, 1), targets[c]).item() for c in cams]
+def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict, sh_degree: int) -> float:
+    """Mean PSNR (dB) over the cameras ``cams`` at SH degree ``sh_degree``; targets maps camera -> image
+    tensor [H, W, 3]."""
+    values = [psnr(_render_view(render, params, scene, c, sh_degree)[0].clamp(0, 1), targets[c]).item()
+              for c in cams]
     return float(np.mean(values))
 
 
@@ -179,15 +186,23 @@ class TrainingSetup:
     batches: np.ndarray    # [steps, B] camera of each image of each batch
     settings: BatchSettings
     initial: dict          # name -> float32 tensor [G, ...], the initial Gaussians
+    sh_degree: int = DEFAULT_SH_DEGREE  # the largest SH degree trained
+
+    def active_sh_degree(self, step: int) -> int:
+        """The SH degree rendered in batch ``step`` (1-based)."""
+        return active_sh_degree(step, self.settings.batch_size, self.sh_degree)
 
 
 def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-            outputs, init_ply=None, image_order: str | None = None) -> TrainingSetup:
+            outputs, init_ply=None, image_order: str | None = None,
+            sh_degree: int = DEFAULT_SH_DEGREE) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
     same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
-    ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud;
+    ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud (its SH
+    coefficients kept, padded with zeros up to ``sh_degree``; a higher degree is refused);
     ``image_order``: 'shuffled' or 'spread' (see ``odin_sched.image_order``; default: shuffled for
-    B = 1, spread otherwise)."""
+    B = 1, spread otherwise); ``sh_degree``: the largest SH degree trained (0..3)."""
+    sh_degree = check_sh_degree(sh_degree)
     if steps < 1:
         raise InputError(f"--steps must be at least 1, got {steps}")
     if batch_size < 1:
@@ -204,13 +219,15 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
         check_writable(path, inputs=[scene_path, *([init_ply] if init_ply else []), *outputs[:i]])
     scene = read_scene(scene_path)
     if init_ply is not None:
-        initial = {name: torch.from_numpy(np.ascontiguousarray(value))
-                   for name, value in read_gaussians_ply(init_ply).items()}
+        gaussians = read_gaussians_ply(init_ply)
+        gaussians.update(split_sh(fit_degree(gaussians.pop("sh"), sh_degree, init_ply)))
+        del gaussians["colors"]
+        initial = {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in gaussians.items()}
     elif scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "
                             "(make the scene with `pregel generate-scene`, or give --init-ply)")
     else:
-        initial = init_gaussians(scene.init_means, scene.init_colors)
+        initial = init_gaussians(scene.init_means, scene.init_colors, sh_degree)
     held = heldout_mask(scene)
     train_ids, test_ids = np.flatnonzero(~held), np.flatnonzero(held)
     if len(train_ids) == 0 or len(test_ids) == 0:
@@ -226,7 +243,7 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     else:
         batches = shuffled_batches(train_ids, steps, batch_size, seed)
     return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
-                         extent, batches, settings, initial)
+                         extent, batches, settings, initial, sh_degree)
 
 
 def camera(scene: Scene, cam: int, device="cpu") -> tuple:
@@ -268,7 +285,7 @@ def to_device(setup: TrainingSetup, device) -> TrainingSetup:
 def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
           ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
           progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None,
-          checkpoint=None, device: str = "cpu") -> TrainResult:
+          checkpoint=None, device: str = "cpu", sh_degree: int = DEFAULT_SH_DEGREE) -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
     scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
@@ -276,15 +293,15 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
     densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
     image_order: see ``prepare``; checkpoint: an ``odin_sched.train_checkpoint.TrainCheckpointer`` or None
-    (CPU only); device: 'cpu' or 'cuda' (see ``training_device``).
-    Returns a TrainResult.
+    (CPU only); device: 'cpu' or 'cuda' (see ``training_device``); sh_degree: the largest SH degree
+    trained (0..3, ``odin_sched.sh``). Returns a TrainResult.
     """
     if device == "cuda" and checkpoint is not None:
         raise InputError(NO_CUDA_CHECKPOINTS)
     dev, render = training_device(device)
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
     setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path),
-                    init_ply, image_order)
+                    init_ply, image_order, sh_degree)
     setup = to_device(setup, dev)
     scene = setup.scene
     started = time.perf_counter()
@@ -304,9 +321,10 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
         total = {name: torch.zeros_like(p) for name, p in params.items()}
         seen = torch.zeros(opt.num_gaussians, dtype=torch.bool, device=dev)
         image_losses = []
+        degree = setup.active_sh_degree(step)
         for cam in setup.batches[step - 1]:
             result = image_gradients(render, params, *camera(scene, int(cam), dev), scene.width, scene.height,
-                                     setup.targets[int(cam)], ssim_weight, densify is not None)
+                                     setup.targets[int(cam)], ssim_weight, densify is not None, degree)
             for name in total:
                 total[name] += result.grads[name]
             seen |= result.visible
@@ -320,7 +338,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
             accum = densify_optimizer(opt, accum, setup.extent, densify, densify_gen)
         if step % eval_every == 0 or step == steps:
             psnr_steps.append(step)
-            psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets))
+            psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree))
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
         bar.update(step, f"loss {losses[step - 1]:.4f}")
         if checkpoint is not None:
@@ -333,7 +351,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
              "device": device}
     write_outputs(render, setup, params_of(opt), result, out_path, ply_path, png_path,
                   dict(seed=seed, ssim_weight=ssim_weight, densify=densify is not None,
-                       source_scene=os.path.abspath(scene_path), **attrs))
+                       source_scene=os.path.abspath(scene_path), sh_degree=setup.sh_degree, **attrs))
     return result
 
 
@@ -349,21 +367,25 @@ def params_of(opt: VisibleAdam) -> dict:
 
 def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResult, out_path, ply_path, png_path,
                   attrs: dict, metrics: dict | None = None) -> None:
-    """Write the trained scene file (with ``/metrics`` and root ``attrs``), the optional PLY and the PNG of
-    the first held-out view beside its ground truth."""
+    """Write the trained scene file (with ``/metrics`` and root ``attrs``; the SH coefficients in
+    ``/gaussians/sh``, their DC colour in ``/gaussians/colors``), the optional PLY and the PNG of the first
+    held-out view beside its ground truth (at the last step's SH degree)."""
     scene = setup.scene
     arrays = {k: v.cpu().numpy().astype(np.float32) for k, v in params.items()}
-    trained = Scene(**arrays, viewmats=scene.viewmats, Ks=scene.Ks, images=scene.images, width=scene.width,
-                    height=scene.height, heldout=heldout_mask(scene),
+    sh = joined_sh(arrays)
+    arrays = {name: arrays[name] for name in ("means", "scales", "quats", "opacities")}
+    trained = Scene(**arrays, colors=sh0_to_rgb(sh[:, 0]).astype(np.float32), sh=sh, viewmats=scene.viewmats,
+                    Ks=scene.Ks, images=scene.images, width=scene.width, height=scene.height,
+                    heldout=heldout_mask(scene),
                     metrics={"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": result.losses,
                              **(metrics or {})},
                     attrs={"steps": result.steps, "final_psnr": result.final_psnr, "wall_time_s": result.wall_time_s,
                            "num_gaussians": result.num_gaussians, **attrs})
     write_scene(out_path, trained)
     if ply_path is not None:
-        write_ply(ply_path, **arrays)
+        write_ply(ply_path, **arrays, sh=sh)
     with torch.no_grad():
-        view, _ = _render_view(render, params, scene, int(setup.test_ids[0]))
+        view, _ = _render_view(render, params, scene, int(setup.test_ids[0]), setup.active_sh_degree(result.steps))
     save_comparison_png(png_path, view, setup.targets[int(setup.test_ids[0])])
 
 
@@ -381,7 +403,7 @@ def main(args) -> TrainResult:
             raise InputError(f"--densify options: {err}") from None
     common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
                   densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
-                  image_order=args.image_order)
+                  image_order=args.image_order, sh_degree=args.sh_degree)
     comm = Comm()
     single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
     comm.agree(_device_problem(args))

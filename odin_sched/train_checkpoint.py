@@ -13,9 +13,9 @@ is the position in it.
 
 The manifest names the scene file (size and SHA-256 of its first MiB), the initial Gaussians (the
 scene's ``/init`` or a PLY's SHA-256) and every option that changes the result (steps, batch size,
-seed, SSIM weight, image order, held-out evaluation interval, densification); not the number of ranks
-nor the distributed mode, cells or window, which do not change it. So a resumed run, at any number of
-ranks, ends with the uninterrupted run's parameters bit for bit.
+seed, SSIM weight, image order, held-out evaluation interval, densification, SH degree); not the
+number of ranks nor the distributed mode, cells or window, which do not change it. So a resumed run,
+at any number of ranks, ends with the uninterrupted run's parameters bit for bit.
 
 With ``--checkpoint-every K`` a checkpoint is written after every step that is a multiple of K in the
 single-process trainer, and at the first window end at or after each multiple of K in the
@@ -29,6 +29,7 @@ import torch
 from odin_sched.densify import GradAccumulator
 from odin_sched.image_order import resolved_order
 from odin_sched.optim import VisibleAdam
+from odin_sched.sh import DEFAULT_SH_DEGREE
 from pregel.checkpoint import CheckpointFolder, file_sha256, graph_identity, pack_state, unpack_state, write_part
 from pregel.errors import InputError
 
@@ -52,7 +53,8 @@ class TrainState:
 
 
 def train_identity(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-                   densify, init_ply=None, image_order: str | None = None) -> dict:
+                   densify, init_ply=None, image_order: str | None = None,
+                   sh_degree: int = DEFAULT_SH_DEGREE) -> dict:
     """What a resumed training job must match: the scene file, the initial Gaussians and the options that
     change the result (``densify``: a DensifyConfig or None)."""
     densify_options = None if densify is None else {
@@ -63,7 +65,7 @@ def train_identity(scene_path, steps: int, batch_size: int, seed: int, ssim_weig
             "init": "scene /init" if init_ply is None else {"ply_sha256": file_sha256(init_ply)},
             "training": {"steps": steps, "batch_size": batch_size, "seed": seed, "ssim_weight": ssim_weight,
                          "eval_every": eval_every, "image_order": resolved_order(image_order, batch_size),
-                         "densify": densify_options}}
+                         "densify": densify_options, "sh_degree": sh_degree}}
 
 
 class TrainCheckpointer(CheckpointFolder):
@@ -130,7 +132,7 @@ def train_checkpointer(comm, args, densify) -> TrainCheckpointer | None:
     identity, problem = None, None
     try:
         identity = train_identity(args.scene, args.steps, args.batch_size, args.seed, args.ssim_weight,
-                                  args.eval_every, densify, args.init_ply, args.image_order)
+                                  args.eval_every, densify, args.init_ply, args.image_order, args.sh_degree)
     except InputError as err:
         problem = err
     comm.agree(problem)

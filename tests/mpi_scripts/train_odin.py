@@ -1,7 +1,8 @@
 """Train every case of a test on this job's ranks with the distributed trainer.
 
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/train_odin.py FOLDER MODE
-FOLDER/cases.json lists the cases: {name: {scene, steps, batch_size, densify (bool), cells, window}}.
+FOLDER/cases.json lists the cases: {name: {scene, steps, batch_size, densify (bool), cells, window,
+sh_interval (images per SH degree, optional)}}.
 Each case is trained with ``odin_sched.odin.train_distributed`` in MODE (odin or barrier) and written to
 FOLDER/NAME_MODE_P.h5, so the test can compare it with the single-process run of the same case.
 """
@@ -9,9 +10,12 @@ import json
 import os
 import sys
 
+import odin_sched.sh
 from odin_sched.odin import OdinOptions, train_distributed
 from pregel.comm import Comm
 from tests_support import densify_config  # noqa: E402  (tests/mpi_scripts is on sys.path)
+
+SH_DEGREE_INTERVAL = odin_sched.sh.SH_DEGREE_INTERVAL  # the reference's, unless a case sets its own
 
 
 def main(folder, mode):
@@ -21,6 +25,7 @@ def main(folder, mode):
     for name, case in sorted(cases.items()):
         out = os.path.join(folder, f"{name}_{mode}_{comm.size}.h5")
         options = OdinOptions(mode=mode, cells=case["cells"], window=case["window"])
+        odin_sched.sh.SH_DEGREE_INTERVAL = case.get("sh_interval", SH_DEGREE_INTERVAL)
         train_distributed(comm, case["scene"], case["steps"], out, options, seed=case["seed"], ssim_weight=0.2,
                           densify=densify_config(case), eval_every=case["steps"], batch_size=case["batch_size"],
                           progress=False)
