@@ -264,6 +264,7 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
     from odin_sched.scene_io import Scene
+    from odin_sched.sh import SH_PARAMS
     from odin_sched.train import init_gaussians
 
     if downscale < 1:
@@ -300,9 +301,9 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     pixels = np.stack([_load_image(image_dir, im.name, (width, height), (new_w, new_h)) for im in images])
     init_means = model.points.astype(np.float32)
     init_colors = (model.colors.astype(np.float32) / 255.0)
-    gaussians = {k: v.numpy() for k, v in init_gaussians(init_means, init_colors).items()}
+    gaussians = {k: v.numpy() for k, v in init_gaussians(init_means, init_colors, 0).items() if k not in SH_PARAMS}
     heldout = (np.arange(len(images)) % heldout_every == 0) if heldout_every else np.zeros(len(images), bool)
-    return Scene(**gaussians, viewmats=viewmats, Ks=Ks, images=pixels, width=new_w, height=new_h,
+    return Scene(**gaussians, colors=init_colors, viewmats=viewmats, Ks=Ks, images=pixels, width=new_w, height=new_h,
                  init_means=init_means, init_colors=init_colors, heldout=heldout,
                  attrs={"source": "colmap", "colmap_model": os.path.abspath(sparse_dir),
                         "image_names": "\n".join(im.name for im in images), "downscale": float(downscale)})
