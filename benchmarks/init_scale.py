@@ -66,6 +66,7 @@ def main() -> None:
     from odin_sched.scenes.ply import write_ply
     from odin_sched.scenes.scene_gen import generate_scene
     from odin_sched.scenes.scene_io import write_scene
+    from odin_sched.scenes.sh import SH_PARAMS, joined_sh
     from odin_sched.training.train import init_gaussians
 
     work = args.work or tempfile.mkdtemp(prefix="init_scale_")
@@ -88,7 +89,8 @@ def main() -> None:
         if os.path.exists(path):
             os.remove(path)
     write_scene(scene_path, scene)
-    write_ply(ply_path, **{k: v.numpy() for k, v in init_gaussians(means, colors).items()})
+    gaussians = {k: v.numpy() for k, v in init_gaussians(means, colors).items()}
+    write_ply(ply_path, **{k: v for k, v in gaussians.items() if k not in SH_PARAMS}, sh=joined_sh(gaussians))
     del means, colors
     pregel = os.path.join(os.path.dirname(sys.executable), "pregel")
     rows = {}

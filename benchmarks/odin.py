@@ -22,7 +22,7 @@ import numpy as np
 
 BIN = os.path.dirname(sys.executable)
 PREGEL, MPIEXEC = os.path.join(BIN, "pregel"), os.path.join(BIN, "mpiexec")
-PARAMS = ("means", "scales", "quats", "opacities", "colors")
+PARAMS = ("means", "scales", "quats", "opacities", "colors", "sh")
 
 
 # Runs a command in a fresh process and prints the peak RSS (KB) of the largest process it waited for.

@@ -91,7 +91,7 @@ def _render_images(scene, images, ready, go, out):
 
     def step(c):
         image_gradients(render, setup.initial, torch.as_tensor(views.viewmats[c]), torch.as_tensor(views.Ks[c]),
-                        views.width, views.height, setup.targets[c], 0.2, False)
+                        views.width, views.height, setup.targets[c], 0.2, False, setup.active_sh_degree(1))
 
     for c in cameras[:5]:
         step(c)

@@ -458,10 +458,13 @@ def _add_train(sub) -> None:
                    help="images per step, all read the same parameters (default %(default)s; learning rate "
                         "x sqrt(B), Adam eps / sqrt(B), betas ** B)")
     p.add_argument("--out", required=True, help="trained scene file")
-    p.add_argument("--ply", default=None, help="also export a 3DGS .ply")
+    p.add_argument("--ply", default=None, help="also export a 3DGS .ply (f_dc_*, f_rest_* as the reference code)")
+    p.add_argument("--sh-degree", type=int, default=defaults.sh_degree, metavar="D",
+                   help="largest spherical-harmonics degree of the colour, 0 to 3 (default %(default)s; the active "
+                        "degree rises by one every 1,000 images from 0, as the reference 3DGS)")
     p.add_argument("--init-ply", default=None, metavar="MODEL.ply",
                    help="start from the Gaussians of a 3DGS .ply (this project's, or the reference code's, "
-                        "gsplat's, Grendel-GS's) instead of the scene's /init point cloud")
+                        "gsplat's, Grendel-GS's; SH coefficients kept) instead of the scene's /init point cloud")
     p.add_argument("--png", default=None, help="held-out view beside its ground truth "
                                                "(default: the --out name with .png)")
     p.add_argument("--ssim-weight", type=float, default=defaults.ssim_weight, help="loss (1-w) L1 + w (1-SSIM)")
@@ -642,6 +645,9 @@ def _add_simulate(sub) -> None:
                         "at its fastest")
     p.add_argument("--cells-per-gpu", type=int, default=defaults.cells_per_gpu, help="cells per GPU (as pregel train)")
     p.add_argument("--max-staleness", type=int, default=defaults.max_staleness, help="odin-fast's staleness bound K")
+    p.add_argument("--sh-degree", type=int, default=defaults.sh_degree, metavar="D",
+                   help="SH degree of the Gaussians: their size in messages and gathers, 59 floats at 3, 14 at 0 "
+                        "(default %(default)s, as the reference 3DGS)")
     p.add_argument("--shared-cores", type=int, default=defaults.shared_cores, metavar="N",
                    help="all virtual GPUs share N processors, as mpiexec -n P on an N-core machine "
                         "(default 0: each has its own)")

@@ -3,7 +3,8 @@
 The oracle renders the batch's images from the same parameters, lets autograd sum their gradients in
 batch order (one backward per image) and divides by B, then applies a textbook masked Adam with the
 Grendel-GS scaling (lr x sqrt(B), eps / sqrt(B), betas ** B) written out here, per-Gaussian step
-counts included.
+counts included. The SH degree rises every SH_INTERVAL images (patched down from 1,000 so that a
+short run goes through degrees 0 to 3).
 """
 import math
 
@@ -20,8 +21,9 @@ from odin_sched.training.image_order import camera_order, shuffled_batches, spre
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.training.train import TrainConfig, scene_extent, train
 
-NAMES = ("means", "scales", "quats", "opacities", "colors")
+NAMES = ("means", "scales", "quats", "opacities", "sh0", "shN")
 STEPS = 6
+SH_INTERVAL = 2
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,10 @@ def _oracle(scene, batches, ssim_weight):
         lr["means"] = DEFAULT_LR["means"] * extent * 0.01 ** (step / max(1, len(batches) - 1)) * math.sqrt(b)
         seen = torch.zeros_like(t, dtype=torch.bool)
         for cam in cams:
-            image, visible = render(**params, viewmat=torch.from_numpy(scene.viewmats[cam]),
+            image, visible = render(**{k: params[k] for k in NAMES[:4]},
+                                    colors=torch.cat([params["sh0"], params["shN"]], dim=1),
+                                    sh_degree=min(3, (step + 1) * b // SH_INTERVAL),
+                                    viewmat=torch.from_numpy(scene.viewmats[cam]),
                                     K=torch.from_numpy(scene.Ks[cam]), width=scene.width, height=scene.height)
             target = images[cam]
             loss = (1 - ssim_weight) * (image - target).abs().mean() + ssim_weight * (1 - ssim(image, target))
@@ -65,8 +70,15 @@ def _oracle(scene, batches, ssim_weight):
     return {k: v.detach() for k, v in params.items()}
 
 
+def _trained(scene) -> dict:
+    """The trained parameters of a scene file by trainer name (the SH coefficients split)."""
+    out = {name: torch.from_numpy(getattr(scene, name)) for name in NAMES[:4]}
+    return {**out, "sh0": torch.from_numpy(scene.sh[:, :1]), "shN": torch.from_numpy(scene.sh[:, 1:])}
+
+
 @pytest.mark.parametrize("batch_size", [1, 3])
-def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size):
+def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size, monkeypatch):
+    monkeypatch.setattr("odin_sched.scenes.sh.SH_DEGREE_INTERVAL", SH_INTERVAL)
     out = tmp_path / "t.h5"
     train(TrainConfig(scene_path, STEPS, out, seed=4, ssim_weight=0.2, eval_every=STEPS, progress=False,
                       batch_size=batch_size, image_order="shuffled"))
@@ -74,11 +86,13 @@ def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size):
     train_ids = np.flatnonzero(~heldout_mask(scene))
     expected = _oracle(scene, shuffled_batches(train_ids, STEPS, batch_size, 4), 0.2)
     trained = read_scene(out)
+    assert trained.sh.shape[1] == 16 and np.any(trained.sh[:, 9:] != 0)  # degree 3 was trained
+    got_params = _trained(trained)
     for name in NAMES:
         # Rounding differs (textbook vs torch's Adam arithmetic), and Adam turns a near-zero gradient's
         # rounding into a full step, so a few elements may differ by up to a couple of learning rates;
         # all others agree to float precision.
-        got = torch.from_numpy(getattr(trained, name))
+        got = got_params[name]
         lr = DEFAULT_LR[name] * math.sqrt(batch_size) * (scene_extent(read_scene(scene_path).viewmats)
                                                           if name == "means" else 1.0)
         close = torch.isclose(got, expected[name], rtol=1e-5, atol=0.01 * lr)  # 1% of one step

@@ -14,7 +14,8 @@ def params_for(scales, opacities):
         "scales": torch.log(torch.tensor(scales, dtype=torch.float32))[:, None].repeat(1, 3),
         "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(g, 1),
         "opacities": torch.logit(torch.tensor(opacities, dtype=torch.float32)),
-        "colors": torch.rand(g, 3),
+        "sh0": torch.rand(g, 1, 3),
+        "shN": torch.rand(g, 15, 3),
     }
 
 
@@ -34,6 +35,9 @@ def test_clone_split_prune_counts_and_state():
     # children are sampled around the parent within a few of its standard deviations
     assert torch.all((new["means"][4:] - params["means"][1]).abs() < 4 * 0.5)
     assert not torch.equal(new["means"][4], new["means"][5])
+    for name in ("sh0", "shN"):  # clones and split children carry their parent's SH coefficients
+        assert torch.equal(new[name][:3], params[name][[0, 2, 4]]) and torch.equal(new[name][3], params[name][0])
+        assert torch.equal(new[name][4:], params[name][[1, 1]])
 
     opt = VisibleAdam(params, default_lrs(extent))
     for p in opt.params.values():

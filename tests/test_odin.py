@@ -3,7 +3,9 @@
 For a `city` and an `objects` scene, batch sizes 1 and 4, densification on and off: the Gaussians
 trained by ``--mode odin`` at P = 2 and 3 and by ``--mode barrier`` at P = 2 are identical to those of
 the single-process trainer with the same seed, steps and batch size (the oracle), and no visibility
-prediction failed. Each (P, mode) is one mpiexec launch that trains every case.
+prediction failed. Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
+every SH_INTERVAL images (patched down from 1,000, in the MPI script too), so the cases train degrees
+0 to 3 and carry every SH coefficient in their messages.
 """
 import json
 import os
@@ -23,7 +25,8 @@ from odin_sched.training.train import TrainConfig, train  # noqa: E402
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "train_odin.py")
-NAMES = ("means", "scales", "quats", "opacities", "colors")
+NAMES = ("means", "scales", "quats", "opacities", "colors", "sh")
+SH_INTERVAL = 2
 RUNS = [(2, "odin"), (3, "odin"), (2, "barrier")]
 
 
@@ -40,13 +43,16 @@ def cases(tmp_path_factory):
         for b in (1, 4):
             for densify in (False, True):
                 table[f"{layout}_b{b}_{'d' if densify else 'n'}"] = dict(
-                    scene=scenes[layout], steps=7, batch_size=b, densify=densify, cells=6, window=4, seed=1)
+                    scene=scenes[layout], steps=7, batch_size=b, densify=densify, cells=6, window=4, seed=1,
+                    sh_interval=SH_INTERVAL)
     with open(folder / "cases.json", "w") as f:
         json.dump(table, f)
-    for name, case in table.items():  # the oracle: the single-process trainer
-        train(TrainConfig(case["scene"], case["steps"], folder / f"{name}_single.h5", seed=case["seed"],
-                          ssim_weight=0.2, densify=densify_config(case), eval_every=case["steps"], progress=False,
-                          batch_size=case["batch_size"]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("odin_sched.scenes.sh.SH_DEGREE_INTERVAL", SH_INTERVAL)
+        for name, case in table.items():  # the oracle: the single-process trainer
+            train(TrainConfig(case["scene"], case["steps"], folder / f"{name}_single.h5", seed=case["seed"],
+                              ssim_weight=0.2, densify=densify_config(case), eval_every=case["steps"],
+                              progress=False, batch_size=case["batch_size"]))
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     for size, mode in RUNS:
         subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder), mode],
@@ -66,6 +72,12 @@ def test_distributed_equals_single_process_bitwise(cases, size, mode):
         assert got.attrs["mode"] == mode and got.attrs["ranks"] == size
         assert np.array_equal(got.metrics["loss"], expected.metrics["loss"])
         assert got.metrics["per_rank"].shape[0] == size
+
+
+def test_higher_sh_bands_were_trained(cases):
+    folder, table = cases
+    for name in table:
+        assert np.any(read_scene(folder / f"{name}_single.h5").sh[:, 9:] != 0), name
 
 
 def test_densification_ran(cases):

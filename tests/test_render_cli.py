@@ -73,3 +73,17 @@ def test_bad_camera_and_missing_gpu_are_one_line(scene_file, tmp_path, capsys):
     if not torch.cuda.is_available():
         assert main(["render", "--scene", str(path), "--device", "cuda", "--out", str(tmp_path)]) == 2
         assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_scene_with_sh_coefficients_renders_them(tmp_path):
+    scene = generate_scene(300, 10, 40, 32, seed=2)
+    scene.sh = np.random.default_rng(4).standard_normal((scene.num_gaussians, 9, 3)).astype(np.float32) * 0.5
+    write_scene(tmp_path / "sh.h5", scene)
+    assert main(["render", "--scene", str(tmp_path / "sh.h5"), "--cameras", "2", "--out", str(tmp_path / "v")]) == 0
+    geometry = {k: torch.from_numpy(getattr(scene, k)) for k in ("means", "scales", "quats", "opacities")}
+    image, _ = render(**geometry, colors=torch.from_numpy(scene.sh), viewmat=torch.from_numpy(scene.viewmats[2]),
+                      K=torch.from_numpy(scene.Ks[2]), width=scene.width, height=scene.height, sh_degree=2)
+    png = np.asarray(Image.open(tmp_path / "v" / "0002.png"))
+    np.testing.assert_array_equal(png, np.round(image.clamp(0, 1).numpy() * 255).astype(np.uint8))
+    rgb = {k: getattr(scene, k) for k in ("means", "scales", "quats", "opacities", "colors")}
+    assert np.abs(png.astype(int) - _expected(rgb, scene, 2)).max() > 50  # not the RGB colours

@@ -15,27 +15,31 @@ from odin_sched.scenes.scene_gen import generate_scene
 NAMES = ("means", "scales", "quats", "opacities", "colors")
 
 
-def _grads(params, scene, cam, weights):
+def _grads(params, scene, cam, weights, sh_degree):
     leaves = {k: v.clone().requires_grad_(True) for k, v in params.items()}
     image, visible = render(**leaves, viewmat=torch.from_numpy(scene.viewmats[cam]),
-                            K=torch.from_numpy(scene.Ks[cam]), width=scene.width, height=scene.height)
+                            K=torch.from_numpy(scene.Ks[cam]), width=scene.width, height=scene.height,
+                            sh_degree=sh_degree)
     (image * weights).sum().backward()
     return image.detach(), visible, {k: v.grad for k, v in leaves.items()}
 
 
-@pytest.mark.parametrize("layout", ["city", "objects"])
-def test_subset_render_is_bitwise_equal(layout):
+@pytest.mark.parametrize("layout,sh_degree", [("city", None), ("objects", None), ("city", 3)])
+def test_subset_render_is_bitwise_equal(layout, sh_degree):
     scene = generate_scene(600, 6, 40, 28, seed=3, layout=layout)
     params = {k: torch.from_numpy(getattr(scene, k)) for k in NAMES}
     rng = np.random.default_rng(0)
+    if sh_degree is not None:  # view-dependent colour: SH coefficients [G, 16, 3]
+        params["colors"] = torch.from_numpy(rng.standard_normal((scene.num_gaussians, 16, 3)).astype(np.float32))
     seen = 0
     for cam in range(scene.num_cameras):
         weights = torch.from_numpy(rng.standard_normal((scene.height, scene.width, 3)).astype(np.float32))
-        image, visible, grads = _grads(params, scene, cam, weights)
+        image, visible, grads = _grads(params, scene, cam, weights, sh_degree)
         seen += int(visible.any())
         keep = visible.numpy() | (rng.random(scene.num_gaussians) < 0.3)  # all visible + some others
         idx = torch.from_numpy(np.flatnonzero(keep))
-        sub_image, sub_visible, sub_grads = _grads({k: v[idx] for k, v in params.items()}, scene, cam, weights)
+        sub_image, sub_visible, sub_grads = _grads({k: v[idx] for k, v in params.items()}, scene, cam, weights,
+                                                   sh_degree)
         assert torch.equal(sub_image, image)
         assert torch.equal(sub_visible, visible[idx])
         for name in NAMES:

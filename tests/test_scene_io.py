@@ -56,6 +56,19 @@ def test_failed_write_leaves_old_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["s.h5"]
 
 
+def test_sh_coefficients_round_trip_and_scenes_without_them_stay_v1(tmp_path):
+    scene = small_scene()
+    scene.sh = np.random.default_rng(1).standard_normal((6, 16, 3)).astype(np.float32)
+    write_scene(tmp_path / "sh.h5", scene)
+    back = read_scene(tmp_path / "sh.h5")
+    assert back.sh.dtype == np.float32 and np.array_equal(back.sh, scene.sh)
+    assert set(back.gaussians()) == {"means", "scales", "quats", "opacities", "colors", "sh"}
+    write_scene(tmp_path / "v1.h5", small_scene())
+    with h5py.File(tmp_path / "v1.h5") as f:
+        assert "sh" not in f["gaussians"] and f.attrs["version"] == 1
+    assert read_scene(tmp_path / "v1.h5").sh is None
+
+
 def edit(path, fn):
     with h5py.File(path, "r+") as f:
         fn(f)
@@ -64,6 +77,12 @@ def edit(path, fn):
 def replace(name, data):
     def fn(f):
         del f[name]
+        f[name] = data
+    return fn
+
+
+def add(name, data):
+    def fn(f):
         f[name] = data
     return fn
 
@@ -90,6 +109,9 @@ CASES = [
     (replace("gaussians/quats", np.zeros((6, 4), np.float32)), "cannot be normalised"),
     (lambda f: f.__delitem__("init/colors"), "/init/colors: dataset is missing"),
     (replace("cameras/heldout", np.zeros(2, bool)), "/cameras/heldout: has 2 rows"),
+    (add("gaussians/sh", np.zeros((6, 5, 3), np.float32)), "/gaussians/sh: has 5 coefficients per channel"),
+    (add("gaussians/sh", np.zeros((5, 4, 3), np.float32)), "/gaussians/sh: has 5 rows"),
+    (add("gaussians/sh", np.zeros((6, 4, 2), np.float32)), "/gaussians/sh: shape is [6, 4, 2]"),
 ]
 
 

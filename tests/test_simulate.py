@@ -365,3 +365,28 @@ def test_image_rows_count_the_gaussians_of_the_cells_read():
         cells = steps.version_cell[reads - steps.num_images]
         assert win.image_rows[image] == sum(len(win.cell_rows(c)) for c in cells)
     assert win.image_rows.sum() > 0
+
+
+def test_messages_and_gathers_weigh_the_sh_coefficients():
+    """A Gaussian's parameters are 59 floats at SH degree 3 (3 + 3 + 4 + 1 + 16 x 3), 14 at degree 0: the
+    step graph's messages, the window-end gather and the simulated communication follow."""
+    from odin_sched.odin.trainer import StepMessages
+    from odin_sched.sim.simulate import gather_bytes
+    from odin_sched.training.step import param_columns
+
+    assert (param_columns(3), param_columns(1), param_columns(0)) == (59, 23, 14)
+    assert (gather_bytes(3), gather_bytes(0)) == (4 * (3 * 59 + 1) + 24, 4 * (3 * 14 + 1) + 24)
+    win, scene = _small_window()
+    steps, sizes = win.steps, np.diff(win.member_indptr)
+    image_to_version = int(steps.image_writes[0])
+    read = next(r for r in steps.image_reads if steps.version_batch[r - steps.num_images] >= 0)
+    position = np.flatnonzero(steps.image_reads == read)[0]
+    reader = int(np.searchsorted(steps.image_reads_indptr, position, "right") - 1)  # an image reading it
+    for degree, columns in ((3, 59), (0, 14)):
+        messages = StepMessages(steps, sizes, param_columns(degree))
+        rows = sizes[steps.version_cell[image_to_version - steps.num_images]]
+        assert messages.payload_size(np.array([0]), np.array([image_to_version]))[0] == rows * (columns + 2)
+        rows = sizes[steps.version_cell[read - steps.num_images]]
+        assert messages.payload_size(np.array([read]), np.array([reader]))[0] == rows * columns
+    comm = {d: simulate(scene, H200_IB, "odin", 2, 6, 4, sh_degree=d).comm.sum() for d in (0, 3)}
+    assert comm[3] > comm[0] > 0

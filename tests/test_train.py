@@ -6,14 +6,17 @@ from PIL import Image
 
 from odin_sched.training.densify import DensifyConfig
 from odin_sched.scenes.ply import read_gaussians_ply
+from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import read_scene, write_scene
+from odin_sched.scenes.sh import active_sh_degree
 from odin_sched.training.image_order import camera_order
 from odin_sched.scenes.knn import knn_scales
 from odin_sched.training.train import TrainConfig, train
 from pregel.errors import InputError
 
 W = H = 24
+C0 = 0.28209479177387814  # the reference code's SH constant of degree 0
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +112,74 @@ def test_trained_ply_restarts_training_from_the_same_parameters(scene_path, tmp_
     start = prepare(TrainConfig(scene_path, 5, eval_every=5, init_ply=ply)).initial
     for name in ("means", "scales", "quats", "opacities"):
         assert np.array_equal(start[name].numpy(), getattr(trained, name)), name
-    np.testing.assert_allclose(start["colors"].numpy(), trained.colors, atol=1e-6)  # through the SH coefficient
+    assert np.array_equal(torch.cat([start["sh0"], start["shN"]], dim=1).numpy(), trained.sh)
+    np.testing.assert_allclose(trained.colors, trained.sh[:, 0] * C0 + 0.5, rtol=1e-6)  # the DC colour
     result = train(TrainConfig(scene_path, 5, tmp_path / "again.h5", seed=0, eval_every=5, progress=False, init_ply=ply))
     assert result.num_gaussians == trained.num_gaussians
+
+
+def test_initial_colour_is_the_dc_coefficient():
+    rgb = np.array([[0.5, 1.0, 0.0], [0.25, 0.75, 0.1]], np.float32)
+    means = np.array([[0, 0, 0], [1, 0, 0]], np.float32)
+    init = init_gaussians(means, rgb)
+    assert init["sh0"].shape == (2, 1, 3) and init["shN"].shape == (2, 15, 3) and not init["shN"].any()
+    np.testing.assert_allclose(init["sh0"][:, 0].numpy(), (rgb - 0.5) / C0, rtol=1e-6)
+    assert init_gaussians(means, rgb, sh_degree=1)["shN"].shape == (2, 3, 3)
+    assert init_gaussians(means, rgb, sh_degree=0)["shN"].shape == (2, 0, 3)
+
+
+def test_sh_degree_schedule_is_one_band_per_thousand_images():
+    # the reference raises the degree at iterations 1000, 2000, 3000 (before rendering them)
+    assert [active_sh_degree(s, 1, 3) for s in (1, 999, 1000, 1999, 2000, 3000, 30_000)] == [0, 0, 1, 1, 2, 3, 3]
+    assert [active_sh_degree(s, 1, 1) for s in (999, 1000, 5000)] == [0, 1, 1]
+    # batches of 4 images: batch 250 holds image 1000 (Grendel-GS counts images)
+    assert [active_sh_degree(s, 4, 3) for s in (249, 250, 500, 750)] == [0, 1, 2, 3]
+
+
+def test_init_ply_of_another_degree(scene_path, tmp_path):
+    from odin_sched.scenes.ply import write_ply
+    from odin_sched.training.train import prepare
+
+    rng = np.random.default_rng(0)
+    g = 30
+    gaussians = dict(means=rng.standard_normal((g, 3)), scales=rng.standard_normal((g, 3)) - 3,
+                     quats=rng.standard_normal((g, 4)), opacities=rng.standard_normal(g))
+    sh = rng.standard_normal((g, 4, 3)).astype(np.float32)
+    write_ply(tmp_path / "d1.ply", **gaussians, sh=sh)
+    start = prepare(TrainConfig(scene_path, 5, eval_every=5, init_ply=tmp_path / "d1.ply")).initial  # degree 3
+    assert np.array_equal(start["sh0"][:, 0].numpy(), sh[:, 0])
+    assert np.array_equal(start["shN"][:, :3].numpy(), sh[:, 1:]) and not start["shN"][:, 3:].any()
+    with pytest.raises(InputError, match=r"d1\.ply: the Gaussians have SH degree 1, more than TrainConfig.sh_degree 0"):
+        prepare(TrainConfig(scene_path, 5, eval_every=5, init_ply=tmp_path / "d1.ply", sh_degree=0))
+    with pytest.raises(InputError, match="TrainConfig.sh_degree must be an integer from 0 to 3, got 4"):
+        prepare(TrainConfig(scene_path, 5, eval_every=5, sh_degree=4))
+
+
+def test_sh_fits_view_dependent_images_better(tmp_path, monkeypatch):
+    """Ground truth rendered from Gaussians with random higher SH bands (their colour changes with the
+    view); training starts from the true geometry with the DC colour only. Degree 3 (bands raised every
+    10 images here) fits the training images better than degree 0, which cannot change with the view."""
+    from kernels.splat import render
+    from odin_sched.scenes.ply import write_ply
+
+    scene = generate_scene(300, 12, 32, 32, seed=1)
+    rng = np.random.default_rng(0)
+    sh = np.zeros((scene.num_gaussians, 16, 3), np.float32)
+    sh[:, 0] = (scene.colors - 0.5) / C0
+    sh[:, 1:] = rng.standard_normal((scene.num_gaussians, 15, 3)).astype(np.float32) * 0.25
+    geometry = {k: getattr(scene, k) for k in ("means", "scales", "quats", "opacities")}
+    images = []
+    for c in range(scene.num_cameras):
+        with torch.no_grad():
+            image, _ = render(**{k: torch.from_numpy(v) for k, v in geometry.items()}, colors=torch.from_numpy(sh),
+                              viewmat=torch.from_numpy(scene.viewmats[c]), K=torch.from_numpy(scene.Ks[c]),
+                              width=32, height=32, sh_degree=3)
+        images.append(np.round(image.clamp(0, 1).numpy() * 255).astype(np.uint8))
+    scene.images = np.stack(images)
+    write_scene(tmp_path / "vd.h5", scene)
+    write_ply(tmp_path / "geometry.ply", **geometry, colors=scene.colors)
+    monkeypatch.setattr("odin_sched.scenes.sh.SH_DEGREE_INTERVAL", 10)
+    runs = {d: train(TrainConfig(tmp_path / "vd.h5", 300, tmp_path / f"d{d}.h5", sh_degree=d, eval_every=300,
+                                 progress=False, init_ply=tmp_path / "geometry.ply")) for d in (0, 3)}
+    assert runs[3].losses[-20:].mean() < 0.9 * runs[0].losses[-20:].mean()
+    assert runs[3].final_psnr > runs[0].final_psnr

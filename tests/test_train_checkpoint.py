@@ -12,6 +12,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from job_checks import assert_nothing_written, intact, kill_and_end, one_line_error, stop, wait_for
 from odin_sched.scenes.ply import write_ply
@@ -65,7 +66,8 @@ def files(tmp_path_factory):
     write_scene(folder / "s.h5", scene)
     write_scene(folder / "other.h5", generate_scene(400, 14, 32, 24, seed=1, layout="city"))
     initial = init_gaussians(scene.init_means, scene.init_colors)
-    write_ply(folder / "init.ply", **{name: value.numpy() for name, value in initial.items()})
+    sh = torch.cat([initial.pop("sh0"), initial.pop("shN")], dim=1)
+    write_ply(folder / "init.ply", **{name: value.numpy() for name, value in initial.items()}, sh=sh.numpy())
     (folder / "hang.py").write_text(HANG)
     return folder
 
@@ -85,7 +87,8 @@ def oracle(files):
 def _trained(path) -> dict:
     with h5py.File(path) as f:
         return {name: f[name][:] for name in ("gaussians/means", "gaussians/scales", "gaussians/quats",
-                                              "gaussians/opacities", "gaussians/colors", "metrics/loss",
+                                              "gaussians/opacities", "gaussians/colors", "gaussians/sh",
+                                              "metrics/loss",
                                               "metrics/psnr", "metrics/psnr_steps")}
 
 
@@ -163,6 +166,7 @@ def checkpointed(files, tmp_path_factory):
     (["--seed", 4], True, "training", 2),
     (["--ssim-weight", 0.3], True, "training", 1),
     (["--densify-grad-threshold", 0.001], True, "training", 1),
+    (["--sh-degree", 1], True, "training", 1),
     ([], False, "training", 1),
 ])
 def test_mismatched_checkpoint_is_refused(files, checkpointed, tmp_path, change, densify, key, ranks):

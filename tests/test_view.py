@@ -16,7 +16,8 @@ import pytest
 from plyfile import PlyData
 from scipy.spatial.transform import Rotation
 
-from odin_sched.scenes.ply import SH_C0, write_ply
+from kernels.splat.sh import SH_C0
+from odin_sched.scenes.ply import write_ply
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import read_scene, write_scene
 from odin_sched.view.model import load_view_model

@@ -296,7 +296,7 @@ def test_visible_adam_stays_within_the_window_margin(betas):
     gen = torch.Generator().manual_seed(0)
     lrs = default_lrs(10.0)
     params = {name: torch.randn((g,) + shape, generator=gen)
-              for name, shape in zip(PARAMS, ((3,), (3,), (4,), (), (3,)))}
+              for name, shape in zip(PARAMS[:4] + ("sh0",), ((3,), (3,), (4,), (), (1, 3)))}
     opt = VisibleAdam(params, lrs, betas=betas)
     growth = betas[1] / betas[0]
     signs = {name: torch.sign(torch.randn(p.shape, generator=gen)) for name, p in params.items()}

@@ -4,7 +4,7 @@ import torch
 
 from odin_sched.training.optim import VisibleAdam, default_lrs
 
-SHAPES = {"means": (3,), "scales": (3,), "quats": (4,), "opacities": (), "colors": (3,)}
+SHAPES = {"means": (3,), "scales": (3,), "quats": (4,), "opacities": (), "sh0": (1, 3), "shN": (15, 3)}
 
 
 def make_params(g, seed=0):
@@ -87,8 +87,8 @@ def test_replace_carries_state_and_zeroes_new_rows():
     assert torch.equal(opt.exp_avg["means"][3], old_m[2])
     assert torch.all(opt.exp_avg["means"][[1, 4]] == 0)
     assert opt.step_count.tolist() == [1, 0, 1, 1, 0]
-    assert torch.equal(opt.params["colors"].detach(), new["colors"])
-    assert opt.params["colors"].requires_grad
+    assert torch.equal(opt.params["shN"].detach(), new["shN"])
+    assert opt.params["shN"].requires_grad
 
 
 def test_bad_visible_mask_is_rejected():

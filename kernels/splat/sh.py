@@ -120,34 +120,8 @@ def direction_vjp(x, y, z, inv, vx, vy, vz):
     return vx * inv, vy * inv, vz * inv
 
 
-# The kernels' bodies: scalar helpers above, array access here (the CUDA simulator cannot pass its
-# arrays into @njit helpers). Forward: colour = max(sum_k b_k c_k + 0.5, 0). Backward, per channel
-# v = dL/dcolour (0 where clamped): dL/dc_k = b_k v; dL/ddirection = sum_k (sum_ch v c_k) db_k.
-
-@njit(parallel=True, cache=True)
-def _sh_to_colors_cpu(
-    means,  # [G, 3] float32
-    coeffs,  # [G, K, 3] float32
-    campos,  # (x, y, z) camera centre
-    degree,  # active degree, (degree + 1)^2 <= K
-    colors,  # [G, 3] float32 out
-):
-    bases = (degree + 1) * (degree + 1)
-    for g in prange(means.shape[0]):
-        x, y, z, _ = view_direction(means[g, 0], means[g, 1], means[g, 2], campos)
-        b = sh_basis(degree, x, y, z)
-        for ch in range(3):
-            acc = 0.0
-            for k in range(bases):
-                acc += b[k] * coeffs[g, k, ch]
-            colors[g, ch] = max(acc + 0.5, 0.0)
-
-
-@cuda.jit
-def _sh_to_colors_cuda(means, coeffs, campos, degree, colors):
-    g = cuda.grid(1)
-    if g >= means.shape[0]:
-        return
+def _forward_one(g, means, coeffs, campos, degree, colors):
+    """Colour of Gaussian g: max(sum_k b_k c_k + 0.5, 0) per channel."""
     bases = (degree + 1) * (degree + 1)
     x, y, z, _ = view_direction(means[g, 0], means[g, 1], means[g, 2], campos)
     b = sh_basis(degree, x, y, z)
@@ -158,46 +132,9 @@ def _sh_to_colors_cuda(means, coeffs, campos, degree, colors):
         colors[g, ch] = max(acc + 0.5, 0.0)
 
 
-@njit(parallel=True, cache=True)
-def _sh_to_colors_backward_cpu(
-    means,  # [G, 3] float32
-    coeffs,  # [G, K, 3] float32
-    campos,  # (x, y, z)
-    degree,
-    v_colors,  # [G, 3] float32, dL/dcolors
-    v_means,  # [G, 3] float32 out, zero-filled
-    v_coeffs,  # [G, K, 3] float32 out, zero-filled (coefficients above the degree stay 0)
-):
-    bases = (degree + 1) * (degree + 1)
-    for g in prange(means.shape[0]):
-        x, y, z, inv = view_direction(means[g, 0], means[g, 1], means[g, 2], campos)
-        b = sh_basis(degree, x, y, z)
-        a0 = a1 = a2 = 0.0
-        for k in range(bases):
-            a0 += b[k] * coeffs[g, k, 0]
-            a1 += b[k] * coeffs[g, k, 1]
-            a2 += b[k] * coeffs[g, k, 2]
-        v0 = v_colors[g, 0] if a0 + 0.5 >= 0.0 else 0.0
-        v1 = v_colors[g, 1] if a1 + 0.5 >= 0.0 else 0.0
-        v2 = v_colors[g, 2] if a2 + 0.5 >= 0.0 else 0.0
-        vx = vy = vz = 0.0
-        for k in range(bases):
-            v_coeffs[g, k, 0] = b[k] * v0
-            v_coeffs[g, k, 1] = b[k] * v1
-            v_coeffs[g, k, 2] = b[k] * v2
-            w = v0 * coeffs[g, k, 0] + v1 * coeffs[g, k, 1] + v2 * coeffs[g, k, 2]
-            dx, dy, dz = sh_basis_gradient(k, x, y, z)
-            vx += w * dx
-            vy += w * dy
-            vz += w * dz
-        v_means[g, 0], v_means[g, 1], v_means[g, 2] = direction_vjp(x, y, z, inv, vx, vy, vz)
-
-
-@cuda.jit
-def _sh_to_colors_backward_cuda(means, coeffs, campos, degree, v_colors, v_means, v_coeffs):
-    g = cuda.grid(1)
-    if g >= means.shape[0]:
-        return
+def _backward_one(g, means, coeffs, campos, degree, v_colors, v_means, v_coeffs):
+    """Gradients of Gaussian g: per channel v = dL/dcolour (0 where clamped), dL/dc_k = b_k v and
+    dL/ddirection = sum_k (sum_ch v c_k) db_k, then through the normalisation to the mean."""
     bases = (degree + 1) * (degree + 1)
     x, y, z, inv = view_direction(means[g, 0], means[g, 1], means[g, 2], campos)
     b = sh_basis(degree, x, y, z)
@@ -220,6 +157,52 @@ def _sh_to_colors_backward_cuda(means, coeffs, campos, degree, v_colors, v_means
         vy += w * dy
         vz += w * dz
     v_means[g, 0], v_means[g, 1], v_means[g, 2] = direction_vjp(x, y, z, inv, vx, vy, vz)
+
+
+# The per-Gaussian bodies read and write arrays, so they are compiled twice: with njit for the CPU
+# kernels and as CUDA device functions (the CUDA simulator cannot pass its arrays into @njit code).
+_forward_cpu, _forward_device = njit(cache=True)(_forward_one), cuda.jit(device=True)(_forward_one)
+_backward_cpu, _backward_device = njit(cache=True)(_backward_one), cuda.jit(device=True)(_backward_one)
+
+
+@njit(parallel=True, cache=True)
+def _sh_to_colors_cpu(
+    means,  # [G, 3] float32
+    coeffs,  # [G, K, 3] float32
+    campos,  # (x, y, z) camera centre
+    degree,  # active degree, (degree + 1)^2 <= K
+    colors,  # [G, 3] float32 out
+):
+    for g in prange(means.shape[0]):
+        _forward_cpu(g, means, coeffs, campos, degree, colors)
+
+
+@cuda.jit
+def _sh_to_colors_cuda(means, coeffs, campos, degree, colors):
+    g = cuda.grid(1)
+    if g < means.shape[0]:
+        _forward_device(g, means, coeffs, campos, degree, colors)
+
+
+@njit(parallel=True, cache=True)
+def _sh_to_colors_backward_cpu(
+    means,  # [G, 3] float32
+    coeffs,  # [G, K, 3] float32
+    campos,  # (x, y, z)
+    degree,
+    v_colors,  # [G, 3] float32, dL/dcolors
+    v_means,  # [G, 3] float32 out, zero-filled
+    v_coeffs,  # [G, K, 3] float32 out, zero-filled (coefficients above the degree stay 0)
+):
+    for g in prange(means.shape[0]):
+        _backward_cpu(g, means, coeffs, campos, degree, v_colors, v_means, v_coeffs)
+
+
+@cuda.jit
+def _sh_to_colors_backward_cuda(means, coeffs, campos, degree, v_colors, v_means, v_coeffs):
+    g = cuda.grid(1)
+    if g < means.shape[0]:
+        _backward_device(g, means, coeffs, campos, degree, v_colors, v_means, v_coeffs)
 
 
 def _check(means, coeffs, campos, degree) -> tuple:

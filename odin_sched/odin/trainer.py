@@ -62,9 +62,10 @@ from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.densify import GradAccumulator, densify_optimizer
 from odin_sched.training.optim import VisibleAdam
-from odin_sched.training.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.training.step import batch_gradient, image_gradients, pack_params, param_columns, unpack_params
 from odin_sched.training.config import TrainConfig
 from odin_sched.scenes.scene_io import Scene
+from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
 from odin_sched.training.train import (TrainResult, TrainingSetup, camera, evaluate, heldout_png, new_optimizer,
                                        params_of, set_up, write_outputs)
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
@@ -283,20 +284,21 @@ def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
     return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
 
 
-#: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
-GRAD_COLUMNS = PARAM_COLUMNS + 2
+#: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm
+GRAD_EXTRA = 2
 
 
 class StepMessages(DataflowProgram):
     """What the vertices of a window's step graph send (the part of ``TrainingSteps`` the simulator shares).
 
-    An image sends each cell it sees [g_c, GRAD_COLUMNS] floats; a cell version broadcasts its
-    parameters [g_c, PARAM_COLUMNS] (nothing for an initial version: every rank holds it).
-    steps: the window's StepGraph; cell_sizes: [K] Gaussians per cell.
+    An image sends each cell it sees [g_c, columns + GRAD_EXTRA] floats; a cell version broadcasts its
+    parameters [g_c, columns] (nothing for an initial version: every rank holds it).
+    steps: the window's StepGraph; cell_sizes: [K] Gaussians per cell; columns: float32 parameters per
+    Gaussian (``odin_sched.training.step.param_columns`` of the SH degree: 14 at degree 0, 59 at degree 3).
     """
 
-    def __init__(self, steps: StepGraph, cell_sizes: np.ndarray):
-        self.steps, self.cell_sizes = steps, cell_sizes
+    def __init__(self, steps: StepGraph, cell_sizes: np.ndarray, columns: int):
+        self.steps, self.cell_sizes, self.columns = steps, cell_sizes, columns
 
     def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
         return ~self.steps.is_image(vertices)
@@ -307,50 +309,53 @@ class StepMessages(DataflowProgram):
         cells = self.steps.version_cell[version]
         rows = self.cell_sizes[cells]
         initial = ~from_image & (self.steps.version_batch[version] < 0)
-        params = np.where(initial, 0, rows * PARAM_COLUMNS)
-        return np.where(from_image, rows * GRAD_COLUMNS, params).astype(np.int64)
+        params = np.where(initial, 0, rows * self.columns)
+        return np.where(from_image, rows * (self.columns + GRAD_EXTRA), params).astype(np.int64)
 
 
 @dataclass
 class ImageInputs:
     """What an image step reads besides its cells: the scene's cameras, the target images [H, W, 3] by
-    camera, the rasterizer, the loss's SSIM weight, and whether to return screen-space gradient norms
-    (for densification)."""
+    camera, the rasterizer, the loss's SSIM weight, whether to return screen-space gradient norms
+    (for densification), and the SH degree rendered in each batch of the window ([stop - start])."""
 
     scene: Scene
     targets: dict
     render: object
     ssim_weight: float
     screen_norms: bool
+    sh_degrees: list
 
 
 @dataclass
 class CellInputs:
     """What a cell version updates and with what: the optimizer (its rows of the cell's Gaussians), the
     densification accumulator (None without densification), the learning rates of each batch of the
-    window (name -> float, [stop - start]) and the batch size B."""
+    window (name -> float, [stop - start]), the batch size B and the largest SH degree trained."""
 
     opt: VisibleAdam
     accum: GradAccumulator | None
     lrs: list
     batch_size: int
+    sh_degree: int
 
 
 class TrainingSteps(StepMessages):
     """The training step as a dataflow program over a window's step graph (one instance per rank).
 
-    Image vertex i: inputs are the cell versions it reads ([g_c, 14] parameters, or nothing for a cell
-    still at its window-start state); it renders, and sends each cell it sees a [g_c, 16] block
-    (gradients, visible flag, screen-space gradient norm). Cell-version vertex (c, b): inputs are the
-    blocks of batch b's images that see c (and, in odin-fast mode, the previous version of c, which
-    only orders the updates); it takes the visible-Adam step of batch b on the cell and broadcasts the
-    new parameters [g_c, 14] to the ranks of the images that read this version.
+    Image vertex i: inputs are the cell versions it reads ([g_c, columns] parameters, ``param_columns`` of
+    the SH degree, or nothing for a cell still at its window-start state); it renders at its batch's SH
+    degree, and sends each cell it sees a [g_c, columns + 2] block (gradients, visible flag, screen-space
+    gradient norm). Cell-version vertex (c, b): inputs are the blocks of batch b's images that see c (and,
+    in odin-fast mode, the previous version of c, which only orders the updates); it takes the
+    visible-Adam step of batch b on the cell and broadcasts the new parameters [g_c, columns] to the
+    ranks of the images that read this version.
     window: the planned ``Window``; start_params: the window-start parameters (name -> [G, ...], the
     same on every rank); staging: the rank's ``HostStaging`` (its device and host copies).
     """
 
     def __init__(self, window, start_params: dict, images: ImageInputs, cells: CellInputs, staging: HostStaging):
-        super().__init__(window.steps, np.diff(window.member_indptr))
+        super().__init__(window.steps, np.diff(window.member_indptr), param_columns(cells.sh_degree))
         self.window, self.start_params, self.images, self.cells, self.staging = window, start_params, images, cells, staging
         self.image_losses = {}  # image -> its loss
         self.updated = {}       # cell version -> Gaussians its Adam step moved (for the timeline)
@@ -370,19 +375,20 @@ class TrainingSteps(StepMessages):
         reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
         cells = steps.version_cell[steps.version_index(reads)]
         rows = np.concatenate([np.empty(0, np.int64), *(window.cell_rows(c) for c in cells)])  # none: sees nothing
-        blocks = [torch.zeros(0, PARAM_COLUMNS, device=staging.device)]
+        blocks = [torch.zeros(0, self.columns, device=staging.device)]
         for vertex, cell in zip(reads, cells):
             payload = inputs.get(vertex)  # none from an initial version
             if payload is not None and payload.size:
-                blocks.append(staging.to_device(payload, PARAM_COLUMNS))
+                blocks.append(staging.to_device(payload, self.columns))
             else:
                 blocks.append(pack_params(self.start_params, self._index(window.cell_rows(cell))))
         order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
-        params = unpack_params(torch.cat(blocks)[self._index(order)])
+        params = unpack_params(torch.cat(blocks)[self._index(order)], self.cells.sh_degree)
         cam = int(steps.image_camera[image])
         scene = given.scene
         result = image_gradients(given.render, params, *camera(scene, cam, staging.device), scene.width,
-                                 scene.height, given.targets[cam], given.ssim_weight, given.screen_norms)
+                                 scene.height, given.targets[cam], given.ssim_weight, given.screen_norms,
+                                 given.sh_degrees[int(steps.image_batch[image])])
         self.image_losses[image] = result.loss
         packed = staging.to_host(torch.cat(
             [pack_params(result.grads), result.visible[:, None].to(torch.float32),
@@ -404,16 +410,17 @@ class TrainingSteps(StepMessages):
         if batch < 0:
             return np.empty(0, np.float32)
         ids = self._index(rows)
-        total = torch.zeros(len(rows), PARAM_COLUMNS, device=staging.device)
+        columns = self.columns
+        total = torch.zeros(len(rows), columns, device=staging.device)
         seen = torch.zeros(len(rows), dtype=torch.bool, device=staging.device)
         for image in sorted(k for k in inputs if steps.is_image(k)):  # batch order (position in batch)
-            block = staging.to_device(inputs[image], GRAD_COLUMNS)
-            total += block[:, :PARAM_COLUMNS]
-            visible = block[:, PARAM_COLUMNS] > 0
+            block = staging.to_device(inputs[image], columns + GRAD_EXTRA)
+            total += block[:, :columns]
+            visible = block[:, columns] > 0
             seen |= visible
             if given.accum is not None:
-                given.accum.add_rows(ids, block[:, PARAM_COLUMNS + 1], visible)
-        grads = batch_gradient(unpack_params(total), given.batch_size)
+                given.accum.add_rows(ids, block[:, columns + 1], visible)
+        grads = batch_gradient(unpack_params(total, given.sh_degree), given.batch_size)
         idx = torch.nonzero(seen).squeeze(1)
         self.updated[version] = int(idx.numel())
         given.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()}, lrs=given.lrs[batch])
@@ -480,13 +487,15 @@ def without_initial_reads(graph: GraphData, steps: StepGraph) -> GraphData:
 class PlanConfig:
     """How windows are planned: ``num_cells`` cells owned by ``num_ranks`` ranks; reads up to
     ``max_staleness`` updates old (odin-fast) for at most ``stale_impact`` of an image's Gaussians; an
-    image's predicted cost ``cost_weights · (1, predicted visible Gaussians, pixels)``."""
+    image's predicted cost ``cost_weights · (1, predicted visible Gaussians, pixels)``; a cell's transfer
+    its Gaussians' parameters at SH degree ``sh_degree`` (``param_columns``)."""
 
     num_cells: int
     num_ranks: int
     max_staleness: int = 0
     stale_impact: float = STALE_IMPACT
     cost_weights: tuple = (0.0, 1.0, PIXEL_COST)
+    sh_degree: int = DEFAULT_SH_DEGREE
 
 
 def plan_window(comm, means: np.ndarray, scales: np.ndarray, cameras, batches: np.ndarray, start: int, stop: int,
@@ -513,7 +522,7 @@ def plan_window(comm, means: np.ndarray, scales: np.ndarray, cameras, batches: n
     image_cost = (cost_weights[0] + cost_weights[1] * (visible[steps.image_camera].astype(np.float64)
                                                        @ bounds.count.astype(np.float64))
                   + cost_weights[2] * width * height)
-    schedule = plan_schedule(comm, steps, image_cost, bounds.count * PARAM_COLUMNS * 4, owner,
+    schedule = plan_schedule(comm, steps, image_cost, bounds.count * param_columns(config.sh_degree) * 4, owner,
                              num_ranks=num_ranks)
     plan = DataflowPlan(without_initial_reads(publish_before_compute(steps, schedule.rank), steps), schedule.rank,
                         publish_first(schedule.priority, steps), schedule.phase)
@@ -547,7 +556,8 @@ class WindowPlanner:
         setup = self.setup
         lrs = setup.settings.lrs(setup.extent, start + 1, self.steps)  # the largest in the window (decaying)
         margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, stop - start, self.safety)
-        config = PlanConfig(self.num_cells, self.comm.size, self.options.staleness, self.options.stale_impact)
+        config = PlanConfig(self.num_cells, self.comm.size, self.options.staleness, self.options.stale_impact,
+                            sh_degree=setup.sh_degree)
         window, schedule = plan_window(self.comm, params["means"].detach().cpu().numpy(),
                                        params["scales"].detach().cpu().numpy(), setup.scene, setup.batches, start,
                                        stop, margin, config)
@@ -633,11 +643,15 @@ class DistributedTrainer:
         """Run the window's program on this rank; returns it (its image losses and updates). ``reported``:
         the dashboard's status follows this window (so its spans are kept)."""
         setup, batch_size = self.setup, self.setup.settings.batch_size
-        lrs = [setup.settings.lrs(setup.extent, b + 1, self.steps) for b in range(window.start, window.stop)]
+        batches = range(window.start, window.stop)
+        lrs = [setup.settings.lrs(setup.extent, b + 1, self.steps) for b in batches]
+        sh_degrees = [setup.active_sh_degree(b + 1) for b in batches]
         program = TrainingSteps(
             window, params_of(self.opt),  # the window-start state (identical on every rank)
-            ImageInputs(setup.scene, setup.targets, self.render, self.ssim_weight, self.densify is not None),
-            CellInputs(self.opt, self.accum if self.densify is not None else None, lrs, batch_size),
+            ImageInputs(setup.scene, setup.targets, self.render, self.ssim_weight, self.densify is not None,
+                        sh_degrees),
+            CellInputs(self.opt, self.accum if self.densify is not None else None, lrs, batch_size,
+                       setup.sh_degree),
             self.staging)
         called = time.perf_counter()
         mode = "bsp" if self.options.mode == "barrier" else "dataflow"
@@ -649,7 +663,8 @@ class DistributedTrainer:
 
     def _gather(self, window: Window, program: TrainingSteps) -> np.ndarray:
         """Every owner's cells onto every rank; returns the window's batch losses [stop - start]."""
-        gathered = gather_state(self.comm, window, self.opt, self.accum, self.staging, program.image_losses)
+        gathered = gather_state(self.comm, window, self.opt, self.accum, self.staging, program.image_losses,
+                                self.setup.sh_degree)
         self.record.gathered(gathered.t0, gathered.t1, gathered.t2, window)
         return gathered.losses
 
@@ -672,8 +687,8 @@ class DistributedTrainer:
         evaluated = stop % self.eval_every == 0 or stop == self.steps
         if evaluated:
             psnr_steps.append(stop)
-            value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets) \
-                if self.comm.rank == 0 else None
+            value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets,
+                             setup.active_sh_degree(stop)) if self.comm.rank == 0 else None
             psnr_values.append(self.comm.bcast(value))
             self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
                                 f"{self.opt.num_gaussians} Gaussians")
@@ -687,7 +702,7 @@ class DistributedTrainer:
         if self.comm.rank == 0:
             ranks = {"fields": list(RANK_FIELDS), "rows": table.tolist(),
                      "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
-            view = heldout_png(self.render, params_of(self.opt), self.setup) if evaluated else None
+            view = heldout_png(self.render, params_of(self.opt), self.setup, step) if evaluated else None
             self.status.update(step, losses, psnr_steps, psnr_values, self.opt.num_gaussians,
                                time.perf_counter() - self.record.started, force=True, view=view, ranks=ranks)
 

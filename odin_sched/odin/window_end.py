@@ -10,7 +10,7 @@ from odin_sched.odin.staging import HostStaging
 from odin_sched.scenes.visibility import motion_within_margin
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.optim import VisibleAdam
-from odin_sched.training.step import PARAM_COLUMNS, pack_params, unpack_params
+from odin_sched.training.step import pack_params, param_columns, unpack_params
 from odin_sched.training.train import batch_loss
 
 
@@ -26,10 +26,11 @@ class Gathered:
 
 
 def gather_state(comm, window, opt: VisibleAdam, accum: GradAccumulator, staging: HostStaging,
-                 image_losses: dict) -> Gathered:
-    """Window end: every owner's cells (parameters, Adam moments and step counts, densification
-    accumulators) onto every rank of ``comm`` (a barrier first, then one Allgatherv), and every image's
-    loss (image_losses: {image of the window: loss} of this rank's images) into batch losses."""
+                 image_losses: dict, sh_degree: int) -> Gathered:
+    """Window end: every owner's cells (parameters of SH degree ``sh_degree``, Adam moments and step
+    counts, densification accumulators) onto every rank of ``comm`` (a barrier first, then one
+    Allgatherv), and every image's loss (image_losses: {image of the window: loss} of this rank's
+    images) into batch losses."""
     t0 = time.perf_counter()
     comm.barrier()
     t1 = time.perf_counter()
@@ -40,13 +41,14 @@ def gather_state(comm, window, opt: VisibleAdam, accum: GradAccumulator, staging
     floats = staging.to_device(comm.allgather_rows(staging.to_host(floats)), floats.shape[1])
     ints = staging.to_device(comm.allgather_rows(staging.to_host(ints)), ints.shape[1])
     ids = ints[:, 0]
+    columns = param_columns(sh_degree)
     with torch.no_grad():
         for i, state in enumerate((opt.params, opt.exp_avg, opt.exp_avg_sq)):
-            part = floats[:, i * PARAM_COLUMNS:(i + 1) * PARAM_COLUMNS]
-            for name, value in unpack_params(part).items():
+            part = floats[:, i * columns:(i + 1) * columns]
+            for name, value in unpack_params(part, sh_degree).items():
                 state[name][ids] = value
     opt.step_count[ids] = ints[:, 1]
-    accum.total[ids] = floats[:, 3 * PARAM_COLUMNS]
+    accum.total[ids] = floats[:, 3 * columns]
     accum.count[ids] = ints[:, 2]
     losses = comm.allgather_rows(np.array(sorted(image_losses.items()), np.float64).reshape(-1, 2))
     by_image = dict(zip(losses[:, 0].astype(np.int64), losses[:, 1]))

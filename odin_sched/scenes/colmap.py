@@ -29,6 +29,7 @@ import numpy as np
 
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.scene_io import Scene
+from odin_sched.scenes.sh import SH_PARAMS
 from pregel.errors import InputError, warn
 
 # model id -> (name, number of params), from COLMAP's src/colmap/sensor/models.h
@@ -363,8 +364,8 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     pixels = np.stack([_load_image(image_dir, im.name, (width, height), (new_w, new_h)) for im in images])
     init_means = model.points.astype(np.float32)
     init_colors = (model.colors.astype(np.float32) / 255.0)
-    gaussians = {k: v.numpy() for k, v in init_gaussians(init_means, init_colors).items()}
-    return Scene(**gaussians, viewmats=viewmats, Ks=Ks, images=pixels, width=new_w, height=new_h,
+    gaussians = {k: v.numpy() for k, v in init_gaussians(init_means, init_colors, 0).items() if k not in SH_PARAMS}
+    return Scene(**gaussians, colors=init_colors, viewmats=viewmats, Ks=Ks, images=pixels, width=new_w, height=new_h,
                  init_means=init_means, init_colors=init_colors, heldout=heldout,
                  attrs={"source": "colmap", "colmap_model": os.path.abspath(sparse_dir),
                         "image_names": "\n".join(im.name for im in images), "downscale": float(downscale)})

@@ -2,13 +2,16 @@
 
 One vertex element with float32 properties, written in this order::
 
-    x y z  nx ny nz  f_dc_0 f_dc_1 f_dc_2  opacity  scale_0 scale_1 scale_2  rot_0 rot_1 rot_2 rot_3
+    x y z  nx ny nz  f_dc_0 f_dc_1 f_dc_2  f_rest_0 .. f_rest_{3(K-1)-1}  opacity
+    scale_0 scale_1 scale_2  rot_0 rot_1 rot_2 rot_3
 
-as ``GaussianModel.save_ply`` of the reference 3DGS code writes with spherical-harmonics degree 0:
-normals are zero, ``f_dc`` is the degree-0 SH coefficient of the colour, (rgb - 0.5) / C0 with
-C0 = 0.28209479177387814, ``opacity`` is the logit, ``scale_*`` the log scales and ``rot_*`` the
-(w, x, y, z) quaternion as stored. Reading accepts any property order and type, binary or ASCII;
-higher-degree coefficients (``f_rest_*``) are ignored with a warning (colours use degree 0 only).
+as ``GaussianModel.save_ply`` of the reference 3DGS code writes it: normals are zero, ``f_dc`` the DC
+SH coefficient of each channel, ``f_rest`` the other K - 1 coefficients (K = (D + 1)^2 for SH degree
+D: 45 properties at degree 3, none at degree 0) stored channel-major (all red coefficients, then
+green, then blue: ``f_rest_{c (K - 1) + k - 1}`` is coefficient k of channel c), ``opacity`` the
+logit, ``scale_*`` the log scales and ``rot_*`` the (w, x, y, z) quaternion as stored. Reading
+accepts any property order and type, binary or ASCII (the reference code's, gsplat's, Grendel-GS's
+files).
 """
 
 import os
@@ -16,52 +19,57 @@ import os
 import numpy as np
 from plyfile import PlyData, PlyElement, PlyHeaderParseError, PlyParseError
 
+from odin_sched.scenes.sh import SH_COUNTS, degree_of, sh0_to_rgb, sh_from_rgb
 from pregel.atomic import atomic_output
-from pregel.errors import InputError, warn
+from pregel.errors import InputError
 
-SH_C0 = 0.28209479177387814
-
-PROPERTIES = ("x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2", "opacity",
-              "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3")
-# what read_gaussians_ply returns -> the PLY properties it is made of
+# what read_gaussians_ply returns -> the PLY properties it is made of (besides the SH coefficients)
 FIELDS = {
     "means": ("x", "y", "z"),
     "scales": ("scale_0", "scale_1", "scale_2"),
     "quats": ("rot_0", "rot_1", "rot_2", "rot_3"),
     "opacities": ("opacity",),
-    "colors": ("f_dc_0", "f_dc_1", "f_dc_2"),
 }
+DC = ("f_dc_0", "f_dc_1", "f_dc_2")
+REQUIRED = (*FIELDS["means"], *DC, "opacity", *FIELDS["scales"], *FIELDS["quats"])
 
 
-def rgb_to_sh(rgb: np.ndarray) -> np.ndarray:
-    """Degree-0 SH coefficient of an RGB colour (3DGS's ``RGB2SH``)."""
-    return (rgb - 0.5) / SH_C0
+def rest_names(count: int) -> list:
+    """The ``f_rest_*`` property names of ``count`` coefficients per channel (DC included)."""
+    return [f"f_rest_{i}" for i in range(3 * (count - 1))]
 
 
-def sh_to_rgb(sh: np.ndarray) -> np.ndarray:
-    """RGB colour of a degree-0 SH coefficient (3DGS's ``SH2RGB``)."""
-    return sh * SH_C0 + 0.5
-
-
-def write_ply(path, means, scales, quats, opacities, colors) -> None:
+def write_ply(path, means, scales, quats, opacities, colors=None, sh=None) -> None:
     """Write Gaussians to ``path`` in the 3DGS PLY layout (binary, atomically).
 
     means: np.ndarray      # [G, 3] float
     scales: np.ndarray     # [G, 3] log scales
     quats: np.ndarray      # [G, 4] (w, x, y, z)
     opacities: np.ndarray  # [G] logits
-    colors: np.ndarray     # [G, 3] RGB
+    colors: np.ndarray     # [G, 3] RGB (written as the DC coefficient, degree 0); or instead
+    sh: np.ndarray         # [G, K, 3] SH coefficients, K = (D + 1)^2
     """
-    arrays = [np.asarray(a, dtype=np.float32) for a in (means, scales, quats, opacities, colors)]
-    means, scales, quats, opacities, colors = arrays
+    if (sh is None) == (colors is None):
+        raise ValueError("write_ply needs exactly one of sh [G, K, 3] and colors [G, 3]")
+    means, scales, quats, opacities = (np.asarray(a, dtype=np.float32) for a in (means, scales, quats, opacities))
     g = means.shape[0]
+    if colors is not None:
+        colors = np.asarray(colors, dtype=np.float32)
+        if colors.shape != (g, 3):
+            raise ValueError(f"colors: expected shape {(g, 3)}, got {colors.shape}")
+        sh = sh_from_rgb(colors, 0)
+    sh = np.asarray(sh, dtype=np.float32)
     for name, arr, tail in (("means", means, (3,)), ("scales", scales, (3,)), ("quats", quats, (4,)),
-                            ("opacities", opacities, ()), ("colors", colors, (3,))):
+                            ("opacities", opacities, ()), ("sh", sh, (sh.shape[1] if sh.ndim == 3 else -1, 3))):
         if arr.shape != (g,) + tail:
             raise ValueError(f"{name}: expected shape {(g,) + tail}, got {arr.shape}")
-    columns = np.concatenate([means, np.zeros((g, 3), np.float32), rgb_to_sh(colors),
-                              opacities[:, None], scales, quats], axis=1)
-    vertices = np.rec.fromarrays(list(columns.T), dtype=[(name, "<f4") for name in PROPERTIES])
+    degree_of(sh.shape[1])
+    rest = sh[:, 1:].transpose(0, 2, 1).reshape(g, 3 * (sh.shape[1] - 1))  # channel-major, as the reference's save_ply
+    columns = np.concatenate([means, np.zeros((g, 3), np.float32), sh[:, 0], rest, opacities[:, None], scales,
+                              quats], axis=1)
+    names = ["x", "y", "z", "nx", "ny", "nz", *DC, *rest_names(sh.shape[1]), "opacity", *FIELDS["scales"],
+             *FIELDS["quats"]]
+    vertices = np.rec.fromarrays(list(columns.T), dtype=[(name, "<f4") for name in names])
     with atomic_output(path, ".ply") as temp:
         PlyData([PlyElement.describe(vertices, "vertex")]).write(temp)
 
@@ -70,9 +78,10 @@ def read_gaussians_ply(path) -> dict:
     """Read Gaussians from a 3DGS PLY (the reference code's, gsplat's, Grendel-GS's or ``write_ply``'s).
 
     Returns a dict of float32 arrays: means [G, 3], scales [G, 3] (log), quats [G, 4] (w, x, y, z),
-    opacities [G] (logits), colors [G, 3] (RGB from the degree-0 SH coefficient, f_dc * C0 + 0.5).
-    A missing file, a file plyfile cannot parse, no vertices, a missing property or a NaN/inf value raises
-    ``InputError`` with one line; ``f_rest_*`` coefficients are ignored with a warning.
+    opacities [G] (logits), sh [G, K, 3] (the SH coefficients, DC and ``f_rest_*``, K = (D + 1)^2)
+    and colors [G, 3] (the DC colour, f_dc * C0 + 0.5). A missing file, a file plyfile cannot parse,
+    no vertices, a missing property, an ``f_rest_*`` count of no SH degree 0..3 or a NaN/inf value raises
+    ``InputError`` with one line.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -87,21 +96,27 @@ def read_gaussians_ply(path) -> dict:
     if len(data) == 0:
         raise InputError.at(path, "vertex", "has no Gaussians (0 vertices)")
     names = set(data.dtype.names or ())
-    missing = [name for name in PROPERTIES if name not in names and not name.startswith("n")]
+    missing = [name for name in REQUIRED if name not in names]
     if missing:
         raise InputError.at(path, "vertex", f"missing properties {', '.join(missing)}: not a 3DGS PLY")
-    rest = sorted(name for name in names if name.startswith("f_rest_"))
-    if rest:
-        warn(f"{path}: ignoring {len(rest)} higher-degree SH coefficients (f_rest_*); "
-             "colours use degree 0 only")
+    rest = {name for name in names if name.startswith("f_rest_")}
+    count = len(rest) // 3 + 1
+    if len(rest) % 3 or count not in SH_COUNTS or rest != set(rest_names(count)):
+        raise InputError.at(path, "vertex", f"{len(rest)} f_rest_* properties: not f_rest_0 .. "
+                            "f_rest_{3 (K - 1) - 1} for K = 1, 4, 9 or 16 SH coefficients (degree 0 to 3)")
     result = {}
-    for key, props in FIELDS.items():
-        arr = np.stack([np.asarray(data[p], dtype=np.float32) for p in props], axis=1)
+    for key, props in {**FIELDS, "dc": DC, "rest": tuple(rest_names(count))}.items():
+        arr = np.stack([np.asarray(data[p], dtype=np.float32) for p in props], axis=1) if props \
+            else np.zeros((len(data), 0), np.float32)
         bad = ~np.isfinite(arr)
         if bad.any():
             row, col = np.argwhere(bad)[0]
             raise InputError.at(path, "vertex", f"property {props[col]} is NaN or infinite at vertex {row} "
                                 f"({int(bad.any(axis=1).sum())} vertices affected)")
         result[key] = arr[:, 0].copy() if len(props) == 1 else arr
-    result["colors"] = sh_to_rgb(result["colors"]).astype(np.float32)
+    dc, rest_coeffs = result.pop("dc"), result.pop("rest")
+    g = dc.shape[0]
+    result["sh"] = np.concatenate([dc[:, None, :], rest_coeffs.reshape(g, 3, count - 1).transpose(0, 2, 1)],
+                                  axis=1).astype(np.float32)
+    result["colors"] = sh0_to_rgb(dc).astype(np.float32)
     return result

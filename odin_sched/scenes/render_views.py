@@ -1,7 +1,9 @@
 """``pregel render``: PNGs of a scene's cameras, and an orbit around the scene as a GIF or MP4.
 
 Gaussians come from the scene file or, with ``ply``, from a 3DGS PLY (``odin_sched.scenes.ply``); each
-view is ``kernels.splat.render`` of one camera, clamped to [0, 1] and written as 8-bit RGB.
+view is ``kernels.splat.render`` of one camera (with their SH coefficients at their full degree when
+they have them, ``/gaussians/sh`` or a PLY's; else the scene's RGB colours), clamped to [0, 1] and
+written as 8-bit RGB.
 """
 
 import os
@@ -11,6 +13,7 @@ import torch
 
 from odin_sched.scenes.render_device import render_device
 from odin_sched.scenes.scene_io import Scene, heldout_mask
+from odin_sched.scenes.sh import gaussian_render_args
 from pregel.atomic import atomic_output
 from pregel.errors import InputError
 
@@ -82,10 +85,11 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
     except OSError as err:
         raise InputError.at(out_dir, None, f"cannot create the output folder ({err.strerror})") from None
     params = {k: torch.from_numpy(np.ascontiguousarray(v, np.float32)).to(device) for k, v in gaussians.items()}
+    args = gaussian_render_args(params)
 
     def draw(viewmat, K) -> np.ndarray:
         with torch.no_grad():
-            image, _ = render(**params, viewmat=torch.from_numpy(viewmat).to(device),
+            image, _ = render(**args, viewmat=torch.from_numpy(viewmat).to(device),
                               K=torch.from_numpy(K).to(device), width=scene.width, height=scene.height)
         return np.round(image.clamp(0, 1).cpu().numpy() * 255).astype(np.uint8)
 

@@ -14,6 +14,10 @@ The v1 datasets are::
 
 Optional extras written by this project (readers of plain v1 files may ignore them):
 
+    /gaussians/sh      float32 [G, K, 3]  SH coefficients of the colour, K = (D + 1)^2 for degree D
+                                       in 0..3 (coefficient-major; the reference 3DGS evaluation);
+                                       when present, renderers use it and /gaussians/colors holds
+                                       its DC colour sh[:, 0] * C0 + 0.5 (C0 = 0.28209479177387814)
     /init/means        float32 [P, 3]  initial point cloud for training (as structure-from-motion gives)
     /init/colors       float32 [P, 3]  its RGB colours; both or neither
     /cameras/heldout   bool    [C]     True for cameras held out of training (used for evaluation)
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
+from odin_sched.scenes.sh import SH_COUNTS
 from pregel.atomic import atomic_h5
 from pregel.errors import InputError
 
@@ -65,6 +70,7 @@ class Scene:
     init_means: np.ndarray | None = None   # [P, 3] float32
     init_colors: np.ndarray | None = None  # [P, 3] float32
     heldout: np.ndarray | None = None      # [C] bool
+    sh: np.ndarray | None = None           # [G, K, 3] float32 SH coefficients (K = 1, 4, 9 or 16)
     metrics: dict = field(default_factory=dict)  # name -> 1D numeric array
     attrs: dict = field(default_factory=dict)    # extra root attributes
 
@@ -77,8 +83,10 @@ class Scene:
         return int(self.viewmats.shape[0])
 
     def gaussians(self) -> dict:
-        """The five Gaussian parameter arrays by name (means, scales, quats, opacities, colors)."""
-        return {name: getattr(self, name) for name in GAUSSIAN_DATASETS}
+        """The Gaussian parameter arrays by name (means, scales, quats, opacities, colors, and sh when
+        the scene has SH coefficients)."""
+        out = {name: getattr(self, name) for name in GAUSSIAN_DATASETS}
+        return out if self.sh is None else {**out, "sh": self.sh}
 
 
 def heldout_mask(scene: Scene) -> np.ndarray:
@@ -118,6 +126,13 @@ def validate(scene: Scene, path="<scene>") -> None:
         raise InputError.at(path, "/gaussians/means", "the scene has no Gaussians")
     for name in GAUSSIAN_DATASETS:
         _check_count(path, f"/gaussians/{name}", getattr(scene, name), g, "the number of Gaussians in /gaussians/means")
+    if scene.sh is not None:
+        count = scene.sh.shape[1] if scene.sh.ndim == 3 else -1
+        _check_array(path, "/gaussians/sh", scene.sh, np.float32, (count, 3))
+        _check_count(path, "/gaussians/sh", scene.sh, g, "the number of Gaussians in /gaussians/means")
+        if scene.sh.shape[1] not in SH_COUNTS:
+            raise InputError.at(path, "/gaussians/sh", f"has {scene.sh.shape[1]} coefficients per channel, "
+                                "expected 1, 4, 9 or 16 (SH degree 0 to 3)")
     norms = np.linalg.norm(scene.quats.astype(np.float64), axis=1)
     if np.any(norms < 1e-8):
         raise InputError.at(path, "/gaussians/quats",
@@ -197,6 +212,8 @@ def read_scene(path) -> Scene:
         if "init" in f:
             arrays["init_means"] = _read_dataset(f, path, "/init/means")
             arrays["init_colors"] = _read_dataset(f, path, "/init/colors")
+        if "gaussians/sh" in f:
+            arrays["sh"] = _read_dataset(f, path, "/gaussians/sh")
         if "cameras/heldout" in f:
             arrays["heldout"] = _read_dataset(f, path, "/cameras/heldout")
         metrics = {name: _read_dataset(f, path, f"/metrics/{name}") for name in f.get("metrics", {})}
@@ -220,6 +237,8 @@ def write_scene(path, scene: Scene) -> None:
             f.attrs[key] = value
         for name in GAUSSIAN_DATASETS:
             f.create_dataset(f"gaussians/{name}", data=getattr(scene, name))
+        if scene.sh is not None:
+            f.create_dataset("gaussians/sh", data=scene.sh)
         f.create_dataset("cameras/viewmats", data=scene.viewmats)
         f.create_dataset("cameras/Ks", data=scene.Ks)
         f.create_dataset("images", data=scene.images, chunks=(1,) + scene.images.shape[1:])

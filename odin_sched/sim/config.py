@@ -24,3 +24,4 @@ class SimulateConfig:
     max_staleness: int = 1                  # odin-fast's staleness bound K
     shared_cores: int = 0                   # all virtual GPUs share N processors (0: each has its own)
     seed: int = 0
+    sh_degree: int = 3                      # SH degree of the Gaussians: what a cell weighs in messages and gathers

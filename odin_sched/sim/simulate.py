@@ -29,7 +29,8 @@ from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.trainer import OdinOptions, PlanConfig, StepMessages, plan_window
-from odin_sched.training.step import PARAM_COLUMNS, BatchSettings
+from odin_sched.scenes.sh import DEFAULT_SH_DEGREE, check_sh_degree
+from odin_sched.training.step import BatchSettings, param_columns
 from odin_sched.sim.config import SimulateConfig
 from odin_sched.training.train import TrainConfig, prepare, scene_extent, visible_cells_of_cameras
 from odin_sched.scenes.scene_io import HOLDOUT_EVERY
@@ -37,9 +38,12 @@ from odin_sched.scenes.visibility import window_margin
 from pregel.dataflow import Firing, Routes
 from pregel.errors import InputError
 
-#: bytes per Gaussian of the window-end allgather: parameters and two Adam moments (float32), the
-#: densification accumulator (float32) and the id, step count and accumulator count (int64)
-GATHER_BYTES = 4 * (3 * PARAM_COLUMNS + 1) + 3 * 8
+
+def gather_bytes(sh_degree: int) -> int:
+    """Bytes per Gaussian of the window-end allgather at SH degree ``sh_degree``: parameters and two Adam
+    moments (float32, ``param_columns``: 14 at degree 0, 59 at degree 3), the densification accumulator
+    (float32) and the id, step count and accumulator count (int64): 196 bytes at degree 0, 736 at 3."""
+    return 4 * (3 * param_columns(sh_degree) + 1) + 3 * 8
 
 
 def _local_comm():
@@ -135,9 +139,10 @@ class SimResult:
 def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps: int, batch_size: int,
              window: int = OdinOptions.window, cells_per_gpu: int = OdinOptions.CELLS_PER_RANK,
              max_staleness: int = 1, seed: int = 0,
-             trace: bool = False) -> SimResult:
+             trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
-    (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells."""
+    (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells, Gaussians
+    of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and gathers)."""
     if mode not in MODES:
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     comm = _local_comm()
@@ -163,7 +168,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
         t0 = time.perf_counter()
         win, _ = plan_window(comm, scene.means, scene.scales, scene, batches, start, stop, margin,
-                             PlanConfig(cells_per_gpu * gpus, gpus, staleness, cost_weights=weights))
+                             PlanConfig(cells_per_gpu * gpus, gpus, staleness, cost_weights=weights,
+                                        sh_degree=sh_degree))
         planned = time.perf_counter() - t0
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
@@ -177,13 +183,14 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
             clock += planning
             bound += planning
             totals["compute"] += planning
-        run = _WindowRun(win, cost, profile, gpus, trace and start == 0)
+        run = _WindowRun(win, cost, profile, gpus, trace and start == 0, param_columns(sh_degree))
         run.dataflow() if mode != "barrier" else run.bsp()
         end = run.end.max()
         for k in totals:
             totals[k] += getattr(run, k)
         totals["wait"] += end - run.end  # the window-end barrier
-        gather = profile.allgather_seconds(GATHER_BYTES * len(scene.means), gpus) + profile.barrier_seconds(gpus)
+        gather = (profile.allgather_seconds(gather_bytes(sh_degree) * len(scene.means), gpus)
+                  + profile.barrier_seconds(gpus))
         totals["comm"] += gather
         clock += end + gather
         bound += gather
@@ -315,9 +322,9 @@ class Processors:
 class _WindowRun:
     """One window on ``gpus`` virtual ranks: a ``Firing`` per rank, driven in virtual time."""
 
-    def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool):
+    def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool, columns: int):
         self.plan, self.cost, self.profile, self.gpus = win.plan, cost, profile, gpus
-        program = StepMessages(win.steps, np.diff(win.member_indptr))
+        program = StepMessages(win.steps, np.diff(win.member_indptr), columns)
         self.routes = Routes(win.plan, program, gpus)
         self.firings = [Firing(win.plan, program, copy.copy(self.routes).select(r), r, gpus, carry=False)
                         for r in range(gpus)]
@@ -580,6 +587,7 @@ def run(config: SimulateConfig) -> dict:
         raise InputError(f"SimulateConfig.max_staleness must be at least 0, got {config.max_staleness}")
     if config.shared_cores < 0:
         raise InputError(f"SimulateConfig.shared_cores must be at least 0, got {config.shared_cores}")
+    sh_degree = check_sh_degree(config.sh_degree, "SimulateConfig.sh_degree")
     check_outputs([("out", config.out)], inputs=[config.scene])
     try:  # GPUs share the processors of shared_cores, not this machine's
         profile = replace(load_profile(config.profile), cores=config.shared_cores)
@@ -587,7 +595,7 @@ def run(config: SimulateConfig) -> dict:
         raise InputError(f"SimulateConfig.profile {config.profile}: {err}") from None
     if config.scene is not None:
         setup = prepare(TrainConfig(config.scene, config.steps, batch_size=config.batch_size or 1, seed=config.seed,
-                                    eval_every=config.steps))
+                                    eval_every=config.steps, sh_degree=sh_degree))
         check_sizes(len(setup.initial["means"]), setup.scene.num_cameras, len(setup.train_ids), config.gpus,
                     config.batch_size, config.cells_per_gpu)
         scene = scene_of_setup(setup)
@@ -599,7 +607,8 @@ def run(config: SimulateConfig) -> dict:
                                config.seed)
     gpus, windows = list(config.gpus), tuple(config.window)
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, windows=windows,
-                      cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed)
+                      cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
+                      sh_degree=sh_degree)
     print(f"{config.scene or config.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
           f"{config.steps} steps, batch size {config.batch_size or 'GPUs'}, profile {profile.name}")
     print(format_table(gpus, results))
@@ -607,6 +616,6 @@ def run(config: SimulateConfig) -> dict:
                   {"layout": config.layout if config.scene is None else "scene", "gaussians": len(scene.means),
                    "cameras": len(scene.viewmats), "steps": config.steps, "batch_size": config.batch_size or 0,
                    "windows": list(windows), "cells_per_gpu": config.cells_per_gpu,
-                   "max_staleness": config.max_staleness})
+                   "max_staleness": config.max_staleness, "sh_degree": sh_degree})
     print(f"wrote {config.out}")
     return results

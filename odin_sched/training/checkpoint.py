@@ -13,9 +13,9 @@ is the position in it.
 
 The manifest names the scene file (size and SHA-256 of its first MiB), the initial Gaussians (the
 scene's ``/init`` or a PLY's SHA-256) and every option that changes the result (steps, batch size,
-seed, SSIM weight, image order, held-out evaluation interval, densification); not the number of ranks
-nor the distributed mode, cells or window, which do not change it. So a resumed run, at any number of
-ranks, ends with the uninterrupted run's parameters bit for bit.
+seed, SSIM weight, image order, held-out evaluation interval, densification, SH degree); not the
+number of ranks nor the distributed mode, cells or window, which do not change it. So a resumed run,
+at any number of ranks, ends with the uninterrupted run's parameters bit for bit.
 
 With ``--checkpoint-every K`` a checkpoint is written after every step that is a multiple of K in the
 single-process trainer, and at the first window end at or after each multiple of K in the
@@ -65,7 +65,7 @@ def train_identity(config: TrainConfig) -> dict:
             "training": {"steps": config.steps, "batch_size": config.batch_size, "seed": config.seed,
                          "ssim_weight": config.ssim_weight, "eval_every": config.eval_every,
                          "image_order": resolved_order(config.image_order, config.batch_size),
-                         "densify": densify_options}}
+                         "densify": densify_options, "sh_degree": config.sh_degree}}
 
 
 class TrainCheckpointer(CheckpointFolder):

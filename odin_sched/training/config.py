@@ -22,6 +22,8 @@ class TrainConfig:
     init_ply: str | os.PathLike | None = None  # start from a 3DGS PLY's Gaussians instead of /init
     image_order: str | None = None          # 'shuffled' or 'spread' (default: shuffled for B = 1, else spread)
     device: str = "cpu"                     # 'cpu', or 'cuda': each rank trains on its GPU
+    sh_degree: int = 3                      # largest SH degree of the colour (0..3; odin_sched.scenes.sh), the
+                                            # active degree one higher every 1,000 images (3DGS's default 3)
     progress: bool = True                   # a progress bar (rank 0)
     status: bool = False                    # write the dashboard's status file beside ``out`` (odin_sched.view)
 

@@ -112,7 +112,8 @@ def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, confi
                       generator: torch.Generator) -> tuple[dict, torch.Tensor]:
     """One round of clone / split / prune.
 
-    params: dict name -> torch.Tensor  # [G, ...] means, scales (log), quats, opacities (logit), colors
+    params: dict name -> torch.Tensor  # [G, ...] means, scales (log), quats, opacities (logit) and any others
+                                       # (the SH colour sh0, shN), copied to clones and split children
     grad_avg: torch.Tensor             # [G] average screen-space gradient norm (GradAccumulator)
     Returns (new_params, source): new_params [G', ...]; source [G'] int64, the old row a new row keeps
     the optimizer state of, or -1 for a new Gaussian (see ``VisibleAdam.replace``).

@@ -9,7 +9,8 @@ been run on it alone, over the steps in which it was visible (torch's formula, i
 added). Learning rates are per parameter group, with the defaults of the reference 3DGS code
 (``arguments/__init__.py`` of graphdeco-inria/gaussian-splatting, original release): means 1.6e-4 times
 the scene extent (decayed to 1.6e-6 times the extent by the trainer), log-scales 5e-3, quaternions
-1e-3, opacity logits 5e-2, colours (the DC colour ``feature_lr``) 2.5e-3.
+1e-3, opacity logits 5e-2, the DC colour coefficients ``sh0`` 2.5e-3 (``feature_lr``) and the
+higher SH coefficients ``shN`` 2.5e-3 / 20 (``feature_lr / 20.0`` in ``GaussianModel.training_setup``).
 """
 import torch
 
@@ -18,7 +19,8 @@ DEFAULT_LR = {
     "scales": 5e-3,
     "quats": 1e-3,
     "opacities": 5e-2,
-    "colors": 2.5e-3,
+    "sh0": 2.5e-3,
+    "shN": 2.5e-3 / 20,
 }
 
 

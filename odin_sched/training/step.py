@@ -18,17 +18,27 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels.splat.sh import num_bases
+from odin_sched.scenes.sh import SH_PARAMS, render_args
 from odin_sched.training.densify import screen_grad_norm
 from odin_sched.training.metrics import ssim
 from odin_sched.training.optim import DEFAULT_LR
 
-PARAM_NAMES = ("means", "scales", "quats", "opacities", "colors")
-#: float32 columns of each parameter in a packed row (means 3, scales 3, quats 4, opacity 1, colour 3).
-PARAM_WIDTHS = {"means": 3, "scales": 3, "quats": 4, "opacities": 1, "colors": 3}
-PARAM_COLUMNS = sum(PARAM_WIDTHS.values())
+PARAM_NAMES = ("means", "scales", "quats", "opacities", "sh0", "shN")
 BASE_BETAS = (0.9, 0.999)
 BASE_EPS = 1e-15
 MEANS_LR_FINAL_FACTOR = 0.01  # the means' learning rate decays from 1.6e-4 to 1.6e-6 x extent
+
+
+def param_widths(sh_degree: int) -> dict:
+    """float32 columns of each parameter in a packed row: means 3, scales 3, quats 4, opacity 1, the DC
+    colour coefficients 3 and the other 3 ((D + 1)^2 - 1) SH coefficients of degree D."""
+    return {"means": 3, "scales": 3, "quats": 4, "opacities": 1, "sh0": 3, "shN": 3 * (num_bases(sh_degree) - 1)}
+
+
+def param_columns(sh_degree: int) -> int:
+    """float32 columns of a Gaussian's packed parameters: 14 at SH degree 0, 59 at degree 3."""
+    return sum(param_widths(sh_degree).values())
 
 
 @dataclass(frozen=True)
@@ -70,11 +80,12 @@ class ImageGradients:
 
 
 def image_gradients(render, params: dict, viewmat: torch.Tensor, K: torch.Tensor, width: int, height: int,
-                    target: torch.Tensor, ssim_weight: float, densify: bool) -> ImageGradients:
+                    target: torch.Tensor, ssim_weight: float, densify: bool, sh_degree: int) -> ImageGradients:
     """Render the Gaussians ``params`` (dict name -> float32 tensor [g, ...], in global id order) from one
-    camera and back-propagate the loss (1 - w) L1 + w (1 - SSIM) against ``target`` [H, W, 3]."""
+    camera with SH degree ``sh_degree`` and back-propagate the loss (1 - w) L1 + w (1 - SSIM) against
+    ``target`` [H, W, 3]."""
     leaves = {name: value.detach().requires_grad_(True) for name, value in params.items()}
-    image, visible = render(**leaves, viewmat=viewmat, K=K, width=width, height=height)
+    image, visible = render(**render_args(leaves, sh_degree), viewmat=viewmat, K=K, width=width, height=height)
     l1 = torch.abs(image - target).mean()
     loss = (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim(image, target)) if ssim_weight else l1
     loss.backward()
@@ -91,17 +102,22 @@ def batch_gradient(total: dict, batch_size: int) -> dict:
 
 
 def pack_params(params: dict, rows=None) -> torch.Tensor:
-    """Parameters as one float32 block [g, 14] (columns in ``PARAM_NAMES`` order), optionally of ``rows``."""
+    """Parameters as one float32 block [g, param_columns(D)] (columns in ``PARAM_NAMES`` order), optionally
+    of ``rows``."""
     cols = [params[n] if rows is None else params[n][rows] for n in PARAM_NAMES]
-    return torch.cat([c.detach().reshape(c.shape[0], PARAM_WIDTHS[n]) for n, c in zip(PARAM_NAMES, cols)], dim=1)
+    return torch.cat([c.detach().reshape(c.shape[0], math.prod(c.shape[1:])) for c in cols], dim=1)
 
 
-def unpack_params(block: torch.Tensor) -> dict:
-    """Inverse of ``pack_params``: [g, 14] -> dict name -> tensor [g, ...] (views of ``block``)."""
+def unpack_params(block: torch.Tensor, sh_degree: int) -> dict:
+    """Inverse of ``pack_params`` at SH degree ``sh_degree``: [g, param_columns(D)] -> dict name ->
+    tensor [g, ...] (views of ``block``; sh0 [g, 1, 3], shN [g, (D + 1)^2 - 1, 3])."""
     out, col = {}, 0
-    for name in PARAM_NAMES:
-        width = PARAM_WIDTHS[name]
+    for name, width in param_widths(sh_degree).items():
         part = block[:, col:col + width]
-        out[name] = part[:, 0] if name == "opacities" else part
+        if name == "opacities":
+            part = part[:, 0]
+        elif name in SH_PARAMS:
+            part = part.reshape(len(part), width // 3, 3)
+        out[name] = part
         col += width
     return out

@@ -2,8 +2,8 @@
 setup that the distributed trainer (``odin_sched.odin.trainer``) shares with it.
 
 Starts from the scene's initial point cloud (``/init``; scales from the mean distance to the 3 nearest
-neighbours, identity rotations, opacity 0.1, as 3DGS initialises from SfM points) or from a 3DGS PLY,
-and trains against the images of the training cameras:
+neighbours, identity rotations, opacity 0.1, the colour as the DC SH coefficient, as 3DGS initialises
+from SfM points) or from a 3DGS PLY, and trains against the images of the training cameras:
 
 * loss (1 - w) L1 + w (1 - SSIM), w = ``ssim_weight`` (3DGS uses 0.2; 0 gives plain L1);
 * batches of B images in the order of ``odin_sched.training.image_order``; the batch semantics (gradients
@@ -11,6 +11,8 @@ and trains against the images of the training cameras:
   ``odin_sched.training.step``;
 * visible Adam (``odin_sched.training.optim``): only the Gaussians the batch sees are updated; the means'
   learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
+* view-dependent colour by spherical harmonics up to degree ``sh_degree`` (``odin_sched.scenes.sh``), the
+  active degree raised by one every 1,000 images as in 3DGS;
 * optional densification (``odin_sched.training.densify``) on its schedule;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
 * on the CPU, or with ``device='cuda'`` on this process's GPU (``render_device``): the Gaussians,
@@ -20,7 +22,8 @@ and trains against the images of the training cameras:
 The trained scene is written in the scene format (the input's cameras, images and held-out split with
 the trained Gaussians) with ``/metrics/psnr_steps``, ``/metrics/psnr``, ``/metrics/loss`` and root
 attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``, ``num_gaussians``,
-``mode``, ``ranks``, ``batch_size``, ``steps_per_second``, ``device``; optionally a 3DGS PLY; and a PNG of the
+``mode``, ``ranks``, ``batch_size``, ``steps_per_second``, ``device``, ``sh_degree`` (the SH coefficients in
+``/gaussians/sh``, their DC colour in ``/gaussians/colors``); optionally a 3DGS PLY; and a PNG of the
 first held-out view rendered beside its ground truth.
 """
 import os
@@ -39,6 +42,8 @@ from odin_sched.scenes.ply import read_gaussians_ply, write_ply
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.render_device import render_device
 from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene, write_scene
+from odin_sched.scenes.sh import (active_sh_degree, check_sh_degree, fit_degree, joined_sh, render_args, sh0_to_rgb,
+                                  split_sh)
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.status import TrainStatus
@@ -88,15 +93,17 @@ def scene_extent(viewmats: np.ndarray) -> float:
     return 1.1 * radius if radius > 0 else 1.0
 
 
-def _render_view(render, params, scene, cam):
+def _render_view(render, params, scene, cam, sh_degree: int):
     viewmat, K = camera(scene, cam, params["means"].device)
-    return render(**params, viewmat=viewmat, K=K, width=scene.width, height=scene.height)
+    return render(**render_args(params, sh_degree), viewmat=viewmat, K=K, width=scene.width, height=scene.height)
 
 
 @torch.no_grad()
-def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict) -> float:
-    """Mean PSNR (dB) over the cameras ``cams``; targets maps camera -> image tensor [H, W, 3]."""
-    values = [psnr(_render_view(render, params, scene, c)[0].clamp(0, 1), targets[c]).item() for c in cams]
+def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict, sh_degree: int) -> float:
+    """Mean PSNR (dB) over the cameras ``cams`` at SH degree ``sh_degree``; targets maps camera -> image
+    tensor [H, W, 3]."""
+    values = [psnr(_render_view(render, params, scene, c, sh_degree)[0].clamp(0, 1), targets[c]).item()
+              for c in cams]
     return float(np.mean(values))
 
 
@@ -137,6 +144,11 @@ class TrainingSetup:
     batches: BatchOrder    # [steps, B] camera of each image of each batch, made as read
     settings: BatchSettings
     initial: dict          # name -> float32 tensor [G, ...], the initial Gaussians
+    sh_degree: int = 3     # the largest SH degree trained
+
+    def active_sh_degree(self, step: int) -> int:
+        """The SH degree rendered in batch ``step`` (1-based)."""
+        return active_sh_degree(step, self.settings.batch_size, self.sh_degree)
 
 
 def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
@@ -146,6 +158,7 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
     scene_path, steps, batch_size, seed = config.scene, config.steps, config.batch_size, config.seed
     ssim_weight, eval_every, init_ply, image_order = config.ssim_weight, config.eval_every, config.init_ply, \
         config.image_order
+    sh_degree = check_sh_degree(config.sh_degree)
     if steps < 1:
         raise InputError(f"TrainConfig.steps must be at least 1, got {steps}")
     if steps > MAX_STEPS:
@@ -165,14 +178,16 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
         raise InputError(f"TrainConfig.image_order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
     check_outputs(list(outputs), inputs=[scene_path, init_ply])
     scene = read_scene(scene_path)
-    if init_ply is not None:
-        initial = {name: torch.from_numpy(np.ascontiguousarray(value))
-                   for name, value in read_gaussians_ply(init_ply).items()}
+    if init_ply is not None:  # its SH coefficients kept, padded with zeros up to sh_degree
+        gaussians = read_gaussians_ply(init_ply)
+        gaussians.update(split_sh(fit_degree(gaussians.pop("sh"), sh_degree, init_ply)))
+        del gaussians["colors"]
+        initial = {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in gaussians.items()}
     elif scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "
                             "(make the scene with `pregel generate-scene`, or give TrainConfig.init_ply)")
     else:
-        initial = init_gaussians(scene.init_means, scene.init_colors)
+        initial = init_gaussians(scene.init_means, scene.init_colors, sh_degree)
     held = heldout_mask(scene)
     train_ids, test_ids = np.flatnonzero(~held), np.flatnonzero(held)
     if len(train_ids) == 0 or len(test_ids) == 0:
@@ -189,7 +204,7 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
     else:
         batches = BatchOrder(train_ids, steps, batch_size, seed)
     return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
-                         extent, batches, settings, initial)
+                         extent, batches, settings, initial, sh_degree)
 
 
 def camera(scene: Scene, cam: int, device="cpu") -> tuple:
@@ -268,9 +283,10 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
         total = {name: torch.zeros_like(p) for name, p in params.items()}
         seen = torch.zeros(opt.num_gaussians, dtype=torch.bool, device=dev)
         image_losses = []
+        degree = setup.active_sh_degree(step)
         for cam in setup.batches[step - 1]:
             result = image_gradients(render, params, *camera(scene, int(cam), dev), scene.width, scene.height,
-                                     setup.targets[int(cam)], ssim_weight, densify is not None)
+                                     setup.targets[int(cam)], ssim_weight, densify is not None, degree)
             for name in total:
                 total[name] += result.grads[name]
             seen |= result.visible
@@ -285,11 +301,11 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
         evaluated = step % eval_every == 0 or step == steps
         if evaluated:
             psnr_steps.append(step)
-            psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets))
+            psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree))
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
         if status is not None:
             status.update(step, losses, psnr_steps, psnr_values, opt.num_gaussians, time.perf_counter() - started,
-                          force=evaluated, view=heldout_png(render, params_of(opt), setup) if evaluated else None)
+                          force=evaluated, view=heldout_png(render, params_of(opt), setup, step) if evaluated else None)
         bar.update(step, f"loss {losses[step - 1]:.4f}")
         if checkpoint is not None:
             checkpoint.save(step - 1, TrainState(step, opt, accum, densify_gen, losses, psnr_steps, psnr_values,
@@ -314,33 +330,38 @@ def params_of(opt: VisibleAdam) -> dict:
 def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResult, config: TrainConfig, mode: str,
                   ranks: int, attrs: dict | None = None, metrics: dict | None = None) -> None:
     """Write the trained scene file (with ``/metrics``, and as root attributes the run's settings, ``mode``,
-    ``ranks`` and ``attrs``), the optional PLY and the PNG of the first held-out view beside its ground
-    truth."""
+    ``ranks`` and ``attrs``; the SH coefficients in ``/gaussians/sh``, their DC colour in
+    ``/gaussians/colors``), the optional PLY and the PNG of the first held-out view beside its ground truth
+    (at the last step's SH degree)."""
     attrs = {"mode": mode, "ranks": ranks, "batch_size": config.batch_size,
              "steps_per_second": result.steps / result.wall_time_s, "seed": config.seed,
              "ssim_weight": config.ssim_weight, "densify": config.densify is not None,
-             "source_scene": os.path.abspath(config.scene), "device": config.device, **(attrs or {})}
+             "source_scene": os.path.abspath(config.scene), "device": config.device,
+             "sh_degree": setup.sh_degree, **(attrs or {})}
     scene, out_path, ply_path, png_path = setup.scene, config.out, config.ply, config.png_path
     arrays = {k: v.cpu().numpy().astype(np.float32) for k, v in params.items()}
-    trained = Scene(**arrays, viewmats=scene.viewmats, Ks=scene.Ks, images=scene.images, width=scene.width,
-                    height=scene.height, heldout=heldout_mask(scene),
+    sh = joined_sh(arrays)
+    arrays = {name: arrays[name] for name in ("means", "scales", "quats", "opacities")}
+    trained = Scene(**arrays, colors=sh0_to_rgb(sh[:, 0]).astype(np.float32), sh=sh, viewmats=scene.viewmats,
+                    Ks=scene.Ks, images=scene.images, width=scene.width, height=scene.height,
+                    heldout=heldout_mask(scene),
                     metrics={"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": result.losses,
                              **(metrics or {})},
                     attrs={"steps": result.steps, "final_psnr": result.final_psnr, "wall_time_s": result.wall_time_s,
                            "num_gaussians": result.num_gaussians, **attrs})
     write_scene(out_path, trained)
     if ply_path is not None:
-        write_ply(ply_path, **arrays)
-    heldout_png(render, params, setup)(png_path)
+        write_ply(ply_path, **arrays, sh=sh)
+    heldout_png(render, params, setup, result.steps)(png_path)
 
 
-def heldout_png(render, params: dict, setup: TrainingSetup):
-    """A function writing the PNG of the first held-out view rendered with ``params`` beside its ground
-    truth to the path it is given."""
+def heldout_png(render, params: dict, setup: TrainingSetup, step: int):
+    """A function writing the PNG of the first held-out view rendered with ``params`` (at the SH degree
+    of batch ``step``) beside its ground truth to the path it is given."""
     cam = int(setup.test_ids[0])
 
     def write(path) -> None:
         with torch.no_grad():
-            view, _ = _render_view(render, params, setup.scene, cam)
+            view, _ = _render_view(render, params, setup.scene, cam, setup.active_sh_degree(step))
         save_comparison_png(path, view, setup.targets[cam])
     return write

@@ -14,7 +14,7 @@ import pytest
 from pregel.cli import main
 
 render_module = importlib.import_module("kernels.splat.render")  # the module, not the function
-PARAMS = ("means", "scales", "quats", "opacities", "colors")
+PARAMS = ("means", "scales", "quats", "opacities", "colors", "sh")
 DENSIFY = ["--densify", "--densify-from", "1", "--densify-interval", "1", "--densify-grad-threshold", "1e-6"]
 
 

@@ -28,7 +28,7 @@ import pytest
 from pregel.cli import main
 
 BIN = os.path.dirname(sys.executable)
-PARAMS = ("means", "scales", "quats", "opacities", "colors")
+PARAMS = ("means", "scales", "quats", "opacities", "colors", "sh")
 STEPS, BATCH = 2, 2
 
 

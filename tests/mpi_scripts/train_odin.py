@@ -1,8 +1,9 @@
 """Train every case of a test on this job's ranks with the distributed trainer.
 
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/train_odin.py FOLDER MODE
-FOLDER/cases.json lists the cases: {name: {scene, steps, batch_size, densify (bool), cells, window}}
-(cells and window may be null: the defaults; an optional init_ply starts from that PLY).
+FOLDER/cases.json lists the cases: {name: {scene, steps, batch_size, densify (bool), cells, window,
+sh_interval (images per SH degree, optional)}} (cells and window may be null: the defaults; an optional
+init_ply starts from that PLY).
 Each case is trained with ``odin_sched.odin.trainer.train_distributed`` in MODE (odin or barrier) and written to
 FOLDER/NAME_MODE_P.h5, so the test can compare it with the single-process run of the same case.
 """
@@ -12,8 +13,11 @@ import sys
 
 from odin_sched.odin.trainer import OdinOptions, train_distributed
 from odin_sched.training.config import TrainConfig
+import odin_sched.scenes.sh
 from pregel.comm import Comm
 from tests_support import densify_config  # noqa: E402  (tests/mpi_scripts is on sys.path)
+
+SH_DEGREE_INTERVAL = odin_sched.scenes.sh.SH_DEGREE_INTERVAL  # the reference's, unless a case sets its own
 
 
 def main(folder, mode):
@@ -23,6 +27,7 @@ def main(folder, mode):
     for name, case in sorted(cases.items()):
         out = os.path.join(folder, f"{name}_{mode}_{comm.size}.h5")
         options = OdinOptions(mode=mode, cells=case["cells"], window=case["window"] or OdinOptions.window)
+        odin_sched.scenes.sh.SH_DEGREE_INTERVAL = case.get("sh_interval", SH_DEGREE_INTERVAL)
         config = TrainConfig(case["scene"], case["steps"], out, seed=case["seed"], ssim_weight=0.2,
                              densify=densify_config(case), eval_every=case["steps"], batch_size=case["batch_size"],
                              progress=False, init_ply=case.get("init_ply"))
