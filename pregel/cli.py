@@ -633,11 +633,11 @@ def main(argv=None) -> int:
             return EXIT_BAD_INPUT
         print(f"pregel {args.command} [rank {rank}]: error: {err}", file=sys.stderr, flush=True)
         _abort(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:  # Ctrl-C on one process (under mpiexec: pregel.interrupt)
-        print(f"pregel {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BaseException as err:  # sys.exit in a hook must not leave other ranks waiting
+    except BaseException as err:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
         rank, size = _mpi_world()
+        if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
+            print(f"pregel {args.command}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
         if size == 1:
             raise
