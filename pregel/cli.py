@@ -807,29 +807,22 @@ def main(argv=None) -> int:
         print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err), vars(args))}", file=sys.stderr,
               flush=True)
         _abort(EXIT_BAD_INPUT)
-    except KeyboardInterrupt as err:  # Ctrl-C on one process (under mpiexec: pregel.interrupt)
-        if _mpi_world()[1] > 1:  # raised by code on one rank, not by Ctrl-C: end every rank
-            _abort_job(args, err)
-        print(f"pregel {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BaseException as err:  # sys.exit in a hook must not leave other ranks waiting
-        _abort_job(args, err)
+    except BaseException as err:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
+        rank, size = _mpi_world()
+        if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
+            print(f"pregel {args.command}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
+        if size == 1:
+            raise
+        import traceback
+
+        print(f"pregel {args.command} [rank {rank}]: unexpected error, aborting all {size} ranks:",
+              file=sys.stderr)
+        traceback.print_exc()
+        sys.stderr.flush()
+        _abort(1)
     return 0
-
-
-def _abort_job(args, err: BaseException) -> None:
-    """An unexpected exception: on one process, raise it again; under MPI, print it with its rank and
-    abort every rank, so none waits forever."""
-    rank, size = _mpi_world()
-    _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
-    if size == 1:
-        raise err
-    import traceback
-
-    print(f"pregel {args.command} [rank {rank}]: unexpected error, aborting all {size} ranks:", file=sys.stderr)
-    traceback.print_exc()
-    sys.stderr.flush()
-    _abort(1)
 
 
 def _name_user_code(args, error: BaseException, where: str) -> None:
