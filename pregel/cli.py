@@ -92,7 +92,7 @@ def _add_convert(sub) -> None:
     tables.add_argument("--weight", metavar="COL", help="edge table: weight column (optional)")
     tables.add_argument("--nodes", metavar="TABLE", help="node table (.parquet, .pq, .csv); its rows "
                         "number the vertices (default: the ids of the edges, ascending)")
-    tables.add_argument("--id", dest="node_id", metavar="COL", help="node table: id column")
+    tables.add_argument("--id", "--node-id", dest="node_id", metavar="COL", help="node table: id column")
     tables.add_argument("--features", metavar="COL", help="node table: list column of features")
     tables.add_argument("--label", metavar="COL", help="node table: integer label column")
     p.set_defaults(run=_run_convert)

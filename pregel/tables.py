@@ -43,9 +43,9 @@ def read_tables(edges, src: str, dst: str, weight: str | None = None, nodes=None
     from pregel.convert import edges_to_graph
 
     if nodes is None and (node_id or features or label):
-        raise InputError("--id, --features and --label need --nodes (the node table)")
+        raise InputError("`node_id`, `features` and `label` need `nodes` (the node table)")
     if nodes is not None and not node_id:
-        raise InputError("--nodes needs --id (the node table's id column)")
+        raise InputError("`nodes` needs `node_id` (the node table's id column)")
     wanted = [src, dst] + ([weight] if weight else [])
     columns = _read_columns(edges, wanted)
     for name in (src, dst):

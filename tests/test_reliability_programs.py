@@ -3,7 +3,6 @@ wrong thing is one line naming the file, the class and the hook (exit 2, no resu
 does not exist is refused before the first superstep; an error raised in the user's own code keeps its
 traceback, after one line naming the file, the hook, the line and the rank."""
 
-import numpy as np
 import pytest
 from test_reliability import one_line, pregel
 
