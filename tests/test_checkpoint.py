@@ -5,8 +5,10 @@ corrupted checkpoints are refused with one line and exit status 2."""
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import h5py
 import networkx as nx
@@ -236,6 +238,16 @@ def _ranks_of(job_pid):
     return [int(p) for p in found]
 
 
+def _started_ranks(job, ranks: int) -> list:
+    """The process ids of the job's ``ranks`` ranks, ascending, once they have all started (before the
+    first layer ends, so that seeing a checkpoint and freezing the job need no new process)."""
+    deadline = time.time() + 120
+    while len(found := sorted(_ranks_of(job.pid))) < ranks:
+        assert job.poll() is None and time.time() < deadline, "the ranks never started"
+        time.sleep(0.01)
+    return found
+
+
 def _descendants(pid):
     pids, frontier = [str(pid)], [str(pid)]
     while frontier:
@@ -255,15 +267,19 @@ def test_infer_killed_in_a_layer_resumes_at_that_layer(gnn_files, tmp_path, rank
                             "--checkpoint-dir", str(ck)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=ENV)
     try:
-        wait_for(ck / "step-000000002" / "manifest.json", job, 300, "layer 2 was never checkpointed")
-        victims = _ranks_of(job.pid)
-        assert victims and job.poll() is None, "the job ended before it could be killed"
-        kill_and_end(job, max(victims))
+        victims = _started_ranks(job, ranks)
+        wait_for(ck / "step-000000001" / "manifest.json", job, 300, "layer 1 was never checkpointed")
+        for pid in victims:  # freeze the job at once (no process is started between seeing and freezing)
+            os.kill(pid, signal.SIGSTOP)
+        assert job.poll() is None, "the job ended before it could be killed"
+        for pid in victims[:-1]:  # the others run on and must notice the lost rank
+            os.kill(pid, signal.SIGCONT)
+        kill_and_end(job, victims[-1])
     finally:
         stop(job)
     assert_nothing_written(job, out, tmp_path)
     complete = sorted(p.name for p in ck.iterdir() if (p / "manifest.json").exists())
-    assert complete[-1] in ("step-000000002", "step-000000003") and all(intact(ck / s) for s in complete)
+    assert complete[-1] in ("step-000000001", "step-000000002") and all(intact(ck / s) for s in complete)
 
     resumed = _pregel(resume_ranks, "infer", *args, "--out", tmp_path / "resumed.h5", "--resume", ck)
     assert resumed.returncode == 0, resumed.stderr
