@@ -74,7 +74,7 @@ def parallelism_table(scene_path, ranks, args):
         for batch in sorted({1, p, 4 * p}):
             setup = prepare(scene_path, args.steps, batch, 0, 0.2, args.steps, ())
             scene, initial = setup.scene, setup.initial
-            lrs = setup.settings.lrs(setup.extent, 1, args.steps)
+            lrs = setup.settings.lrs(setup.extent, 1)
             margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, args.window)
             cells = args.cells_per_rank * p
             window, _ = plan_window(comm, initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,

@@ -44,13 +44,14 @@ import numpy as np
 import torch
 
 from odin_sched.cells import cell_bounds, cell_members, kd_cells
-from odin_sched.densify import GradAccumulator, densify_optimizer
+from odin_sched.densify import GradAccumulator, densify_round, due_after
 from odin_sched.depgraph import StepGraph, build_step_graph
 from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.schedule import Schedule, plan_schedule
 from odin_sched.staging import HostStaging
 from odin_sched.staleness import STALE_IMPACT, relax_reads
-from odin_sched.step import PARAM_COLUMNS, batch_gradient, image_gradients, pack_params, unpack_params
+from odin_sched.step import (PARAM_COLUMNS, POSITION_LR_MAX_STEPS, batch_gradient, image_gradients, pack_params,
+                             unpack_params)
 from odin_sched.train import (NO_CUDA_CHECKPOINTS, TrainResult, TrainingSetup, batch_loss, camera, evaluate,
                               params_of, prepare, to_device, training_device, write_outputs)
 from odin_sched.train_checkpoint import TrainState
@@ -62,8 +63,9 @@ from pregel.graph_io import GraphData
 from pregel.progress import Progress
 
 MODES = ("odin", "barrier", "odin-fast")
-#: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm
-GRAD_COLUMNS = PARAM_COLUMNS + 2
+#: columns of an image's message to a cell: the 14 parameter gradients, visible (0/1), screen norm,
+#: screen radius (pixels)
+GRAD_COLUMNS = PARAM_COLUMNS + 3
 #: a violation doubles the visibility margin of the next window
 MARGIN_GROWTH = 2.0
 #: predicted cost of a pixel relative to one visible Gaussian (image cost = visible Gaussians + c x pixels)
@@ -212,7 +214,7 @@ class TrainingSteps(StepMessages):
 
     Image vertex i: inputs are the cell versions it reads ([g_c, 14] parameters, or nothing for a cell
     still at its window-start state); it renders, and sends each cell it sees a [g_c, 16] block
-    (gradients, visible flag, screen-space gradient norm). Cell-version vertex (c, b): inputs are the
+    (gradients, visible flag, screen-space gradient norm, screen radius). Cell-version vertex (c, b): inputs are the
     blocks of batch b's images that see c (and, in odin-fast mode, the previous version of c, which
     only orders the updates); it takes the visible-Adam step of batch b on the cell and broadcasts the
     new parameters [g_c, 14] to the ranks of the images that read this version.
@@ -251,10 +253,11 @@ class TrainingSteps(StepMessages):
                                  scene.height, trainer.setup.targets[cam], trainer.ssim_weight,
                                  trainer.densify is not None)
         self.image_losses[image] = result.loss
+        none = torch.zeros(len(rows), device=trainer.device)
         packed = trainer.staging.to_host(torch.cat(
             [pack_params(result.grads), result.visible[:, None].to(torch.float32),
-             (result.screen_norm if result.screen_norm is not None
-              else torch.zeros(len(rows), device=trainer.device))[:, None]], dim=1))
+             (result.screen_norm if result.screen_norm is not None else none)[:, None],
+             (result.radii.to(torch.float32) if result.radii is not None else none)[:, None]], dim=1))
         sorted_rows = rows[order]
         writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
         out = {}
@@ -279,9 +282,9 @@ class TrainingSteps(StepMessages):
             visible = block[:, PARAM_COLUMNS] > 0
             seen |= visible
             if trainer.densify is not None:
-                trainer.accum.add_rows(ids, block[:, PARAM_COLUMNS + 1], visible)
+                trainer.accum.add_rows(ids, block[:, PARAM_COLUMNS + 1], visible, block[:, PARAM_COLUMNS + 2])
         global_batch = self.window.start + batch
-        trainer.opt.lrs = trainer.setup.settings.lrs(trainer.setup.extent, global_batch + 1, trainer.steps)
+        trainer.opt.lrs = trainer.setup.settings.lrs(trainer.setup.extent, global_batch + 1)
         grads = batch_gradient(unpack_params(total), trainer.setup.settings.batch_size)
         idx = torch.nonzero(seen).squeeze(1)
         self.updated[version] = int(idx.numel())
@@ -416,13 +419,13 @@ class DistributedTrainer:
         """The first batch boundary after ``start`` where the window must end (0-based, exclusive)."""
         stop = min(start + self.options.window, self.steps)
         for b in range(start + 1, stop + 1):  # a loop over batch boundaries, not over data
-            if (self.densify is not None and self.densify.due(b)) or b % self.eval_every == 0:
+            if due_after(self.densify, b, self.steps, self.setup.settings.batch_size) or b % self.eval_every == 0:
                 return b
         return stop
 
     def plan(self, start: int, stop: int) -> Window:
         setup, opt = self.setup, self.opt
-        lrs = setup.settings.lrs(setup.extent, start + 1, self.steps)  # the largest in the window (decaying)
+        lrs = setup.settings.lrs(setup.extent, start + 1)  # the largest in the window (decaying)
         margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, stop - start, self.safety)
         scene = setup.scene
         window, schedule = plan_window(self.comm, opt.params["means"].detach().cpu().numpy(),
@@ -465,8 +468,9 @@ class DistributedTrainer:
             self.versions_seen += window.steps.num_vertices - window.steps.num_images
             losses[start:stop] = self._gather_state(window, program)
             self._verify(snapshot, window)
-            if self.densify is not None and self.densify.due(stop):
-                self.accum = densify_optimizer(self.opt, self.accum, setup.extent, self.densify, self.densify_gen)
+            if self.densify is not None:
+                self.accum = densify_round(self.opt, self.accum, stop, self.steps, setup.settings.batch_size,
+                                           setup.extent, self.densify, self.densify_gen)
             if stop % self.eval_every == 0 or stop == self.steps:
                 psnr_steps.append(stop)
                 value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets) \
@@ -547,7 +551,7 @@ class DistributedTrainer:
         t1 = time.perf_counter()
         mine = self.index(np.flatnonzero(window.owner[window.cell_of] == comm.rank))
         floats = torch.cat([pack_params(state, mine) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
-                           + [self.accum.total[mine][:, None]], dim=1)
+                           + [self.accum.total[mine][:, None], self.accum.max_radii[mine][:, None]], dim=1)
         ints = torch.stack([mine, opt.step_count[mine], self.accum.count[mine]], dim=1)
         staging = self.staging
         floats = staging.to_device(comm.allgather_rows(staging.to_host(floats)), floats.shape[1])
@@ -560,6 +564,7 @@ class DistributedTrainer:
                     state[name][ids] = value
         opt.step_count[ids] = ints[:, 1]
         self.accum.total[ids] = floats[:, 3 * PARAM_COLUMNS]
+        self.accum.max_radii[ids] = floats[:, 3 * PARAM_COLUMNS + 1]
         self.accum.count[ids] = ints[:, 2]
         losses = comm.allgather_rows(np.array(sorted(program.image_losses.items()), np.float64).reshape(-1, 2))
         by_image = dict(zip(losses[:, 0].astype(np.int64), losses[:, 1]))
@@ -589,7 +594,8 @@ class DistributedTrainer:
 def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptions, *, ply_path=None,
                       png_path=None, seed: int = 0, ssim_weight: float = 0.2, densify=None, eval_every: int = 100,
                       batch_size: int = 1, progress: bool = True, init_ply=None,
-                      image_order: str | None = None, checkpoint=None, device: str = "cpu") -> TrainResult:
+                      image_order: str | None = None, checkpoint=None, device: str = "cpu",
+                      position_lr_max_steps: int = POSITION_LR_MAX_STEPS) -> TrainResult:
     """Train on every rank of ``comm`` (collective) and write the outputs from rank 0.
 
     The arguments are those of ``odin_sched.train.train`` plus ``options``; with ``device='cuda'``
@@ -607,7 +613,7 @@ def train_distributed(comm, scene_path, steps: int, out_path, options: OdinOptio
     try:
         setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every,
                         (out_path, ply_path, png_path, options.timeline, options.schedule_out), init_ply,
-                        image_order)
+                        image_order, position_lr_max_steps)
         problem = check_options(options, comm.size, setup.initial["means"].shape[0], batch_size)
     except InputError as err:
         problem = str(err)

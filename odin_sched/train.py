@@ -10,8 +10,9 @@ and trains against the images of the training cameras:
   summed in batch order then divided by B, Grendel-GS's hyperparameter scaling) are in
   ``odin_sched.step``;
 * visible Adam (``odin_sched.optim``): only the Gaussians the batch sees are updated; the means'
-  learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
-* optional densification (``odin_sched.densify``) on its schedule;
+  learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent over 30,000 images,
+  as in 3DGS (``odin_sched.step.BatchSettings``);
+* densification and opacity resets (``odin_sched.densify``) on the reference's schedule, or none;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
 * on the CPU, or with ``device='cuda'`` on this process's GPU (``training_device``): the Gaussians,
   their Adam state and the images live there, and rendering, the loss, the backward pass, visible Adam
@@ -32,7 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from odin_sched.densify import DensifyConfig, GradAccumulator, densify_optimizer
+from odin_sched.densify import DensifyConfig, GradAccumulator, densify_round
 from odin_sched.image_order import (IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, resolved_order, shuffled_batches,
                                      spread_batches)
 from odin_sched.knn import knn_scales
@@ -41,7 +42,7 @@ from odin_sched.optim import VisibleAdam, default_lrs
 from odin_sched.ply import read_gaussians_ply, write_ply
 from odin_sched.scene_io import Scene, read_scene, write_scene
 from odin_sched.scene_gen import HOLDOUT_EVERY
-from odin_sched.step import BatchSettings, batch_gradient, image_gradients
+from odin_sched.step import POSITION_LR_MAX_STEPS, BatchSettings, batch_gradient, image_gradients
 from odin_sched.train_checkpoint import TrainState, train_checkpointer
 from pregel.atomic import check_writable
 from pregel.errors import InputError
@@ -133,8 +134,7 @@ def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> No
 
 
 def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray,
-                             width: int, height: int, settings: BatchSettings, extent: float,
-                             steps: int) -> np.ndarray:
+                             width: int, height: int, settings: BatchSettings, extent: float) -> np.ndarray:
     """bool [C, ORDER_CELLS]: the k-d cells of the initial Gaussians (means, log scales [G, 3]) each
     camera (viewmats [C, 4, 4], Ks [C, 3, 3]) may see within a window of ``ORDER_WINDOW`` batches (the
     distributed trainer's prediction with its default window; fixed here so that the order depends on
@@ -144,7 +144,7 @@ def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np
 
     cells = min(ORDER_CELLS, len(means))
     bounds = cell_bounds(means, scales, kd_cells(means, cells), cells)
-    lrs = settings.lrs(extent, 1, steps)
+    lrs = settings.lrs(extent, 1)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, ORDER_WINDOW)
     return predict_visible_cells(bounds, viewmats, Ks, width, height, margin)
 
@@ -164,12 +164,14 @@ class TrainingSetup:
 
 
 def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-            outputs, init_ply=None, image_order: str | None = None) -> TrainingSetup:
+            outputs, init_ply=None, image_order: str | None = None,
+            position_lr_max_steps: int = POSITION_LR_MAX_STEPS) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
     same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
     ``init_ply``: start from the Gaussians of a 3DGS PLY instead of the scene's point cloud;
     ``image_order``: 'shuffled' or 'spread' (see ``odin_sched.image_order``; default: shuffled for
-    B = 1, spread otherwise)."""
+    B = 1, spread otherwise); ``position_lr_max_steps``: images over which the means' learning rate
+    decays (``odin_sched.step.BatchSettings``)."""
     if steps < 1:
         raise InputError(f"--steps must be at least 1, got {steps}")
     if batch_size < 1:
@@ -178,6 +180,8 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
         raise InputError(f"--ssim-weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
         raise InputError(f"--eval-every must be at least 1, got {eval_every}")
+    if position_lr_max_steps < 1:
+        raise InputError(f"--position-lr-max-steps must be at least 1, got {position_lr_max_steps}")
     image_order = resolved_order(image_order, batch_size)
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"--image-order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
@@ -200,10 +204,10 @@ def prepare(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: flo
     if batch_size > len(train_ids):
         raise InputError(f"--batch-size {batch_size} is more than the {len(train_ids)} training cameras of {scene_path}")
     images = torch.from_numpy(scene.images).float() / 255.0
-    settings, extent = BatchSettings(batch_size), scene_extent(scene.viewmats)
+    settings, extent = BatchSettings(batch_size, position_lr_max_steps), scene_extent(scene.viewmats)
     if image_order == "spread":
         sees = visible_cells_of_cameras(initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
-                                        scene.Ks, scene.width, scene.height, settings, extent, steps)
+                                        scene.Ks, scene.width, scene.height, settings, extent)
         batches = spread_batches(train_ids, steps, batch_size, seed, sees)
     else:
         batches = shuffled_batches(train_ids, steps, batch_size, seed)
@@ -250,15 +254,16 @@ def to_device(setup: TrainingSetup, device) -> TrainingSetup:
 def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: int = 0,
           ssim_weight: float = 0.2, densify: DensifyConfig | None = None, eval_every: int = 100,
           progress: bool = True, batch_size: int = 1, init_ply=None, image_order: str | None = None,
-          checkpoint=None, device: str = "cpu") -> TrainResult:
+          checkpoint=None, device: str = "cpu", position_lr_max_steps: int = POSITION_LR_MAX_STEPS) -> TrainResult:
     """Train Gaussians on a scene file from its initial point cloud, on one process, and write the results.
 
     scene_path: input scene (with /init); steps: training steps (one batch of ``batch_size`` images
     each, see ``odin_sched.step`` for the batch semantics); out_path: trained scene file; ply_path:
     optional 3DGS PLY; png_path: comparison PNG (default: out_path with .png); densify: None for no
     densification; init_ply: a 3DGS PLY to start from instead of the scene's /init point cloud;
-    image_order: see ``prepare``; checkpoint: an ``odin_sched.train_checkpoint.TrainCheckpointer`` or None
-    (CPU only); device: 'cpu' or 'cuda' (see ``training_device``).
+    image_order, position_lr_max_steps: see ``prepare``; checkpoint: an
+    ``odin_sched.train_checkpoint.TrainCheckpointer`` or None (CPU only); device: 'cpu' or 'cuda' (see
+    ``training_device``).
     Returns a TrainResult.
     """
     if device == "cuda" and checkpoint is not None:
@@ -266,7 +271,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
     dev, render = training_device(device)
     png_path = png_path or os.path.splitext(os.fspath(out_path))[0] + ".png"
     setup = prepare(scene_path, steps, batch_size, seed, ssim_weight, eval_every, (out_path, ply_path, png_path),
-                    init_ply, image_order)
+                    init_ply, image_order, position_lr_max_steps)
     setup = to_device(setup, dev)
     scene = setup.scene
     started = time.perf_counter()
@@ -281,7 +286,7 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
 
     bar = Progress(steps, enabled=progress, unit="step")
     for step in range(resumed.step + 1, steps + 1):
-        opt.lrs = setup.settings.lrs(setup.extent, step, steps)
+        opt.lrs = setup.settings.lrs(setup.extent, step)
         params = {name: p.detach() for name, p in opt.params.items()}
         total = {name: torch.zeros_like(p) for name, p in params.items()}
         seen = torch.zeros(opt.num_gaussians, dtype=torch.bool, device=dev)
@@ -294,12 +299,12 @@ def train(scene_path, steps: int, out_path, ply_path=None, png_path=None, seed: 
             seen |= result.visible
             image_losses.append(result.loss)
             if densify:
-                accum.add(result.screen_norm, result.visible)
+                accum.add(result.screen_norm, result.visible, result.radii)
         losses[step - 1] = batch_loss(image_losses)
         idx = torch.nonzero(seen).squeeze(1)
         opt.step_rows(idx, {name: g[idx] for name, g in batch_gradient(total, batch_size).items()})
-        if densify and densify.due(step):
-            accum = densify_optimizer(opt, accum, setup.extent, densify, densify_gen)
+        if densify:
+            accum = densify_round(opt, accum, step, steps, batch_size, setup.extent, densify, densify_gen)
         if step % eval_every == 0 or step == steps:
             psnr_steps.append(step)
             psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets))
@@ -357,13 +362,14 @@ def main(args) -> TrainResult:
     config = None
     if args.densify:
         try:
-            config = DensifyConfig(interval=args.densify_interval, start=args.densify_from,
-                                   stop=args.densify_until, grad_threshold=args.densify_grad_threshold)
+            config = DensifyConfig(interval=args.densify_interval, start=args.densify_from, stop=args.densify_until,
+                                   grad_threshold=args.densify_grad_threshold,
+                                   opacity_reset_interval=args.opacity_reset_interval)
         except ValueError as err:
             raise InputError(f"--densify options: {err}") from None
     common = dict(ply_path=args.ply, png_path=args.png, seed=args.seed, ssim_weight=args.ssim_weight,
                   densify=config, eval_every=args.eval_every, batch_size=args.batch_size, init_ply=args.init_ply,
-                  image_order=args.image_order)
+                  image_order=args.image_order, position_lr_max_steps=args.position_lr_max_steps)
     comm = Comm()
     single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
     comm.agree(_device_problem(args))

@@ -21,7 +21,7 @@ With ``--checkpoint-every K`` a checkpoint is written after every step that is a
 single-process trainer, and at the first window end at or after each multiple of K in the
 distributed one (its windows do not depend on checkpointing, so a resumed run plans the same windows).
 """
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ import torch
 from odin_sched.densify import GradAccumulator
 from odin_sched.image_order import resolved_order
 from odin_sched.optim import VisibleAdam
+from odin_sched.step import POSITION_LR_MAX_STEPS
 from pregel.checkpoint import CheckpointFolder, file_sha256, graph_identity, pack_state, unpack_state, write_part
 from pregel.errors import InputError
 
@@ -52,18 +53,16 @@ class TrainState:
 
 
 def train_identity(scene_path, steps: int, batch_size: int, seed: int, ssim_weight: float, eval_every: int,
-                   densify, init_ply=None, image_order: str | None = None) -> dict:
+                   densify, init_ply=None, image_order: str | None = None,
+                   position_lr_max_steps: int = POSITION_LR_MAX_STEPS) -> dict:
     """What a resumed training job must match: the scene file, the initial Gaussians and the options that
     change the result (``densify``: a DensifyConfig or None)."""
-    densify_options = None if densify is None else {
-        "interval": densify.interval, "start": densify.start, "stop": densify.stop,
-        "grad_threshold": densify.grad_threshold, "percent_dense": densify.percent_dense,
-        "min_opacity": densify.min_opacity}
+    densify_options = None if densify is None else asdict(densify)
     return {"scene": graph_identity(scene_path),
             "init": "scene /init" if init_ply is None else {"ply_sha256": file_sha256(init_ply)},
             "training": {"steps": steps, "batch_size": batch_size, "seed": seed, "ssim_weight": ssim_weight,
                          "eval_every": eval_every, "image_order": resolved_order(image_order, batch_size),
-                         "densify": densify_options}}
+                         "densify": densify_options, "position_lr_max_steps": position_lr_max_steps}}
 
 
 class TrainCheckpointer(CheckpointFolder):
@@ -86,7 +85,8 @@ class TrainCheckpointer(CheckpointFolder):
                 "psnr_values": np.array(state.psnr_values, np.float64),
                 "scalars": np.array([state.wall_time_s, state.safety, state.violations], np.float64)}
         if state.accum is not None:
-            tree["accum"] = {"total": state.accum.total, "count": state.accum.count}
+            tree["accum"] = {"total": state.accum.total, "count": state.accum.count,
+                             "max_radii": state.accum.max_radii}
         step_dir = self.step_dir(state.step)
         step_dir.mkdir(parents=True, exist_ok=True)
         part = write_part(step_dir, PART, pack_state(tree))
@@ -113,7 +113,9 @@ class TrainCheckpointer(CheckpointFolder):
         if state.accum is not None:
             state.accum = GradAccumulator(opt.num_gaussians)
             if "accum" in tree:
-                state.accum.total, state.accum.count = tree["accum"]["total"], tree["accum"]["count"]
+                accum = tree["accum"]
+                state.accum.total, state.accum.count, state.accum.max_radii = (
+                    accum["total"], accum["count"], accum["max_radii"])
         state.densify_gen.set_state(tree["generator"])
         state.step = len(tree["losses"])
         state.losses[:state.step] = tree["losses"]
@@ -130,7 +132,8 @@ def train_checkpointer(comm, args, densify) -> TrainCheckpointer | None:
     identity, problem = None, None
     try:
         identity = train_identity(args.scene, args.steps, args.batch_size, args.seed, args.ssim_weight,
-                                  args.eval_every, densify, args.init_ply, args.image_order)
+                                  args.eval_every, densify, args.init_ply, args.image_order,
+                                  args.position_lr_max_steps)
     except InputError as err:
         problem = err
     comm.agree(problem)

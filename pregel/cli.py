@@ -438,11 +438,26 @@ def _add_train(sub) -> None:
     p.add_argument("--ssim-weight", type=float, default=0.2, help="loss (1-w) L1 + w (1-SSIM)")
     p.add_argument("--eval-every", type=int, default=100, help="held-out PSNR every N steps")
     p.add_argument("--seed", type=int, default=0, help="camera order and densification sampling")
-    p.add_argument("--densify", action="store_true", help="clone/split/prune as 3DGS does")
-    p.add_argument("--densify-from", type=int, default=500)
-    p.add_argument("--densify-until", type=int, default=15_000)
-    p.add_argument("--densify-interval", type=int, default=100)
-    p.add_argument("--densify-grad-threshold", type=float, default=0.0002)
+    # defaults: the reference 3DGS code's (graphdeco-inria/gaussian-splatting, arguments/__init__.py);
+    # steps of the schedule count images, as Grendel-GS does for B > 1
+    p.add_argument("--densify", action=argparse.BooleanOptionalAction, default=True,
+                   help="clone/split/prune and reset opacity as 3DGS does (default on; --no-densify: off)")
+    p.add_argument("--densify-from", type=int, default=500, metavar="IMAGE",
+                   help="densify once past this image (reference densify_from_iter, default %(default)s: "
+                        "first at 600)")
+    p.add_argument("--densify-until", type=int, default=None, metavar="IMAGE",
+                   help="stop densifying at this image (default: half the run's images, as the reference "
+                        "stops at 15,000 of 30,000)")
+    p.add_argument("--densify-interval", type=int, default=100, metavar="IMAGES",
+                   help="images between densification rounds (reference, default %(default)s)")
+    p.add_argument("--densify-grad-threshold", type=float, default=0.0002,
+                   help="average screen-space gradient that clones or splits (reference, default %(default)s)")
+    p.add_argument("--opacity-reset-interval", type=int, default=3000, metavar="IMAGES",
+                   help="reset opacities to at most 0.01 every N images while densifying (reference, "
+                        "default %(default)s; 0: never)")
+    p.add_argument("--position-lr-max-steps", type=int, default=30_000, metavar="IMAGES",
+                   help="the means' learning rate decays from 1.6e-4 to 1.6e-6 x scene extent over N images, "
+                        "whatever the run's length (reference position_lr_max_steps, default %(default)s)")
     p.add_argument("--image-order", choices=("shuffled", "spread"), default=None,
                    help="shuffled: seeded permutations of the training cameras; spread: the same, but "
                         "consecutive batches see different parts of the scene where possible (default: "

@@ -303,9 +303,9 @@ def _small_window():
 
     scene = metadata_scene("city", 3000, 40, 64, 48)
     settings, extent = BatchSettings(4), scene_extent(scene.viewmats)
-    sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, settings, extent, 6)
+    sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, settings, extent)
     batches = spread_batches(scene.train_ids, 6, 4, 0, sees)
-    lrs = settings.lrs(extent, 1, 6)
+    lrs = settings.lrs(extent, 1)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, 6)
     win, _ = plan_window(_local_comm(), scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, batches, 0, 6,
                          margin, 12, 2, 0, (0.0, 1.0, 0.0))

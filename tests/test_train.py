@@ -111,3 +111,14 @@ def test_trained_ply_restarts_training_from_the_same_parameters(scene_path, tmp_
     np.testing.assert_allclose(start["colors"].numpy(), trained.colors, atol=1e-6)  # through the SH coefficient
     result = train(scene_path, 5, tmp_path / "again.h5", seed=0, eval_every=5, progress=False, init_ply=ply)
     assert result.num_gaussians == trained.num_gaussians
+
+
+def test_densification_is_on_by_default_and_no_densify_turns_it_off(tmp_path):
+    from pregel.cli import main
+
+    scene = tmp_path / "s.h5"
+    write_scene(scene, generate_scene(200, 9, 16, 16, seed=2))
+    for flags, expected in (([], True), (["--no-densify"], False)):
+        out = tmp_path / f"t{expected}.h5"
+        assert main(["train", "--scene", str(scene), "--steps", "2", "--out", str(out), *flags]) == 0
+        assert bool(read_scene(out).attrs["densify"]) is expected
