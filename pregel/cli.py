@@ -419,6 +419,36 @@ def _run_convert_colmap(args) -> None:
           f"{scene.width} x {scene.height}, {scene.init_means.shape[0]:,} points in /init")
 
 
+def _add_sfm(sub) -> None:
+    p = sub.add_parser("sfm", help="structure from motion on a folder of photos to a scene file (pycolmap)",
+                       description="SIFT features, exhaustive matching and incremental mapping with pycolmap (as "
+                                   "the reference 3DGS convert.py does with COLMAP), undistortion, then a scene "
+                                   "file with the 3D points as /init. Needs pip install 'pregel-mpi[colmap]'.")
+    p.add_argument("images", metavar="IMAGES_DIR", help="folder of photos (.jpg, .png, .tif, .bmp)")
+    p.add_argument("--out", required=True, help="scene file")
+    p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
+    p.add_argument("--heldout-every", type=int, default=8,
+                   help="hold out every N-th image by name (0 = none; default %(default)s)")
+    p.add_argument("--threads", type=int, default=-1, help="threads for pycolmap (default: all cores)")
+    p.set_defaults(run=_run_sfm)
+
+
+def _run_sfm(args) -> None:
+    from odin_sched.scene_io import write_scene
+    from odin_sched.sfm import photos_to_scene
+
+    check_writable(args.out)
+    result = photos_to_scene(args.images, downscale=args.downscale, heldout_every=args.heldout_every,
+                             threads=args.threads)
+    write_scene(args.out, result.scene)
+    scene = result.scene
+    print(f"wrote {args.out}: {len(result.registered)} of {len(result.registered) + len(result.unregistered)} "
+          f"photos registered ({int(scene.heldout.sum())} held out) at {scene.width} x {scene.height}, "
+          f"{result.num_points:,} points in /init")
+    if result.unregistered:
+        print(f"not registered: {', '.join(result.unregistered)}")
+
+
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train Gaussians on a scene file (one process, or distributed under mpiexec)",
                        description="Train from the scene's initial point cloud with visible Adam; "
@@ -563,7 +593,7 @@ def _run_plot(args) -> None:
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train, _add_convert_colmap, _add_render, _add_simulate, _add_plot)
+               _add_train, _add_convert_colmap, _add_sfm, _add_render, _add_simulate, _add_plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
