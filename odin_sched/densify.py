@@ -41,16 +41,16 @@ STOP_FRACTION = 0.5
 RESET_OPACITY = 0.01
 
 
-def covers_multiple(step: int, batch_size: int, interval: int) -> bool:
-    """Whether batch ``step`` (1-based), images (step - 1) B + 1 .. step B, covers a multiple of
-    ``interval`` (Grendel-GS's ``check_update_at_this_iter``; for B = 1: step % interval == 0)."""
-    first = (step - 1) * batch_size + 1
-    return (first + batch_size - 1) // interval > (first - 1) // interval
-
-
 def first_image(step: int, batch_size: int) -> int:
     """The 1-based index of the first image of batch ``step`` (the reference's ``iteration``)."""
     return (step - 1) * batch_size + 1
+
+
+def covers_multiple(step: int, batch_size: int, interval: int) -> bool:
+    """Whether batch ``step`` (1-based), images (step - 1) B + 1 .. step B, covers a multiple of
+    ``interval`` (Grendel-GS's ``check_update_at_this_iter``; for B = 1: step % interval == 0)."""
+    first = first_image(step, batch_size)
+    return (first + batch_size - 1) // interval > (first - 1) // interval
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class DensifyConfig:
 
     def prunes_large(self, step: int, batch_size: int = 1) -> bool:
         """Whether a round after batch ``step`` also prunes Gaussians too large on screen or in the world
-        (the reference: once its iteration is past the first opacity reset)."""
+        (the reference: once its iteration is past the first opacity reset; without resets, always)."""
         return first_image(step, batch_size) > self.opacity_reset_interval
 
 
