@@ -43,7 +43,7 @@ def run(command: list) -> tuple[float, float]:
 
 def train_command(args, scene, out, batch, mode=None, ranks=1, timeline=None):
     command = [PREGEL, "train", "--scene", scene, "--steps", str(args.steps), "--batch-size", str(batch),
-               "--eval-every", str(args.steps), "--out", out, "--seed", "0"]
+               "--eval-every", str(args.steps), "--out", out, "--seed", "0", "--no-densify"]
     if mode is not None:
         command = [MPIEXEC, "-n", str(ranks)] + command + ["--mode", mode, "--window", str(args.window)]
         command += ["--cells", str(args.cells_per_rank * ranks)]
