@@ -50,7 +50,7 @@ def reconstruct(images_dir, work_dir, names: list, threads: int = -1):
     database and models under ``work_dir``; returns the pycolmap Reconstruction with the most registered
     images, or None when mapping made none. ``threads``: -1 for all cores."""
     pycolmap = pycolmap_module("pregel sfm")
-    pycolmap.logging.minloglevel = 2  # errors only: no per-stage INFO lines on stderr
+    pycolmap.logging.minloglevel = 3  # fatal only: no INFO lines, and failures are reported here in one line
     database = os.path.join(work_dir, "database.db")
     reader = pycolmap.ImageReaderOptions()
     reader.camera_model = CAMERA_MODEL

@@ -20,7 +20,7 @@ def scene(tmp_path_factory):
     return out
 
 
-def test_real_photos_all_register_and_make_a_scene(scene, capsys):
+def test_real_photos_all_register_and_make_a_scene(scene):
     s = read_scene(scene)
     assert s.num_cameras == 5 and s.attrs["image_names"].split("\n") == NAMES
     np.testing.assert_array_equal(s.heldout, [True, False, False, False, True])
@@ -39,19 +39,19 @@ def test_train_accepts_the_scene(scene, tmp_path):
     assert read_scene(out).attrs["steps"] == 3
 
 
-def test_fewer_than_two_registered_photos_is_one_line(tmp_path, capsys):
+def test_fewer_than_two_registered_photos_is_one_line(tmp_path, capfd):  # capfd: pycolmap logs from C++
     folder = tmp_path / "photos"
     folder.mkdir()
     shutil.copy(PHOTOS / NAMES[0], folder / "a.jpg")
     out = tmp_path / "s.h5"
     assert main(["sfm", str(folder), "--out", str(out), "--threads", "1"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "error" in err[0] and "found 1 photo(s)" in err[-1] and "at least two" in err[-1]
     rng = np.random.default_rng(0)  # two photos of noise: nothing matches, nothing registers
     from PIL import Image
     for name in ("a.jpg", "b.jpg"):
         Image.fromarray(rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)).save(folder / name)
     assert main(["sfm", str(folder), "--out", str(out), "--threads", "1"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "only 0 of 2 photos registered" in err[-1] and "not registered: a.jpg, b.jpg" in err[-1]
     assert not out.exists()
