@@ -6,15 +6,17 @@ The scene comes from ``pregel sfm`` on the photos (default: the five photos in t
 every 8th held out) or from ``--scene`` (e.g. a ``pregel convert-colmap`` output). Each run's
 trained Gaussians are rendered at every training and held-out camera here (the same rasterizer for
 all runs) and compared with the photos: mean PSNR (dB) over the training views and over the held-out
-views, and the number of Gaussians. Single-threaded. Run::
+views, and the number of Gaussians. Each run is single-threaded; ``--jobs`` runs go at once (their
+wall times then share the machine). Run::
 
-    flock /tmp/heavy.lock python benchmarks/real_capture.py --work DIR [--old /work/main] [--steps 1500]
+    flock /tmp/heavy.lock python benchmarks/real_capture.py --work DIR [--old /work/main] [--steps 1500] [--jobs 2]
 """
 import argparse
 import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"
@@ -65,6 +67,7 @@ def main() -> None:
     parser.add_argument("--downscale", type=float, default=1.0, help="pregel sfm --downscale")
     parser.add_argument("--old", default=None, help="a checkout of the code before (its runs are the 'before' rows)")
     parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--jobs", type=int, default=1, help="training runs at once")
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.work, exist_ok=True)
@@ -79,16 +82,20 @@ def main() -> None:
     if args.old:
         runs += [("before, defaults (no densify)", args.old, "old_n", []),
                  ("before, --densify", args.old, "old_d", ["--densify"])]
-    rows = []
-    for label, code, name, flags in runs:
+
+    def run(label, code, name, flags):
         out = os.path.join(args.work, f"{name}.h5")
         for stale in (out, out[:-3] + ".png"):
             if os.path.exists(stale):
                 os.remove(stale)
         seconds = pregel(code, "train", "--scene", scene, "--steps", args.steps, "--out", out,
                          "--eval-every", args.steps, *flags)
-        rows.append((label, *view_psnr(out), seconds))
         print(f"{label}: done in {seconds:.0f} s", flush=True)
+        return label, out, seconds
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done = list(pool.map(lambda r: run(*r), runs))
+    rows = [(label, *view_psnr(out), seconds) for label, out, seconds in done]
     renders = os.path.join(args.work, "renders")
     pregel(HERE, "render", "--scene", os.path.join(args.work, "new_d.h5"), "--out", renders)
     print(f"\n{args.steps} steps on {scene} (rendered held-out views of the default run in {renders})\n")
