@@ -1,34 +1,34 @@
-"""Full-graph GNN inference: the engine at P = 1 and P = 2 against PyG layer-wise and full-graph inference.
+"""Full-graph GNN inference, whole jobs side by side: ``pregel infer`` at P = 1 and P = 2 against PyG.
 
-One run generates a power-law graph with features (default 1M vertices, 10M edges, 64 features),
-builds a 2-layer GraphSAGE (hidden width 64, PyG's random initialisation: the timings do not
-depend on training) and saves it twice: with ``vertex_programs.gnn.save_model`` for the engine
-and as a PyG state dict. Then each method runs in its own process, single-threaded:
+One run generates a power-law graph with features (default 1M vertices, 10M edges, 64 features)
+and, for each layer kind asked for (``--kinds``, default sage gcn gin gat), a 2-layer model
+(64 -> 64 -> 16; GAT with 4 heads of 16 then 4 heads of 4, concatenated; GIN's MLP is
+Linear-ReLU-Linear; PyG's random initialisation, the timings do not depend on training), saved with
+``vertex_programs.gnn.save_model`` for the engine and as a PyG state dict. Then each method runs as
+its own whole process (or ``mpiexec`` job), single-threaded, timed from the outside, in turn, best of
+``--repeats``:
 
-* engine P = 1 and P = 2: ``vertex_programs.gnn.infer.infer`` (what ``pregel infer`` runs) in its
-  own ``mpiexec`` job, after an untimed run on a 1,000-vertex graph in the same processes (it
-  compiles the kernels or loads them from numba's disk cache: a fixed cost per process);
-* PyG layer-wise: the ``inference`` loop of PyG's reddit / ogbn-products examples — a
-  ``NeighborLoader`` with ``num_neighbors=[-1]`` over all vertices, every layer over every batch
-  before the next layer;
-* PyG full graph: ``conv2(relu(conv1(x, edge_index)), edge_index)`` on the whole graph;
-* PyG full graph, sparse CSR: the same with the transposed adjacency ``adj_t`` in place of
-  ``edge_index`` (a ``torch_sparse.SparseTensor`` when torch-sparse is installed, else a
-  ``torch.sparse_csr_tensor``), PyG's fastest CPU configuration: the convs aggregate with one
-  sparse-matrix product instead of gathering a message per edge and scattering it back.
+* engine P = 1 and P = 2: the ``pregel infer`` command (``python -m pregel.cli infer``): start-up,
+  imports, reading the graph, both layers, writing ``/values``;
+* PyG sparse CSR: a script that reads the same file with h5py, builds the transposed adjacency
+  ``adj_t`` (a ``torch_sparse.SparseTensor`` when torch-sparse is installed, else a
+  ``torch.sparse_csr_tensor``; PyG's fastest CPU configuration), runs
+  ``conv2(relu(conv1(x, adj_t)), adj_t)`` and writes the output to an HDF5 file;
+* PyG ``edge_index``: the same script with ``edge_index`` in place of ``adj_t``;
+* (``--layerwise``) PyG layer-wise: the ``inference`` loop of PyG's reddit example, a
+  ``NeighborLoader`` with ``num_neighbors=[-1]`` over all vertices (SAGE only).
 
-Each process reads the graph file itself. Reported per method: load seconds (file to memory; for
-the engine, building the distributed graph), forward seconds (the layers; for the engine, the
-superstep loop), total seconds (load + forward; for the engine, the whole ``infer`` call, which
-also checks the inputs, gathers ``/values`` on rank 0 and writes the result file; PyG writes
-nothing), peak RSS (``VmHWM``; for P = 2 the max and the sum over ranks), and the largest
-difference of the output to the full-graph forward pass; then the engine's per-layer split.
+Reported per method: the whole process's wall seconds, its processor seconds (user + system, summed
+over ranks: steadier than wall time on a shared machine), the script's own split (PyG: imports, read,
+build, forward, write; engine: load and layers from the result file), peak RSS per rank (``VmHWM``,
+read by a wrapper process with ``wait4``) and their sum, and the largest difference of the output to
+PyG's ``edge_index`` forward (or sparse CSR when ``edge_index`` is skipped).
 
 ``NeighborLoader`` samples with ``pyg-lib`` or ``torch-sparse``; neither has wheels on PyPI for
 this torch, so when both are missing the loader is given a sampler whose one-hop, all-neighbour
 sampling is a few vectorised torch calls (the same batches: seeds first, then their in-neighbours).
 
-    .venv/bin/python benchmarks/gnn_inference.py [--nodes 1000000 --avg-degree 10 --features 64]
+    python benchmarks/gnn_inference.py [--nodes 1000000 --avg-degree 10 --features 64 --kinds sage gcn]
 """
 
 import argparse
@@ -50,119 +50,108 @@ LOADER_BATCH_SIZE = 4096
 SEED = 0
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident set size (VmHWM)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+KINDS = ("sage", "gcn", "gin", "gat")
+GAT_HEADS = 4
+
+
+def pyg_layers(kind: str, widths: list):
+    """The 2-layer PyG model of ``kind`` (module docstring) with PyG's random initialisation."""
+    import torch
+    from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
+
+    def conv(i, o):
+        if kind == "sage":
+            return SAGEConv(i, o)
+        if kind == "gcn":
+            return GCNConv(i, o)
+        if kind == "gin":
+            return GINConv(torch.nn.Sequential(torch.nn.Linear(i, o), torch.nn.ReLU(), torch.nn.Linear(o, o)))
+        return GATConv(i, o // GAT_HEADS, heads=GAT_HEADS)
+
+    return [conv(widths[i], widths[i + 1]) for i in range(len(widths) - 1)]
+
+
+def write_graph_file(path: str, nodes: int, avg_degree: float, features: int, exponent: float) -> None:
+    """The benchmark's power-law graph with float32 features, as ``pregel generate`` writes it."""
+    from pregel.generate import generate_graph, random_features
+    from pregel.graph_io import GraphData, write_graph
+
+    indptr, indices = generate_graph("powerlaw", nodes, avg_degree, seed=SEED, exponent=exponent)
+    x = random_features(None, nodes, features, np.random.default_rng(SEED))
+    write_graph(path, GraphData(indptr, indices, features=x))
+
+
+def write_models(folder: str, kind: str, widths: list) -> None:
+    """``model.pt`` (the engine's file) and ``pyg.pt`` (PyG state dicts) of one model of ``kind``."""
+    import torch
+
+    from vertex_programs.gnn import save_model
+
+    torch.manual_seed(SEED)
+    layers = pyg_layers(kind, widths)
+    save_model(os.path.join(folder, "model.pt"), layers)
+    torch.save({"widths": widths, "states": [layer.state_dict() for layer in layers]},
+               os.path.join(folder, "pyg.pt"))
+
+
+def h5_values(path: str) -> np.ndarray:
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return f["values"][:]
 
 
 # ---------------------------------------------------------------- workers (one process each)
 
-def engine_worker(folder: str) -> None:
-    """Inside mpiexec: ``infer`` on the tiny graph of ``folder/warm`` (loads the compiled kernels),
-    then, timed, on the folder's graph and model; rank 0 prints one JSON line."""
-    from pregel.comm import Comm
-    from pregel.stats import FIELDS
-    from vertex_programs.gnn.infer import infer
-
-    comm = Comm()
-    warm = os.path.join(folder, "warm")
-    started = time.perf_counter()
-    infer(comm, os.path.join(warm, "graph.h5"), os.path.join(warm, "model.pt"),
-          os.path.join(warm, f"engine{comm.size}.h5"))
-    warm_seconds = time.perf_counter() - started
-    comm.barrier()
-    started = time.perf_counter()
-    report = infer(comm, os.path.join(folder, "graph.h5"), os.path.join(folder, "model.pt"),
-                   os.path.join(folder, f"engine{comm.size}.h5"))
-    seconds = time.perf_counter() - started
-    rss = comm.allgather(peak_rss_bytes())
-    if comm.rank == 0:
-        table = report.stats_table
-        print(json.dumps({"load": report.load_seconds, "compute": report.result.compute_seconds,
-                          "total": seconds, "rss": rss, "warm_up": warm_seconds,
-                          "layers": {name: table[:, :, FIELDS.index(name)].tolist()
-                                     for name in ("compute_seconds", "comm_seconds", "bytes_sent")}}))
-
-
-def _pyg_inputs(folder: str):
-    """(x [N, F], edge_index [2, E], the 2 SAGE layers with the saved weights, load seconds)."""
-    import torch
-
-    from pregel.graph_io import read_graph
-
-    torch.set_num_threads(1)
-    started = time.perf_counter()
-    graph = read_graph(os.path.join(folder, "graph.h5"))
-    src = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))
-    edge_index = torch.from_numpy(np.stack([src, graph.indices.astype(np.int64)]))
-    x = torch.from_numpy(graph.features)
-    del graph, src
-    load_seconds = time.perf_counter() - started
-    return x, edge_index, _sage_layers(torch.load(os.path.join(folder, "pyg.pt"))), load_seconds
-
-
-def _sage_layers(spec: dict):
-    from torch_geometric.nn import SAGEConv
-
-    layers = [SAGEConv(spec["widths"][i], spec["widths"][i + 1]) for i in range(len(spec["widths"]) - 1)]
-    for layer, state in zip(layers, spec["states"]):
-        layer.load_state_dict(state)
-    return layers
-
-
-def pyg_full_worker(folder: str) -> None:
-    """PyG's full-graph forward pass on one process; prints one JSON line, saves the output."""
-    x, edge_index, layers, load_seconds = _pyg_inputs(folder)
-    _pyg_forward(folder, "pyg_full", layers, x, edge_index, load_seconds)
-
-
-def _pyg_forward(folder: str, name: str, layers, x, adjacency, load_seconds: float, **extra) -> None:
-    """Run the SAGE layers (ReLU between them) over ``adjacency`` (edge_index or a sparse adj_t), save
-    the output as NAME.npy and print one JSON line with the timings, peak RSS and ``extra``."""
-    import torch
-
-    started = time.perf_counter()
-    with torch.no_grad():
-        for i, conv in enumerate(layers):
-            x = conv(x, adjacency)
-            if i < len(layers) - 1:
-                x = x.relu()
-    seconds = time.perf_counter() - started
-    np.save(os.path.join(folder, f"{name}.npy"), x.numpy())
-    print(json.dumps({"load": load_seconds, "compute": seconds, "total": load_seconds + seconds,
-                      "rss": [peak_rss_bytes()], **extra}))
-
-
-def pyg_sparse_worker(folder: str) -> None:
-    """PyG's full-graph forward pass with the adjacency as a sparse CSR matrix ``adj_t`` (rows
-    are destinations), built at load time; prints one JSON line, saves the output."""
+def pyg_worker(folder: str, kind: str, adjacency: str) -> None:
+    """PyG's full-graph forward as a plain script: imports, h5py read, adjacency (``adjacency``:
+    'sparse' builds ``adj_t``, 'edge_index' the [2, E] edge list), forward, write
+    ``pyg-sparse.h5`` / ``pyg-full.h5``; prints the split as one JSON line."""
+    marks = [time.perf_counter()]
+    import h5py
     import torch
     import torch_geometric.typing
 
-    from pregel.graph_io import read_graph
-
     torch.set_num_threads(1)
-    started = time.perf_counter()
-    graph = read_graph(os.path.join(folder, "graph.h5"))
-    crow, col = _transpose_csr(graph.indptr, graph.indices, graph.num_nodes)
-    n = graph.num_nodes
-    if torch_geometric.typing.WITH_TORCH_SPARSE:
-        from torch_sparse import SparseTensor
+    marks.append(time.perf_counter())
+    with h5py.File(os.path.join(folder, "graph.h5"), "r") as f:
+        indptr, indices, x = f["graph/indptr"][:], f["graph/indices"][:], torch.from_numpy(f["nodes/features"][:])
+    n = len(indptr) - 1
+    marks.append(time.perf_counter())
+    if adjacency == "sparse":
+        crow, col = _transpose_csr(indptr, indices, n)
+        del indptr, indices
+        if torch_geometric.typing.WITH_TORCH_SPARSE:
+            from torch_sparse import SparseTensor
 
-        adj_t = SparseTensor(rowptr=torch.from_numpy(crow), col=torch.from_numpy(col), sparse_sizes=(n, n))
+            adj = SparseTensor(rowptr=torch.from_numpy(crow), col=torch.from_numpy(col), sparse_sizes=(n, n))
+        else:
+            with warnings.catch_warnings():  # "sparse CSR support is in beta state"
+                warnings.simplefilter("ignore", UserWarning)
+                adj = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(col),
+                                              torch.ones(len(col)), size=(n, n))
+        del crow, col
     else:
-        adj_t = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(col),
-                                        torch.ones(len(col)), size=(n, n))
-    x = torch.from_numpy(graph.features)
-    del graph
-    load_seconds = time.perf_counter() - started
-    layers = _sage_layers(torch.load(os.path.join(folder, "pyg.pt")))
-    kind = "SparseTensor" if torch_geometric.typing.WITH_TORCH_SPARSE else "torch.sparse_csr_tensor"
-    _pyg_forward(folder, "pyg_sparse", layers, x, adj_t, load_seconds, kind=kind)
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+        adj = torch.from_numpy(np.stack([src, indices.astype(np.int64)]))
+        del src, indptr, indices
+    spec = torch.load(os.path.join(folder, "pyg.pt"))
+    layers = pyg_layers(kind, spec["widths"])
+    for layer, state in zip(layers, spec["states"]):
+        layer.load_state_dict(state)
+    marks.append(time.perf_counter())
+    with torch.no_grad():
+        for i, conv in enumerate(layers):
+            x = conv(x, adj)
+            if i < len(layers) - 1:
+                x = x.relu()
+    marks.append(time.perf_counter())
+    name = "pyg-sparse" if adjacency == "sparse" else "pyg-full"
+    with h5py.File(os.path.join(folder, f"{name}.h5"), "w") as f:
+        f.create_dataset("values", data=x.numpy())
+    marks.append(time.perf_counter())
+    seconds = np.diff(marks)
+    print(json.dumps(dict(zip(("imports", "read", "build", "forward", "write"), seconds.tolist()))))
 
 
 def _transpose_csr(indptr, indices, n):
@@ -174,15 +163,25 @@ def _transpose_csr(indptr, indices, n):
     return a_t.indptr.astype(np.int64), a_t.indices.astype(np.int64)
 
 
-def pyg_layerwise_worker(folder: str) -> None:
+def pyg_layerwise_worker(folder: str, kind: str) -> None:
     """PyG layer-wise inference with ``NeighborLoader(num_neighbors=[-1])``, as PyG's reddit
-    example's ``inference``; prints one JSON line, saves the output."""
+    example's ``inference``; writes ``pyg-layerwise.h5``, prints the split as one JSON line."""
+    import h5py
     import torch
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
 
-    x_all, edge_index, layers, load_seconds = _pyg_inputs(folder)
+    torch.set_num_threads(1)
     started = time.perf_counter()
+    with h5py.File(os.path.join(folder, "graph.h5"), "r") as f:
+        indptr, indices, x_all = f["graph/indptr"][:], f["graph/indices"][:], torch.from_numpy(f["nodes/features"][:])
+    src = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    edge_index = torch.from_numpy(np.stack([src, indices.astype(np.int64)]))
+    spec = torch.load(os.path.join(folder, "pyg.pt"))
+    layers = pyg_layers(kind, spec["widths"])
+    for layer, state in zip(layers, spec["states"]):
+        layer.load_state_dict(state)
+    loaded = time.perf_counter()
     data = Data(edge_index=edge_index, num_nodes=x_all.shape[0])
     data.n_id = torch.arange(x_all.shape[0])
     loader = NeighborLoader(data, input_nodes=None, num_neighbors=[-1], shuffle=False,
@@ -196,10 +195,10 @@ def pyg_layerwise_worker(folder: str) -> None:
                     x = x.relu_()
                 xs.append(x[:batch.batch_size].clone())  # as .cpu() on a GPU: not a view of x
             x_all = torch.cat(xs, dim=0)
-    seconds = time.perf_counter() - started
-    np.save(os.path.join(folder, "pyg_layerwise.npy"), x_all.numpy())
-    print(json.dumps({"load": load_seconds, "compute": seconds, "total": load_seconds + seconds,
-                      "rss": [peak_rss_bytes()]}))
+    computed = time.perf_counter()
+    with h5py.File(os.path.join(folder, "pyg-layerwise.h5"), "w") as f:
+        f.create_dataset("values", data=x_all.numpy())
+    print(json.dumps({"read+build": loaded - started, "forward": computed - loaded}))
 
 
 def _full_neighbour_sampler(data):
@@ -237,41 +236,50 @@ def _full_neighbour_sampler(data):
         return TorchFullNeighbourSampler(data, num_neighbors=[-1])
 
 
-WORKERS = {"engine": engine_worker, "pyg-full": pyg_full_worker, "pyg-sparse": pyg_sparse_worker,
+WORKERS = {"pyg-full": lambda folder, kind: pyg_worker(folder, kind, "edge_index"),
+           "pyg-sparse": lambda folder, kind: pyg_worker(folder, kind, "sparse"),
            "pyg-layerwise": pyg_layerwise_worker}
 
 
 # ---------------------------------------------------------------- driver
 
-def _launch(folder: str, worker: str, ranks: int | None = None) -> dict:
-    command = [sys.executable, __file__, "--worker", worker, folder]
-    if ranks is not None:
+# Runs a command as its child and prints the child's peak RSS (KiB) and processor seconds on stderr. The child is
+# forked from this small process: one forked from the benchmark itself would inherit its peak RSS.
+# (close_fds=False: under mpiexec the rank finds its launcher through an inherited descriptor.)
+RSS_WRAPPER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:], close_fds=False); "
+               "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+               "print('peak-rss-kib', u.ru_maxrss, 'cpu-s', u.ru_utime + u.ru_stime, file=sys.stderr); "
+               "sys.exit(code)")
+
+
+def _launch(folder: str, worker: str, kind: str, ranks: int | None = None) -> dict:
+    """One whole process (or mpiexec job) of ``worker``: wall seconds, peak RSS of each process,
+    and its split of the time."""
+    wrapper = [sys.executable, "-c", RSS_WRAPPER]
+    if worker == "engine":
+        out = os.path.join(folder, f"engine{ranks}.h5")
         mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
-        command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py"] + command[1:]
-    out = subprocess.run(command, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        command = [mpiexec, "-n", str(ranks)] + wrapper + [
+            sys.executable, "-m", "pregel.cli", "infer", "--graph", os.path.join(folder, "graph.h5"),
+            "--model", os.path.join(folder, "model.pt"), "--out", out, "--quiet"]
+    else:
+        command = wrapper + [sys.executable, __file__, "--worker", worker, folder, kind]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode:
+        raise RuntimeError(f"{worker} failed: {done.stderr[-3000:]}")
+    usage = [line.split() for line in done.stderr.splitlines() if line.startswith("peak-rss-kib ")]
+    rss, cpu = [int(u[1]) * 1024 for u in usage], sum(float(u[3]) for u in usage)
+    if worker != "engine":
+        return {"wall": wall, "cpu": cpu, "rss": rss, "split": json.loads(done.stdout.strip().splitlines()[-1])}
+    import h5py
 
-
-def write_inputs(folder: str, nodes: int, avg_degree: float, features: int, hidden: int, classes: int,
-                 exponent: float) -> int:
-    """The graph file and both model files in ``folder``; returns the number of edges."""
-    import torch
-    from torch_geometric.nn import SAGEConv
-
-    from pregel.generate import generate_graph, random_features
-    from pregel.graph_io import GraphData, write_graph
-    from vertex_programs.gnn import save_model
-
-    indptr, indices = generate_graph("powerlaw", nodes, avg_degree, seed=SEED, exponent=exponent)
-    x = random_features(None, nodes, features, np.random.default_rng(SEED))
-    write_graph(os.path.join(folder, "graph.h5"), GraphData(indptr, indices, features=x))
-    torch.manual_seed(SEED)
-    widths = [features, hidden, classes]
-    layers = [SAGEConv(widths[i], widths[i + 1]) for i in range(2)]
-    save_model(os.path.join(folder, "model.pt"), layers)
-    torch.save({"widths": widths, "states": [layer.state_dict() for layer in layers]},
-               os.path.join(folder, "pyg.pt"))
-    return len(indices)
+    with h5py.File(out, "r") as f:
+        split = {"load": float(f.attrs["load_seconds"])}
+        split.update({f"layer {i + 1}": float(s) for i, s in enumerate(f.attrs["layer_compute_seconds"])})
+        split.update({f"comm {i + 1}": float(s) for i, s in enumerate(f.attrs["layer_comm_seconds"])})
+    return {"wall": wall, "cpu": cpu, "rss": rss, "split": split}
 
 
 def main():
@@ -282,56 +290,67 @@ def main():
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--classes", type=int, default=16, help="output width of the second layer")
     parser.add_argument("--exponent", type=float, default=2.5, help="power-law degree exponent")
-    parser.add_argument("--worker", nargs=2, metavar=("KIND", "FOLDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each method (best kept)")
+    parser.add_argument("--no-edge-index", action="store_true", help="skip PyG's edge_index path")
+    parser.add_argument("--layerwise", action="store_true", help="also PyG layer-wise (SAGE)")
+    parser.add_argument("--graph", help="an existing graph file to use instead of generating one")
+    parser.add_argument("--worker", nargs=3, metavar=("KIND", "FOLDER", "LAYER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return WORKERS[args.worker[0]](args.worker[1])
-
-    import h5py
+        return WORKERS[args.worker[0]](args.worker[1], args.worker[2])
+    from pregel.graph_io import read_header
 
     with tempfile.TemporaryDirectory() as folder:
-        os.mkdir(os.path.join(folder, "warm"))
-        write_inputs(os.path.join(folder, "warm"), 1000, 5, args.features, args.hidden, args.classes,
-                     args.exponent)
+        graph = os.path.join(folder, "graph.h5")
         started = time.perf_counter()
-        edges = write_inputs(folder, args.nodes, args.avg_degree, args.features, args.hidden, args.classes,
-                             args.exponent)
-        print(f"2-layer GraphSAGE ({args.features} -> {args.hidden} -> {args.classes}, mean) on a power-law "
-              f"graph: {args.nodes:,} vertices, {edges:,} edges "
-              f"(written in {time.perf_counter() - started:.0f} s); "
-              "single-threaded processes\n", flush=True)
-        results = {}
-        for name, worker, ranks in (("PyG full graph", "pyg-full", None),
-                                    ("PyG full graph, sparse CSR", "pyg-sparse", None),
-                                    ("PyG layer-wise NeighborLoader", "pyg-layerwise", None),
-                                    ("engine P=1", "engine", 1), ("engine P=2", "engine", 2)):
-            results[name] = _launch(folder, worker, ranks)
-            if worker == "engine":
-                with h5py.File(os.path.join(folder, f"engine{ranks}.h5")) as f:
-                    results[name]["output"] = f["values"][:]
-            else:
-                results[name]["output"] = np.load(os.path.join(folder, worker.replace("-", "_") + ".npy"))
-    reference = results["PyG full graph"]
-    print(f"{'method':<32}{'load s':>8}{'forward s':>11}{'total s':>9}{'total vs full':>15}"
-          f"{'peak RSS MB':>13}{'sum RSS MB':>12}{'max |diff|':>12}")
+        if args.graph:
+            os.symlink(os.path.abspath(args.graph), graph)
+        else:
+            write_graph_file(graph, args.nodes, args.avg_degree, args.features, args.exponent)
+        header = read_header(graph)
+        print(f"2-layer models ({header.num_features} -> {args.hidden} -> {args.classes}) on a graph of "
+              f"{header.num_nodes:,} vertices, {header.num_edges:,} edges (ready in "
+              f"{time.perf_counter() - started:.0f} s); single-threaded processes, best of "
+              f"{args.repeats}, whole processes timed from outside\n", flush=True)
+        for kind in args.kinds:
+            write_models(folder, kind, [header.num_features, args.hidden, args.classes])
+            methods = [("PyG sparse CSR", "pyg-sparse", None), ("engine P=1", "engine", 1),
+                       ("engine P=2", "engine", 2)]
+            if not args.no_edge_index:
+                methods.insert(0, ("PyG edge_index", "pyg-full", None))
+            if args.layerwise and kind == "sage":
+                methods.insert(2, ("PyG layer-wise NeighborLoader", "pyg-layerwise", None))
+            print_table(kind, run_methods(folder, kind, methods, args.repeats))
+
+
+def run_methods(folder: str, kind: str, methods, repeats: int) -> dict:
+    """Each method ``repeats`` times, alternating; the best (shortest wall time) run of each, with
+    its output [N, C]."""
+    best = {}
+    for _ in range(repeats):
+        for name, worker, ranks in methods:
+            result = _launch(folder, worker, kind, ranks)
+            if name not in best or result["wall"] < best[name]["wall"]:
+                best[name] = result
+    for name, worker, ranks in methods:
+        out = os.path.join(folder, f"engine{ranks}.h5" if worker == "engine" else f"{worker}.h5")
+        best[name]["output"] = h5_values(out)
+    return best
+
+
+def print_table(kind: str, results: dict) -> None:
+    reference_name = "PyG edge_index" if "PyG edge_index" in results else "PyG sparse CSR"
+    reference, sparse = results[reference_name]["output"], results["PyG sparse CSR"]["wall"]
+    print(f"{kind}: {'method':<30}{'wall s':>8}{'vs sparse':>10}{'CPU s':>7}{'peak RSS MB':>13}"
+          f"{'sum RSS MB':>12}{'max |diff|':>11}  split (s)")
     for name, r in results.items():
-        diff = float(np.abs(r["output"] - reference["output"]).max())
-        print(f"{name:<32}{r['load']:>8.2f}{r['compute']:>11.2f}{r['total']:>9.2f}"
-              f"{r['total'] / reference['total']:>15.2f}{max(r['rss']) / 2**20:>13,.0f}"
-              f"{sum(r['rss']) / 2**20:>12,.0f}{diff:>12.2e}")
-    print(f"(sparse CSR baseline: adj_t is a {results['PyG full graph, sparse CSR']['kind']})")
-    print("\nengine per layer and rank (compute s / communication s / MB sent); the untimed warm-up "
-          "on a 1,000-vertex graph took " + ", ".join(f"{r['warm_up']:.2f} s ({name})"
-                                                   for name, r in results.items() if "warm_up" in r))
-    for name, r in results.items():
-        if "layers" not in r:
-            continue
-        layers = r["layers"]
-        for rank, (compute, comm, sent) in enumerate(zip(layers["compute_seconds"], layers["comm_seconds"],
-                                                         layers["bytes_sent"])):
-            print(f"  {name}, rank {rank}: " + "; ".join(
-                f"layer {i + 1} {c:.2f} / {m:.2f} / {b / 2**20:.1f}"
-                for i, (c, m, b) in enumerate(zip(compute, comm, sent))))
+        diff = float(np.abs(r["output"] - reference).max())
+        split = ", ".join(f"{k} {v:.2f}" for k, v in r["split"].items())
+        print(f"{'':<{len(kind) + 2}}{name:<30}{r['wall']:>8.2f}{sparse / r['wall']:>9.2f}x{r['cpu']:>7.2f}"
+              f"{max(r['rss']) / 2**20:>13,.0f}{sum(r['rss']) / 2**20:>12,.0f}{diff:>11.1e}  {split}")
+    print(f"(load average {os.getloadavg()[0]:.1f}; CPU s: user + system seconds of every process of the job)")
+    print(flush=True)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 For each size N a random model (means uniform in a unit ball, isotropic scales about half the mean
 spacing, random colours and opacities) is written as a 3DGS PLY, served by `pregel view`, and drawn on an
-800 x 600 canvas by Debian's headless Chromium with WebGL2 in software (SwiftShader, the only WebGL on
+800 x 600 canvas (``--width``, ``--height``) by Debian's headless Chromium with WebGL2 in software (SwiftShader, the only WebGL on
 a machine without a GPU) while the camera orbits one step per frame. Each frame is finished before
 the next (a one-pixel readback), and depth re-sorts run in the page's worker as often as they keep up.
 Reported: frames/s at full quality (what the page draws once the view stops: every Gaussian at full
@@ -39,8 +39,8 @@ def random_model(path, n: int, seed: int = 0) -> None:
     write_ply(path, means, scales, quats, rng.normal(0, 1, n), rng.random((n, 3)))
 
 
-def measure(driver, address: str, frames: int) -> tuple[dict, dict]:
-    driver.get(address + "?width=800&height=600")
+def measure(driver, address: str, frames: int, width: int, height: int) -> tuple[dict, dict]:
+    driver.get(address + f"?width={width}&height={height}")
     deadline = time.monotonic() + 300
     while not driver.execute_script("return !!window.viewer || window.viewerError || null"):
         if time.monotonic() > deadline:
@@ -58,6 +58,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--frames", type=int, default=10, help="full-resolution frames (3x as many moving)")
+    parser.add_argument("--width", type=int, default=800)
+    parser.add_argument("--height", type=int, default=600)
     parser.add_argument("--dir", default=None, help="where to write the models (default: a temporary folder)")
     args = parser.parse_args()
     from selenium import webdriver
@@ -80,7 +82,8 @@ def main() -> None:
                                     stdout=subprocess.PIPE, text=True)
             try:
                 line = proc.stdout.readline()
-                still, moving = measure(driver, line[line.index("http://"):].split()[0], args.frames)
+                still, moving = measure(driver, line[line.index("http://"):].split()[0], args.frames, args.width,
+                                        args.height)
             finally:
                 proc.terminate()
                 proc.wait()

@@ -12,8 +12,12 @@ exposes ``__cuda_array_interface__``) and the CPU version otherwise. This packag
 from ``pregel``, ``vertex_programs`` or ``odin_sched``.
 """
 
-from kernels.gather import gather_reduce
-from kernels.scatter import scatter_reduce
-from kernels.segment_softmax import segment_softmax
+from kernels._numba_start import import_numba_numpy_support
+
+import_numba_numpy_support()
+
+from kernels.gather import gather_reduce  # noqa: E402
+from kernels.scatter import scatter_reduce  # noqa: E402
+from kernels.segment_softmax import segment_softmax  # noqa: E402
 
 __all__ = ["gather_reduce", "scatter_reduce", "segment_softmax"]

@@ -74,22 +74,42 @@ def _run_generate(args) -> None:
 
 
 def _add_convert(sub) -> None:
-    p = sub.add_parser("convert", help="convert an edge list or Matrix Market file to a graph file",
+    p = sub.add_parser("convert", help="convert an edge list, Matrix Market file or tables to a graph file",
                        description="Convert a whitespace edge list (src dst [weight] per line, "
-                                   "'#' comments; streamed in chunks) or a Matrix Market file (.mtx, "
-                                   "symmetric ones as undirected graphs) to the HDF5 graph format.")
-    p.add_argument("edges", help="edge-list text file, or FILE.mtx")
+                                   "'#' comments; streamed in chunks), a Matrix Market file (.mtx, "
+                                   "symmetric ones as undirected graphs), or tables (Parquet or CSV: "
+                                   "an edge table with --src/--dst, optionally a node table with "
+                                   "--nodes/--id; ids of any integers or strings, kept as "
+                                   "/nodes/original_ids) to the HDF5 graph format.")
+    p.add_argument("edges", help="edge-list text file, FILE.mtx, or an edge table (.parquet, .pq, .csv)")
     p.add_argument("--out", required=True)
     p.add_argument("--num-nodes", type=int, default=None, help="default: largest id + 1")
     p.add_argument("--undirected", action="store_true",
-                   help="each line is an undirected edge; store both directions")
+                   help="each line (row) is an undirected edge; store both directions")
+    tables = p.add_argument_group("tables")
+    tables.add_argument("--src", metavar="COL", help="edge table: source id column")
+    tables.add_argument("--dst", metavar="COL", help="edge table: destination id column")
+    tables.add_argument("--weight", metavar="COL", help="edge table: weight column (optional)")
+    tables.add_argument("--nodes", metavar="TABLE", help="node table (.parquet, .pq, .csv); its rows "
+                        "number the vertices (default: the ids of the edges, ascending)")
+    tables.add_argument("--id", dest="node_id", metavar="COL", help="node table: id column")
+    tables.add_argument("--features", metavar="COL", help="node table: list column of features")
+    tables.add_argument("--label", metavar="COL", help="node table: integer label column")
     p.set_defaults(run=_run_convert)
 
 
 def _run_convert(args) -> None:
     from pregel.convert import read_edge_list, read_matrix_market
     from pregel.graph_io import write_graph
+    from pregel.tables import table_format
 
+    if args.src or args.dst or table_format(args.edges):
+        _require(bool(args.src and args.dst), "an edge table needs --src and --dst (its id columns)")
+        _require(args.num_nodes is None, "--num-nodes does not apply to tables (the ids say it)")
+        _convert_tables(args)
+        return
+    _require(not (args.weight or args.nodes or args.node_id or args.features or args.label),
+             "--weight, --nodes, --id, --features and --label apply to tables (with --src and --dst)")
     if args.edges.endswith(".mtx"):
         _require(args.num_nodes is None and not args.undirected,
                  "--num-nodes and --undirected do not apply to Matrix Market files (the header says both)")
@@ -99,6 +119,20 @@ def _run_convert(args) -> None:
     write_graph(args.out, graph)
     print(f"wrote {args.out}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges"
           f"{', weighted' if graph.weights is not None else ''}")
+
+
+def _convert_tables(args) -> None:
+    from pregel.graph_io import write_graph
+    from pregel.tables import read_tables
+
+    graph, ids = read_tables(args.edges, args.src, args.dst, args.weight, args.nodes, args.node_id,
+                             args.features, args.label, directed=not args.undirected)
+    graph.original_ids = ids
+    write_graph(args.out, graph)
+    extras = [name for name, value in (("weighted", graph.weights), ("features", graph.features),
+                                       ("labels", graph.labels)) if value is not None]
+    print(f"wrote {args.out}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges"
+          f"{''.join(', ' + e for e in extras)}; original ids in /nodes/original_ids")
 
 
 def _add_inspect(sub) -> None:
@@ -527,12 +561,8 @@ def _run_train(args) -> None:
     from odin_sched.training.densify import DensifyConfig
     from odin_sched.training.train import train
 
-    if args.dashboard is not None and _mpi_rank() == 0:
-        from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
-
-        server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host, args.dashboard)
-        serve_in_background(server)
-        print(f"pregel train: dashboard at {url(server)}", flush=True)
+    if args.dashboard is not None:
+        _start_dashboard(args)
     densify = None
     if args.densify:
         try:
@@ -564,6 +594,24 @@ def _run_train(args) -> None:
           f"held-out PSNR {result.final_psnr:.2f} dB, {result.wall_time_s:.1f} s")
     if result.per_rank is not None and args.stats:
         print(format_per_rank(result))
+
+
+def _start_dashboard(args) -> None:
+    """Serve ``pregel view --watch`` of the --out folder from a thread of rank 0 (collective: a port in use
+    ends every rank with one line)."""
+    from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
+
+    comm, server, problem = _comm(), None, None
+    if comm.rank == 0:
+        try:
+            server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host,
+                                 args.dashboard)
+        except InputError as err:
+            problem = err
+    comm.agree(problem)
+    if server is not None:
+        serve_in_background(server)
+        print(f"pregel train: dashboard at {url(server)}", flush=True)
 
 
 def _add_view(sub) -> None:
@@ -714,7 +762,7 @@ def _train_files(args) -> dict:
 #: command starts (a command missing here fails every run of it, and tests/test_reliability_outputs.py)
 FILES = {
     "generate": lambda a: dict(outputs=[("--out", a.out)]),
-    "convert": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.edges]),
+    "convert": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.edges, a.nodes]),
     "inspect": lambda a: {},
     "run": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.graph]),
     "infer": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.graph, a.model]),
@@ -747,11 +795,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def as_flags(message: str) -> str:
+def as_flags(message: str, flags=()) -> str:
     """A library error in command-line terms: a config field (``TrainConfig.batch_size``) becomes the
-    flag that sets it (``--batch-size``)."""
-    return re.sub(r"\b(?:" + "|".join(CONFIG_CLASSES) + r")\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"),
-                  message)
+    flag that sets it (``--batch-size``), and so does a function's argument the library names in
+    backquotes, as `orbit_format`, when it is one of ``flags`` (the command's argparse destinations)."""
+    message = re.sub(r"\b(?:" + "|".join(CONFIG_CLASSES) + r")\.(\w+)", lambda m: _flag(m.group(1)), message)
+    return re.sub(r"`(\w+)`", lambda m: _flag(m.group(1)) if m.group(1) in flags else m.group(0), message)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -764,15 +817,6 @@ def _comm():
     from pregel.comm import Comm
 
     return Comm()
-
-
-def _mpi_rank() -> int:
-    """This process's rank in the MPI launch (0 without one), read from the launcher's environment so that
-    MPI need not be initialised yet."""
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
-        if var in os.environ:
-            return int(os.environ[var])
-    return 0
 
 
 def _mpi_world():
@@ -805,26 +849,34 @@ def main(argv=None) -> int:
         rank, size = _mpi_world()
         if size == 1 or getattr(err, "collective", False):
             if rank == 0:
-                print(f"pregel {args.command}: error: {as_flags(str(err))}", file=sys.stderr)
+                print(f"pregel {args.command}: error: {as_flags(str(err), vars(args))}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err))}", file=sys.stderr, flush=True)
+        print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err), vars(args))}", file=sys.stderr,
+              flush=True)
         _abort(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:  # Ctrl-C on one process (under mpiexec: pregel.interrupt)
+    except KeyboardInterrupt as err:  # Ctrl-C on one process (under mpiexec: pregel.interrupt)
+        if _mpi_world()[1] > 1:  # raised by code on one rank, not by Ctrl-C: end every rank
+            _abort_job(args, err)
         print(f"pregel {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BaseException as err:  # sys.exit in a hook must not leave other ranks waiting
-        rank, size = _mpi_world()
-        _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
-        if size == 1:
-            raise
-        import traceback
-
-        print(f"pregel {args.command} [rank {rank}]: unexpected error, aborting all {size} ranks:",
-              file=sys.stderr)
-        traceback.print_exc()
-        sys.stderr.flush()
-        _abort(1)
+        _abort_job(args, err)
     return 0
+
+
+def _abort_job(args, err: BaseException) -> None:
+    """An unexpected exception: on one process, raise it again; under MPI, print it with its rank and
+    abort every rank, so none waits forever."""
+    rank, size = _mpi_world()
+    _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
+    if size == 1:
+        raise err
+    import traceback
+
+    print(f"pregel {args.command} [rank {rank}]: unexpected error, aborting all {size} ranks:", file=sys.stderr)
+    traceback.print_exc()
+    sys.stderr.flush()
+    _abort(1)
 
 
 def _name_user_code(args, error: BaseException, where: str) -> None:

@@ -26,16 +26,16 @@ def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) ->
     is streamed in chunks (``pregel.edge_list``), so memory holds the edges, not the text.
     """
     if num_nodes is not None and num_nodes < 1:
-        raise InputError(f"--num-nodes must be at least 1, got {num_nodes}")
+        raise InputError(f"`num_nodes` must be at least 1, got {num_nodes}")
     src, dst, weights = stream_edge_list(path)
     largest = int(max(src.max(initial=-1), dst.max(initial=-1)))
     if num_nodes is None:
         if largest < 0:
-            raise InputError.at(path, None, "holds no edges: give --num-nodes for a graph without edges")
+            raise InputError.at(path, None, "holds no edges: give `num_nodes` for a graph without edges")
         num_nodes = largest + 1
     elif largest >= num_nodes:
-        raise InputError.at(path, None, f"vertex id {largest} is not below --num-nodes {num_nodes}")
-    return _from_edges(num_nodes, src, dst, weights, directed)
+        raise InputError.at(path, None, f"vertex id {largest} is not below `num_nodes` {num_nodes}")
+    return edges_to_graph(num_nodes, src, dst, weights, directed)
 
 
 def read_matrix_market(path) -> GraphData:
@@ -122,7 +122,7 @@ def from_networkx(graph: nx.Graph, weight: str | None = "weight") -> GraphData:
     weights = None
     if weight is not None and edges and all(weight in data for _, _, data in edges):
         weights = np.fromiter((data[weight] for _, _, data in edges), dtype=np.float32, count=len(edges))
-    return _from_edges(len(order), src, dst, weights, graph.is_directed())
+    return edges_to_graph(len(order), src, dst, weights, graph.is_directed())
 
 
 def to_networkx(graph: GraphData) -> nx.DiGraph | nx.Graph:
@@ -157,7 +157,9 @@ def from_scipy(matrix, directed: bool = True, weighted: bool = True) -> GraphDat
                      directed=directed)
 
 
-def _from_edges(num_nodes, src, dst, weights, directed) -> GraphData:
+def edges_to_graph(num_nodes, src, dst, weights, directed) -> GraphData:
+    """``GraphData`` of N vertices from edges ``src`` -> ``dst`` [E] (ids in [0, N)) and ``weights``
+    [E] or None; ``directed=False`` stores both directions of each edge (a self-loop once)."""
     if not directed:
         loops = src == dst
         src, dst = np.concatenate([src, dst[~loops]]), np.concatenate([dst, src[~loops]])

@@ -44,7 +44,7 @@ def select_gpu(comm: Comm) -> int:
     count = visible_gpus()
     error = None
     if count == 0:
-        error = InputError(f"--device cuda: rank {comm.rank} on {socket.gethostname()} sees no CUDA GPU "
+        error = InputError(f"`device` cuda: rank {comm.rank} on {socket.gethostname()} sees no CUDA GPU "
                            f"(no driver or no device; NUMBA_ENABLE_CUDASIM=1 runs Numba's CPU simulator)")
     comm.agree(error)
     from numba import cuda

@@ -45,10 +45,10 @@ def unsupported(program, hubs: HubOptions | None, checkpoint) -> str | None:
     """Why ``program`` with these hub options and checkpointer cannot run on the GPU yet, or None."""
     for user, combiner in program.combiners().items():
         if combiner not in SUPPORTED_COMBINERS:
-            return (f"--device cuda: {user} uses combiner {combiner!r}; only "
+            return (f"`device` cuda: {user} uses combiner {combiner!r}; only "
                     f"{', '.join(SUPPORTED_COMBINERS)} are supported on the GPU yet")
     if checkpoint is not None:
-        return "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
+        return "`device` cuda: checkpoints (`checkpoint_dir`, `resume`) are not supported on the GPU yet"
     if hubs is not None and (hubs.partial_gather or not hubs.shadow_nodes):
         return ("--device cuda: partial gather and switching shadow nodes off are not supported on "
                 "the GPU yet (every in-edge is gathered by its destination's owner)")

@@ -11,6 +11,10 @@ within each row.
 import numpy as np
 from numba import njit
 
+from kernels._numba_start import import_numba_numpy_support
+
+import_numba_numpy_support()
+
 
 @njit(cache=True)
 def _fill_row_ids(indptr, first, out):

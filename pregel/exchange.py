@@ -1,4 +1,4 @@
-"""The per-superstep message exchange: one ``Alltoall`` of counts, one ``Alltoallv`` of payloads.
+"""The per-superstep message exchange: one ``Alltoall`` of headers, then the payloads by ``Alltoallv``.
 
 What rank ``r`` sends to rank ``q`` in one superstep, packed into one byte block:
 
@@ -13,6 +13,14 @@ The header ``(ghost rows, slots present, direct rows, ghost dtype code, ghost ro
 dtype code, direct row width)`` goes first, so each side knows every block's layout. Rows are
 float32 or float64, ``[F]`` or scalar (width 0); every rank that sends must send the same kind of
 ghost row (and of direct row: partial softmax rows are wider than the messages).
+
+The common case, every vertex of every rank sending along its edges (a GNN layer, PageRank), moves
+each row once on each side: the sender takes its rows in plan order straight into the send buffer
+(no per-block packing), and the receiver gets them straight into the ghost part of one [n + g]
+buffer that then gets its own rows in front (``Incoming.ext``), which the gather reads as it is (no
+unpacking, no concatenation). The direct messages (partial aggregates of hubs) follow in a second
+``Alltoallv``. Every rank sees every rank's header, so all of them choose this split exchange or
+the single packed one alike.
 """
 
 from dataclasses import dataclass
@@ -48,6 +56,8 @@ class Incoming:
     None when every ghost sent; dtype, row_shape: the kind of row every sending rank sent (None
     and () when no rank sent anything); direct_ids: [m] global ids owned here; direct_values: [m] / [m, F];
     direct_counts: [m] int64 or None. The counters exclude what a rank sends to itself.
+    ext: [n + g] / [n + g, F] the owned rows then the ghost rows (``ghost_values`` is a view of
+    it), when the exchange built it; else None.
     """
 
     ghost_values: np.ndarray
@@ -61,6 +71,7 @@ class Incoming:
     rows_received: int
     bytes_sent: int
     bytes_received: int
+    ext: np.ndarray | None = None
 
 
 def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
@@ -68,43 +79,86 @@ def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
     comm, size = graph.comm, graph.comm.size
     ghost_kind = _row_kind(out.values, always=True)
     direct_kind = _row_kind(out.direct_values, always=False)
-    send_offsets = np.concatenate([[0], np.cumsum(graph.send_counts)])
     direct_owner = graph.partition.owner(out.direct_ids)
     direct_order = np.argsort(direct_owner, kind="stable")
     direct_offsets = np.concatenate([[0], np.cumsum(np.bincount(direct_owner, minlength=size))])
+    direct = []  # per rank: the bytes of its direct messages (ids, counts for mean, rows)
+    for q in range(size):
+        picked = direct_order[direct_offsets[q]:direct_offsets[q + 1]]
+        fields = [out.direct_ids[picked]] + ([out.direct_counts[picked]] if with_counts else [])
+        direct.append(_to_bytes(fields + [out.direct_values[picked]]))
 
     header = np.zeros((size, 7), dtype=np.int64)
     header[:, 3:5] = _encode(ghost_kind)
     header[:, 5:7] = _encode(direct_kind)
-    blocks = []
-    for q in range(size):
-        plan = graph.send_index[send_offsets[q]:send_offsets[q + 1]]
-        if out.values is None:
-            fields = [np.zeros(0, _ID)]
-        elif out.senders is None:
-            fields = [out.values[plan]]
-        else:
-            slots = np.flatnonzero(out.senders[plan])
-            fields = [slots, out.values[plan[slots]]]
-        picked = direct_order[direct_offsets[q]:direct_offsets[q + 1]]
-        fields.append(out.direct_ids[picked])
-        if with_counts:
-            fields.append(out.direct_counts[picked])
-        fields.append(out.direct_values[picked])
-        header[q, :3] = (len(fields[0]), out.values is None or out.senders is not None, len(picked))
-        blocks.append(_to_bytes(fields))
-    block_bytes = np.array([len(b) for b in blocks], dtype=np.int64)
+    header[:, 2] = np.diff(direct_offsets)
+    rows_only = out.values is not None and out.senders is None
+    if rows_only:  # the rows in plan order, taken at once
+        header[:, 0] = graph.send_counts
+        rows = np.take(out.values, graph.send_index, axis=0)
+        row_bytes = graph.send_counts * (out.values[:1].nbytes if len(out.values) else 0)
+    else:
+        blocks = _slot_blocks(graph, out, header)
     recv_header = comm.alltoall_counts(header)
     recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
-    payload = comm.alltoallv_known(np.concatenate(blocks), block_bytes, recv_bytes)
-
-    incoming = _unpack(graph, payload, recv_header, recv_bytes, with_counts, ghost_kind, direct_kind)
+    direct_bytes = np.array([len(b) for b in direct], dtype=np.int64)
+    if size > 1 and not recv_header[:, 1].any():  # every rank sends rows only: split exchange
+        incoming = _split_exchange(graph, out, rows, row_bytes, direct, direct_bytes, recv_header,
+                                   with_counts, ghost_kind, direct_kind)
+        block_bytes = row_bytes + direct_bytes
+    else:
+        if rows_only:
+            blocks = np.split(_flat_bytes(rows), np.cumsum(row_bytes)[:-1])
+        send = [np.concatenate([blocks[q], direct[q]]) for q in range(size)]
+        block_bytes = np.array([len(b) for b in send], dtype=np.int64)
+        payload = comm.alltoallv_known(np.concatenate(send), block_bytes, recv_bytes)
+        incoming = _unpack(graph, payload, recv_header, recv_bytes, with_counts, ghost_kind, direct_kind)
     others = np.arange(size) != comm.rank
     incoming.rows_sent = int((header[others, 0] + header[others, 2]).sum())
     incoming.rows_received = int((recv_header[others, 0] + recv_header[others, 2]).sum())
     incoming.bytes_sent = int(block_bytes[others].sum())
     incoming.bytes_received = int(recv_bytes[others].sum())
     return incoming
+
+
+def _slot_blocks(graph, out: Outgoing, header) -> list:
+    """Per rank, the bytes of the ghost part of the general layout (the slots of the senders, then
+    their rows; nothing when this rank sends no rows), with ``header``'s first two columns set."""
+    send_offsets = np.concatenate([[0], np.cumsum(graph.send_counts)])
+    blocks = []
+    for q in range(graph.comm.size):
+        plan = graph.send_index[send_offsets[q]:send_offsets[q + 1]]
+        fields = [np.zeros(0, _ID)]
+        if out.values is not None:
+            slots = np.flatnonzero(out.senders[plan])
+            fields = [slots, out.values[plan[slots]]]
+        header[q, :2] = (len(fields[0]), 1)
+        blocks.append(_to_bytes(fields))
+    return blocks
+
+
+def _split_exchange(graph, out, rows, row_bytes, direct, direct_bytes, recv_header, with_counts,
+                    ghost_kind, direct_kind) -> Incoming:
+    """Two ``Alltoallv``: the rows straight into the ghost part of a [n + g] buffer that then gets
+    this rank's own rows in front (``Incoming.ext``), and the direct messages (empty ones too:
+    every rank takes part)."""
+    comm, n = graph.comm, graph.num_local
+    dtype, row_shape = _agreed_kind(ghost_kind, recv_header, 3, "message rows")
+    if not np.array_equal(recv_header[:, 0], graph.ghost_counts):
+        raise ValueError("exchange plan mismatch: a rank sent another number of rows than this rank has ghosts")
+    ext = np.empty((n + graph.num_ghosts,) + row_shape, dtype)
+    width = ext[:1].nbytes if len(ext) else 0
+    comm.alltoallv_bytes(_flat_bytes(rows), row_bytes, _flat_bytes(ext[n:]), graph.ghost_counts * width)
+    ext[:n] = out.values
+    recv_direct = np.array([_block_bytes((0, 0, *h[2:]), with_counts) for h in recv_header], dtype=np.int64)
+    payload = comm.alltoallv_known(np.concatenate(direct), direct_bytes, recv_direct)
+    ids, values, counts = _read_direct(payload, recv_header, recv_direct, with_counts, direct_kind, None)
+    return Incoming(ext[n:], None, dtype, row_shape, ids, values, counts, 0, 0, 0, 0, ext)
+
+
+def _flat_bytes(array: np.ndarray) -> np.ndarray:
+    """A flat uint8 view of a contiguous array (an empty buffer for an empty one)."""
+    return array.reshape(-1).view(np.uint8) if array.size else np.empty(0, np.uint8)
 
 
 def _row_kind(values, always: bool):
@@ -150,16 +204,14 @@ def _agreed_kind(mine, recv_header, code_column, what):
 
 def _unpack(graph, payload, recv_header, recv_bytes, with_counts, ghost_kind, direct_kind) -> Incoming:
     dtype, row_shape = _agreed_kind(ghost_kind, recv_header, 3, "message rows")
-    direct_dtype, direct_shape = _agreed_kind(direct_kind, recv_header, 5, "direct message rows")
-    direct_dtype = direct_dtype or np.dtype(np.float64)
     g = graph.num_ghosts
     ghost_values = np.zeros((g,) + row_shape, dtype=dtype or np.float64)
     partial = bool(recv_header[:, 1].any())
     ghost_sent = np.zeros(g, dtype=bool) if partial else None
     ghost_offsets = np.concatenate([[0], np.cumsum(graph.ghost_counts)])
-    ids, counts, values = [np.zeros(0, _ID)], [np.zeros(0, _ID)], [np.zeros((0,) + direct_shape, direct_dtype)]
+    readers = []
     position = 0
-    for p, (k, has_slots, m, *_) in enumerate(recv_header):
+    for p, (k, has_slots, *_) in enumerate(recv_header):
         reader = _Reader(payload[position:position + recv_bytes[p]])
         position += int(recv_bytes[p])
         base = ghost_offsets[p]
@@ -171,13 +223,26 @@ def _unpack(graph, payload, recv_header, recv_bytes, with_counts, ghost_kind, di
             ghost_values[base:base + k] = reader.take(ghost_values.dtype, k, row_shape)
             if partial:
                 ghost_sent[base:base + k] = True
+        readers.append(reader)
+    ids, values, counts = _read_direct(None, recv_header, None, with_counts, direct_kind, readers)
+    return Incoming(ghost_values, ghost_sent, dtype, row_shape, ids, values, counts, 0, 0, 0, 0)
+
+
+def _read_direct(payload, recv_header, recv_bytes, with_counts, direct_kind, readers):
+    """(ids [m], rows [m, ...], counts [m] or None) of the direct messages from every rank, read by
+    ``readers`` (one per rank, placed at its direct part) or from ``payload`` cut by ``recv_bytes``."""
+    direct_dtype, direct_shape = _agreed_kind(direct_kind, recv_header, 5, "direct message rows")
+    direct_dtype = direct_dtype or np.dtype(np.float64)
+    if readers is None:
+        readers = [_Reader(part) for part in np.split(payload, np.cumsum(recv_bytes)[:-1])]
+    ids, counts, values = [np.zeros(0, _ID)], [np.zeros(0, _ID)], [np.zeros((0,) + direct_shape, direct_dtype)]
+    for reader, h in zip(readers, recv_header):
+        m = int(h[2])
         ids.append(reader.take(_ID, m, ()))
         if with_counts:
             counts.append(reader.take(_ID, m, ()))
         values.append(reader.take(direct_dtype, m, direct_shape))
-    return Incoming(ghost_values, ghost_sent, dtype, row_shape,
-                    np.concatenate(ids), np.concatenate(values),
-                    np.concatenate(counts) if with_counts else None, 0, 0, 0, 0)
+    return np.concatenate(ids), np.concatenate(values), (np.concatenate(counts) if with_counts else None)
 
 
 def _to_bytes(arrays) -> np.ndarray:

@@ -7,6 +7,7 @@ Layout (see the README, "HDF5 graph format")::
     /graph/weights   float32      [E]      optional
     /nodes/features  float32      [N, F]   optional
     /nodes/labels    int64        [N]      optional
+    /nodes/original_ids  int64 | S<k>  [N]  optional: the ids of a converted table (``pregel.tables``)
     root attributes: format = "pregel-graph", version = 1, num_nodes, num_edges, directed
 
 Every reader validates what it reads before returning it and raises ``InputError`` with one line
@@ -29,6 +30,8 @@ from pregel.errors import InputError
 FORMAT = "pregel-graph"
 VERSION = 1
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+#: the dataset that keeps a converted table's vertex ids (copied next to results as /original_ids)
+ORIGINAL_IDS = "nodes/original_ids"
 #: Rows per chunk when a whole file is scanned (bounded memory for billion-edge files).
 SCAN_CHUNK_ROWS = 1 << 20
 
@@ -38,7 +41,8 @@ class GraphData:
     """A whole graph in memory, as stored in the file.
 
     indptr: [N + 1] int64; indices: [E] int32/int64; weights: [E] float32 or None;
-    features: [N, F] float32 or None; labels: [N] int64 or None.
+    features: [N, F] float32 or None; labels: [N] int64 or None; original_ids: [N] int64 or
+    fixed-length bytes (the ids a converted table gave the vertices) or None.
     """
 
     indptr: np.ndarray
@@ -47,6 +51,7 @@ class GraphData:
     features: np.ndarray | None = None
     labels: np.ndarray | None = None
     directed: bool = True
+    original_ids: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -109,6 +114,8 @@ def write_graph(path, graph: GraphData) -> None:
             f.create_dataset("nodes/features", data=np.asarray(graph.features, dtype=np.float32))
         if graph.labels is not None:
             f.create_dataset("nodes/labels", data=np.asarray(graph.labels, dtype=np.int64))
+        if graph.original_ids is not None:
+            f.create_dataset(ORIGINAL_IDS, data=graph.original_ids)
 
 
 class GraphFile:
@@ -290,7 +297,7 @@ def check_in_memory(graph: GraphData) -> None:
     if e and (indices.min() < 0 or indices.max() >= n):
         raise ValueError(f"indices must lie in [0, {n})")
     for name, array, rows in (("weights", graph.weights, e), ("features", graph.features, n),
-                              ("labels", graph.labels, n)):
+                              ("labels", graph.labels, n), ("original_ids", graph.original_ids, n)):
         if array is not None and len(array) != rows:
             raise ValueError(f"{name} has {len(array)} rows, expected {rows}")
     if graph.features is not None and np.asarray(graph.features).ndim != 2:

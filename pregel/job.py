@@ -1,6 +1,7 @@
 """One job from files to file: load a graph, run a vertex program, write ``/values`` and statistics.
 
-The result file holds ``/values`` ([N] or [N, F], global vertex order), ``/stats/per_superstep``
+The result file holds ``/values`` ([N] or [N, F], global vertex order), ``/original_ids`` [N] when
+the graph file has ``/nodes/original_ids`` (a graph converted from tables), ``/stats/per_superstep``
 ([ranks, supersteps, fields], fields named in its ``fields`` attribute) and root attributes:
 ``algorithm``, ``ranks``, ``partitioner``, ``device``, ``supersteps``, ``stopped_by``, ``load_seconds``,
 ``compute_seconds`` (wall time of the superstep loop on rank 0), with ``device='cuda'`` also
@@ -9,15 +10,18 @@ its imbalance (max/mean over ranks); a job may add attributes and per-vertex dat
 Rank 0 writes it from the gathered slices, atomically.
 """
 
+import os
 import time
 from dataclasses import dataclass
 
+import h5py
 import numpy as np
 
 from pregel.atomic import atomic_h5, check_writable
 from pregel.dgraph import load_graph
 from pregel.engine import RunResult, run
 from pregel.errors import InputError
+from pregel.graph_io import ORIGINAL_IDS
 from pregel.stats import FIELDS, summarize
 
 DEVICES = ("cpu", "cuda")
@@ -80,7 +84,8 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
                      "supersteps": result.supersteps, "stopped_by": result.stopped_by,
                      "load_seconds": load_seconds, "compute_seconds": result.compute_seconds,
                      **device_attrs, **(extra_attrs or {}), **more_attrs}
-            write_values(out_path, values, attrs, table, datasets)
+            source = graph_source if isinstance(graph_source, (str, os.PathLike)) else None
+            write_values(out_path, values, attrs, table, datasets, ids_from=source)
     comm.barrier()  # the file is complete when every rank returns
     return report
 
@@ -100,11 +105,16 @@ def gather_values(graph, values: np.ndarray) -> np.ndarray | None:
 
 
 def write_values(path, values: np.ndarray, attrs: dict, stats_table: np.ndarray,
-                 datasets: dict | None = None) -> None:
+                 datasets: dict | None = None, ids_from=None) -> None:
     """Write the result file (see the module docstring), atomically; ``datasets`` maps more
-    dataset names to arrays [N, ...] in global vertex order."""
+    dataset names to arrays [N, ...] in global vertex order. ``ids_from``: a graph file whose
+    ``/nodes/original_ids`` (a converted table's vertex ids), if any, is copied as ``/original_ids``."""
     with atomic_h5(path) as f:
         f.create_dataset("values", data=values)
+        if ids_from is not None:
+            with h5py.File(ids_from, "r") as graph:
+                if ORIGINAL_IDS in graph:
+                    graph.copy(graph[ORIGINAL_IDS], f, "original_ids")
         for name, rows in (datasets or {}).items():
             f.create_dataset(name, data=rows)
         stats = f.create_dataset("stats/per_superstep", data=stats_table)

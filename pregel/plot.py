@@ -45,7 +45,7 @@ def plot(paths: list, out, labels: list | None = None) -> str:
         if not os.path.isfile(path):
             raise InputError.at(path, None, "no such file")
     if labels is not None and len(labels) != len(paths):
-        raise InputError(f"--labels has {len(labels)} names for {len(paths)} files")
+        raise InputError(f"`labels` has {len(labels)} names for {len(paths)} files")
     if all(str(p).endswith(".json") for p in paths):
         fig, kind = _gantt([_read_trace(p) for p in paths], labels or [os.path.basename(p) for p in paths]), "trace"
     elif len(paths) == 1:

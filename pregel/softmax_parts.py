@@ -61,8 +61,10 @@ class SoftmaxParts:
 
     def with_self(self, logits: np.ndarray, values: np.ndarray) -> "SoftmaxParts":
         """Every row merged with one more message of its own: logits [n, H], values [n, H, C]."""
-        mine = SoftmaxParts(logits, np.ones_like(logits), values.copy())
-        return self.merged(np.arange(len(logits)), mine)
+        m = np.maximum(self.m, logits)  # one message per row: no repeated rows, no ufunc.at
+        safe = np.where(np.isfinite(m), m, 0)
+        old, new = _scale(self.m, safe), _scale(logits, safe)
+        return SoftmaxParts(m, self.s * old + new, self.acc * old[:, :, None] + values * new[:, :, None])
 
     def normalized(self) -> np.ndarray:
         """``acc / s`` [n, H, C], 0 for rows without messages."""

@@ -52,11 +52,15 @@ class EdgeIds:
         return np.diff(self.graph.in_indptr)
 
     @cached_property
+    def ext_ids(self) -> np.ndarray:
+        """[n + g] global ids of the owned then ghost rows (the rows ``in_indices`` points at)."""
+        return np.concatenate([self.graph.owned, self.graph.ghost_ids])
+
+    @cached_property
     def dst_side(self) -> tuple:
         """(weights, src ids, dst ids, dst rows) of the destination-side edges."""
         g = self.graph
-        return (g.in_weights, np.concatenate([g.owned, g.ghost_ids])[g.in_indices],
-                g.owned[self.dst_rows], self.dst_rows)
+        return g.in_weights, self.ext_ids[g.in_indices], g.owned[self.dst_rows], self.dst_rows
 
     @cached_property
     def part_rows(self) -> np.ndarray:
@@ -215,7 +219,10 @@ class Superstep:
         g, n = self.graph, self.graph.num_local
         dtype = inc.dtype or np.dtype(np.float64)
         own = out.values if out.values is not None else np.zeros((n,) + inc.row_shape, dtype)
-        ext = np.concatenate([own, inc.ghost_values]) if g.num_ghosts else own
+        if inc.ext is not None:  # the exchange received the ghost rows right after the own ones
+            ext = inc.ext
+        else:
+            ext = np.concatenate([own, inc.ghost_values]) if g.num_ghosts else own
         sent_ext = None
         if out.values is None or out.senders is not None or inc.ghost_sent is not None:
             own_sent = (np.zeros(n, bool) if out.values is None
@@ -252,12 +259,19 @@ class Superstep:
 
     def _softmax(self, ext, sent_ext, inc):
         g = self.graph
-        logits, vals = self._edge_values(ext[g.in_indices], *self.edges.dst_side, source_side=False)
-        if sent_ext is not None:
-            logits = np.where(sent_ext[g.in_indices][:, None], logits, -np.inf)
-        parts = SoftmaxParts.of_rows(g.in_indptr, logits, vals)
+        fused = None
+        if sent_ext is None and self.dst_values is not None:  # the program's one-pass gather, if any
+            fused = self.program.fused_softmax(self.ctx, ext, self.dst_values, g.in_indptr, g.in_indices,
+                                               self.edges.ext_ids, g.owned)
+        if fused is not None:
+            parts = SoftmaxParts(*fused)
+        else:
+            logits, vals = self._edge_values(ext[g.in_indices], *self.edges.dst_side, source_side=False)
+            if sent_ext is not None:
+                logits = np.where(sent_ext[g.in_indices][:, None], logits, -np.inf)
+            parts = SoftmaxParts.of_rows(g.in_indptr, logits, vals)
         if len(inc.direct_ids):
-            incoming = SoftmaxParts.from_rows(inc.direct_values.astype(vals.dtype), logits.shape[1])
+            incoming = SoftmaxParts.from_rows(inc.direct_values.astype(parts.acc.dtype), parts.m.shape[1])
             parts = parts.merged(g.local_index(inc.direct_ids), incoming)
         return parts, np.isfinite(parts.m).any(axis=1)
 

@@ -62,6 +62,10 @@ def test_as_flags():
     assert as_flags("OdinOptions.max_staleness must be at least 0; see TrainConfig.steps") == \
         "--max-staleness must be at least 0; see --steps"
     assert as_flags("scene.h5: /init: no TrainConfigs.x here") == "scene.h5: /init: no TrainConfigs.x here"
+    # a function's argument in backquotes, when the command has that flag
+    assert as_flags("`orbit_format` mp4 needs `pregel render`", {"orbit_format", "out"}) == \
+        "--orbit-format mp4 needs `pregel render`"
+    assert as_flags("`orbit` must be non-negative", {"scene"}) == "`orbit` must be non-negative"
 
 
 def test_each_algorithm_declares_its_options_and_run_has_their_flags():

@@ -49,7 +49,7 @@ def test_bad_edge_lists(tmp_path, content, problem):
 def test_num_nodes_too_small(tmp_path):
     text = tmp_path / "e.txt"
     text.write_text("0 9\n")
-    with pytest.raises(InputError, match="not below --num-nodes 5"):
+    with pytest.raises(InputError, match="not below `num_nodes` 5"):
         read_edge_list(text, num_nodes=5)
 
 

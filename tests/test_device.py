@@ -37,7 +37,7 @@ def test_local_rank_groups_ranks_by_node(size, tmp_path):
 def test_a_rank_without_gpu_stops_every_rank_with_its_message(size, tmp_path):
     messages = run_device("nogpu", size, tmp_path)
     assert len(set(messages)) == 1 and messages[0] is not None
-    assert messages[0].startswith(f"--device cuda: rank {size - 1} on ") and "sees no CUDA GPU" in messages[0]
+    assert messages[0].startswith(f"`device` cuda: rank {size - 1} on ") and "sees no CUDA GPU" in messages[0]
     assert "\n" not in messages[0]
 
 

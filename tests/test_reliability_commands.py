@@ -15,7 +15,8 @@ from test_reliability import ENV, MPIEXEC, PREGEL, one_line, pregel
 
 from odin_sched.training.image_order import BatchOrder
 from odin_sched.scenes.scene_gen import generate_scene
-from odin_sched.scenes.scene_io import write_scene
+from odin_sched.scenes.ply import write_ply
+from odin_sched.scenes.scene_io import read_scene, write_scene
 from odin_sched.training.config import TrainConfig
 from odin_sched.training.train import prepare
 
@@ -46,6 +47,14 @@ def test_simulate_refuses_what_cannot_be_meaningful_or_fit(tmp_path, args, says)
 def test_render_cameras_beyond_int64_is_one_line(scene, tmp_path):
     one_line(pregel(1, "render", "--scene", scene, "--out", tmp_path / "v", "--cameras", "99999999999999999999"),
              "camera 99999999999999999999 does not exist")
+
+
+def test_render_of_a_ply_without_gaussians_is_one_line_and_writes_nothing(scene, tmp_path):
+    empty = tmp_path / "empty.ply"
+    write_ply(empty, **{k: v[:0] for k, v in read_scene(scene).gaussians().items()})
+    one_line(pregel(1, "render", "--scene", scene, "--ply", empty, "--out", tmp_path / "v", "--orbit", 3),
+             str(empty), "no Gaussians")
+    assert not (tmp_path / "v").exists() or not any((tmp_path / "v").iterdir())
 
 
 def test_generate_scene_larger_than_memory_is_one_line(tmp_path):

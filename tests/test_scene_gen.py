@@ -49,8 +49,8 @@ def test_city_cameras_each_see_a_small_part():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(gaussians=5), "--gaussians"), (dict(cameras=1), "--cameras"),
-    (dict(layout="forest"), "--layout"), (dict(width=0), "--width"),
+    (dict(gaussians=5), "`gaussians`"), (dict(cameras=1), "`cameras`"),
+    (dict(layout="forest"), "`layout`"), (dict(width=0), "`width`"),
 ])
 def test_bad_arguments(kwargs, message):
     args = dict(gaussians=100, cameras=4, width=8, height=8) | kwargs

@@ -3,11 +3,13 @@ the PLY read by plyfile (covariances from scipy's rotations), the routes, a port
 status file against the trained file's /metrics."""
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import urllib.request
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -87,7 +89,7 @@ def test_port_in_use_is_one_line_and_exit_2(ply_file, capsys):
         port = busy.getsockname()[1]
         assert main(["view", str(ply_file), "--port", str(port)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"pregel view: error: port {port} on 127.0.0.1 is in use; choose another with --port"]
+    assert err == [f"pregel view: error: port {port} on 127.0.0.1 is in use; choose another port"]
 
 
 def test_other_host_warns(ply_file, capsys):
@@ -130,14 +132,22 @@ def test_loss_curve_bins():
     assert loss_curve(np.array([0.5, 0.25])) == {"steps": [1, 2], "values": [0.5, 0.25]}
 
 
-def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path):
+def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path, monkeypatch):
+    from odin_sched.training import status as status_module
+
+    clock = [100.0]
+    monkeypatch.setattr(status_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 2, "s.h5")
     losses = np.linspace(1, 0, 10)
     status.update(3, losses, [], [], 5, 1.5)
     first = json.loads((tmp_path / "a.status.json").read_text())
     assert (first["step"], first["images_per_s"], first["done"], first["loss"]) == (3, 4.0, False, losses[2])
-    status.update(4, losses, [], [], 5, 1.6)  # within EVERY_SECONDS, not forced: not written
+    clock[0] += 0.9 * status_module.EVERY_SECONDS
+    status.update(4, losses, [], [], 5, 1.6)  # not due yet, not forced: not written
     assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 3
+    clock[0] += 0.2 * status_module.EVERY_SECONDS
+    status.update(5, losses, [], [], 5, 1.7)  # due
+    assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 5
     status.update(10, losses, [10], [21.5], 6, 2.0, force=True, view=lambda p: open(p, "wb").write(b"PNG"))
     assert (tmp_path / "a.status.png").read_bytes() == b"PNG"
     assert sorted(os.listdir(tmp_path)) == ["a.status.json", "a.status.png"]  # no temporary files left
@@ -175,3 +185,49 @@ def test_status_of_training_runs_equals_their_metrics(tmp_path):
             spans = status["ranks"]["timeline"]["spans"]
             assert spans and {s[0] for s in spans} == {0}
             assert {status["ranks"]["timeline"]["kinds"][s[1]] for s in spans} >= {"compute"}
+
+
+BIN = os.path.dirname(sys.executable)
+MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
+
+
+def _mpi_train(ranks: int, *args) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, "-m", "pregel.cli", "train", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def tiny_scene_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("mpi_view") / "scene.h5"
+    write_scene(path, generate_scene(60, 6, 16, 12, seed=4))
+    return path
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_dashboard_port_in_use_ends_every_rank_with_one_line(ranks, tiny_scene_file, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _mpi_train(ranks, "--scene", tiny_scene_file, "--steps", 2, "--out", tmp_path / "t.h5",
+                            "--dashboard", port)
+    assert result.returncode == 2
+    assert result.stderr == f"pregel train: error: port {port} on 127.0.0.1 is in use; choose another port\n"
+    assert os.listdir(tmp_path) == []
+
+
+def test_dashboard_under_mpiexec_reports_every_rank(tiny_scene_file, tmp_path):
+    result = _mpi_train(2, "--scene", tiny_scene_file, "--steps", 4, "--batch-size", 2, "--eval-every", 2,
+                        "--out", tmp_path / "t.h5", "--dashboard", 0)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("pregel train: dashboard at http://127.0.0.1:") == 1  # rank 0 alone serves
+    status = json.loads((tmp_path / "t.status.json").read_text())
+    trained = read_scene(tmp_path / "t.h5")
+    assert status["run"]["ranks"] == 2 and status["step"] == 4 and status["done"]
+    fields = status["ranks"]["fields"]
+    for rank in (0, 1):
+        for name in ("compute_seconds", "wait_seconds", "images", "bytes_sent"):
+            assert status["ranks"]["rows"][rank][fields.index(name)] == \
+                trained.metrics["per_rank"][rank][fields.index(name)]
+    assert {span[0] for span in status["ranks"]["timeline"]["spans"]} == {0, 1}

@@ -617,12 +617,13 @@ class DistributedTrainer:
             stop = self.planner.window_end(start)
             window = self._plan(start, stop)
             snapshot = motion_snapshot(self.opt)
-            program = self._run_window(window)
+            report = self._report_due(stop)
+            program = self._run_window(window, report)
             losses[start:stop] = self._gather(window, program)
             self._check_visibility(snapshot, window)
             evaluated = self._densify_and_evaluate(stop, psnr_steps, psnr_values)
             self.progress.update(stop, f"loss {losses[stop - 1]:.4f}")
-            if self.status is not None:
+            if report:
                 self._report(stop, losses, psnr_steps, psnr_values, evaluated)
             if self.checkpoint is not None:
                 self.checkpoint.save(start, self._state(stop, losses, psnr_steps, psnr_values,
@@ -640,8 +641,9 @@ class DistributedTrainer:
         self.record.planned(t0, time.perf_counter(), window)
         return window
 
-    def _run_window(self, window: Window) -> TrainingSteps:
-        """Run the window's program on this rank; returns it (its image losses and updates)."""
+    def _run_window(self, window: Window, reported: bool = False) -> TrainingSteps:
+        """Run the window's program on this rank; returns it (its image losses and updates). ``reported``:
+        the dashboard's status follows this window (so its spans are kept)."""
         setup, batch_size = self.setup, self.setup.settings.batch_size
         batches = range(window.start, window.stop)
         lrs = [setup.settings.lrs(setup.extent, b + 1) for b in batches]
@@ -655,7 +657,7 @@ class DistributedTrainer:
             self.staging)
         called = time.perf_counter()
         mode = "bsp" if self.options.mode == "barrier" else "dataflow"
-        trace = self.record.tracing or self.status is not None
+        trace = self.record.tracing or reported
         result = run_dataflow(self.comm, window.plan, program, mode=mode, trace=trace)
         self.record.window_run(result, called, time.perf_counter(), window, program.updated)
         self.window_spans = result.spans
@@ -705,7 +707,16 @@ class DistributedTrainer:
                      "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
             view = heldout_png(self.render, params_of(self.opt), self.setup, step) if evaluated else None
             self.status.update(step, losses, psnr_steps, psnr_values, self.opt.num_gaussians,
-                               time.perf_counter() - self.record.started, force=evaluated, view=view, ranks=ranks)
+                               time.perf_counter() - self.record.started, force=True, view=view, ranks=ranks)
+
+    def _report_due(self, stop: int) -> bool:
+        """Whether the window ending at ``stop`` writes the dashboard's status (and so is traced): at
+        evaluation points, at the end, else when the status file is due (rank 0 decides at the window's
+        start; collective)."""
+        if self.status is None:
+            return False
+        forced = stop % self.eval_every == 0 or stop == self.steps
+        return self.comm.bcast(self.status.due(forced) if self.comm.rank == 0 else None)
 
     def _state(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, wall: float) -> TrainState:
         """The training state after ``step`` steps, for checkpointing (global at a window's end)."""

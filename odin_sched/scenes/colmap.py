@@ -328,9 +328,9 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
     if not (math.isfinite(downscale) and downscale >= 1):
-        raise InputError(f"--downscale must be a number of at least 1, got {downscale}")
+        raise InputError(f"`downscale` must be a number of at least 1, got {downscale}")
     if heldout_every < 1:
-        raise InputError(f"--heldout-every must be at least 1 (training needs held-out images), got "
+        raise InputError(f"`heldout_every` must be at least 1 (training needs held-out images), got "
                          f"{heldout_every}")
     model = read_model(sparse_dir)
     if not model.images:
@@ -364,7 +364,7 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     heldout = np.arange(len(model.images)) % heldout_every == 0
     if heldout.all():
         raise InputError.at(sparse_dir, None, f"the model has {len(model.images)} registered image(s), all "
-                            f"held out with --heldout-every {heldout_every}: training needs at least one "
+                            f"held out with `heldout_every` {heldout_every}: training needs at least one "
                             "training and one held-out image")
     pixels = np.stack([_load_image(image_dir, im.name, model.cameras[im.camera_id], pinholes[im.camera_id],
                                    (new_w, new_h)) for im in images])

@@ -18,7 +18,7 @@ def render_device(device: str, comm=None):
     from kernels.splat import render
 
     if device not in ("cpu", "cuda"):
-        raise InputError(f"--device must be cpu or cuda, got {device!r}")
+        raise InputError(f"`device` must be cpu or cuda, got {device!r}")
     if device == "cpu":
         return torch.device("cpu"), render
     from kernels._device import SIMULATED
@@ -28,5 +28,5 @@ def render_device(device: str, comm=None):
 
     index = select_gpu(comm or Comm())
     if not (SIMULATED or torch.cuda.is_available()):
-        raise InputError("--device cuda: this torch is a CPU-only build (install a CUDA build of torch)")
+        raise InputError("`device` 'cuda': this torch is a CPU-only build (install a CUDA build of torch)")
     return torch.device(torch_device(index)), functools.partial(render, on_device=True)

@@ -27,10 +27,10 @@ def select_cameras(scene: Scene, spec: str | None) -> np.ndarray:
     try:
         cams = [int(c) for c in spec.split(",")]
     except ValueError:
-        raise InputError(f"--cameras must be comma-separated camera indices, got {spec!r}") from None
-    bad = [c for c in cams if not 0 <= c < scene.num_cameras]
+        raise InputError(f"`cameras` must be comma-separated camera indices, got {spec!r}") from None
+    bad = [c for c in cams if not 0 <= c < scene.num_cameras]  # Python ints: any size is checked, none overflows
     if bad:
-        raise InputError(f"--cameras: camera {bad[0]} does not exist (the scene has {scene.num_cameras})")
+        raise InputError(f"`cameras`: camera {bad[0]} does not exist (the scene has {scene.num_cameras})")
     return np.array(cams, dtype=np.int64)
 
 
@@ -72,7 +72,7 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
 
     device, render = render_device(device)  # the trainer's choice of GPU and of kernels
     if orbit < 0:
-        raise InputError(f"--orbit must be non-negative, got {orbit}")
+        raise InputError(f"`orbit` must be non-negative, got {orbit}")
     if orbit and orbit_format == "mp4":
         _require_ffmpeg()
     scene = read_scene(scene_path)
@@ -120,5 +120,5 @@ def _require_ffmpeg() -> None:
     try:
         import imageio_ffmpeg  # noqa: F401
     except ImportError:
-        raise InputError("--orbit-format mp4 needs imageio-ffmpeg (pip install 'pregel-mpi[video]'); "
+        raise InputError("`orbit_format` mp4 needs imageio-ffmpeg (pip install 'pregel-mpi[video]'); "
                          "or use gif") from None

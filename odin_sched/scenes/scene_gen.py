@@ -184,16 +184,16 @@ def generate_scene(gaussians: int, cameras: int, width: int, height: int, seed: 
     from kernels.splat import render
 
     if layout not in LAYOUTS:
-        raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        raise InputError(f"`layout` must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     if gaussians < 16:
-        raise InputError(f"--gaussians must be at least 16, got {gaussians}")
+        raise InputError(f"`gaussians` must be at least 16, got {gaussians}")
     if cameras < 2:
-        raise InputError(f"--cameras must be at least 2 (one is held out), got {cameras}")
+        raise InputError(f"`cameras` must be at least 2 (one is held out), got {cameras}")
     if width < 1 or height < 1:
-        raise InputError(f"--width and --height must be positive, got {width} x {height}")
+        raise InputError(f"`width` and `height` must be positive, got {width} x {height}")
     if not 0.0 < init_fraction <= 1.0 or init_noise < 0.0:
         raise InputError("init_fraction must be in (0, 1] and init_noise >= 0")
-    require_memory(cameras * height * width * 3, f"{cameras} images of --width {width} x --height {height}")
+    require_memory(cameras * height * width * 3, f"{cameras} images of `width` {width} x `height` {height}")
     rng = np.random.default_rng(seed)
     gauss, viewmats, Ks = scene_geometry(gaussians, cameras, width, height, rng, layout)
 

@@ -85,9 +85,9 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
     from odin_sched.scenes.scene_gen import LAYOUTS, scene_geometry
 
     if layout not in LAYOUTS:
-        raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        raise InputError(f"`layout` must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     if gaussians < 16 or cameras < 2:
-        raise InputError(f"--gaussians must be >= 16 and --cameras >= 2, got {gaussians} and {cameras}")
+        raise InputError(f"`gaussians` must be >= 16 and `cameras` >= 2, got {gaussians} and {cameras}")
     gauss, viewmats, Ks = scene_geometry(gaussians, cameras, width, height, np.random.default_rng(seed), layout)
     sample = min(1.0, 20000 / gaussians) if sample is None else sample
     views = camera_views(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, sample)

@@ -21,7 +21,7 @@ import numpy as np
 
 from pregel.atomic import atomic_output
 
-EVERY_SECONDS = 0.5
+EVERY_SECONDS = 1.0
 CURVE_POINTS = 400
 SPAN_KINDS = ("compute", "send", "recv", "wait", "barrier")
 STATUS_SUFFIX = ".status.json"
@@ -65,6 +65,10 @@ class TrainStatus:
                     "scene": os.path.basename(os.fspath(scene_path)), "out": os.path.basename(os.fspath(out_path))}
         self.last_write = -np.inf
 
+    def due(self, force: bool = False) -> bool:
+        """Whether ``update`` would write now."""
+        return force or time.perf_counter() - self.last_write >= EVERY_SECONDS
+
     def update(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, num_gaussians: int,
                wall_s: float, force: bool = False, view=None, ranks: dict | None = None) -> None:
         """Write the status after ``step`` steps if ``force`` or EVERY_SECONDS have passed since the last.
@@ -72,10 +76,9 @@ class TrainStatus:
         losses: [>= step] loss per step; view: None, or a function writing the held-out view's PNG to
         the path it is given; ranks: Odin's per-rank dict (see the module docstring).
         """
-        now = time.perf_counter()
-        if not force and now - self.last_write < EVERY_SECONDS:
+        if not self.due(force):
             return
-        self.last_write = now
+        self.last_write = time.perf_counter()
         if view is not None:
             with atomic_output(self.png_path, ".png") as temp:
                 view(temp)

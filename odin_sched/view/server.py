@@ -88,7 +88,7 @@ def make_server(routes: dict, host: str = "127.0.0.1", port: int = 8000) -> Thre
         server = ThreadingHTTPServer((host, port), _handler(routes))
     except OSError as err:
         if err.errno == errno.EADDRINUSE:
-            raise InputError(f"port {port} on {host} is in use; choose another with --port") from None
+            raise InputError(f"port {port} on {host} is in use; choose another port") from None
         raise InputError(f"cannot listen on {host}:{port} ({err.strerror or err})") from None
     server.daemon_threads = True
     return server
@@ -102,8 +102,8 @@ def url(server: ThreadingHTTPServer) -> str:
 
 def serve(server: ThreadingHTTPServer, what: str) -> None:
     """Serve until Ctrl-C, which stops with one line."""
-    print(f"pregel view: {what} at {url(server)} (Ctrl-C to stop)", flush=True)
-    try:
+    try:  # the line first: Ctrl-C may come as soon as it is read
+        print(f"pregel view: {what} at {url(server)} (Ctrl-C to stop)", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         print("pregel view: stopped", file=sys.stderr, flush=True)

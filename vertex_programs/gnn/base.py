@@ -71,6 +71,11 @@ class GNNLayer(ABC):
         """Per-edge messages of E edges (only for layers with ``per_edge``)."""
         return src_values
 
+    def fused_softmax(self, ext, dst_values, indptr, indices, ext_ids, row_ids):
+        """For softmax layers: ``(m, s, acc)`` of the gather in one pass (see
+        ``VertexProgram.fused_softmax``), or None to have ``edge_message`` called per edge."""
+        return None
+
     @abstractmethod
     def apply(self, ctx, x: torch.Tensor, cache, gathered) -> torch.Tensor:
         """The layer's output [n, out] from its input x [n, in] and the combined messages."""

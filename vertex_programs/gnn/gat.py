@@ -3,6 +3,7 @@
 import numpy as np
 import torch
 
+from kernels.attention_gather import attention_gather
 from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
 
 
@@ -13,8 +14,9 @@ class GATLayer(GNNLayer):
     (PyG ``GATConv``; negative slope as saved, 0.2 by default). With ``add_self_loops`` (PyG's
     default) the file's self-loops (parallel ones too) are dropped and one self loop per vertex is
     added (PyG's remove_self_loops + add_self_loops); without it they count as ordinary edges.
-    Each vertex sends [x W | α_src] (H·C + H floats); the receiver provides α_dst per edge;
-    partial softmax sums travel for split hubs (``SoftmaxParts``).
+    Each vertex sends [x W | α_src] (H·C + H floats); the receiver gathers its in-edges' scores and
+    weighted rows in one pass (``kernels.attention_gather``: no per-edge arrays); partial softmax
+    sums travel for split hubs (``SoftmaxParts``, per edge through ``edge_message``).
     Optional as in PyG: ``residual`` (x W_res added), no bias.
     weight: [H·C, in]; att_src, att_dst: [H, C]; bias: [H·C] (concat) or [C] or None;
     res_weight: [H·C or C, in] or None.
@@ -54,6 +56,11 @@ class GATLayer(GNNLayer):
         if self.add_self_loops:
             logits[ctx.edge_src == ctx.edge_dst] = -np.inf
         return logits, src_values[:, :split].reshape(-1, self.heads, self.channels)
+
+    def fused_softmax(self, ext, dst_values, indptr, indices, ext_ids, row_ids):
+        """The gather of ``edge_message`` + softmax in one kernel pass (``kernels.attention_gather``)."""
+        return attention_gather(indptr, indices, ext, dst_values, self.heads, self.channels,
+                                self.negative_slope, ext_ids, row_ids, self.add_self_loops)
 
     def apply(self, ctx, x, cache, parts):
         h, alpha_src, alpha_dst = cache

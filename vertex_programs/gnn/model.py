@@ -125,6 +125,9 @@ class GNNModel(VertexProgram):
     def edge_message(self, ctx, src_values, dst_values, weights):
         return self.layers[self._layer].edge_message(ctx, src_values, dst_values)
 
+    def fused_softmax(self, ctx, ext, dst_values, indptr, indices, ext_ids, row_ids):
+        return self.layers[self._layer].fused_softmax(ext, dst_values, indptr, indices, ext_ids, row_ids)
+
     def apply(self, ctx, state, gathered):
         x = self.layers[self._layer].apply(ctx, state["x"], self._cache, gathered)
         last = self._layer == len(self.layers) - 1

@@ -8,8 +8,8 @@
 
 // While the view moves, frames are drawn at a lower quality q in (0, 1] chosen so that a frame takes
 // about MOTION_FRAME_MS: sqrt(q) of the resolution (scaled up to the canvas) and the q G most important
-// Gaussians (opacity x squared size; at least MIN_MOTION_GAUSSIANS); SETTLE_MS after the last change the
-// full frame follows.
+// Gaussians (opacity x squared size; at least MIN_MOTION_GAUSSIANS); SETTLE_MS (or three moving frames,
+// if longer) after the last change the full frame follows.
 const MOTION_FRAME_MS = 60;
 const SETTLE_MS = 250;
 const MIN_QUALITY = 1 / 256;
@@ -20,18 +20,22 @@ const PER_ROW = TEX_WIDTH / 4;
 const VERTEX = `#version 300 es
 precision highp float;
 precision highp int;
-uniform highp sampler2D u_data;
+uniform highp sampler2D u_data;    // 4 texels per Gaussian
+uniform highp usampler2D u_order;  // the sorted Gaussian of each draw slot
+
 uniform mat4 u_view;
 uniform vec4 u_intr;   // fx, fy, cx, cy in canvas pixels
 uniform vec2 u_size;   // canvas width, height
-in vec2 a_corner;
-in uint a_index;
 out vec4 v_color;
 out vec2 v_d;
 out vec3 v_conic;
 flat out float v_radius;
 void main() {
-  ivec2 base = ivec2(int(a_index % ${PER_ROW}u) * 4, int(a_index / ${PER_ROW}u));
+  // no instancing (ANGLE on SwiftShader pays ~15 us per instance): vertex 4 s + c is corner c of slot s
+  int slot = gl_VertexID / 4, corner = gl_VertexID % 4;
+  vec2 square = vec2(float(corner & 1) * 2.0 - 1.0, float(corner >> 1) * 2.0 - 1.0);
+  uint index = texelFetch(u_order, ivec2(slot % ${TEX_WIDTH}, slot / ${TEX_WIDTH}), 0).r;
+  ivec2 base = ivec2(int(index % ${PER_ROW}u) * 4, int(index / ${PER_ROW}u));
   vec4 t0 = texelFetch(u_data, base, 0);
   vec4 t1 = texelFetch(u_data, base + ivec2(1, 0), 0);
   vec4 t2 = texelFetch(u_data, base + ivec2(2, 0), 0);
@@ -60,7 +64,7 @@ void main() {
   float k = sqrt(2.0 * log(255.0 * t0.w));
   vec2 major = abs(b) > 1e-9 ? normalize(vec2(b, mid + root - a)) : (a >= c ? vec2(1.0, 0.0) : vec2(0.0, 1.0));
   vec2 minor = vec2(-major.y, major.x);
-  v_d = a_corner.x * k * sqrt(mid + root) * major + a_corner.y * k * sqrt(max(mid - root, 0.0)) * minor;
+  v_d = square.x * k * sqrt(mid + root) * major + square.y * k * sqrt(max(mid - root, 0.0)) * minor;
   v_radius = r;
   vec2 p = mean + v_d;
   gl_Position = vec4(2.0 * p.x / u_size.x - 1.0, 1.0 - 2.0 * p.y / u_size.y, 0.0, 1.0);
@@ -135,7 +139,8 @@ class Viewer {
     if (this.cameras.length) this.setCamera(0);
     else this.setDefaultView();
     this.setupControls();
-    const loop = () => { this.frame(); requestAnimationFrame(loop); };
+    this.paused = false;  // while a benchmark draws the frames itself
+    const loop = () => { if (!this.paused) this.frame(); requestAnimationFrame(loop); };
     requestAnimationFrame(loop);
   }
 
@@ -169,7 +174,7 @@ class Viewer {
     gl.linkProgram(prog);
     if (!gl.getProgramParameter(prog, gl.LINK_STATUS)) throw new Error(gl.getProgramInfoLog(prog));
     gl.useProgram(prog);
-    this.uniforms = Object.fromEntries(["u_data", "u_view", "u_intr", "u_size"].map(
+    this.uniforms = Object.fromEntries(["u_data", "u_order", "u_view", "u_intr", "u_size"].map(
       (name) => [name, gl.getUniformLocation(prog, name)]));
 
     const n = this.count, rows = Math.max(1, Math.ceil(n / PER_ROW));
@@ -181,27 +186,26 @@ class Viewer {
       data[o + 8] = covs[6 * i + 4]; data[o + 9] = covs[6 * i + 5];
       data[o + 10] = rgba[4 * i]; data[o + 11] = rgba[4 * i + 1]; data[o + 12] = rgba[4 * i + 2];
     }
-    const tex = gl.createTexture();
-    gl.bindTexture(gl.TEXTURE_2D, tex);
-    gl.texImage2D(gl.TEXTURE_2D, 0, gl.RGBA32F, TEX_WIDTH, rows, 0, gl.RGBA, gl.FLOAT, data);
-    for (const p of [gl.TEXTURE_MIN_FILTER, gl.TEXTURE_MAG_FILTER]) gl.texParameteri(gl.TEXTURE_2D, p, gl.NEAREST);
+    const texture = (unit, format, height, type, pixels) => {
+      gl.activeTexture(gl.TEXTURE0 + unit);
+      gl.bindTexture(gl.TEXTURE_2D, gl.createTexture());
+      gl.texImage2D(gl.TEXTURE_2D, 0, format, TEX_WIDTH, height, 0, type[0], type[1], pixels);
+      for (const p of [gl.TEXTURE_MIN_FILTER, gl.TEXTURE_MAG_FILTER]) gl.texParameteri(gl.TEXTURE_2D, p, gl.NEAREST);
+    };
+    texture(0, gl.RGBA32F, rows, [gl.RGBA, gl.FLOAT], data);
     gl.uniform1i(this.uniforms.u_data, 0);
+    this.orderRows = Math.max(1, Math.ceil(n / TEX_WIDTH));
+    this.order = new Uint32Array(TEX_WIDTH * this.orderRows);
+    texture(1, gl.R32UI, this.orderRows, [gl.RED_INTEGER, gl.UNSIGNED_INT], this.order);
+    gl.uniform1i(this.uniforms.u_order, 1);
 
-    const vao = gl.createVertexArray();
-    gl.bindVertexArray(vao);
-    const corners = gl.createBuffer();
-    gl.bindBuffer(gl.ARRAY_BUFFER, corners);
-    gl.bufferData(gl.ARRAY_BUFFER, new Float32Array([-1, -1, 1, -1, -1, 1, 1, 1]), gl.STATIC_DRAW);
-    const aCorner = gl.getAttribLocation(prog, "a_corner");
-    gl.enableVertexAttribArray(aCorner);
-    gl.vertexAttribPointer(aCorner, 2, gl.FLOAT, false, 0, 0);
-    this.indexBuffer = gl.createBuffer();
-    gl.bindBuffer(gl.ARRAY_BUFFER, this.indexBuffer);
-    gl.bufferData(gl.ARRAY_BUFFER, 4 * Math.max(n, 1), gl.DYNAMIC_DRAW);
-    const aIndex = gl.getAttribLocation(prog, "a_index");
-    gl.enableVertexAttribArray(aIndex);
-    gl.vertexAttribIPointer(aIndex, 1, gl.UNSIGNED_INT, 0, 0);
-    gl.vertexAttribDivisor(aIndex, 1);
+    gl.bindVertexArray(gl.createVertexArray());
+    const quads = new Uint32Array(6 * Math.max(n, 1));  // two triangles per slot: corners 0 1 2, 2 1 3
+    for (let s = 0, q = 0; s < Math.max(n, 1); s++, q += 6) {
+      quads[q] = 4 * s; quads[q + 1] = quads[q + 4] = 4 * s + 1; quads[q + 2] = quads[q + 3] = 4 * s + 2; quads[q + 5] = 4 * s + 3;
+    }
+    gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, gl.createBuffer());
+    gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, quads, gl.STATIC_DRAW);
     this.instances = 0;
     gl.disable(gl.DEPTH_TEST);
     gl.enable(gl.BLEND);
@@ -215,7 +219,8 @@ class Viewer {
     gl.bindFramebuffer(gl.FRAMEBUFFER, null);
     this.quality = 1;  // of frames drawn while moving
     this.lastChange = -Infinity;
-    this.fence = null;  // {sync, t0, scale} of the moving frame being timed
+    this.fence = null;  // {sync, t0, quality} of the moving frame being timed
+    this.motionFrameMs = 0;
   }
 
   worldUp() {  // the cameras' mean up direction (-y of the camera frame), else -y
@@ -313,8 +318,10 @@ class Viewer {
 
   onSorted(msg) {
     const gl = this.gl;
-    gl.bindBuffer(gl.ARRAY_BUFFER, this.indexBuffer);
-    gl.bufferSubData(gl.ARRAY_BUFFER, 0, msg.indices);
+    this.order.set(msg.indices);
+    gl.activeTexture(gl.TEXTURE1);
+    const rows = Math.max(1, Math.ceil(msg.count / TEX_WIDTH));
+    gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, TEX_WIDTH, rows, gl.RED_INTEGER, gl.UNSIGNED_INT, this.order);
     this.instances = msg.count;
     this.sortedVersion = msg.version;
     this.sortedLimit = msg.limit;
@@ -326,7 +333,7 @@ class Viewer {
     // draws when the view, the order or the resolution changed since the last frame drawn
     this.timeMotionFrame();
     const now = performance.now();
-    if (moving === null) moving = now - this.lastChange < SETTLE_MS;
+    if (moving === null) moving = now - this.lastChange < Math.max(SETTLE_MS, 3 * this.motionFrameMs);
     this.requestSort(moving);
     const quality = moving ? this.quality : 1, scale = Math.sqrt(quality);
     const version = this.viewVersion, key = `${version}/${this.sortedVersion}/${this.sortedLimit}/${scale}`;
@@ -341,7 +348,7 @@ class Viewer {
     gl.uniform2f(this.uniforms.u_size, w, h);
     gl.clearColor(0, 0, 0, 1);
     gl.clear(gl.COLOR_BUFFER_BIT);
-    gl.drawArraysInstanced(gl.TRIANGLE_STRIP, 0, 4, this.instances);
+    gl.drawElements(gl.TRIANGLES, 6 * this.instances, gl.UNSIGNED_INT, 0);
     if (scale < 1) {  // scale up onto the canvas
       gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.motion);
       gl.bindFramebuffer(gl.DRAW_FRAMEBUFFER, null);
@@ -363,7 +370,7 @@ class Viewer {
     if (!f) return;
     const state = gl.clientWaitSync(f.sync, 0, 0);
     if (state !== gl.ALREADY_SIGNALED && state !== gl.CONDITION_SATISFIED) return;
-    const ms = Math.max(performance.now() - f.t0, 1);
+    const ms = this.motionFrameMs = Math.max(performance.now() - f.t0, 1);
     this.quality = Math.min(1, Math.max(MIN_QUALITY, f.quality * Math.sqrt(MOTION_FRAME_MS / ms)));
     gl.deleteSync(f.sync);
     this.fence = null;
@@ -381,6 +388,7 @@ class Viewer {
     // frames per second while orbiting (each frame finished), over `frames` frames or `seconds` if sooner;
     // moving: at the adaptive motion quality, else at full quality
     const gl = this.gl, pixel = new Uint8Array(4);
+    this.paused = true;
     const start = performance.now();
     let i = 0;
     for (; i < frames && performance.now() - start < 1000 * seconds; i++) {
@@ -389,6 +397,7 @@ class Viewer {
       gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);  // wait for the frame to finish
       await new Promise((r) => requestAnimationFrame(r));
     }
+    this.paused = false;
     return {fps: i / ((performance.now() - start) / 1000), frames: i, sortMs: this.sortMs, drawn: this.instances,
             quality: moving ? this.quality : 1};
   }
@@ -413,8 +422,9 @@ async function start() {
   let frames = 0, t = performance.now();
   setInterval(() => {
     const now = performance.now();
-    document.getElementById("fps").textContent =
-      `${((viewer.frames - frames) * 1000 / (now - t)).toFixed(1)} frames/s drawn, sort ${viewer.sortMs.toFixed(0)} ms`;
+    const drawn = viewer.frames - frames;  // frames are drawn only when something changed
+    document.getElementById("fps").textContent = (drawn ? `${(drawn * 1000 / (now - t)).toFixed(1)} frames/s` : "still")
+      + `, last sort ${viewer.sortMs.toFixed(0)} ms`;
     frames = viewer.frames; t = now;
   }, 1000);
   window.viewer = viewer;

@@ -1,0 +1,254 @@
+"""Graphs from tables: an edge table (Parquet or CSV) and an optional node table, through pyarrow.
+
+``read_tables(edges, src, dst, ...)`` streams the tables batch by batch (a Parquet file row group
+by row group, a CSV file block by block) and keeps only the parsed columns it was asked for, as
+Arrow arrays: never the whole file, never a Python object per row. Node ids may be any integers or
+strings. They are numbered 0..N-1: in the node table's row order when there is one (every edge
+endpoint must then be one of its ids), else in ascending order of the ids that the edges use. The
+numbering is vectorised (Arrow's hash lookup ``index_in``), and the original ids are returned, to be
+kept in the graph file as ``/nodes/original_ids`` (int64, or fixed-length UTF-8 bytes for strings).
+
+Features are a list column (``list<float>``; in CSV, a text column of numbers separated by spaces,
+commas or semicolons, optionally in brackets), all lists of one length. Labels are integers.
+Problems (a missing column, a null id, an edge to an unknown node, duplicate node ids, feature lists
+of unequal length, an unreadable file) are ``InputError`` lines naming the file and column.
+"""
+
+import os
+
+import numpy as np
+
+from pregel.errors import InputError
+
+#: rows per batch read from a table (memory holds the parsed columns, not the file)
+BATCH_ROWS = 1 << 20
+FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+
+
+def table_format(path) -> str | None:
+    """'parquet' or 'csv' from the file name's extension (``.parquet``, ``.pq``, ``.csv``), else None."""
+    return FORMATS.get(os.path.splitext(os.fspath(path))[1].lower())
+
+
+def read_tables(edges, src: str, dst: str, weight: str | None = None, nodes=None, node_id: str | None = None,
+                features: str | None = None, label: str | None = None, directed: bool = True):
+    """(GraphData, original_ids [N]) from an edge table and an optional node table (module docstring).
+
+    ``edges``: path of the edge table with columns ``src``, ``dst`` and optionally ``weight``;
+    ``nodes``: path of the node table with column ``node_id`` and optionally ``features``, ``label``.
+    ``directed=False``: each row is an undirected edge, both directions are stored.
+    """
+    import pyarrow as pa
+
+    from pregel.convert import edges_to_graph
+
+    if nodes is None and (node_id or features or label):
+        raise InputError("--id, --features and --label need --nodes (the node table)")
+    if nodes is not None and not node_id:
+        raise InputError("--nodes needs --id (the node table's id column)")
+    wanted = [src, dst] + ([weight] if weight else [])
+    columns = _read_columns(edges, wanted)
+    for name in (src, dst):
+        _no_nulls(edges, name, columns[name], "null id")
+    node_columns = {}
+    if nodes is not None:
+        node_columns = _read_columns(nodes, [node_id] + [c for c in (features, label) if c])
+        ids = node_columns[node_id]
+        _no_nulls(nodes, node_id, ids, "null id")
+        ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        _unique_ids(nodes, node_id, ids)
+    else:
+        ids = _sorted_ids(edges, src, dst, columns[src], columns[dst])
+    mapped = [_numbered(edges, name, columns[name], ids, nodes) for name in (src, dst)]
+    weights = None
+    if weight:
+        weights = _numbers(edges, weight, columns[weight], np.float32)
+    graph = edges_to_graph(len(ids), mapped[0], mapped[1], weights, directed)
+    if features:
+        graph.features = _feature_rows(nodes, features, node_columns[features])
+    if label:
+        graph.labels = _numbers(nodes, label, node_columns[label], np.int64)
+    return graph, original_ids_array(nodes or edges, ids)
+
+
+def _read_columns(path, names: list) -> dict:
+    """{name: pyarrow.ChunkedArray} of the columns ``names`` of a table, read batch by batch."""
+    import pyarrow as pa
+
+    path = os.fspath(path)
+    kind = table_format(path)
+    if kind is None:
+        raise InputError.at(path, None, "not a table: the name must end in .parquet, .pq or .csv")
+    if not os.path.isfile(path):
+        raise InputError.at(path, None, "no such file")
+    unique = list(dict.fromkeys(names))
+    try:
+        batches = _parquet_batches(path, unique) if kind == "parquet" else _csv_batches(path, unique)
+        chunks = {name: [] for name in unique}
+        for batch in batches:
+            for name in unique:
+                chunks[name].append(batch.column(name))
+    except (pa.ArrowException, OSError) as err:
+        raise InputError.at(path, None, f"cannot read the {kind} table ({str(err).splitlines()[0]})") from None
+    try:
+        return {name: pa.chunked_array(parts) for name, parts in chunks.items()}
+    except pa.ArrowException as err:  # a CSV column whose type changed between blocks
+        raise InputError.at(path, None, f"a column changes type between blocks ({err})") from None
+
+
+def _parquet_batches(path, names):
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(path)
+    _check_columns(path, names, table.schema_arrow.names)
+    yield from table.iter_batches(batch_size=BATCH_ROWS, columns=names)
+
+
+def _csv_batches(path, names):
+    import pyarrow.csv as pv
+
+    reader = pv.open_csv(path, read_options=pv.ReadOptions(block_size=64 << 20),
+                         convert_options=pv.ConvertOptions(include_columns=names))
+    _check_columns(path, names, reader.schema.names)
+    yield from reader
+
+
+def _check_columns(path, names, present) -> None:
+    missing = [name for name in names if name not in present]
+    if missing:
+        raise InputError.at(path, None, f"no column {missing[0]!r} (columns: {', '.join(present)})")
+
+
+def _no_nulls(path, name, column, what: str) -> None:
+    """InputError naming the first row of ``column`` that is null."""
+    if column.null_count:
+        import pyarrow.compute as pc
+
+        row = int(pc.index(pc.is_null(column), True).as_py())
+        raise InputError.at(path, f"column {name!r}", f"{what} in row {row}")
+
+
+def _id_type_problem(path, name, column, ids) -> None:
+    if not (_is_integer(column.type) and _is_integer(ids.type) or _is_text(column.type) and _is_text(ids.type)):
+        raise InputError.at(path, f"column {name!r}", f"ids are {column.type} but the node ids are {ids.type}")
+
+
+def _is_integer(kind) -> bool:
+    import pyarrow.types as pt
+
+    return pt.is_integer(kind)
+
+
+def _is_text(kind) -> bool:
+    import pyarrow.types as pt
+
+    return pt.is_string(kind) or pt.is_large_string(kind)
+
+
+def _unique_ids(path, name, ids) -> None:
+    """InputError when the node table lists an id twice (or its ids are not integers or strings)."""
+    import pyarrow.compute as pc
+
+    if not (_is_integer(ids.type) or _is_text(ids.type)):
+        raise InputError.at(path, f"column {name!r}", f"ids must be integers or strings, got {ids.type}")
+    positions = pc.index_in(ids, value_set=ids).to_numpy()
+    repeated = np.flatnonzero(positions != np.arange(len(ids)))
+    if len(repeated):
+        row = int(repeated[0])
+        raise InputError.at(path, f"column {name!r}", f"id {ids[row].as_py()!r} appears twice "
+                                                       f"(rows {int(positions[row])} and {row})")
+
+
+def _sorted_ids(path, src, dst, src_ids, dst_ids):
+    """The distinct ids of both endpoint columns, ascending (an Arrow array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for name, column in ((src, src_ids), (dst, dst_ids)):
+        if not (_is_integer(column.type) or _is_text(column.type)):
+            raise InputError.at(path, f"column {name!r}", f"ids must be integers or strings, got {column.type}")
+    if _is_integer(src_ids.type) != _is_integer(dst_ids.type):
+        raise InputError.at(path, None, f"columns {src!r} and {dst!r} hold ids of different types "
+                                        f"({src_ids.type}, {dst_ids.type})")
+    common = pa.int64() if _is_integer(src_ids.type) else pa.large_string()
+    parts = [pc.unique(chunk.cast(common)) for column in (src_ids, dst_ids) for chunk in column.chunks]
+    distinct = pc.unique(pa.chunked_array(parts, type=common)) if parts else pa.array([], common)
+    distinct = distinct.combine_chunks() if isinstance(distinct, pa.ChunkedArray) else distinct
+    return distinct.take(pc.sort_indices(distinct))
+
+
+def _numbered(path, name, column, ids, nodes) -> np.ndarray:
+    """[E] int64 positions in ``ids`` of the values of ``column`` (InputError if one is not there)."""
+    import pyarrow.compute as pc
+
+    _id_type_problem(path, name, column, ids)
+    out = np.empty(len(column), np.int64)
+    position = 0
+    for chunk in column.chunks:
+        found = pc.index_in(chunk.cast(ids.type), value_set=ids)
+        if found.null_count:
+            row = int(pc.index(pc.is_null(found), True).as_py())
+            raise InputError.at(path, f"column {name!r}", f"row {position + row} has id "
+                                f"{chunk[row].as_py()!r}, which is not an id of {nodes}")
+        out[position:position + len(chunk)] = found.to_numpy()
+        position += len(chunk)
+    return out
+
+
+def _numbers(path, name, column, dtype) -> np.ndarray:
+    """A numeric column [rows] as ``dtype`` (InputError for nulls or non-numbers)."""
+    import pyarrow.types as pt
+
+    if not (pt.is_integer(column.type) or (pt.is_floating(column.type) and dtype == np.float32)):
+        raise InputError.at(path, f"column {name!r}", f"must hold numbers of kind {np.dtype(dtype).name}, "
+                                                       f"got {column.type}")
+    _no_nulls(path, name, column, "null value")
+    return np.concatenate([np.zeros(0, dtype)] + [c.to_numpy().astype(dtype) for c in column.chunks])
+
+
+def _feature_rows(path, name, column) -> np.ndarray:
+    """[N, F] float32 from a list column (or CSV text of numbers), every list of one length."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    _no_nulls(path, name, column, "null feature list")
+    if _is_text(column.type):
+        text = pc.replace_substring_regex(column, r"^[\s\[]+|[\s\]]+$", "")
+        column = pc.split_pattern_regex(text, r"[\s,;]+")
+    if not (pt.is_list(column.type) or pt.is_large_list(column.type) or pt.is_fixed_size_list(column.type)):
+        raise InputError.at(path, f"column {name!r}", f"features must be lists of numbers, got {column.type}")
+    lengths = np.concatenate([np.zeros(0, np.int64)] + [pc.list_value_length(c).to_numpy() for c in column.chunks])
+    if len(lengths) and (lengths != lengths[0]).any():
+        row = int(np.flatnonzero(lengths != lengths[0])[0])
+        raise InputError.at(path, f"column {name!r}", f"feature lists of unequal length (row 0 has "
+                                                       f"{lengths[0]}, row {row} has {lengths[row]})")
+    width = int(lengths[0]) if len(lengths) else 0
+    try:
+        values = [pc.list_flatten(c).cast(pa.float32()) for c in column.chunks]
+    except pa.ArrowException as err:
+        raise InputError.at(path, f"column {name!r}", f"features are not numbers ({err})") from None
+    flat = np.concatenate([np.zeros(0, np.float32)] + [v.to_numpy(zero_copy_only=False) for v in values])
+    if np.isnan(flat).any():
+        raise InputError.at(path, f"column {name!r}", "feature lists hold null or NaN values")
+    return flat.astype(np.float32).reshape(len(lengths), width)
+
+
+def original_ids_array(path, ids) -> np.ndarray:
+    """The ids [N] as a NumPy array for the graph file: int64, or fixed-length UTF-8 bytes ``S<k>``
+    (built from Arrow's buffers without a Python object per id; trailing NUL bytes are not kept)."""
+    import pyarrow as pa
+
+    if _is_integer(ids.type):
+        return ids.cast(pa.int64()).to_numpy()
+    ids = ids.cast(pa.large_string())
+    offsets = np.frombuffer(ids.buffers()[1], np.int64)[ids.offset:ids.offset + len(ids) + 1]
+    data = np.frombuffer(ids.buffers()[2], np.uint8) if ids.buffers()[2] is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    width = max(int(lengths.max(initial=0)), 1)
+    out = np.zeros((len(ids), width), np.uint8)
+    rows = np.repeat(np.arange(len(ids)), lengths)
+    starts = np.repeat(offsets[:-1], lengths)
+    positions = np.arange(int(offsets[-1] - offsets[0])) + offsets[0]
+    out[rows, positions - starts] = data[positions]
+    return out.view(f"S{width}").reshape(len(ids))

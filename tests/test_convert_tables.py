@@ -1,0 +1,159 @@
+"""``pregel convert`` from Parquet and CSV tables, checked against pandas reading the same tables."""
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pregel.cli import main
+from pregel.graph_io import read_graph
+
+
+def _graph_edges(path) -> list:
+    """(original src, original dst, weight or None) of every edge of a graph file, sorted."""
+    graph = read_graph(path)
+    with h5py.File(path, "r") as f:
+        ids = f["nodes/original_ids"][:]
+    ids = [i.decode() if isinstance(i, bytes) else int(i) for i in ids]
+    src = np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr))
+    weights = [None] * len(src) if graph.weights is None else graph.weights.tolist()
+    return sorted((ids[u], ids[v], w) for u, v, w in zip(src.tolist(), graph.indices.tolist(), weights))
+
+
+def _node_rows(path) -> dict:
+    """{original id: (features tuple or None, label or None)} of a graph file."""
+    graph = read_graph(path)
+    with h5py.File(path, "r") as f:
+        ids = f["nodes/original_ids"][:]
+    rows = {}
+    for i, original in enumerate(ids):
+        key = original.decode() if isinstance(original, bytes) else int(original)
+        features = None if graph.features is None else tuple(graph.features[i].tolist())
+        rows[key] = (features, None if graph.labels is None else int(graph.labels[i]))
+    return rows
+
+
+def _random_tables(rng, n: int, e: int, string_ids: bool):
+    """(edges DataFrame, nodes DataFrame) with ids that are scrambled integers or strings."""
+    raw = rng.choice(10 * n, size=n, replace=False) * 7 - 3 * n  # negative ids too
+    ids = [f"user-{v}" for v in raw] if string_ids else raw.tolist()
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    edges = pd.DataFrame({"s": [ids[i] for i in src], "d": [ids[i] for i in dst],
+                          "w": rng.random(e).astype(np.float32)})
+    nodes = pd.DataFrame({"id": ids, "x": [rng.standard_normal(3).astype(np.float32).tolist() for _ in ids],
+                          "y": rng.integers(0, 5, n)})
+    return edges, nodes
+
+
+@pytest.mark.parametrize("string_ids", [False, True])
+def test_parquet_tables_match_pandas(tmp_path, string_ids):
+    rng = np.random.default_rng(3)
+    edges, nodes = _random_tables(rng, 200, 1500, string_ids)
+    pq.write_table(pa.Table.from_pandas(edges, preserve_index=False), tmp_path / "e.parquet", row_group_size=100)
+    pq.write_table(pa.Table.from_pandas(nodes, preserve_index=False), tmp_path / "n.parquet", row_group_size=64)
+    assert pq.ParquetFile(tmp_path / "e.parquet").num_row_groups == 15
+    out = tmp_path / "g.h5"
+    assert main(["convert", str(tmp_path / "e.parquet"), "--src", "s", "--dst", "d", "--weight", "w",
+                 "--nodes", str(tmp_path / "n.parquet"), "--id", "id", "--features", "x", "--label", "y",
+                 "--out", str(out)]) == 0
+    e = pd.read_parquet(tmp_path / "e.parquet")
+    n = pd.read_parquet(tmp_path / "n.parquet")
+    expected = sorted(zip(e["s"].tolist(), e["d"].tolist(), e["w"].astype(np.float32).tolist()))
+    assert _graph_edges(out) == expected
+    assert _node_rows(out) == {i: (tuple(np.asarray(x, np.float32).tolist()), int(y))
+                               for i, x, y in zip(n["id"].tolist(), n["x"], n["y"])}
+    with h5py.File(out, "r") as f:  # vertices numbered in the node table's row order
+        ids = f["nodes/original_ids"][:]
+    assert [i.decode() if string_ids else int(i) for i in ids] == n["id"].tolist()
+
+
+def test_csv_edges_without_node_table_number_ids_ascending(tmp_path):
+    edges = pd.DataFrame({"from": ["b", "c", "a", "c", "é"], "to": ["c", "a", "c", "b", "a"]})
+    edges.to_csv(tmp_path / "e.csv", index=False)
+    out = tmp_path / "g.h5"
+    assert main(["convert", str(tmp_path / "e.csv"), "--src", "from", "--dst", "to", "--out", str(out)]) == 0
+    e = pd.read_csv(tmp_path / "e.csv")
+    with h5py.File(out, "r") as f:
+        ids = [i.decode() for i in f["nodes/original_ids"][:]]
+    assert ids == sorted(set(e["from"]) | set(e["to"]))
+    assert _graph_edges(out) == sorted((s, d, None) for s, d in zip(e["from"], e["to"]))
+
+
+def test_csv_node_table_with_text_features(tmp_path):
+    pd.DataFrame({"u": [10, 30], "v": [30, 20]}).to_csv(tmp_path / "e.csv", index=False)
+    nodes = pd.DataFrame({"key": [30, 10, 20], "feat": ["[1.5, 2]", "3;4", "5 6"], "cls": [2, 0, 1]})
+    nodes.to_csv(tmp_path / "n.csv", index=False)
+    out = tmp_path / "g.h5"
+    assert main(["convert", str(tmp_path / "e.csv"), "--src", "u", "--dst", "v", "--nodes",
+                 str(tmp_path / "n.csv"), "--id", "key", "--features", "feat", "--label", "cls",
+                 "--out", str(out)]) == 0
+    n = pd.read_csv(tmp_path / "n.csv")
+    parsed = {k: tuple(float(t) for t in f.strip("[]").replace(",", " ").replace(";", " ").split())
+              for k, f in zip(n["key"], n["feat"])}
+    assert _node_rows(out) == {int(k): (parsed[k], int(c)) for k, c in zip(n["key"], n["cls"])}
+    assert _graph_edges(out) == [(10, 30, None), (30, 20, None)]
+
+
+def test_undirected_rows_store_both_directions(tmp_path):
+    pq.write_table(pa.table({"a": [1, 2, 2], "b": [2, 3, 2]}), tmp_path / "e.parquet")
+    out = tmp_path / "g.h5"
+    assert main(["convert", str(tmp_path / "e.parquet"), "--src", "a", "--dst", "b", "--undirected",
+                 "--out", str(out)]) == 0
+    assert _graph_edges(out) == sorted([(1, 2, None), (2, 1, None), (2, 3, None), (3, 2, None), (2, 2, None)])
+
+
+def _bad(tmp_path, capsys, args) -> str:
+    out = tmp_path / "bad.h5"
+    assert main(["convert"] + [str(a) for a in args] + ["--out", str(out)]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    return err
+
+
+def test_bad_tables_one_line_exit_2(tmp_path, capsys):
+    e = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"a": ["x", None, "y"], "b": ["y", "x", "q"]}), e)
+    assert "no column 'zz'" in _bad(tmp_path, capsys, [e, "--src", "a", "--dst", "zz"])
+    assert "null id in row 1" in _bad(tmp_path, capsys, [e, "--src", "a", "--dst", "b"])
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"a": ["x", "y"], "b": ["y", "q"]}), good)
+    nodes = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"id": ["x", "y"], "f": [[1.0, 2.0], [3.0]]}), nodes)
+    assert "'q', which is not an id of" in _bad(tmp_path, capsys, [good, "--src", "a", "--dst", "b",
+                                                                   "--nodes", nodes, "--id", "id"])
+    pq.write_table(pa.table({"a": ["x"], "b": ["y"]}), good)
+    assert "unequal length (row 0 has 2, row 1 has 1)" in _bad(
+        tmp_path, capsys, [good, "--src", "a", "--dst", "b", "--nodes", nodes, "--id", "id", "--features", "f"])
+    twice = tmp_path / "twice.parquet"
+    pq.write_table(pa.table({"id": ["x", "y", "x"]}), twice)
+    assert "appears twice" in _bad(tmp_path, capsys, [good, "--src", "a", "--dst", "b", "--nodes", twice, "--id", "id"])
+    assert "needs --src and --dst" in _bad(tmp_path, capsys, [good, "--src", "a"])
+
+
+def test_results_carry_original_ids(tmp_path):
+    import torch
+    from torch_geometric.nn import SAGEConv
+
+    from vertex_programs.gnn import save_model
+
+    pq.write_table(pa.table({"a": ["p", "q", "r"], "b": ["q", "r", "p"]}), tmp_path / "e.parquet")
+    pq.write_table(pa.table({"n": ["r", "q", "p"], "x": [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]}), tmp_path / "n.parquet")
+    graph = tmp_path / "g.h5"
+    assert main(["convert", str(tmp_path / "e.parquet"), "--src", "a", "--dst", "b", "--nodes",
+                 str(tmp_path / "n.parquet"), "--id", "n", "--features", "x", "--out", str(graph)]) == 0
+    torch.manual_seed(0)
+    save_model(tmp_path / "m.pt", [SAGEConv(2, 3)])
+    for command in (["run", "pagerank"], ["infer", "--model", str(tmp_path / "m.pt")]):
+        out = tmp_path / "out.h5"
+        done = subprocess.run([sys.executable, "-m", "pregel.cli"] + command + [
+            "--graph", str(graph), "--out", str(out), "--quiet"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        with h5py.File(out, "r") as f:
+            assert [i.decode() for i in f["original_ids"][:]] == ["r", "q", "p"]
+            assert len(f["values"]) == 3
