@@ -320,6 +320,15 @@ def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
                      2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=1).reshape(-1, 3, 3)
 
 
+def check_scene_options(downscale: float, heldout_every: int) -> None:
+    """One InputError line unless ``downscale`` is a number of at least 1 and ``heldout_every`` at least 1."""
+    if not (math.isfinite(downscale) and downscale >= 1):
+        raise InputError(f"`downscale` must be a number of at least 1, got {downscale}")
+    if heldout_every < 1:
+        raise InputError(f"`heldout_every` must be at least 1 (training needs held-out images), got "
+                         f"{heldout_every}")
+
+
 def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every: int = DEFAULT_HELDOUT_EVERY):
     """A ``Scene`` from a COLMAP sparse model and its images.
 
@@ -327,11 +336,7 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     held out, and at least one must be left to train on (as ``pregel train`` needs both). Images and intrinsics are scaled by 1 / ``downscale``. ``/init`` holds the
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
-    if not (math.isfinite(downscale) and downscale >= 1):
-        raise InputError(f"`downscale` must be a number of at least 1, got {downscale}")
-    if heldout_every < 1:
-        raise InputError(f"`heldout_every` must be at least 1 (training needs held-out images), got "
-                         f"{heldout_every}")
+    check_scene_options(downscale, heldout_every)
     model = read_model(sparse_dir)
     if not model.images:
         raise InputError.at(sparse_dir, None, "the model has no registered images")

@@ -12,7 +12,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from odin_sched.scenes.colmap import DEFAULT_HELDOUT_EVERY, convert_colmap
+from odin_sched.scenes.colmap import DEFAULT_HELDOUT_EVERY, check_scene_options, convert_colmap
 from odin_sched.scenes.undistort import pycolmap_module
 from pregel.errors import InputError
 
@@ -71,11 +71,7 @@ def photos_to_scene(images_dir, downscale: float = 1.0, heldout_every: int = DEF
                     threads: int = -1) -> SfmResult:
     """Structure from motion on the photos of ``images_dir`` and the scene of its largest reconstruction
     (see the module docstring; ``downscale``, ``heldout_every`` as ``convert_colmap``)."""
-    if downscale < 1:
-        raise InputError(f"--downscale must be at least 1, got {downscale}")
-    if heldout_every < 1:
-        raise InputError(f"--heldout-every must be at least 1 (training needs held-out images), got "
-                         f"{heldout_every}")
+    check_scene_options(downscale, heldout_every)  # before the structure from motion
     names = photo_names(images_dir)
     with tempfile.TemporaryDirectory(prefix="pregel-sfm-") as work:
         model = reconstruct(images_dir, work, names, threads)
