@@ -43,7 +43,7 @@ def run(command: list) -> tuple[float, float]:
 
 def train_command(args, scene, out, batch, mode=None, ranks=1, timeline=None):
     command = [PREGEL, "train", "--scene", scene, "--steps", str(args.steps), "--batch-size", str(batch),
-               "--eval-every", str(args.steps), "--out", out, "--seed", "0"]
+               "--eval-every", str(args.steps), "--out", out, "--seed", "0", "--no-densify"]
     if mode is not None:
         command = [MPIEXEC, "-n", str(ranks)] + command + ["--mode", mode, "--window", str(args.window)]
         command += ["--cells", str(args.cells_per_rank * ranks)]
@@ -74,7 +74,7 @@ def parallelism_table(scene_path, ranks, args):
         for batch in sorted({1, p, 4 * p}):
             setup = prepare(TrainConfig(scene_path, args.steps, batch_size=batch, eval_every=args.steps))
             scene, initial = setup.scene, setup.initial
-            lrs = setup.settings.lrs(setup.extent, 1, args.steps)
+            lrs = setup.settings.lrs(setup.extent, 1)
             margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, args.window)
             cells = args.cells_per_rank * p
             window, _ = plan_window(comm, initial["means"].numpy(), initial["scales"].numpy(), scene,

@@ -148,7 +148,7 @@ def train(scene, ranks, batch, cells, out, *flags):
     """``pregel train`` of ``scene`` on ``ranks`` ranks, the calibration's steps, odin mode."""
     run([MPIEXEC, "-n", str(ranks), PY, "-m", "pregel.cli", "train", "--scene", scene, "--steps", str(STEPS),
          "--batch-size", str(batch), "--cells", str(cells), "--eval-every", str(STEPS), "--mode", "odin",
-         "--out", out, *flags])
+         "--out", out, "--no-densify", *flags])
 
 
 def main(work):

@@ -32,7 +32,7 @@ def main(work):
             subprocess.run([MPIEXEC, "-n", "2", PY, "-m", "pregel.cli", "train", "--scene", scene, "--steps", str(STEPS),
                             "--batch-size", str(BATCH), "--mode", mode, "--max-staleness", str(k), "--stale-impact",
                             str(impact), "--eval-every",
-                            str(STEPS), "--out", out], check=True, capture_output=True, env=env)
+                            str(STEPS), "--out", out, "--no-densify"], check=True, capture_output=True, env=env)
             with h5py.File(out) as f:
                 psnr, a = float(f.attrs["final_psnr"]), f.attrs
                 exact = psnr if exact is None else exact

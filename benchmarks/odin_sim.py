@@ -34,7 +34,7 @@ def measured(scene, size, mode, work):
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     subprocess.run([MPIEXEC, "-n", str(size), PY, "-m", "pregel.cli", "train", "--scene", scene, "--steps", str(STEPS),
                     "--batch-size", str(2 * size), "--mode", mode, "--cells", str(CELLS_PER_RANK * size),
-                    "--window", str(WINDOW), "--eval-every", str(STEPS), "--out", out],
+                    "--window", str(WINDOW), "--eval-every", str(STEPS), "--out", out, "--no-densify"],
                    check=True, env=env, capture_output=True)
     with h5py.File(out) as f:
         table = f["metrics/per_rank"][()]

@@ -445,6 +445,36 @@ def _run_convert_colmap(args) -> None:
           f"{scene.width} x {scene.height}, {scene.init_means.shape[0]:,} points in /init")
 
 
+def _add_sfm(sub) -> None:
+    p = sub.add_parser("sfm", help="structure from motion on a folder of photos to a scene file (pycolmap)",
+                       description="SIFT features, exhaustive matching and incremental mapping with pycolmap (as "
+                                   "the reference 3DGS convert.py does with COLMAP), undistortion, then a scene "
+                                   "file with the 3D points as /init. Needs pip install 'pregel-mpi[colmap]'.")
+    p.add_argument("images", metavar="IMAGES_DIR", help="folder of photos (.jpg, .png, .tif, .bmp)")
+    p.add_argument("--out", required=True, help="scene file")
+    p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
+    p.add_argument("--heldout-every", type=int, default=8,
+                   help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
+                        "on; default %(default)s)")
+    p.add_argument("--threads", type=int, default=-1, help="threads for pycolmap (default: all cores)")
+    p.set_defaults(run=_run_sfm)
+
+
+def _run_sfm(args) -> None:
+    from odin_sched.scenes.scene_io import write_scene
+    from odin_sched.scenes.sfm import photos_to_scene
+
+    result = photos_to_scene(args.images, downscale=args.downscale, heldout_every=args.heldout_every,
+                             threads=args.threads)
+    write_scene(args.out, result.scene)
+    scene = result.scene
+    print(f"wrote {args.out}: {len(result.registered)} of {len(result.registered) + len(result.unregistered)} "
+          f"photos registered ({int(scene.heldout.sum())} held out) at {scene.width} x {scene.height}, "
+          f"{result.num_points:,} points in /init")
+    if result.unregistered:
+        print(f"not registered: {', '.join(result.unregistered)}")
+
+
 def _add_train(sub) -> None:
     from odin_sched.odin.modes import MODES
     from odin_sched.training.config import TrainConfig as defaults
@@ -470,11 +500,26 @@ def _add_train(sub) -> None:
     p.add_argument("--ssim-weight", type=float, default=defaults.ssim_weight, help="loss (1-w) L1 + w (1-SSIM)")
     p.add_argument("--eval-every", type=int, default=defaults.eval_every, help="held-out PSNR every N steps")
     p.add_argument("--seed", type=int, default=defaults.seed, help="camera order and densification sampling")
-    p.add_argument("--densify", action="store_true", help="clone/split/prune as 3DGS does")
-    p.add_argument("--densify-from", type=int, default=500)
-    p.add_argument("--densify-until", type=int, default=15_000)
-    p.add_argument("--densify-interval", type=int, default=100)
-    p.add_argument("--densify-grad-threshold", type=float, default=0.0002)
+    # defaults: the reference 3DGS code's (graphdeco-inria/gaussian-splatting, arguments/__init__.py);
+    # steps of the schedule count images, as Grendel-GS does for B > 1
+    p.add_argument("--densify", action=argparse.BooleanOptionalAction, default=True,
+                   help="clone/split/prune and reset opacity as 3DGS does (default on; --no-densify: off)")
+    p.add_argument("--densify-from", type=int, default=500, metavar="IMAGE",
+                   help="densify once past this image (reference densify_from_iter, default %(default)s: "
+                        "first at 600)")
+    p.add_argument("--densify-until", type=int, default=None, metavar="IMAGE",
+                   help="stop densifying at this image (default: half the run's images, as the reference "
+                        "stops at 15,000 of 30,000)")
+    p.add_argument("--densify-interval", type=int, default=100, metavar="IMAGES",
+                   help="images between densification rounds (reference, default %(default)s)")
+    p.add_argument("--densify-grad-threshold", type=float, default=0.0002,
+                   help="average screen-space gradient that clones or splits (reference, default %(default)s)")
+    p.add_argument("--opacity-reset-interval", type=int, default=3000, metavar="IMAGES",
+                   help="reset opacities to at most 0.01 every N images while densifying (reference, "
+                        "default %(default)s; 0: never)")
+    p.add_argument("--position-lr-max-steps", type=int, default=defaults.position_lr_max_steps, metavar="IMAGES",
+                   help="the means' learning rate decays from 1.6e-4 to 1.6e-6 x scene extent over N images, "
+                        "whatever the run's length (reference position_lr_max_steps, default %(default)s)")
     p.add_argument("--image-order", choices=("shuffled", "spread"), default=None,
                    help="shuffled: seeded permutations of the training cameras; spread: the same, but "
                         "consecutive batches see different parts of the scene where possible (default: "
@@ -522,7 +567,8 @@ def _run_train(args) -> None:
     if args.densify:
         try:
             densify = DensifyConfig(interval=args.densify_interval, start=args.densify_from,
-                                    stop=args.densify_until, grad_threshold=args.densify_grad_threshold)
+                                    stop=args.densify_until, grad_threshold=args.densify_grad_threshold,
+                                    opacity_reset_interval=args.opacity_reset_interval)
         except ValueError as err:
             raise InputError(f"--densify options: {err}") from None
     config = _config(TrainConfig, args, densify=densify, status=True)
@@ -724,6 +770,7 @@ FILES = {
     "train": _train_files,
     "convert-colmap": lambda a: dict(outputs=[("--out", a.out)], input_folders=[a.images],
                                      inputs=[os.path.join(a.sparse, name) for name in COLMAP_FILES]),
+    "sfm": lambda a: dict(outputs=[("--out", a.out)], input_folders=[a.images]),
     "render": lambda a: dict(output_folders=[("--out", a.out)], inputs=[a.scene, a.ply]),
     "simulate": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.scene]),
     "plot": lambda a: dict(outputs=[("--out", a.out)], inputs=a.files),
@@ -734,7 +781,7 @@ FILES = {
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train, _add_convert_colmap, _add_render, _add_view, _add_simulate, _add_plot)
+               _add_train, _add_convert_colmap, _add_sfm, _add_render, _add_view, _add_simulate, _add_plot)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -44,7 +44,8 @@ def _oracle(scene, batches, ssim_weight):
     images = torch.from_numpy(scene.images).float() / 255
     for step, cams in enumerate(batches):
         lr = {k: DEFAULT_LR[k] * math.sqrt(b) for k in NAMES}
-        lr["means"] = DEFAULT_LR["means"] * extent * 0.01 ** (step / max(1, len(batches) - 1)) * math.sqrt(b)
+        # the reference's get_expon_lr_func at iteration = the batch's first image, over 30,000 images
+        lr["means"] = DEFAULT_LR["means"] * extent * 0.01 ** ((step * b + 1) / 30_000) * math.sqrt(b)
         seen = torch.zeros_like(t, dtype=torch.bool)
         for cam in cams:
             image, visible = render(**{k: params[k] for k in NAMES[:4]},

@@ -3,6 +3,9 @@
 The oracle for the cameras is scipy's quaternion rotation and the pinhole equations; a render of the
 converted scene's /init points must put each point where that projection says."""
 import struct
+import sys
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +14,7 @@ from PIL import Image
 from scipy.spatial.transform import Rotation
 
 from kernels.splat import render
-from odin_sched.scenes.colmap import convert_colmap
+from odin_sched.scenes.colmap import convert_colmap, read_rgb8
 from odin_sched.scenes.scene_io import read_scene
 from pregel.cli import main
 from pregel.errors import InputError
@@ -21,8 +24,8 @@ MODEL_IDS = {"SIMPLE_PINHOLE": 0, "PINHOLE": 1, "SIMPLE_RADIAL": 2, "RADIAL": 3,
 CAMERAS = {  # id -> (model, params)
     1: ("PINHOLE", [80.0, 84.0, 48.0, 36.0]),
     2: ("SIMPLE_PINHOLE", [78.0, 47.5, 35.5]),
-    3: ("SIMPLE_RADIAL", [82.0, 48.0, 36.0, 0.01]),
-    4: ("RADIAL", [79.0, 48.5, 36.5, 0.02, -0.01]),
+    3: ("SIMPLE_RADIAL", [82.0, 48.0, 36.0, 0.0]),  # distortion models without distortion: used as they are
+    4: ("RADIAL", [79.0, 48.5, 36.5, 0.0, 0.0]),
     5: ("OPENCV", [81.0, 80.0, 48.0, 36.0, 0.0, 0.0, 0.0, 0.0]),
 }
 POINTS = np.array([[0.6, 0.0, 0.0], [-0.5, 0.3, 0.4], [0.0, -0.6, -0.3], [0.1, 0.5, -0.5]])
@@ -122,9 +125,7 @@ def test_converted_scene_renders_init_points_where_colmap_projects_them(tmp_path
     out = tmp_path / "scene.h5"
     assert main(["convert-colmap", str(tmp_path / "sparse"), "--images", str(tmp_path / "images"),
                  "--out", str(out), "--downscale", str(downscale), "--heldout-every", "2"]) == 0
-    err = capsys.readouterr().err
-    assert "camera 3: SIMPLE_RADIAL distortion k=0.01 ignored" in err
-    assert "camera 4: RADIAL distortion k1=0.02, k2=-0.01 ignored" in err
+    assert capsys.readouterr().err == ""
     scene = read_scene(out)
     images = sorted(_images(), key=lambda im: im[4])
     assert (scene.width, scene.height) == (W // downscale, H // downscale)
@@ -171,11 +172,100 @@ def _convert_fails(tmp_path, capsys, match, cameras=CAMERAS, images=None, image_
     assert not out.exists()
 
 
-def test_distorted_opencv_and_fisheye_are_refused(tmp_path, capsys):
-    opencv = {1: ("OPENCV", [80.0, 80.0, 48.0, 36.0, 0.1, 0.0, 0.0, 0.0])}
-    _convert_fails(tmp_path / "a", capsys, "camera 1: OPENCV with distortion k1=0.1 is not supported", opencv)
-    fisheye = {1: ("OPENCV_FISHEYE", [80.0, 80.0, 48.0, 36.0, 0.0, 0.0, 0.0, 0.0])}
-    _convert_fails(tmp_path / "b", capsys, "camera 1: model OPENCV_FISHEYE is not supported", fisheye)
+PHOTO = Path(__file__).parent / "data" / "cour_carree" / "floor2_01.jpg"  # a real photo, 360 x 640
+DISTORTED = {
+    "SIMPLE_RADIAL": [520.0, 180.0, 320.0, -0.108],
+    "RADIAL": [515.0, 181.0, 318.0, -0.09, 0.02],
+    "OPENCV": [520.0, 522.0, 179.0, 321.0, -0.1, 0.01, 0.001, -0.002],
+    "FULL_OPENCV": [520.0, 522.0, 179.0, 321.0, -0.1, 0.01, 0.001, -0.002, 0.001, 0.0, 0.0, 0.0],
+    "OPENCV_FISHEYE": [300.0, 301.0, 180.0, 320.0, 0.02, -0.01, 0.0, 0.0],
+}
+
+
+def _one_photo_model(folder, model, params):
+    """A text model of one camera ``model`` seeing POINTS, and its image folder with the real photo twice
+    (a.jpg held out, b.jpg trained on with ``heldout_every=2``: a scene needs both)."""
+    width, height = Image.open(PHOTO).size
+    (folder / "sparse").mkdir(parents=True)
+    (folder / "sparse" / "cameras.txt").write_text(f"1 {model} {width} {height} {_num(params)}\n")
+    q, t = _look_at(np.array([3.0, 0.0, 1.0]))
+    (folder / "sparse" / "images.txt").write_text("".join(f"{i} {_num(q)} {_num(t)} 1 {name}\n\n"
+                                                          for i, name in ((1, "a.jpg"), (2, "b.jpg"))))
+    (folder / "sparse" / "points3D.txt").write_text(
+        "".join(f"{i + 1} {_num(p)} 200 100 50 0.5 1 {i}\n" for i, p in enumerate(POINTS)))
+    (folder / "images").mkdir()
+    for name in ("a.jpg", "b.jpg"):
+        (folder / "images" / name).write_bytes(PHOTO.read_bytes())
+
+
+@pytest.mark.parametrize("model", sorted(DISTORTED))
+def test_distorted_cameras_are_undistorted_as_pycolmap_does(tmp_path, model):
+    """Oracle: pycolmap's own undistorter (COLMAP's image_undistorter) on the real photo."""
+    pycolmap = pytest.importorskip("pycolmap")
+    _one_photo_model(tmp_path, model, DISTORTED[model])
+    scene = convert_colmap(tmp_path / "sparse", tmp_path / "images", heldout_every=2)
+    photo = np.asarray(Image.open(PHOTO).convert("RGB"))
+    camera = pycolmap.Camera(model=model, width=photo.shape[1], height=photo.shape[0], params=DISTORTED[model])
+    options = pycolmap.UndistortCameraOptions()
+    bitmap, pinhole = pycolmap.undistort_image(options, pycolmap.Bitmap.from_array(photo), camera)
+    assert pinhole.model_name == "PINHOLE"
+    assert (scene.width, scene.height) == (pinhole.width, pinhole.height) != (photo.shape[1], photo.shape[0])
+    np.testing.assert_array_equal(scene.images[0], bitmap.to_array())
+    fx, fy, cx, cy = pinhole.params
+    np.testing.assert_allclose(scene.Ks[0], [[fx, 0, cx], [0, fy, cy], [0, 0, 1]], rtol=1e-6)
+
+
+def test_undistorted_then_downscaled(tmp_path):
+    pytest.importorskip("pycolmap")
+    _one_photo_model(tmp_path, "SIMPLE_RADIAL", DISTORTED["SIMPLE_RADIAL"])
+    full = convert_colmap(tmp_path / "sparse", tmp_path / "images", heldout_every=2)
+    half = convert_colmap(tmp_path / "sparse", tmp_path / "images", downscale=2, heldout_every=2)
+    assert (half.width, half.height) == (round(full.width / 2), round(full.height / 2))
+    np.testing.assert_allclose(half.Ks[0][:2], full.Ks[0][:2] * [[half.width / full.width], [half.height / full.height]],
+                               rtol=1e-6)
+
+
+def test_distortion_without_pycolmap_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pycolmap", None)  # import pycolmap raises ImportError
+    _one_photo_model(tmp_path, "SIMPLE_RADIAL", DISTORTED["SIMPLE_RADIAL"])
+    out = tmp_path / "scene.h5"
+    assert main(["convert-colmap", str(tmp_path / "sparse"), "--images", str(tmp_path / "images"),
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "undistorting SIMPLE_RADIAL cameras needs pycolmap" in err[0]
+    assert "pip install 'pregel-mpi[colmap]'" in err[0] and not out.exists()
+
+
+def _png16_rgb(path, pixels):
+    """A 16-bit RGB PNG written by hand (zlib, filter 0 per row): Pillow cannot write one."""
+    h, w, _ = pixels.shape
+    raw = b"".join(b"\x00" + pixels[y].astype(">u2").tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_grayscale_and_16_bit_images_are_read_as_they_are(tmp_path):
+    rng = np.random.default_rng(3)
+    gray8 = rng.integers(0, 256, (5, 7), dtype=np.uint8)
+    Image.fromarray(gray8).save(tmp_path / "g8.png")
+    np.testing.assert_array_equal(read_rgb8(tmp_path / "g8.png"), np.repeat(gray8[..., None], 3, axis=2))
+    gray16 = rng.integers(0, 65536, (5, 7)).astype(np.uint16)
+    gray16[0, :3] = [0, 65535, 300]  # 300 / 65535 of full scale, not 300 clipped to 255
+    Image.fromarray(gray16).save(tmp_path / "g16.png")
+    expected = np.round(gray16 / 65535.0 * 255.0).astype(np.uint8)
+    got = read_rgb8(tmp_path / "g16.png")
+    np.testing.assert_array_equal(got, np.repeat(expected[..., None], 3, axis=2))
+    assert got[0, :3, 0].tolist() == [0, 255, 1]
+    rgb16 = rng.integers(0, 65536, (5, 7, 3)).astype(np.uint16)
+    _png16_rgb(tmp_path / "c16.png", rgb16)
+    assert np.abs(read_rgb8(tmp_path / "c16.png").astype(int) - rgb16 / 257.0).max() <= 1.0
+    Image.fromarray(rng.random((5, 7)).astype(np.float32)).save(tmp_path / "f.tiff")
+    with pytest.raises(InputError, match="f.tiff: image mode F .* has no known range"):
+        read_rgb8(tmp_path / "f.tiff")
 
 
 def test_missing_image_wrong_size_and_unknown_camera_are_one_line(tmp_path, capsys):

@@ -3,7 +3,8 @@ import math
 
 import torch
 
-from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_and_prune, screen_grad_norm
+from odin_sched.training.densify import (DensifyConfig, GradAccumulator, densify_and_prune, densify_round,
+                                         reset_opacity, screen_grad_norm)
 from odin_sched.training.optim import VisibleAdam, default_lrs
 
 
@@ -25,9 +26,10 @@ def test_clone_split_prune_counts_and_state():
     params = params_for([0.05, 0.5, 0.05, 0.05, 0.5], [0.5, 0.5, 0.5, 0.001, 0.5])
     grad = torch.tensor([1e-3, 1e-3, 1e-5, 1e-5, 1e-5])
     cfg = DensifyConfig()
-    new, source = densify_and_prune(params, grad, extent, cfg, torch.Generator().manual_seed(0))
+    new, source, fresh = densify_and_prune(params, grad, extent, cfg, torch.Generator().manual_seed(0))
     # kept: 0, 2, 4 (1 is split away, 3 pruned), + clone of 0, + two children of 1
-    assert source.tolist() == [0, 2, 4, -1, -1, -1]
+    assert source.tolist() == [0, 2, 4, 0, 1, 1]
+    assert fresh.tolist() == [False, False, False, True, True, True]
     assert all(v.shape[0] == 6 for v in new.values())
     assert torch.equal(new["means"][3], params["means"][0])  # clone is an exact copy
     children = new["scales"][4:]
@@ -43,26 +45,93 @@ def test_clone_split_prune_counts_and_state():
     for p in opt.params.values():
         p.grad = torch.ones_like(p)
     opt.step(torch.ones(5, dtype=torch.bool))
+    opt.step(torch.tensor([False, True, False, False, False]))  # Gaussian 1 has taken two steps
     m_before = opt.exp_avg["scales"].clone()
-    opt.replace(new, source)
+    opt.replace(new, source, fresh)
     assert opt.num_gaussians == 6
     for name in opt.params:
         assert opt.exp_avg[name].shape == opt.params[name].shape == opt.exp_avg_sq[name].shape
     assert torch.equal(opt.exp_avg["scales"][:3], m_before[[0, 2, 4]])
     assert torch.all(opt.exp_avg["scales"][3:] == 0)
-    assert opt.step_count.tolist() == [1, 1, 1, 0, 0, 0]
+    # new Gaussians keep their parent's Adam step count (the reference's shared per-tensor step)
+    assert opt.step_count.tolist() == [1, 1, 1, 1, 2, 2]
 
 
-def test_schedule():
+def grendel_update_at(iteration, bsz, interval):
+    """Grendel-GS's check_update_at_this_iter(iteration, bsz, interval, 0), transcribed as the oracle."""
+    left = iteration % interval
+    return (left <= 0 < left + bsz) or (left <= interval < left + bsz)
+
+
+def test_schedule_single_images_as_the_reference():
+    # reference train.py: stats while iteration < until; round when iteration > from and % interval == 0
     cfg = DensifyConfig(interval=100, start=200, stop=500)
-    assert [s for s in range(1, 700) if cfg.due(s)] == [200, 300, 400]
+    assert [s for s in range(1, 700) if cfg.due(s, 700)] == [300, 400]
+    assert [s for s in range(1, 1501) if DensifyConfig().due(s, 1500)] == [600, 700]  # until 750 = half
+    assert [s for s in range(1, 30_001) if DensifyConfig().due(s, 30_000)][::50] == [600, 5600, 10600]
+    assert max(s for s in range(1, 30_001) if DensifyConfig().due(s, 30_000)) == 14_900
+    assert not DensifyConfig(stop=10_000).due(600, 600)  # never after the run's last step
+    resets = [s for s in range(1, 30_001) if DensifyConfig().reset_due(s, 30_000)]
+    assert resets == [3000, 6000, 9000, 12000]
+    assert not DensifyConfig().prunes_large(3000) and DensifyConfig().prunes_large(3001)
 
 
-def test_accumulator_averages_over_visible_steps():
+def test_schedule_counts_images_as_grendel_for_batches():
+    cfg, b, steps = DensifyConfig(), 4, 3000
+    due = [s for s in range(1, steps + 1) if cfg.due(s, steps, b)]
+    it = lambda s: (s - 1) * b + 1  # noqa: E731, Grendel-GS's iteration of batch s
+    expected = [s for s in range(1, steps) if it(s) > 500 and it(s) < 6000 and grendel_update_at(it(s), b, 100)]
+    assert due == expected and due[0] == 150  # images 597..600
+    resets = [s for s in range(1, steps + 1) if cfg.reset_due(s, steps, b)]
+    assert resets == [s for s in range(1, steps) if it(s) < 6000 and grendel_update_at(it(s), b, 3000)] == [750, 1500]
+
+
+def test_accumulator_averages_over_visible_steps_and_tracks_largest_radius():
     acc = GradAccumulator(3)
-    acc.add(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([True, True, False]))
-    acc.add(torch.tensor([3.0, 5.0, 7.0]), torch.tensor([True, False, False]))
+    acc.add(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([True, True, False]), torch.tensor([4, 9, 50]))
+    acc.add(torch.tensor([3.0, 5.0, 7.0]), torch.tensor([True, False, False]), torch.tensor([7, 90, 50]))
     assert acc.average().tolist() == [2.0, 2.0, 0.0]
+    assert acc.max_radii.tolist() == [7.0, 9.0, 0.0]
+
+
+def test_prune_too_large_on_screen_or_in_world():
+    extent = 10.0  # world limit 0.1 x extent = 1.0
+    params = params_for([0.05, 0.05, 2.0, 0.05], [0.5, 0.5, 0.5, 0.5])
+    grad = torch.zeros(4)
+    radii = torch.tensor([5.0, 21.0, 3.0, 20.0])
+    gen = torch.Generator().manual_seed(0)
+    new, source, _ = densify_and_prune(params, grad, extent, DensifyConfig(), gen, max_radii=radii)
+    assert source.tolist() == [0, 3]  # 1: 21 px > 20 on screen; 2: scale 2.0 > 1.0 in the world
+    _, source, _ = densify_and_prune(params, grad, extent, DensifyConfig(), gen)
+    assert source.tolist() == [0, 1, 2, 3]  # before the first reset: opacity pruning only
+
+
+def test_opacity_reset_as_the_reference():
+    params = params_for([0.05, 0.05, 0.05], [0.5, 0.005, 0.9])
+    opt = VisibleAdam(params, default_lrs(1.0))
+    for p in opt.params.values():
+        p.grad = torch.ones_like(p)
+    opt.step(torch.ones(3, dtype=torch.bool))
+    means_m, before = opt.exp_avg["means"].clone(), opt.params["opacities"].detach().clone()
+    reset_opacity(opt)
+    # reference: inverse_sigmoid(min(sigmoid(o), 0.01)), Adam moments of the opacity zeroed, step kept
+    expected = torch.logit(torch.clamp(torch.sigmoid(before), max=0.01))
+    torch.testing.assert_close(opt.params["opacities"].detach(), expected)
+    assert torch.all(opt.exp_avg["opacities"] == 0) and torch.all(opt.exp_avg_sq["opacities"] == 0)
+    assert torch.equal(opt.exp_avg["means"], means_m) and opt.step_count.tolist() == [1, 1, 1]
+
+
+def test_round_densifies_then_resets_when_both_are_due():
+    params = params_for([0.05, 0.5], [0.5, 0.5])
+    opt = VisibleAdam(params, default_lrs(10.0))
+    acc = GradAccumulator(2)
+    acc.add(torch.tensor([1e-3, 1e-5]), torch.ones(2, dtype=torch.bool), torch.tensor([3, 3]))
+    gen = torch.Generator().manual_seed(0)
+    out = densify_round(opt, acc, 2999, 30_000, 1, 10.0, DensifyConfig(), gen)
+    assert out is acc and opt.num_gaussians == 2  # nothing due at 2999
+    out = densify_round(opt, acc, 3000, 30_000, 1, 10.0, DensifyConfig(), gen)
+    assert opt.num_gaussians == 3 and out is not acc and out.count.tolist() == [0, 0, 0]
+    assert torch.all(torch.sigmoid(opt.params["opacities"]) <= 0.01 + 1e-7)
 
 
 def test_screen_grad_matches_autograd_through_projection():

@@ -303,9 +303,9 @@ def _small_window():
 
     scene = metadata_scene("city", 3000, 40, 64, 48)
     settings, extent = BatchSettings(4), scene_extent(scene.viewmats)
-    sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, settings, extent, 6)
+    sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, 64, 48, settings, extent)
     batches = spread_batches(scene.train_ids, 6, 4, 0, sees)
-    lrs = settings.lrs(extent, 1, 6)
+    lrs = settings.lrs(extent, 1)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, 6)
     win, _ = plan_window(_local_comm(), scene.means, scene.scales, scene, batches, 0, 6, margin,
                          PlanConfig(12, 2, 0, cost_weights=(0.0, 1.0, 0.0)))
@@ -375,7 +375,7 @@ def test_messages_and_gathers_weigh_the_sh_coefficients():
     from odin_sched.training.step import param_columns
 
     assert (param_columns(3), param_columns(1), param_columns(0)) == (59, 23, 14)
-    assert (gather_bytes(3), gather_bytes(0)) == (4 * (3 * 59 + 1) + 24, 4 * (3 * 14 + 1) + 24)
+    assert (gather_bytes(3), gather_bytes(0)) == (4 * (3 * 59 + 2) + 24, 4 * (3 * 14 + 2) + 24)
     win, scene = _small_window()
     steps, sizes = win.steps, np.diff(win.member_indptr)
     image_to_version = int(steps.image_writes[0])
@@ -385,7 +385,7 @@ def test_messages_and_gathers_weigh_the_sh_coefficients():
     for degree, columns in ((3, 59), (0, 14)):
         messages = StepMessages(steps, sizes, param_columns(degree))
         rows = sizes[steps.version_cell[image_to_version - steps.num_images]]
-        assert messages.payload_size(np.array([0]), np.array([image_to_version]))[0] == rows * (columns + 2)
+        assert messages.payload_size(np.array([0]), np.array([image_to_version]))[0] == rows * (columns + 3)
         rows = sizes[steps.version_cell[read - steps.num_images]]
         assert messages.payload_size(np.array([read]), np.array([reader]))[0] == rows * columns
     comm = {d: simulate(scene, H200_IB, "odin", 2, 6, 4, sh_degree=d).comm.sum() for d in (0, 3)}

@@ -183,3 +183,12 @@ def test_sh_fits_view_dependent_images_better(tmp_path, monkeypatch):
                                  progress=False, init_ply=tmp_path / "geometry.ply")) for d in (0, 3)}
     assert runs[3].losses[-20:].mean() < 0.9 * runs[0].losses[-20:].mean()
     assert runs[3].final_psnr > runs[0].final_psnr
+def test_densification_is_on_by_default_and_no_densify_turns_it_off(tmp_path):
+    from pregel.cli import main
+
+    scene = tmp_path / "s.h5"
+    write_scene(scene, generate_scene(200, 9, 16, 16, seed=2))
+    for flags, expected in (([], True), (["--no-densify"], False)):
+        out = tmp_path / f"t{expected}.h5"
+        assert main(["train", "--scene", str(scene), "--steps", "2", "--out", str(out), *flags]) == 0
+        assert bool(read_scene(out).attrs["densify"]) is expected

@@ -114,7 +114,7 @@ class _Rasterize(torch.autograd.Function):
 
 
 def render(means, scales, quats, opacities, colors, viewmat, K, width, height, background=None,
-           on_device: bool = False, sh_degree: int | None = None):
+           on_device: bool = False, sh_degree: int | None = None, with_radii: bool = False):
     """Render one image with the Numba kernels; differentiable w.r.t. the five Gaussian parameters.
 
     means [G, 3], scales [G, 3] log-scales, quats [G, 4] (w, x, y, z, normalised at use),
@@ -127,7 +127,8 @@ def render(means, scales, quats, opacities, colors, viewmat, K, width, height, b
     argument and result is then copied into and out of the simulator's arrays by
     ``kernels._device.across``, the boundary a real GPU crosses without a copy.
     Returns image [height, width, 3] float32 and visible [G] bool (radius > 0: in front of the
-    camera and on screen). NaN/inf in any input raises ValueError.
+    camera and on screen); ``with_radii=True`` adds radii [G] int32, each Gaussian's screen radius in
+    pixels (3 sigma of its projected footprint, 0 when culled). NaN/inf in any input raises ValueError.
     """
     check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, width, height, background, sh_degree)
     if on_device and not (means.is_cuda or SIMULATED):
@@ -141,4 +142,4 @@ def render(means, scales, quats, opacities, colors, viewmat, K, width, height, b
     if sh_degree is not None:
         colors = _ShColors.apply(means, colors, camera_centre(viewmat_host), sh_degree, on_device)
     image = _Rasterize.apply(mean2d, conic, opacity, colors, radius, depth, bg, width, height, on_device)
-    return image, radius > 0
+    return (image, radius > 0, radius) if with_radii else (image, radius > 0)

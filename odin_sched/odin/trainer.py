@@ -60,7 +60,7 @@ from odin_sched.odin.window_end import escaped, gather_state, motion_snapshot
 from odin_sched.scenes.cells import cell_bounds, cell_members, kd_cells
 from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 from odin_sched.training.checkpoint import TrainState
-from odin_sched.training.densify import GradAccumulator, densify_optimizer
+from odin_sched.training.densify import GradAccumulator, densify_round, due_after
 from odin_sched.training.optim import VisibleAdam
 from odin_sched.training.step import batch_gradient, image_gradients, pack_params, param_columns, unpack_params
 from odin_sched.training.config import TrainConfig
@@ -284,8 +284,9 @@ def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
     return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
 
 
-#: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm
-GRAD_EXTRA = 2
+#: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm,
+#: screen radius (pixels)
+GRAD_EXTRA = 3
 
 
 class StepMessages(DataflowProgram):
@@ -345,8 +346,8 @@ class TrainingSteps(StepMessages):
 
     Image vertex i: inputs are the cell versions it reads ([g_c, columns] parameters, ``param_columns`` of
     the SH degree, or nothing for a cell still at its window-start state); it renders at its batch's SH
-    degree, and sends each cell it sees a [g_c, columns + 2] block (gradients, visible flag, screen-space
-    gradient norm). Cell-version vertex (c, b): inputs are the blocks of batch b's images that see c (and,
+    degree, and sends each cell it sees a [g_c, columns + 3] block (gradients, visible flag, screen-space
+    gradient norm, screen radius). Cell-version vertex (c, b): inputs are the blocks of batch b's images that see c (and,
     in odin-fast mode, the previous version of c, which only orders the updates); it takes the
     visible-Adam step of batch b on the cell and broadcasts the new parameters [g_c, columns] to the
     ranks of the images that read this version.
@@ -390,10 +391,11 @@ class TrainingSteps(StepMessages):
                                  scene.height, given.targets[cam], given.ssim_weight, given.screen_norms,
                                  given.sh_degrees[int(steps.image_batch[image])])
         self.image_losses[image] = result.loss
+        none = torch.zeros(len(rows), device=staging.device)
         packed = staging.to_host(torch.cat(
             [pack_params(result.grads), result.visible[:, None].to(torch.float32),
-             (result.screen_norm if result.screen_norm is not None
-              else torch.zeros(len(rows), device=staging.device))[:, None]], dim=1))
+             (result.screen_norm if result.screen_norm is not None else none)[:, None],
+             (result.radii.to(torch.float32) if result.radii is not None else none)[:, None]], dim=1))
         sorted_rows = rows[order]
         writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
         out = {}
@@ -419,7 +421,7 @@ class TrainingSteps(StepMessages):
             visible = block[:, columns] > 0
             seen |= visible
             if given.accum is not None:
-                given.accum.add_rows(ids, block[:, columns + 1], visible)
+                given.accum.add_rows(ids, block[:, columns + 1], visible, block[:, columns + 2])
         grads = batch_gradient(unpack_params(total, given.sh_degree), given.batch_size)
         idx = torch.nonzero(seen).squeeze(1)
         self.updated[version] = int(idx.numel())
@@ -547,14 +549,14 @@ class WindowPlanner:
         """The first batch boundary after ``start`` where the window must end (0-based, exclusive)."""
         stop = min(start + self.options.window, self.steps)
         for b in range(start + 1, stop + 1):  # a loop over batch boundaries, not over data
-            if (self.densify is not None and self.densify.due(b)) or b % self.eval_every == 0:
+            if due_after(self.densify, b, self.steps, self.setup.settings.batch_size) or b % self.eval_every == 0:
                 return b
         return stop
 
     def plan(self, start: int, stop: int, params: dict) -> Window:
         """The plan of batches [start, stop) from the window-start parameters (name -> [G, ...])."""
         setup = self.setup
-        lrs = setup.settings.lrs(setup.extent, start + 1, self.steps)  # the largest in the window (decaying)
+        lrs = setup.settings.lrs(setup.extent, start + 1)  # the largest in the window (decaying)
         margin = window_margin(lrs["means"], lrs["scales"], setup.settings.betas, stop - start, self.safety)
         config = PlanConfig(self.num_cells, self.comm.size, self.options.staleness, self.options.stale_impact,
                             sh_degree=setup.sh_degree)
@@ -644,7 +646,7 @@ class DistributedTrainer:
         the dashboard's status follows this window (so its spans are kept)."""
         setup, batch_size = self.setup, self.setup.settings.batch_size
         batches = range(window.start, window.stop)
-        lrs = [setup.settings.lrs(setup.extent, b + 1, self.steps) for b in batches]
+        lrs = [setup.settings.lrs(setup.extent, b + 1) for b in batches]
         sh_degrees = [setup.active_sh_degree(b + 1) for b in batches]
         program = TrainingSteps(
             window, params_of(self.opt),  # the window-start state (identical on every rank)
@@ -682,8 +684,9 @@ class DistributedTrainer:
         """At the window's end (batch ``stop``): densification and held-out PSNR when due; returns whether
         it evaluated."""
         setup = self.setup
-        if self.densify is not None and self.densify.due(stop):
-            self.accum = densify_optimizer(self.opt, self.accum, setup.extent, self.densify, self.densify_gen)
+        if self.densify is not None:
+            self.accum = densify_round(self.opt, self.accum, stop, self.steps, setup.settings.batch_size,
+                                       setup.extent, self.densify, self.densify_gen)
         evaluated = stop % self.eval_every == 0 or stop == self.steps
         if evaluated:
             psnr_steps.append(stop)

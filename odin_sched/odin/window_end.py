@@ -28,7 +28,7 @@ class Gathered:
 def gather_state(comm, window, opt: VisibleAdam, accum: GradAccumulator, staging: HostStaging,
                  image_losses: dict, sh_degree: int) -> Gathered:
     """Window end: every owner's cells (parameters of SH degree ``sh_degree``, Adam moments and step
-    counts, densification accumulators) onto every rank of ``comm`` (a barrier first, then one
+    counts, densification accumulators and largest screen radii) onto every rank of ``comm`` (a barrier first, then one
     Allgatherv), and every image's loss (image_losses: {image of the window: loss} of this rank's
     images) into batch losses."""
     t0 = time.perf_counter()
@@ -36,7 +36,7 @@ def gather_state(comm, window, opt: VisibleAdam, accum: GradAccumulator, staging
     t1 = time.perf_counter()
     mine = torch.from_numpy(np.flatnonzero(window.owner[window.cell_of] == comm.rank)).to(staging.device)
     floats = torch.cat([pack_params(state, mine) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
-                       + [accum.total[mine][:, None]], dim=1)
+                       + [accum.total[mine][:, None], accum.max_radii[mine][:, None]], dim=1)
     ints = torch.stack([mine, opt.step_count[mine], accum.count[mine]], dim=1)
     floats = staging.to_device(comm.allgather_rows(staging.to_host(floats)), floats.shape[1])
     ints = staging.to_device(comm.allgather_rows(staging.to_host(ints)), ints.shape[1])
@@ -49,6 +49,7 @@ def gather_state(comm, window, opt: VisibleAdam, accum: GradAccumulator, staging
                 state[name][ids] = value
     opt.step_count[ids] = ints[:, 1]
     accum.total[ids] = floats[:, 3 * columns]
+    accum.max_radii[ids] = floats[:, 3 * columns + 1]
     accum.count[ids] = ints[:, 2]
     losses = comm.allgather_rows(np.array(sorted(image_losses.items()), np.float64).reshape(-1, 2))
     by_image = dict(zip(losses[:, 0].astype(np.int64), losses[:, 1]))

@@ -13,9 +13,16 @@ Reads a sparse model in either form COLMAP writes (https://colmap.github.io/form
 
 (qvec, tvec) is the world-to-camera rotation (w, x, y, z) and translation, in COLMAP's camera frame
 (x right, y down, z forward), which is the rasterizer's; so the viewmat is [R(q) t; 0 0 0 1].
-Pixel centres sit at +0.5 in both. Cameras: PINHOLE, SIMPLE_PINHOLE; SIMPLE_RADIAL and RADIAL are
-used as pinholes with a warning naming the distortion ignored (as 3DGS does, meant for undistorted
-images); OPENCV and FULL_OPENCV only when their distortion is zero; other models are refused.
+Pixel centres sit at +0.5 in both. Cameras: PINHOLE and SIMPLE_PINHOLE (and distortion models whose
+distortion is zero) are used as they are; a camera with lens distortion (SIMPLE_RADIAL, RADIAL, OPENCV,
+FULL_OPENCV, OPENCV_FISHEYE, ...) and its images are undistorted as COLMAP's image undistorter does
+(``odin_sched.scenes.undistort``, with pycolmap) into a pinhole camera, as the reference 3DGS pipeline
+trains on undistorted images.
+
+Images are read by ``read_rgb8``: 8-bit RGB as it is; grayscale (8 or 16 bit), palette, RGBA and
+other 8-bit modes converted to RGB; 16-bit grayscale scaled by 255 / 65535 (not clipped at 255);
+16-bit RGB PNGs as Pillow reads them (their top 8 bits, within one level of v x 255 / 65535);
+images whose range is unknown (32-bit integer, floating point) refused with one line.
 """
 
 import math
@@ -30,17 +37,16 @@ import numpy as np
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.scene_io import Scene
 from odin_sched.scenes.sh import SH_PARAMS
-from pregel.errors import InputError, warn
+from odin_sched.scenes.undistort import Undistorter, pinhole_params
+from pregel.errors import InputError
 
 # model id -> (name, number of params), from COLMAP's src/colmap/sensor/models.h
 CAMERA_MODELS = {0: ("SIMPLE_PINHOLE", 3), 1: ("PINHOLE", 4), 2: ("SIMPLE_RADIAL", 4), 3: ("RADIAL", 5),
                  4: ("OPENCV", 8), 5: ("OPENCV_FISHEYE", 8), 6: ("FULL_OPENCV", 12), 7: ("FOV", 5),
                  8: ("SIMPLE_RADIAL_FISHEYE", 4), 9: ("RADIAL_FISHEYE", 5), 10: ("THIN_PRISM_FISHEYE", 12)}
 NUM_PARAMS = {name: n for name, n in CAMERA_MODELS.values()}
-# model -> names of its distortion parameters, for the models used as pinholes
-RADIAL = {"SIMPLE_RADIAL": ("k",), "RADIAL": ("k1", "k2")}
-ZERO_DISTORTION_ONLY = {"OPENCV": ("k1", "k2", "p1", "p2"),
-                        "FULL_OPENCV": ("k1", "k2", "p1", "p2", "k3", "k4", "k5", "k6")}
+#: Pillow modes of 16-bit grayscale images
+GRAY16_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
 DEFAULT_HELDOUT_EVERY = 8
 
 
@@ -285,28 +291,25 @@ def _camera(path, cam_id, model, width, height, params) -> Camera:
 
 # ---------------------------------------------------------------- to a scene
 
-def pinhole(source, cam_id: int, camera: Camera) -> np.ndarray:
-    """(fx, fy, cx, cy) of a camera usable as a pinhole; warns about ignored radial distortion and
-    raises ``InputError`` (naming ``source``, the model's folder) for models that are not pinholes."""
-    p = camera.params
-    if camera.model in ("SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL"):
-        intr = np.array([p[0], p[0], p[1], p[2]])
-        distortion = dict(zip(RADIAL.get(camera.model, ()), p[3:]))
-    elif camera.model in ("PINHOLE", *ZERO_DISTORTION_ONLY):
-        intr = p[:4].copy()
-        distortion = dict(zip(ZERO_DISTORTION_ONLY.get(camera.model, ()), p[4:]))
-    else:
-        raise InputError.at(source, None, f"camera {cam_id}: model {camera.model} is not supported (use PINHOLE, "
-                         "SIMPLE_PINHOLE, SIMPLE_RADIAL or RADIAL, or undistort with colmap image_undistorter)")
-    nonzero = {k: v for k, v in distortion.items() if v != 0}
-    if nonzero and camera.model in ZERO_DISTORTION_ONLY:
-        raise InputError.at(source, None, f"camera {cam_id}: {camera.model} with distortion "
-                         f"{', '.join(f'{k}={v:g}' for k, v in nonzero.items())} is not supported: "
-                         "undistort the images first (colmap image_undistorter)")
-    if nonzero:
-        warn(f"{source}: camera {cam_id}: {camera.model} distortion {', '.join(f'{k}={v:g}' for k, v in nonzero.items())} "
-             "ignored, used as a pinhole (expects undistorted images, as 3DGS does)")
-    return intr
+@dataclass
+class PinholeCamera:
+    """The pinhole camera a COLMAP camera becomes: intrinsics (fx, fy, cx, cy), image size, and the
+    ``Undistorter`` its images go through (None when it has no distortion)."""
+
+    intr: np.ndarray  # [4] float64
+    width: int
+    height: int
+    undistorter: Undistorter | None
+
+
+def pinhole_camera(camera: Camera) -> PinholeCamera:
+    """``camera`` as it is when it is a pinhole, else as COLMAP's undistorter makes it."""
+    intr = pinhole_params(camera.model, camera.params)
+    if intr is not None:
+        return PinholeCamera(intr, camera.width, camera.height, None)
+    und = Undistorter(camera.model, camera.width, camera.height, camera.params,
+                      what=f"undistorting {camera.model} cameras")
+    return PinholeCamera(und.params, und.width, und.height, und)
 
 
 def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
@@ -317,6 +320,15 @@ def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
                      2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=1).reshape(-1, 3, 3)
 
 
+def check_scene_options(downscale: float, heldout_every: int) -> None:
+    """One InputError line unless ``downscale`` is a number of at least 1 and ``heldout_every`` at least 1."""
+    if not (math.isfinite(downscale) and downscale >= 1):
+        raise InputError(f"`downscale` must be a number of at least 1, got {downscale}")
+    if heldout_every < 1:
+        raise InputError(f"`heldout_every` must be at least 1 (training needs held-out images), got "
+                         f"{heldout_every}")
+
+
 def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every: int = DEFAULT_HELDOUT_EVERY):
     """A ``Scene`` from a COLMAP sparse model and its images.
 
@@ -324,11 +336,7 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
     held out, and at least one must be left to train on (as ``pregel train`` needs both). Images and intrinsics are scaled by 1 / ``downscale``. ``/init`` holds the
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
-    if not (math.isfinite(downscale) and downscale >= 1):
-        raise InputError(f"`downscale` must be a number of at least 1, got {downscale}")
-    if heldout_every < 1:
-        raise InputError(f"`heldout_every` must be at least 1 (training needs held-out images), got "
-                         f"{heldout_every}")
+    check_scene_options(downscale, heldout_every)
     model = read_model(sparse_dir)
     if not model.images:
         raise InputError.at(sparse_dir, None, "the model has no registered images")
@@ -340,14 +348,16 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
             raise InputError.at(sparse_dir, None, f"image {im.image_id} ({im.name}) refers to camera "
                                 f"{im.camera_id}, which the model does not have")
     used = sorted({im.camera_id for im in images})
-    sizes = {(model.cameras[c].width, model.cameras[c].height) for c in used}
+    pinholes = {c: pinhole_camera(model.cameras[c]) for c in used}
+    sizes = {(cam.width, cam.height) for cam in pinholes.values()}
     if len(sizes) > 1:
-        raise InputError.at(sparse_dir, None, f"cameras have different image sizes {sorted(sizes)}; "
+        undistorted = " (after undistortion)" if any(cam.undistorter for cam in pinholes.values()) else ""
+        raise InputError.at(sparse_dir, None, f"cameras have different image sizes{undistorted} {sorted(sizes)}; "
                             "a scene holds one size")
     (width, height), = sizes
     new_w, new_h = max(1, round(width / downscale)), max(1, round(height / downscale))
     scale = np.array([new_w / width, new_h / height] * 2)
-    intr = {c: pinhole(sparse_dir, c, model.cameras[c]) * scale for c in used}
+    intr = {c: pinholes[c].intr * scale for c in used}
     Ks = np.zeros((len(images), 3, 3), np.float32)
     Ks[:, 2, 2] = 1
     fx, fy, cx, cy = np.array([intr[im.camera_id] for im in images]).T
@@ -361,7 +371,8 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
         raise InputError.at(sparse_dir, None, f"the model has {len(model.images)} registered image(s), all "
                             f"held out with `heldout_every` {heldout_every}: training needs at least one "
                             "training and one held-out image")
-    pixels = np.stack([_load_image(image_dir, im.name, (width, height), (new_w, new_h)) for im in images])
+    pixels = np.stack([_load_image(image_dir, im.name, model.cameras[im.camera_id], pinholes[im.camera_id],
+                                   (new_w, new_h)) for im in images])
     init_means = model.points.astype(np.float32)
     init_colors = (model.colors.astype(np.float32) / 255.0)
     gaussians = {k: v.numpy() for k, v in init_gaussians(init_means, init_colors, 0).items() if k not in SH_PARAMS}
@@ -371,31 +382,40 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
                         "image_names": "\n".join(im.name for im in images), "downscale": float(downscale)})
 
 
-def _load_image(image_dir, name: str, size: tuple, new_size: tuple) -> np.ndarray:
-    """One image as uint8 [H, W, 3], checked against its camera's size, resized to ``new_size``."""
+def read_rgb8(path) -> np.ndarray:
+    """The image file ``path`` as uint8 RGB [H, W, 3] (see the module docstring for the modes), or one
+    ``InputError`` line naming the file."""
     from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img.load()
+            mode = img.mode
+            if mode in GRAY16_MODES or (mode == "I" and img.format == "PNG"):  # 16-bit grayscale
+                gray = np.asarray(img).astype(np.float64)
+                return np.repeat(np.round(gray * (255.0 / 65535.0)).astype(np.uint8)[..., None], 3, axis=2)
+            if mode in ("I", "F") or mode.startswith("I;"):
+                raise InputError.at(path, None, f"image mode {mode} (32-bit integer or floating point) has no "
+                                    "known range; save it as 8- or 16-bit")
+            return np.asarray(img.convert("RGB"), dtype=np.uint8)
+    except (UnidentifiedImageError, OSError) as err:
+        raise InputError.at(path, None, f"cannot be read as an image ({err})") from None
+
+
+def _load_image(image_dir, name: str, camera: Camera, pinhole: PinholeCamera, new_size: tuple) -> np.ndarray:
+    """One image as uint8 [H, W, 3], checked against its camera's size, undistorted when its camera has
+    distortion, resized to ``new_size``."""
+    from PIL import Image
 
     path = os.path.join(os.fspath(image_dir), name)
     if not os.path.isfile(path):
         raise InputError.at(path, None, "image file is missing")
-    try:
-        with Image.open(path) as img:
-            img = Image.fromarray(rgb8(img))
-    except (UnidentifiedImageError, OSError) as err:
-        raise InputError.at(path, None, f"cannot be read as an image ({err})") from None
-    if img.size != size:
-        raise InputError.at(path, None, f"image is {img.size[0]} x {img.size[1]} but its camera says "
-                            f"{size[0]} x {size[1]}")
-    if new_size != size:
-        img = img.resize(new_size, Image.LANCZOS)
-    return np.asarray(img, dtype=np.uint8)
-
-
-def rgb8(img) -> np.ndarray:
-    """A PIL image as uint8 RGB [H, W, 3]: 16-bit grayscale (PIL modes I;16 and I, as PNGs load) scaled
-    from [0, 65535] to [0, 255] (PIL's own conversion clips it to 0/255), grayscale repeated into R, G
-    and B."""
-    if img.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
-        gray = np.round(np.clip(np.asarray(img, dtype=np.float64), 0, 65535) / 65535 * 255).astype(np.uint8)
-        return np.repeat(gray[:, :, None], 3, axis=2)
-    return np.asarray(img.convert("RGB"), dtype=np.uint8)
+    pixels = read_rgb8(path)
+    if (pixels.shape[1], pixels.shape[0]) != (camera.width, camera.height):
+        raise InputError.at(path, None, f"image is {pixels.shape[1]} x {pixels.shape[0]} but its camera says "
+                            f"{camera.width} x {camera.height}")
+    if pinhole.undistorter is not None:
+        pixels = pinhole.undistorter.image(pixels)
+    if new_size != (pixels.shape[1], pixels.shape[0]):
+        pixels = np.asarray(Image.fromarray(pixels).resize(new_size, Image.LANCZOS), dtype=np.uint8)
+    return pixels

@@ -42,8 +42,9 @@ from pregel.errors import InputError
 def gather_bytes(sh_degree: int) -> int:
     """Bytes per Gaussian of the window-end allgather at SH degree ``sh_degree``: parameters and two Adam
     moments (float32, ``param_columns``: 14 at degree 0, 59 at degree 3), the densification accumulator
-    (float32) and the id, step count and accumulator count (int64): 196 bytes at degree 0, 736 at 3."""
-    return 4 * (3 * param_columns(sh_degree) + 1) + 3 * 8
+    and largest screen radius (float32) and the id, step count and accumulator count (int64): 200 bytes
+    at degree 0, 740 at 3."""
+    return 4 * (3 * param_columns(sh_degree) + 2) + 3 * 8
 
 
 def _local_comm():
@@ -149,7 +150,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     settings = BatchSettings(batch_size)
     extent = scene_extent(scene.viewmats)
     sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
-                                    settings, extent, steps)
+                                    settings, extent)
     batches = spread_batches(scene.train_ids, steps, batch_size, seed, sees)  # the trainer's order for B > 1
     staleness = max_staleness if mode == "odin-fast" else 0
     # the planner balances the cost model's prediction from predicted visibility (tile pairs: the
@@ -164,7 +165,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
     for start in range(0, steps, window):
         stop = min(start + window, steps)
-        lrs = settings.lrs(extent, start + 1, steps)
+        lrs = settings.lrs(extent, start + 1)
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
         t0 = time.perf_counter()
         win, _ = plan_window(comm, scene.means, scene.scales, scene, batches, start, stop, margin,
@@ -266,7 +267,10 @@ class Processors:
         while left > 0:
             if rank not in self.held:
                 request = self.cores.request(priority=self.used[rank], preempt=False)
-                yield request
+                try:
+                    yield request
+                except simpy.Interrupt:  # granted, then taken by a look before this rank ran: queue again
+                    continue
                 self.held[rank] = _Turn(request, self.time_slice)
                 left += self.switch_seconds  # the caches another rank filled are refilled
             turn = self.held[rank]
@@ -309,7 +313,10 @@ class Processors:
             for other, turn in self.held.items():  # SimPy pre-empts by key: what each has had by now
                 turn.request.key = (self.used[other] + self.env.now - turn.began, *turn.request.key[1:])
             with self.cores.request(priority=self.used[rank], preempt=True) as request:
-                yield request
+                try:
+                    yield request
+                except simpy.Interrupt:  # granted, then taken by another look before this rank ran
+                    continue
                 began, run = self.env.now, left
                 try:
                     yield self.env.timeout(run)

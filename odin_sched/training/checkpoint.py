@@ -13,15 +13,15 @@ is the position in it.
 
 The manifest names the scene file (size and SHA-256 of its first MiB), the initial Gaussians (the
 scene's ``/init`` or a PLY's SHA-256) and every option that changes the result (steps, batch size,
-seed, SSIM weight, image order, held-out evaluation interval, densification, SH degree); not the
-number of ranks nor the distributed mode, cells or window, which do not change it. So a resumed run,
-at any number of ranks, ends with the uninterrupted run's parameters bit for bit.
+seed, SSIM weight, image order, held-out evaluation interval, densification, SH degree, position-LR
+horizon); not the number of ranks nor the distributed mode, cells or window, which do not change it.
+So a resumed run, at any number of ranks, ends with the uninterrupted run's parameters bit for bit.
 
 With ``--checkpoint-every K`` a checkpoint is written after every step that is a multiple of K in the
 single-process trainer, and at the first window end at or after each multiple of K in the
 distributed one (its windows do not depend on checkpointing, so a resumed run plans the same windows).
 """
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -55,17 +55,14 @@ class TrainState:
 def train_identity(config: TrainConfig) -> dict:
     """What a resumed training job must match: the scene file, the initial Gaussians and the settings that
     change the result."""
-    densify = config.densify
-    densify_options = None if densify is None else {
-        "interval": densify.interval, "start": densify.start, "stop": densify.stop,
-        "grad_threshold": densify.grad_threshold, "percent_dense": densify.percent_dense,
-        "min_opacity": densify.min_opacity}
+    densify_options = None if config.densify is None else asdict(config.densify)
     return {"scene": graph_identity(config.scene),
             "init": "scene /init" if config.init_ply is None else {"ply_sha256": file_sha256(config.init_ply)},
             "training": {"steps": config.steps, "batch_size": config.batch_size, "seed": config.seed,
                          "ssim_weight": config.ssim_weight, "eval_every": config.eval_every,
                          "image_order": resolved_order(config.image_order, config.batch_size),
-                         "densify": densify_options, "sh_degree": config.sh_degree}}
+                         "densify": densify_options, "sh_degree": config.sh_degree,
+                         "position_lr_max_steps": config.position_lr_max_steps}}
 
 
 class TrainCheckpointer(CheckpointFolder):
@@ -88,7 +85,8 @@ class TrainCheckpointer(CheckpointFolder):
                 "psnr_values": np.array(state.psnr_values, np.float64),
                 "scalars": np.array([state.wall_time_s, state.safety, state.violations], np.float64)}
         if state.accum is not None:
-            tree["accum"] = {"total": state.accum.total, "count": state.accum.count}
+            tree["accum"] = {"total": state.accum.total, "count": state.accum.count,
+                             "max_radii": state.accum.max_radii}
         step_dir = self.step_dir(state.step)
         step_dir.mkdir(parents=True, exist_ok=True)
         part = write_part(step_dir, PART, pack_state(tree))
@@ -115,7 +113,9 @@ class TrainCheckpointer(CheckpointFolder):
         if state.accum is not None:
             state.accum = GradAccumulator(opt.num_gaussians)
             if "accum" in tree:
-                state.accum.total, state.accum.count = tree["accum"]["total"], tree["accum"]["count"]
+                accum = tree["accum"]
+                state.accum.total, state.accum.count, state.accum.max_radii = (
+                    accum["total"], accum["count"], accum["max_radii"])
         state.densify_gen.set_state(tree["generator"])
         state.step = len(tree["losses"])
         state.losses[:state.step] = tree["losses"]

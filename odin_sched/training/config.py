@@ -19,6 +19,8 @@ class TrainConfig:
     ssim_weight: float = 0.2                # loss (1 - w) L1 + w (1 - SSIM)
     eval_every: int = 100                   # held-out PSNR every N steps (and after the last)
     densify: "DensifyConfig | None" = None  # odin_sched.training.densify.DensifyConfig; None: no densification
+    position_lr_max_steps: int = 30_000     # images over which the means' learning rate decays 100x, whatever
+                                            # the run's length (the reference's position_lr_max_steps)
     init_ply: str | os.PathLike | None = None  # start from a 3DGS PLY's Gaussians instead of /init
     image_order: str | None = None          # 'shuffled' or 'spread' (default: shuffled for B = 1, else spread)
     device: str = "cpu"                     # 'cpu', or 'cuda': each rank trains on its GPU

@@ -1,15 +1,30 @@
-"""Adaptive density control of 3DGS: clone and split by positional gradient, prune by opacity.
+"""Adaptive density control of 3DGS: clone and split by positional gradient, prune, reset opacity.
 
-Follows ``GaussianModel.densify_and_prune`` of the reference 3DGS code:
+Follows ``GaussianModel.densify_and_prune`` and the schedule in ``train.py`` of the reference 3DGS code
+(graphdeco-inria/gaussian-splatting; defaults from its ``arguments/__init__.py``):
 
 * the screen-space (NDC) positional gradient norm of each Gaussian is accumulated over the steps in
-  which it is visible, and averaged;
+  which it is visible, and averaged; the largest screen radius (pixels) it had is tracked too;
 * a Gaussian whose average reaches ``grad_threshold`` is *cloned* (an identical copy is added) when its
   largest scale is at most ``percent_dense`` x scene extent, and *split* otherwise (replaced by two
   Gaussians sampled from it, scales divided by 1.6);
-* Gaussians with activated opacity below ``min_opacity`` are pruned (the most opaque one is always
-  kept, so a scene never becomes empty);
-* new Gaussians start with zero optimizer state (``VisibleAdam.replace`` with source -1).
+* Gaussians with activated opacity below ``min_opacity`` are pruned; after the first opacity reset
+  also those wider than ``max_screen_radius`` pixels on screen or whose largest scale exceeds
+  ``max_world_fraction`` x extent (the most opaque Gaussian is always kept, so a scene never becomes
+  empty). The reference zeroes the tracked radii before it reads them (its issue #123, kept for
+  comparability with its published results), so there the screen test never fires; here it reads
+  each old Gaussian's radius since the previous round, as the paper describes (new ones count 0);
+* new Gaussians start with zero Adam moments and their parent's step count (the reference appends
+  rows to a parameter whose Adam step is shared, so they continue its count);
+* every ``opacity_reset_interval`` images while densifying, opacities are clamped to at most 0.01 and
+  their Adam moments zeroed (``reset_opacity``).
+
+The schedule counts images, as Grendel-GS does for batches of B > 1 (step s covers the images
+(s - 1) B + 1 .. s B; for B = 1 images are steps): densify after a step that covers a multiple of
+``interval`` when its first image is past ``start`` (the reference's ``iteration > densify_from_iter``,
+so first at 600) and before ``stop``; never after the run's last step (the model written is then a
+trained one, not one just split). ``stop`` defaults to half the run's images (the reference densifies
+until 15,000 of 30,000).
 
 The renderer reports gradients for the 3D means only, so the screen-space gradient is recovered from
 them through the pinhole projection: camera x enters the image only through u = fx x / z + cx, so
@@ -22,31 +37,69 @@ from dataclasses import dataclass
 
 import torch
 
+#: the reference densifies until 15,000 of its 30,000 iterations: half the run
+STOP_FRACTION = 0.5
+RESET_OPACITY = 0.01
+
+
+def first_image(step: int, batch_size: int) -> int:
+    """The 1-based index of the first image of batch ``step`` (the reference's ``iteration``)."""
+    return (step - 1) * batch_size + 1
+
+
+def covers_multiple(step: int, batch_size: int, interval: int) -> bool:
+    """Whether batch ``step`` (1-based), images (step - 1) B + 1 .. step B, covers a multiple of
+    ``interval`` (Grendel-GS's ``check_update_at_this_iter``; for B = 1: step % interval == 0)."""
+    first = first_image(step, batch_size)
+    return (first + batch_size - 1) // interval > (first - 1) // interval
+
 
 @dataclass(frozen=True)
 class DensifyConfig:
-    """When and how to densify (defaults of the reference 3DGS code)."""
+    """When and how to densify (defaults of the reference 3DGS code; steps counted in images)."""
 
-    interval: int = 100           # densify every `interval` steps ...
-    start: int = 500              # ... from this step ...
-    stop: int = 15_000            # ... until this step (exclusive)
-    grad_threshold: float = 0.0002
+    interval: int = 100              # densification_interval
+    start: int = 500                 # densify_from_iter (first round where image > start)
+    stop: int | None = None          # densify_until_iter; None: STOP_FRACTION of the run's images
+    grad_threshold: float = 0.0002   # densify_grad_threshold
     percent_dense: float = 0.01
     min_opacity: float = 0.005
+    opacity_reset_interval: int = 3000  # 0: never reset
+    max_screen_radius: float = 20.0  # pixels (the reference's size_threshold)
+    max_world_fraction: float = 0.1  # x scene extent
 
     def __post_init__(self):
         if self.interval < 1:
             raise ValueError(f"densify interval must be >= 1, got {self.interval}")
-        if self.start < 0 or self.stop < self.start:
+        if self.start < 0 or (self.stop is not None and self.stop < self.start):
             raise ValueError(f"densify steps must satisfy 0 <= start <= stop, got {self.start}, {self.stop}")
         if not (0 < self.grad_threshold < math.inf and 0 < self.percent_dense < math.inf and 0 <= self.min_opacity < 1):
             raise ValueError(f"densify thresholds must be positive numbers (min_opacity in [0, 1)), got "
                              f"grad_threshold {self.grad_threshold}, percent_dense {self.percent_dense}, "
                              f"min_opacity {self.min_opacity}")
+        if self.opacity_reset_interval < 0:
+            raise ValueError(f"opacity reset interval must be >= 0, got {self.opacity_reset_interval}")
 
-    def due(self, step: int) -> bool:
-        """Whether to densify after training step ``step`` (1-based)."""
-        return self.start <= step < self.stop and step % self.interval == 0
+    def stop_image(self, steps: int, batch_size: int) -> int:
+        """The image before which densification stops, for a run of ``steps`` batches of B images."""
+        return self.stop if self.stop is not None else int(round(STOP_FRACTION * steps * batch_size))
+
+    def due(self, step: int, steps: int, batch_size: int = 1) -> bool:
+        """Whether to densify after batch ``step`` (1-based) of ``steps``."""
+        image = first_image(step, batch_size)
+        return (step < steps and self.start < image < self.stop_image(steps, batch_size)
+                and covers_multiple(step, batch_size, self.interval))
+
+    def reset_due(self, step: int, steps: int, batch_size: int = 1) -> bool:
+        """Whether to reset the opacities after batch ``step`` (after densifying, when both are due)."""
+        return (self.opacity_reset_interval > 0 and step < steps
+                and first_image(step, batch_size) < self.stop_image(steps, batch_size)
+                and covers_multiple(step, batch_size, self.opacity_reset_interval))
+
+    def prunes_large(self, step: int, batch_size: int = 1) -> bool:
+        """Whether a round after batch ``step`` also prunes Gaussians too large on screen or in the world
+        (the reference: once its iteration is past the first opacity reset; without resets, always)."""
+        return first_image(step, batch_size) > self.opacity_reset_interval
 
 
 def screen_grad_norm(means: torch.Tensor, means_grad: torch.Tensor, viewmat: torch.Tensor,
@@ -71,22 +124,27 @@ def screen_grad_norm(means: torch.Tensor, means_grad: torch.Tensor, viewmat: tor
 
 
 class GradAccumulator:
-    """Running sum of screen-space gradient norms and visibility counts per Gaussian (on ``device``)."""
+    """Per Gaussian (on ``device``): running sum of screen-space gradient norms, visibility count and the
+    largest screen radius (pixels) since the last densification round."""
 
     def __init__(self, num_gaussians: int, device="cpu"):
         self.total = torch.zeros(num_gaussians, dtype=torch.float32, device=device)
         self.count = torch.zeros(num_gaussians, dtype=torch.int64, device=device)
+        self.max_radii = torch.zeros(num_gaussians, dtype=torch.float32, device=device)
 
-    def add(self, grad_norm: torch.Tensor, visible: torch.Tensor) -> None:
-        """Accumulate ``grad_norm`` ([G]) for the ``visible`` ([G] bool) Gaussians."""
+    def add(self, grad_norm: torch.Tensor, visible: torch.Tensor, radii: torch.Tensor) -> None:
+        """Accumulate ``grad_norm`` and ``radii`` ([G]) for the ``visible`` ([G] bool) Gaussians."""
         self.total[visible] += grad_norm[visible].to(torch.float32)
         self.count[visible] += 1
+        self.max_radii[visible] = torch.maximum(self.max_radii[visible], radii[visible].to(torch.float32))
 
-    def add_rows(self, rows: torch.Tensor, grad_norm: torch.Tensor, visible: torch.Tensor) -> None:
-        """``add`` for the Gaussians ``rows`` ([g] int64 ids) only: grad_norm, visible [g]."""
+    def add_rows(self, rows: torch.Tensor, grad_norm: torch.Tensor, visible: torch.Tensor,
+                 radii: torch.Tensor) -> None:
+        """``add`` for the Gaussians ``rows`` ([g] int64 ids) only: grad_norm, visible, radii [g]."""
         seen = rows[visible]
         self.total[seen] += grad_norm[visible].to(torch.float32)
         self.count[seen] += 1
+        self.max_radii[seen] = torch.maximum(self.max_radii[seen], radii[visible].to(torch.float32))
 
     def average(self) -> torch.Tensor:
         """Mean gradient norm per Gaussian over its visible steps (0 if never visible)."""
@@ -109,19 +167,23 @@ def quat_to_rotmat(quats: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, config: DensifyConfig,
-                      generator: torch.Generator) -> tuple[dict, torch.Tensor]:
+                      generator: torch.Generator, max_radii: torch.Tensor | None = None) -> tuple:
     """One round of clone / split / prune.
 
     params: dict name -> torch.Tensor  # [G, ...] means, scales (log), quats, opacities (logit) and any others
                                        # (the SH colour sh0, shN), copied to clones and split children
     grad_avg: torch.Tensor             # [G] average screen-space gradient norm (GradAccumulator)
-    Returns (new_params, source): new_params [G', ...]; source [G'] int64, the old row a new row keeps
-    the optimizer state of, or -1 for a new Gaussian (see ``VisibleAdam.replace``).
+    max_radii: torch.Tensor or None    # [G] largest screen radius (pixels); given: also prune Gaussians
+                                       # too large on screen or in the world (``DensifyConfig.prunes_large``)
+    Returns (new_params, source, fresh): new_params [G', ...]; source [G'] int64, the old row each new
+    row takes its optimizer step count from (itself, or the parent of a clone or split); fresh [G'] bool,
+    the rows whose Adam moments start at zero (see ``VisibleAdam.replace``).
     """
     g = grad_avg.shape[0]
     means, scales, quats = params["means"], params["scales"], params["quats"]
     big_grad = grad_avg >= config.grad_threshold
-    large = torch.exp(scales).amax(dim=1) > config.percent_dense * extent
+    largest = torch.exp(scales).amax(dim=1)
+    large = largest > config.percent_dense * extent
     clone = big_grad & ~large
     split = big_grad & large
 
@@ -135,26 +197,50 @@ def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, confi
     split_means = means[split_idx] + torch.einsum("gij,gj->gi", quat_to_rotmat(quats[split_idx]), offsets)
     split_scales = scales[split_idx] - torch.log(torch.tensor(0.8 * 2, dtype=scales.dtype))
 
-    order = torch.cat([keep_idx, clone_idx, split_idx])
-    new = {name: value[order].clone() for name, value in params.items()}
+    source = torch.cat([keep_idx, clone_idx, split_idx])
+    new = {name: value[source].clone() for name, value in params.items()}
     n_old = keep_idx.shape[0] + clone_idx.shape[0]
     new["means"][n_old:] = split_means
     new["scales"][n_old:] = split_scales
-    fresh = torch.full((order.shape[0] - keep_idx.shape[0],), -1, dtype=torch.int64, device=keep_idx.device)
-    source = torch.cat([keep_idx, fresh])
+    fresh = torch.arange(source.shape[0], device=source.device) >= keep_idx.shape[0]
 
     alive = torch.sigmoid(new["opacities"]) >= config.min_opacity
+    if max_radii is not None:
+        radii = torch.cat([max_radii[keep_idx], torch.zeros(source.shape[0] - keep_idx.shape[0],
+                                                            dtype=max_radii.dtype, device=max_radii.device)])
+        alive &= radii <= config.max_screen_radius
+        alive &= torch.exp(new["scales"]).amax(dim=1) <= config.max_world_fraction * extent
     if g and not alive.any():
         alive[torch.argmax(new["opacities"])] = True
-    return {name: value[alive] for name, value in new.items()}, source[alive]
+    return {name: value[alive] for name, value in new.items()}, source[alive], fresh[alive]
 
 
-def densify_optimizer(opt, accum: GradAccumulator, extent: float, config: DensifyConfig,
-                      generator: torch.Generator) -> GradAccumulator:
-    """One round of ``densify_and_prune`` on the Gaussians of ``opt`` (an ``odin_sched.training.optim.VisibleAdam``,
-    replaced in place with its optimizer state carried over) from the gradients gathered in ``accum``;
-    returns the fresh accumulator for the new Gaussians. Both trainers call this at the same steps."""
-    params = {name: p.detach() for name, p in opt.params.items()}
-    new, source = densify_and_prune(params, accum.average(), extent, config, generator)
-    opt.replace(new, source)
-    return GradAccumulator(opt.num_gaussians, opt.device)
+@torch.no_grad()
+def reset_opacity(opt) -> None:
+    """The reference's opacity reset on an ``odin_sched.training.optim.VisibleAdam``: opacities clamped to
+    at most ``RESET_OPACITY`` (through the sigmoid and back), their Adam moments zeroed, step counts kept."""
+    clamped = torch.clamp(torch.sigmoid(opt.params["opacities"].detach()), max=RESET_OPACITY)
+    opt.reset_param("opacities", torch.log(clamped / (1.0 - clamped)))
+
+
+def densify_round(opt, accum: GradAccumulator, step: int, steps: int, batch_size: int, extent: float,
+                  config: DensifyConfig, generator: torch.Generator) -> GradAccumulator:
+    """What densification does after batch ``step`` of ``steps`` (both trainers call this after every
+    batch they end a window on): a round of ``densify_and_prune`` on the Gaussians of ``opt`` (an
+    ``odin_sched.training.optim.VisibleAdam``, replaced in place with its optimizer state carried over) from the
+    statistics in ``accum`` when one is due, then the opacity reset when due. Returns the accumulator
+    to go on with (a fresh one after a round, as the reference zeroes its statistics)."""
+    if config.due(step, steps, batch_size):
+        params = {name: p.detach() for name, p in opt.params.items()}
+        max_radii = accum.max_radii if config.prunes_large(step, batch_size) else None
+        new, source, fresh = densify_and_prune(params, accum.average(), extent, config, generator, max_radii)
+        opt.replace(new, source, fresh)
+        accum = GradAccumulator(opt.num_gaussians, opt.device)
+    if config.reset_due(step, steps, batch_size):
+        reset_opacity(opt)
+    return accum
+
+
+def due_after(config: DensifyConfig | None, step: int, steps: int, batch_size: int) -> bool:
+    """Whether densification (a round or an opacity reset) acts after batch ``step``."""
+    return config is not None and (config.due(step, steps, batch_size) or config.reset_due(step, steps, batch_size))

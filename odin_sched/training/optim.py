@@ -7,16 +7,17 @@ This is the property the barrier-free scheduler relies on (two steps that see di
 Each Gaussian carries its own step count, so a Gaussian evolves exactly as if ``torch.optim.Adam`` had
 been run on it alone, over the steps in which it was visible (torch's formula, including where epsilon is
 added). Learning rates are per parameter group, with the defaults of the reference 3DGS code
-(``arguments/__init__.py`` of graphdeco-inria/gaussian-splatting, original release): means 1.6e-4 times
-the scene extent (decayed to 1.6e-6 times the extent by the trainer), log-scales 5e-3, quaternions
-1e-3, opacity logits 5e-2, the DC colour coefficients ``sh0`` 2.5e-3 (``feature_lr``) and the
-higher SH coefficients ``shN`` 2.5e-3 / 20 (``feature_lr / 20.0`` in ``GaussianModel.training_setup``).
+(``arguments/__init__.py`` of graphdeco-inria/gaussian-splatting, current release): means 1.6e-4 times
+the scene extent (``position_lr_init``, decayed to 1.6e-6 times the extent by the trainer), log-scales
+1e-3 (``scaling_lr``; the original release had 5e-3), quaternions 1e-3, opacity logits 5e-2, the DC
+colour coefficients ``sh0`` 2.5e-3 (``feature_lr``) and the higher SH coefficients ``shN`` 2.5e-3 / 20
+(``feature_lr / 20.0`` in ``GaussianModel.training_setup``).
 """
 import torch
 
 DEFAULT_LR = {
     "means": 1.6e-4,  # multiplied by the scene extent
-    "scales": 5e-3,
+    "scales": 1e-3,
     "quats": 1e-3,
     "opacities": 5e-2,
     "sh0": 2.5e-3,
@@ -117,12 +118,14 @@ class VisibleAdam:
             self.exp_avg_sq[name][idx] = v
             p[idx] = p[idx] - step_size * m / denom
 
-    def replace(self, params: dict, source: torch.Tensor) -> None:
+    def replace(self, params: dict, source: torch.Tensor, fresh: torch.Tensor | None = None) -> None:
         """Swap in a new set of Gaussians (after densification) and carry the optimizer state over.
 
         params: dict name -> torch.Tensor  # [G', ...] the new parameter values
         source: torch.Tensor               # [G'] int64, the old row whose moments and step count row i
-                                           # inherits, or -1 for a new Gaussian (zero state)
+                                           # inherits, or -1 for a new Gaussian (zero state, step 0)
+        fresh: torch.Tensor or None        # [G'] bool, rows whose moments start at zero while keeping
+                                           # their source's step count (default: none)
         """
         if set(params) != set(self.params):
             raise ValueError(f"params: expected {sorted(self.params)}, got {sorted(params)}")
@@ -132,16 +135,25 @@ class VisibleAdam:
                 raise ValueError(f"params[{name!r}]: {value.shape[0]} rows but source has {n}")
         if n and (source.min() < -1 or source.max() >= self.num_gaussians):
             raise ValueError(f"source: indices must be in [-1, {self.num_gaussians})")
-        fresh = source < 0
+        unknown = source < 0
+        zeroed = unknown if fresh is None else unknown | fresh
         src = source.clamp(min=0)
         for name, value in params.items():
             m = self.exp_avg[name][src]
             v = self.exp_avg_sq[name][src]
-            m[fresh] = 0.0
-            v[fresh] = 0.0
+            m[zeroed] = 0.0
+            v[zeroed] = 0.0
             self.params[name] = value.detach().clone().requires_grad_(True)
             self.exp_avg[name] = m
             self.exp_avg_sq[name] = v
         steps = self.step_count[src]
-        steps[fresh] = 0
+        steps[unknown] = 0
         self.step_count = steps
+
+    @torch.no_grad()
+    def reset_param(self, name: str, value: torch.Tensor) -> None:
+        """Set parameter ``name`` to ``value`` ([G, ...]) with zero moments; step counts are kept (the
+        reference's ``replace_tensor_to_optimizer``)."""
+        self.params[name] = value.detach().clone().requires_grad_(True)
+        self.exp_avg[name] = torch.zeros_like(self.params[name])
+        self.exp_avg_sq[name] = torch.zeros_like(self.params[name])

@@ -27,7 +27,9 @@ from odin_sched.training.optim import DEFAULT_LR
 PARAM_NAMES = ("means", "scales", "quats", "opacities", "sh0", "shN")
 BASE_BETAS = (0.9, 0.999)
 BASE_EPS = 1e-15
-MEANS_LR_FINAL_FACTOR = 0.01  # the means' learning rate decays from 1.6e-4 to 1.6e-6 x extent
+MEANS_LR_FINAL_FACTOR = 0.01  # the means' learning rate decays from 1.6e-4 to 1.6e-6 x extent ...
+POSITION_LR_MAX_STEPS = 30_000  # ... over this many images, whatever the run's length (the reference's
+                                # position_lr_max_steps)
 
 
 def param_widths(sh_degree: int) -> dict:
@@ -43,9 +45,11 @@ def param_columns(sh_degree: int) -> int:
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """Adam hyperparameters for batches of ``batch_size`` images (Grendel-GS scaling)."""
+    """Adam hyperparameters for batches of ``batch_size`` images (Grendel-GS scaling) and the means'
+    learning-rate decay horizon ``position_lr_max_steps`` (in images)."""
 
     batch_size: int
+    position_lr_max_steps: int = POSITION_LR_MAX_STEPS
 
     @property
     def lr_scale(self) -> float:
@@ -59,10 +63,13 @@ class BatchSettings:
     def betas(self) -> tuple:
         return BASE_BETAS[0] ** self.batch_size, BASE_BETAS[1] ** self.batch_size
 
-    def lrs(self, extent: float, step: int, steps: int) -> dict:
-        """Learning rates for batch ``step`` (1-based) of ``steps``: 3DGS's rates x sqrt(B), the means'
-        decayed exponentially over the run and scaled with the scene extent."""
-        progress = (step - 1) / max(1, steps - 1)
+    def lrs(self, extent: float, step: int) -> dict:
+        """Learning rates for batch ``step`` (1-based): 3DGS's rates x sqrt(B), the means' scaled with the
+        scene extent and decayed exponentially, as the reference's ``get_expon_lr_func``, from 1.6e-4 to
+        1.6e-6 over ``position_lr_max_steps`` images (then constant); the batch's first image,
+        (step - 1) B + 1, is the reference's iteration (Grendel-GS's for B > 1)."""
+        image = (step - 1) * self.batch_size + 1
+        progress = min(image / self.position_lr_max_steps, 1.0)
         lrs = {name: lr * self.lr_scale for name, lr in DEFAULT_LR.items()}
         lrs["means"] = DEFAULT_LR["means"] * extent * MEANS_LR_FINAL_FACTOR ** progress * self.lr_scale
         return lrs
@@ -71,12 +78,14 @@ class BatchSettings:
 @dataclass
 class ImageGradients:
     """What rendering one training image gives: its loss, the gradient of every rendered Gaussian's
-    parameters, which of them were visible and, for densification, their screen-space gradient norm."""
+    parameters, which of them were visible and, for densification, their screen-space gradient norm
+    and screen radius."""
 
     loss: float
     grads: dict                  # name -> torch.Tensor [g, ...]
     visible: torch.Tensor        # [g] bool
     screen_norm: torch.Tensor | None  # [g] float32, or None without densification
+    radii: torch.Tensor | None = None  # [g] int32 pixels, or None without densification
 
 
 def image_gradients(render, params: dict, viewmat: torch.Tensor, K: torch.Tensor, width: int, height: int,
@@ -85,15 +94,16 @@ def image_gradients(render, params: dict, viewmat: torch.Tensor, K: torch.Tensor
     camera with SH degree ``sh_degree`` and back-propagate the loss (1 - w) L1 + w (1 - SSIM) against
     ``target`` [H, W, 3]."""
     leaves = {name: value.detach().requires_grad_(True) for name, value in params.items()}
-    image, visible = render(**render_args(leaves, sh_degree), viewmat=viewmat, K=K, width=width, height=height)
+    image, visible, radii = render(**render_args(leaves, sh_degree), viewmat=viewmat, K=K, width=width, height=height,
+                                   with_radii=True)
     l1 = torch.abs(image - target).mean()
     loss = (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim(image, target)) if ssim_weight else l1
     loss.backward()
     grads = {name: leaf.grad for name, leaf in leaves.items()}
-    norm = None
-    if densify:
-        norm = screen_grad_norm(leaves["means"].detach(), grads["means"], viewmat, K, width, height)
-    return ImageGradients(float(loss.item()), grads, visible, norm)
+    if not densify:
+        return ImageGradients(float(loss.item()), grads, visible, None)
+    norm = screen_grad_norm(leaves["means"].detach(), grads["means"], viewmat, K, width, height)
+    return ImageGradients(float(loss.item()), grads, visible, norm, radii)
 
 
 def batch_gradient(total: dict, batch_size: int) -> dict:

@@ -10,10 +10,11 @@ from SfM points) or from a 3DGS PLY, and trains against the images of the traini
   summed in batch order then divided by B, Grendel-GS's hyperparameter scaling) are in
   ``odin_sched.training.step``;
 * visible Adam (``odin_sched.training.optim``): only the Gaussians the batch sees are updated; the means'
-  learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent, as in 3DGS;
+  learning rate decays exponentially from 1.6e-4 to 1.6e-6 times the scene extent over
+  ``position_lr_max_steps`` images (30,000), as in 3DGS (``odin_sched.training.step.BatchSettings``);
 * view-dependent colour by spherical harmonics up to degree ``sh_degree`` (``odin_sched.scenes.sh``), the
   active degree raised by one every 1,000 images as in 3DGS;
-* optional densification (``odin_sched.training.densify``) on its schedule;
+* densification and opacity resets (``odin_sched.training.densify``) on the reference's schedule, or none;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
 * on the CPU, or with ``device='cuda'`` on this process's GPU (``render_device``): the Gaussians,
   their Adam state and the images live there, and rendering, the loss, the backward pass, visible Adam
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 
 from odin_sched.training.config import TrainConfig
-from odin_sched.training.densify import GradAccumulator, densify_optimizer
+from odin_sched.training.densify import GradAccumulator, densify_round
 from odin_sched.training.image_order import IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, BatchOrder, resolved_order
 from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam, default_lrs
@@ -116,8 +117,7 @@ def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> No
 
 
 def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray,
-                             width: int, height: int, settings: BatchSettings, extent: float,
-                             steps: int) -> np.ndarray:
+                             width: int, height: int, settings: BatchSettings, extent: float) -> np.ndarray:
     """bool [C, ORDER_CELLS]: the k-d cells of the initial Gaussians (means, log scales [G, 3]) each
     camera (viewmats [C, 4, 4], Ks [C, 3, 3]) may see within a window of ``ORDER_WINDOW`` batches (the
     distributed trainer's prediction with its default window; fixed here so that the order depends on
@@ -127,7 +127,7 @@ def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np
 
     cells = min(ORDER_CELLS, len(means))
     bounds = cell_bounds(means, scales, kd_cells(means, cells), cells)
-    lrs = settings.lrs(extent, 1, steps)
+    lrs = settings.lrs(extent, 1)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, ORDER_WINDOW)
     return predict_visible_cells(bounds, viewmats, Ks, width, height, margin)
 
@@ -173,6 +173,8 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
         raise InputError(f"TrainConfig.ssim_weight must be in [0, 1], got {ssim_weight}")
     if eval_every < 1:
         raise InputError(f"TrainConfig.eval_every must be at least 1, got {eval_every}")
+    if config.position_lr_max_steps < 1:
+        raise InputError(f"TrainConfig.position_lr_max_steps must be at least 1, got {config.position_lr_max_steps}")
     image_order = resolved_order(image_order, batch_size)
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"TrainConfig.image_order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
@@ -196,10 +198,10 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
         raise InputError(f"TrainConfig.batch_size {batch_size} is more than the {len(train_ids)} training cameras "
                          f"of {scene_path}")
     images = torch.from_numpy(scene.images).float() / 255.0
-    settings, extent = BatchSettings(batch_size), scene_extent(scene.viewmats)
+    settings, extent = BatchSettings(batch_size, config.position_lr_max_steps), scene_extent(scene.viewmats)
     if image_order == "spread":
         sees = visible_cells_of_cameras(initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
-                                        scene.Ks, scene.width, scene.height, settings, extent, steps)
+                                        scene.Ks, scene.width, scene.height, settings, extent)
         batches = BatchOrder(train_ids, steps, batch_size, seed, sees)
     else:
         batches = BatchOrder(train_ids, steps, batch_size, seed)
@@ -278,7 +280,7 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     status = TrainStatus(config.out, "single", 1, steps, batch_size, config.scene) if config.status else None
     bar = Progress(steps, enabled=progress, unit="step")
     for step in range(resumed.step + 1, steps + 1):
-        opt.lrs = setup.settings.lrs(setup.extent, step, steps)
+        opt.lrs = setup.settings.lrs(setup.extent, step)
         params = {name: p.detach() for name, p in opt.params.items()}
         total = {name: torch.zeros_like(p) for name, p in params.items()}
         seen = torch.zeros(opt.num_gaussians, dtype=torch.bool, device=dev)
@@ -292,12 +294,12 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
             seen |= result.visible
             image_losses.append(result.loss)
             if densify:
-                accum.add(result.screen_norm, result.visible)
+                accum.add(result.screen_norm, result.visible, result.radii)
         losses[step - 1] = batch_loss(image_losses)
         idx = torch.nonzero(seen).squeeze(1)
         opt.step_rows(idx, {name: g[idx] for name, g in batch_gradient(total, batch_size).items()})
-        if densify and densify.due(step):
-            accum = densify_optimizer(opt, accum, setup.extent, densify, densify_gen)
+        if densify:
+            accum = densify_round(opt, accum, step, steps, batch_size, setup.extent, densify, densify_gen)
         evaluated = step % eval_every == 0 or step == steps
         if evaluated:
             psnr_steps.append(step)

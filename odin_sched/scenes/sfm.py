@@ -1,0 +1,90 @@
+"""Photos in, scene out: structure from motion with pycolmap (``pregel sfm``).
+
+What the reference 3DGS code's ``convert.py`` does with the COLMAP binaries, with pycolmap: SIFT
+features of every photo of the folder (one shared camera, ``OPENCV`` as the reference's default
+``--camera``), exhaustive matching, incremental mapping; the largest reconstruction is written as a
+COLMAP sparse model and converted to a scene by ``odin_sched.colmap.convert_colmap``, which undistorts
+the photos into a pinhole camera (``odin_sched.scenes.undistort``). Photos that do not register are listed;
+fewer than two registered photos is an ``InputError``. pycolmap is an optional dependency
+(``pip install 'pregel-mpi[colmap]'``).
+"""
+import os
+import tempfile
+from dataclasses import dataclass
+
+from odin_sched.scenes.colmap import DEFAULT_HELDOUT_EVERY, check_scene_options, convert_colmap
+from odin_sched.scenes.undistort import pycolmap_module
+from pregel.errors import InputError
+
+#: file name endings read as photos (case-insensitive)
+PHOTO_EXTENSIONS = (".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp")
+CAMERA_MODEL = "OPENCV"  # the reference convert.py's default
+
+
+@dataclass
+class SfmResult:
+    """A scene from photos, and which photos made it in."""
+
+    scene: object            # odin_sched.scene_io.Scene
+    registered: list         # photo names in the scene
+    unregistered: list       # photo names that did not register
+    num_points: int          # 3D points of the reconstruction
+
+
+def photo_names(images_dir) -> list:
+    """The photo file names of ``images_dir`` (sorted), or one ``InputError`` line when there are fewer
+    than two."""
+    images_dir = os.fspath(images_dir)
+    if not os.path.isdir(images_dir):
+        raise InputError.at(images_dir, None, "no such folder of photos")
+    names = sorted(n for n in os.listdir(images_dir)
+                   if n.lower().endswith(PHOTO_EXTENSIONS) and os.path.isfile(os.path.join(images_dir, n)))
+    if len(names) < 2:
+        raise InputError.at(images_dir, None, f"found {len(names)} photo(s) ({', '.join(PHOTO_EXTENSIONS)}); "
+                            "structure from motion needs at least two")
+    return names
+
+
+def reconstruct(images_dir, work_dir, names: list, threads: int = -1):
+    """Features, matches and incremental mapping of the photos ``names`` in ``images_dir``, with the
+    database and models under ``work_dir``; returns the pycolmap Reconstruction with the most registered
+    images, or None when mapping made none. ``threads``: -1 for all cores."""
+    pycolmap = pycolmap_module("pregel sfm")
+    pycolmap.logging.minloglevel = 3  # fatal only: no INFO lines, and failures are reported here in one line
+    database = os.path.join(work_dir, "database.db")
+    reader = pycolmap.ImageReaderOptions()
+    reader.camera_model = CAMERA_MODEL
+    extraction = pycolmap.FeatureExtractionOptions()
+    extraction.num_threads = threads
+    pycolmap.extract_features(database, images_dir, image_names=names, camera_mode=pycolmap.CameraMode.SINGLE,
+                              reader_options=reader, extraction_options=extraction)
+    matching = pycolmap.FeatureMatchingOptions()
+    matching.num_threads = threads
+    pycolmap.match_exhaustive(database, matching_options=matching)
+    mapping = pycolmap.IncrementalPipelineOptions()
+    mapping.num_threads = threads
+    models = pycolmap.incremental_mapping(database, images_dir, os.path.join(work_dir, "sparse"), options=mapping)
+    return max(models.values(), key=lambda model: model.num_reg_images(), default=None)
+
+
+def photos_to_scene(images_dir, downscale: float = 1.0, heldout_every: int = DEFAULT_HELDOUT_EVERY,
+                    threads: int = -1) -> SfmResult:
+    """Structure from motion on the photos of ``images_dir`` and the scene of its largest reconstruction
+    (see the module docstring; ``downscale``, ``heldout_every`` as ``convert_colmap``)."""
+    check_scene_options(downscale, heldout_every)  # before the structure from motion
+    names = photo_names(images_dir)
+    with tempfile.TemporaryDirectory(prefix="pregel-sfm-") as work:
+        model = reconstruct(images_dir, work, names, threads)
+        registered = sorted(model.image(i).name for i in model.reg_image_ids()) if model is not None else []
+        unregistered = [n for n in names if n not in set(registered)]
+        if len(registered) < 2:
+            raise InputError.at(images_dir, None, f"only {len(registered)} of {len(names)} photos registered "
+                                "(structure from motion needs two that overlap); not registered: "
+                                f"{', '.join(unregistered)}")
+        sparse = os.path.join(work, "model")
+        os.makedirs(sparse)
+        model.write_text(sparse)
+        scene = convert_colmap(sparse, images_dir, downscale=downscale, heldout_every=heldout_every)
+    scene.attrs.pop("colmap_model")  # a temporary folder
+    scene.attrs.update({"source": "pregel sfm", "photos": os.path.abspath(images_dir)})
+    return SfmResult(scene, registered, unregistered, int(model.num_points3D()))

@@ -1,0 +1,57 @@
+"""`pregel sfm`: structure from motion with pycolmap on a folder of real photos (tests/data/cour_carree)."""
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from odin_sched.scenes.scene_io import read_scene
+from pregel.cli import main
+
+pytest.importorskip("pycolmap")
+PHOTOS = Path(__file__).parent / "data" / "cour_carree"
+NAMES = [f"floor2_0{i}.jpg" for i in range(1, 6)]
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sfm") / "scene.h5"
+    assert main(["sfm", str(PHOTOS), "--out", str(out), "--heldout-every", "4", "--threads", "1"]) == 0
+    return out
+
+
+def test_real_photos_all_register_and_make_a_scene(scene):
+    s = read_scene(scene)
+    assert s.num_cameras == 5 and s.attrs["image_names"].split("\n") == NAMES
+    np.testing.assert_array_equal(s.heldout, [True, False, False, False, True])
+    assert len(s.init_means) >= 50  # a real reconstruction's points
+    # undistorted into one pinhole camera: fx, fy equal focal, principal point inside the image
+    K = s.Ks[0]
+    assert np.allclose(s.Ks, K) and 0 < K[0, 2] < s.width and 0 < K[1, 2] < s.height
+    # the cameras are where the photos were taken: every point is in front of the cameras that see it
+    cam = np.einsum("cij,pj->cpi", s.viewmats[:, :3, :3].astype(np.float64), s.init_means) + s.viewmats[:, None, :3, 3]
+    assert (cam[..., 2] > 0).mean() > 0.9
+
+
+def test_train_accepts_the_scene(scene, tmp_path):
+    out = tmp_path / "t.h5"
+    assert main(["train", "--scene", str(scene), "--steps", "3", "--out", str(out)]) == 0
+    assert read_scene(out).attrs["steps"] == 3
+
+
+def test_fewer_than_two_registered_photos_is_one_line(tmp_path, capfd):  # capfd: pycolmap logs from C++
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    shutil.copy(PHOTOS / NAMES[0], folder / "a.jpg")
+    out = tmp_path / "s.h5"
+    assert main(["sfm", str(folder), "--out", str(out), "--threads", "1"]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error" in err[0] and "found 1 photo(s)" in err[-1] and "at least two" in err[-1]
+    rng = np.random.default_rng(0)  # two photos of noise: nothing matches, nothing registers
+    from PIL import Image
+    for name in ("a.jpg", "b.jpg"):
+        Image.fromarray(rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)).save(folder / name)
+    assert main(["sfm", str(folder), "--out", str(out), "--threads", "1"]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "only 0 of 2 photos registered" in err[-1] and "not registered: a.jpg, b.jpg" in err[-1]
+    assert not out.exists()
