@@ -73,7 +73,7 @@ def main() -> None:
     os.makedirs(work, exist_ok=True)
     scene = generate_scene(4000, 8, 64, 64, seed=0)
     spread = 0.1 * float(np.exp(scene.scales).mean())
-    print(f"| points | init time (s) | init process peak RSS (GB) |\n|---:|---:|---:|")
+    print("| points | init time (s) | init process peak RSS (GB) |\n|---:|---:|---:|")
     for size in args.sizes:
         path = os.path.join(work, f"cloud_{size}.npz")
         means, colors = cloud(scene.means, spread, size)
