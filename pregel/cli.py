@@ -880,8 +880,10 @@ def _name_user_code(args, error: BaseException, where: str) -> None:
     path = getattr(args, "algorithm", "").rpartition(":")[0]
     frame = user_frame(error, path) if path.endswith(".py") and os.path.isfile(path) else None
     if frame is not None:
-        print(f"pregel {args.command}{where}: your program {path} failed in {frame[0]}() at line {frame[1]}: "
-              f"{type(error).__name__}: {_first_line(error)}", file=sys.stderr, flush=True)
+        line = (f"pregel {args.command}{where}: your program {path} failed in {frame[0]}() at line {frame[1]}: "
+                f"{type(error).__name__}: {_first_line(error)}\n")
+        sys.stderr.flush()
+        os.write(2, line.encode())  # one write: ranks failing together do not split each other's lines
 
 
 def _abort(code: int) -> None:
