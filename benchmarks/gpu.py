@@ -248,13 +248,14 @@ def projection_section(indptr, indices, width: int, kernel_seconds: float, num_e
 def sage_section(folder: str, nodes: int, features: int, hidden: int, classes: int, device: Device):
     """(d) rows: ``pregel infer --device cuda`` (whole job at P = 1) against PyG's full-graph forward on
     the GPU, with ``edge_index`` and with a sparse CSR ``adj_t``; outputs compared."""
-    from gnn_inference import _sage_layers, _transpose_csr, write_inputs
+    from gnn_inference import _transpose_csr, pyg_layers, write_graph_file, write_models
     from pregel.comm import Comm
     from pregel.graph_io import read_graph
     from vertex_programs.gnn.infer import infer
 
     progress(f"(d) 2-layer SAGE inference, {nodes} vertices, {features} features")
-    write_inputs(folder, nodes, 10, features, hidden, classes, 2.2)
+    write_graph_file(f"{folder}/graph.h5", nodes, 10, features, 2.2)
+    write_models(folder, "sage", [features, hidden, classes])
     started = time.perf_counter()
     report = infer(Comm(), f"{folder}/graph.h5", f"{folder}/model.pt", f"{folder}/scores.h5", device="cuda")
     ours = time.perf_counter() - started
@@ -265,7 +266,11 @@ def sage_section(folder: str, nodes: int, features: int, hidden: int, classes: i
     crow, col = _transpose_csr(graph.indptr, graph.indices, graph.num_nodes)
     adj_t = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(col), torch.ones(len(col)),
                                     size=(graph.num_nodes, graph.num_nodes)).to(device.torch)
-    layers = [layer.to(device.torch) for layer in _sage_layers(torch.load(f"{folder}/pyg.pt"))]
+    spec = torch.load(f"{folder}/pyg.pt")
+    layers = pyg_layers("sage", spec["widths"])
+    for layer, state in zip(layers, spec["states"]):
+        layer.load_state_dict(state)
+    layers = [layer.to(device.torch) for layer in layers]
 
     def forward(adjacency):
         with torch.no_grad():
