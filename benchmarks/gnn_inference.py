@@ -94,6 +94,17 @@ def write_models(folder: str, kind: str, widths: list) -> None:
                os.path.join(folder, "pyg.pt"))
 
 
+def load_pyg_layers(folder: str, kind: str) -> list:
+    """The PyG layers of ``kind`` with the weights ``write_models`` saved in ``folder``/pyg.pt."""
+    import torch
+
+    spec = torch.load(os.path.join(folder, "pyg.pt"))
+    layers = pyg_layers(kind, spec["widths"])
+    for layer, state in zip(layers, spec["states"]):
+        layer.load_state_dict(state)
+    return layers
+
+
 def h5_values(path: str) -> np.ndarray:
     import h5py
 
@@ -135,10 +146,7 @@ def pyg_worker(folder: str, kind: str, adjacency: str) -> None:
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
         adj = torch.from_numpy(np.stack([src, indices.astype(np.int64)]))
         del src, indptr, indices
-    spec = torch.load(os.path.join(folder, "pyg.pt"))
-    layers = pyg_layers(kind, spec["widths"])
-    for layer, state in zip(layers, spec["states"]):
-        layer.load_state_dict(state)
+    layers = load_pyg_layers(folder, kind)
     marks.append(time.perf_counter())
     with torch.no_grad():
         for i, conv in enumerate(layers):
@@ -177,10 +185,7 @@ def pyg_layerwise_worker(folder: str, kind: str) -> None:
         indptr, indices, x_all = f["graph/indptr"][:], f["graph/indices"][:], torch.from_numpy(f["nodes/features"][:])
     src = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
     edge_index = torch.from_numpy(np.stack([src, indices.astype(np.int64)]))
-    spec = torch.load(os.path.join(folder, "pyg.pt"))
-    layers = pyg_layers(kind, spec["widths"])
-    for layer, state in zip(layers, spec["states"]):
-        layer.load_state_dict(state)
+    layers = load_pyg_layers(folder, kind)
     loaded = time.perf_counter()
     data = Data(edge_index=edge_index, num_nodes=x_all.shape[0])
     data.n_id = torch.arange(x_all.shape[0])

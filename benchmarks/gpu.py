@@ -248,7 +248,7 @@ def projection_section(indptr, indices, width: int, kernel_seconds: float, num_e
 def sage_section(folder: str, nodes: int, features: int, hidden: int, classes: int, device: Device):
     """(d) rows: ``pregel infer --device cuda`` (whole job at P = 1) against PyG's full-graph forward on
     the GPU, with ``edge_index`` and with a sparse CSR ``adj_t``; outputs compared."""
-    from gnn_inference import _transpose_csr, pyg_layers, write_graph_file, write_models
+    from gnn_inference import _transpose_csr, load_pyg_layers, write_graph_file, write_models
     from pregel.comm import Comm
     from pregel.graph_io import read_graph
     from vertex_programs.gnn.infer import infer
@@ -266,11 +266,7 @@ def sage_section(folder: str, nodes: int, features: int, hidden: int, classes: i
     crow, col = _transpose_csr(graph.indptr, graph.indices, graph.num_nodes)
     adj_t = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(col), torch.ones(len(col)),
                                     size=(graph.num_nodes, graph.num_nodes)).to(device.torch)
-    spec = torch.load(f"{folder}/pyg.pt")
-    layers = pyg_layers("sage", spec["widths"])
-    for layer, state in zip(layers, spec["states"]):
-        layer.load_state_dict(state)
-    layers = [layer.to(device.torch) for layer in layers]
+    layers = [layer.to(device.torch) for layer in load_pyg_layers(folder, "sage")]
 
     def forward(adjacency):
         with torch.no_grad():
