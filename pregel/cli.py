@@ -752,7 +752,9 @@ COLMAP_FILES = tuple(f"{name}.{ext}" for name in ("cameras", "images", "points3D
 
 
 def _train_files(args) -> dict:
-    png = args.png or os.path.splitext(args.out)[0] + ".png"
+    from odin_sched.training.config import default_png
+
+    png = args.png or default_png(args.out)
     return dict(inputs=[args.scene, args.init_ply],
                 outputs=[("--out", args.out), ("--ply", args.ply), ("--png", png), ("--timeline", args.timeline),
                          ("--schedule-out", args.schedule_out)])

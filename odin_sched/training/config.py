@@ -34,8 +34,13 @@ class TrainConfig:
         """The comparison PNG: ``png``, else ``out`` with .png (None without ``out``)."""
         if self.png is not None or self.out is None:
             return self.png
-        return os.path.splitext(os.fspath(self.out))[0] + ".png"
+        return default_png(self.out)
 
     def outputs(self) -> tuple:
         """The files a training run writes, as (field, path) pairs (None: not written)."""
         return (("out", self.out), ("ply", self.ply), ("png", self.png_path))
+
+
+def default_png(out) -> str:
+    """The comparison PNG written beside the trained scene file ``out`` when none is named: ``out`` with .png."""
+    return os.path.splitext(os.fspath(out))[0] + ".png"
