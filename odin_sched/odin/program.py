@@ -1,0 +1,224 @@
+"""A window's training steps as a dataflow program (``pregel.dataflow``) over its step graph.
+
+Image steps render with the cells they read and send each cell its gradient; cell versions take the
+visible-Adam step of one batch on one cell and send the new parameters to the next readers. A window's
+*initial* cell versions fire on the cells' owners at once and send the owners' parameters, point to
+point, to the ranks whose images read them: that is how the last version of a cell in one window
+reaches its readers in the next, and the only way parameters cross ranks (``Shard``: nobody else holds
+them). What a rank receives of other ranks' cells in a window is its cache of read-only copies; it is
+dropped with the window's inputs. ``EvalViews`` renders held-out views the same way.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from odin_sched.odin.depgraph import StepGraph
+from odin_sched.odin.shard import Shard
+from odin_sched.odin.staging import HostStaging
+from odin_sched.scenes.scene_io import Scene
+from odin_sched.scenes.sh import render_args
+from odin_sched.training.densify import GradAccumulator
+from odin_sched.training.metrics import psnr
+from odin_sched.training.optim import VisibleAdam
+from odin_sched.training.step import batch_gradient, image_gradients, pack_params, param_columns, unpack_params
+from odin_sched.training.train import camera
+from pregel.dataflow import DataflowProgram
+
+#: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm,
+#: screen radius (pixels)
+GRAD_EXTRA = 3
+
+
+class StepMessages(DataflowProgram):
+    """What the vertices of a window's step graph send (the part of ``TrainingSteps`` the simulator shares).
+
+    An image sends each cell it sees [g_c, columns + GRAD_EXTRA] floats; a cell version broadcasts its
+    parameters [g_c, columns] (an initial version only when ``initial_sends``: the sharded runtime's
+    owners send their cells' window-start parameters; without, every rank is taken to hold them).
+    steps: the window's StepGraph; cell_sizes: [K] Gaussians per cell; columns: float32 parameters per
+    Gaussian (``odin_sched.training.step.param_columns`` of the SH degree: 14 at degree 0, 59 at degree 3).
+    """
+
+    def __init__(self, steps: StepGraph, cell_sizes: np.ndarray, columns: int, initial_sends: bool = False):
+        self.steps, self.cell_sizes, self.columns, self.initial_sends = steps, cell_sizes, columns, initial_sends
+
+    def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
+        return ~self.steps.is_image(vertices)
+
+    def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        from_image = self.steps.is_image(src)
+        version = self.steps.version_index(np.where(from_image, dst, src))
+        cells = self.steps.version_cell[version]
+        rows = self.cell_sizes[cells]
+        initial = ~from_image & (self.steps.version_batch[version] < 0) & (not self.initial_sends)
+        params = np.where(initial, 0, rows * self.columns)
+        return np.where(from_image, rows * (self.columns + GRAD_EXTRA), params).astype(np.int64)
+
+
+@dataclass
+class ImageInputs:
+    """What an image step reads besides its cells: the scene's cameras, the target images [H, W, 3] by
+    camera, the rasterizer, the loss's SSIM weight, whether to return screen-space gradient norms
+    (for densification), and the SH degree rendered in each batch of the window ([stop - start])."""
+
+    scene: Scene
+    targets: dict
+    render: object
+    ssim_weight: float
+    screen_norms: bool
+    sh_degrees: list
+
+
+@dataclass
+class CellInputs:
+    """What a cell version updates and with what: the rank's ``Shard`` (its optimizer and accumulator
+    rows of the owned Gaussians), whether densification statistics are kept, the learning rates of each
+    batch of the window (name -> float, [stop - start]), the batch size B and the largest SH degree."""
+
+    shard: Shard
+    keep_stats: bool
+    lrs: list
+    batch_size: int
+    sh_degree: int
+
+    @property
+    def opt(self) -> VisibleAdam:
+        return self.shard.opt
+
+    @property
+    def accum(self) -> GradAccumulator | None:
+        return self.shard.accum if self.keep_stats else None
+
+
+def cell_block(shard: Shard, cell: int, staging: HostStaging) -> np.ndarray:
+    """The owner's parameters of ``cell`` as a flat host payload [g_c x columns] float32."""
+    rows = torch.from_numpy(shard.local(shard.cell_rows(cell))).to(staging.device)
+    return staging.to_host(pack_params(shard.opt.params, rows)).reshape(-1)
+
+
+def gathered_params(shard: Shard, cells: np.ndarray, blocks: list, staging: HostStaging, columns: int,
+                    sh_degree: int) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The parameters of ``cells`` [k] from their payloads ``blocks`` (one per cell), in global id order,
+    as name -> tensor [g, ...]; also the global ids [g] in that order and the order [g] that sorts the
+    cells' concatenated rows by id."""
+    rows = np.concatenate([np.empty(0, np.int64), *(shard.cell_rows(c) for c in cells)])
+    parts = [torch.zeros(0, columns, device=staging.device)]
+    for cell, payload in zip(cells, blocks):
+        if payload is None:
+            raise RuntimeError(f"cell {int(cell)}'s parameters did not arrive")
+        parts.append(staging.to_device(payload, columns))
+    order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
+    params = unpack_params(torch.cat(parts)[torch.from_numpy(order).to(staging.device)], sh_degree)
+    return params, rows[order], order
+
+
+class TrainingSteps(StepMessages):
+    """The training step as a dataflow program over a window's step graph (one instance per rank).
+
+    Image vertex i: inputs are the cell versions it reads ([g_c, columns] parameters, ``param_columns`` of
+    the SH degree); it renders at its batch's SH degree, and sends each cell it sees a
+    [g_c, columns + GRAD_EXTRA] block (gradients, visible flag, screen-space gradient norm, screen radius).
+    Initial cell version (c, -1): fires on c's owner at once and sends c's parameters. Cell version
+    (c, b): inputs are the blocks of batch b's images that see c (and, in odin-fast mode, the previous
+    version of c, which only orders the updates); it takes the visible-Adam step of batch b on the cell
+    and broadcasts the new parameters [g_c, columns] to the ranks of the images that read this version.
+    window: the planned ``Window``; staging: the rank's ``HostStaging`` (its device and host copies).
+    """
+
+    def __init__(self, window, images: ImageInputs, cells: CellInputs, staging: HostStaging):
+        super().__init__(window.steps, window.count, param_columns(cells.sh_degree), initial_sends=True)
+        self.window, self.images, self.cells, self.staging = window, images, cells, staging
+        self.image_losses = {}  # image -> its loss
+        self.updated = {}       # cell version -> Gaussians its Adam step moved (for the timeline)
+
+    def fire(self, ctx, vertex: int, inputs: dict):
+        if self.steps.is_image(vertex):
+            return self._image(vertex, inputs)
+        return self._version(self.steps.version_index(vertex), inputs)
+
+    def _index(self, rows: np.ndarray) -> torch.Tensor:
+        """Rows [k] int64 as an index tensor on the rank's device."""
+        return torch.from_numpy(rows).to(self.staging.device)
+
+    # --- image step
+    def _image(self, image: int, inputs: dict) -> dict:
+        steps, staging, given, shard = self.steps, self.staging, self.images, self.cells.shard
+        reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
+        cells = steps.version_cell[steps.version_index(reads)]
+        params, sorted_rows, _ = gathered_params(shard, cells, [inputs.get(v) for v in reads], staging,
+                                                 self.columns, self.cells.sh_degree)
+        cam = int(steps.image_camera[image])
+        scene = given.scene
+        result = image_gradients(given.render, params, *camera(scene, cam, staging.device), scene.width,
+                                 scene.height, given.targets[cam], given.ssim_weight, given.screen_norms,
+                                 given.sh_degrees[int(steps.image_batch[image])])
+        self.image_losses[image] = result.loss
+        none = torch.zeros(len(sorted_rows), device=staging.device)
+        packed = staging.to_host(torch.cat(
+            [pack_params(result.grads), result.visible[:, None].to(torch.float32),
+             (result.screen_norm if result.screen_norm is not None else none)[:, None],
+             (result.radii.to(torch.float32) if result.radii is not None else none)[:, None]], dim=1))
+        writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
+        out = {}
+        for target, cell in zip(writes, steps.version_cell[steps.version_index(writes)]):  # ascending by cell
+            positions = np.searchsorted(sorted_rows, shard.cell_rows(cell))
+            out[int(target)] = np.ascontiguousarray(packed[positions]).reshape(-1)
+        return out
+
+    # --- cell version: the window-start parameters, or the visible-Adam step of one batch on one cell
+    def _version(self, version: int, inputs: dict) -> np.ndarray:
+        steps, staging, given = self.steps, self.staging, self.cells
+        cell, batch = int(steps.version_cell[version]), int(steps.version_batch[version])
+        if batch < 0:
+            return cell_block(given.shard, cell, staging)
+        rows = given.shard.local(given.shard.cell_rows(cell))
+        ids = self._index(rows)
+        columns = self.columns
+        total = torch.zeros(len(rows), columns, device=staging.device)
+        seen = torch.zeros(len(rows), dtype=torch.bool, device=staging.device)
+        for image in sorted(k for k in inputs if steps.is_image(k)):  # batch order (position in batch)
+            block = staging.to_device(inputs[image], columns + GRAD_EXTRA)
+            total += block[:, :columns]
+            visible = block[:, columns] > 0
+            seen |= visible
+            if given.accum is not None:
+                given.accum.add_rows(ids, block[:, columns + 1], visible, block[:, columns + 2])
+        grads = batch_gradient(unpack_params(total, given.sh_degree), given.batch_size)
+        idx = torch.nonzero(seen).squeeze(1)
+        self.updated[version] = int(idx.numel())
+        given.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()}, lrs=given.lrs[batch])
+        return staging.to_host(pack_params(given.opt.params, ids)).reshape(-1)
+
+
+class EvalViews(DataflowProgram):
+    """Held-out evaluation as a dataflow program: vertices [0, T) are the views (``cameras`` [T]), vertex
+    T + j is cell ``cells[j]``, with an edge to every view that may see it. A cell fires on its owner
+    and broadcasts its parameters; a view renders the cells it reads (in global id order) at SH degree
+    ``sh_degree`` and keeps its PSNR in ``psnr`` {view: dB}."""
+
+    def __init__(self, cameras: np.ndarray, cells: np.ndarray, shard: Shard, scene: Scene, targets: dict, render,
+                 sh_degree: int, max_degree: int, staging: HostStaging):
+        self.cameras, self.cells, self.shard, self.scene, self.targets = cameras, cells, shard, scene, targets
+        self.render, self.sh_degree, self.max_degree, self.staging = render, sh_degree, max_degree, staging
+        self.columns = param_columns(max_degree)
+        self.psnr = {}
+
+    def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        cells = self.cells[np.asarray(src) - len(self.cameras)]
+        return (np.diff(self.shard.indptr)[cells] * self.columns).astype(np.int64)
+
+    @torch.no_grad()
+    def fire(self, ctx, vertex: int, inputs: dict):
+        views = len(self.cameras)
+        if vertex >= views:
+            return cell_block(self.shard, int(self.cells[vertex - views]), self.staging)
+        sources = sorted(inputs)
+        params, _, _ = gathered_params(self.shard, self.cells[np.asarray(sources, np.int64) - views],
+                                       [inputs[s] for s in sources], self.staging, self.columns, self.max_degree)
+        cam = int(self.cameras[vertex])
+        viewmat, K = camera(self.scene, cam, self.staging.device)
+        image, _ = self.render(**render_args(params, self.sh_degree), viewmat=viewmat, K=K, width=self.scene.width,
+                               height=self.scene.height)
+        self.psnr[vertex] = psnr(image.clamp(0, 1), self.targets[cam]).item()
+        return None

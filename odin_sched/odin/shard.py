@@ -1,0 +1,160 @@
+"""A rank's part of the model: the Gaussians of the cells it owns, with their optimizer state.
+
+The cells (``odin_sched.scenes.cells``) persist from window to window. Every rank knows every cell's
+members (global Gaussian ids, ascending; the id of a Gaussian is its row in the single-process
+trainer's model, 8 bytes per Gaussian on every rank) and its owner, but holds parameters, Adam moments,
+step counts and densification statistics only for the Gaussians of its own cells, in ascending id
+(``Shard.opt``, ``Shard.accum``). What other ranks need of them travels point to point in a window's
+program (``odin_sched.odin.program``); what every rank needs of a cell at a window's end is its
+metadata (``odin_sched.odin.cell_meta``).
+
+``Shard.gather`` brings the whole model together (on one rank or on all); the trainer uses it where
+the whole model is still needed at once: densification rounds, checkpoints, the dashboard's view and
+the written outputs.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from odin_sched.odin.cell_meta import owned_metadata
+from odin_sched.scenes.cells import cell_members, kd_cells
+from odin_sched.training.densify import GradAccumulator
+from odin_sched.training.optim import VisibleAdam
+from odin_sched.training.step import pack_params, param_columns, unpack_params
+
+
+def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
+    """Owner rank [K] of each cell: contiguous ranges of cells (spatial neighbours in k-d order) with about
+    equal Gaussian counts, every rank at least one cell. counts: [K] Gaussians per cell."""
+    k = len(counts)
+    cum = np.cumsum(counts) - 0.5 * counts  # each cell's midpoint in the cumulative count
+    owner = np.minimum((cum * size / max(cum[-1] + 0.5 * counts[-1], 1)).astype(np.int64), size - 1)
+    # every rank owns at least one cell: clamp so rank r starts no later than cell k - size + r
+    return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
+
+
+@dataclass
+class FullState:
+    """The whole model in one place (global ids = rows): the optimizer over every Gaussian and the
+    densification accumulator (None when the run keeps none)."""
+
+    opt: VisibleAdam
+    accum: GradAccumulator | None
+
+
+class Shard:
+    """One rank's cells and owned Gaussians.
+
+    rank: this rank; indptr [K + 1], members [G] int64: the CSR of each cell's Gaussians (ascending id);
+    owner [K] int64: each cell's rank; opt: visible Adam over the owned Gaussians (rows in ascending id,
+    ``owned_ids`` [g]); accum: their densification statistics or None.
+    """
+
+    def __init__(self, rank: int, indptr: np.ndarray, members: np.ndarray, owner: np.ndarray, opt: VisibleAdam,
+                 accum: GradAccumulator | None):
+        self.rank, self.indptr, self.members, self.owner = rank, indptr, members, owner
+        self.opt, self.accum = opt, accum
+        self.owned_cells = np.flatnonzero(owner == rank)
+        self.owned_ids = np.sort(np.concatenate([np.empty(0, np.int64),
+                                                 *(self.cell_rows(c) for c in self.owned_cells)]))
+        counts = np.diff(indptr)[self.owned_cells]
+        cell_of = np.repeat(self.owned_cells, counts)
+        by_cell = np.concatenate([np.empty(0, np.int64), *(self.cell_rows(c) for c in self.owned_cells)])
+        self.owned_cell_of = np.empty(len(by_cell), np.int64)  # [g] cell of each owned row
+        self.owned_cell_of[np.searchsorted(self.owned_ids, by_cell)] = cell_of
+
+    @classmethod
+    def from_full(cls, rank: int, size: int, state: FullState, num_cells: int) -> "Shard":
+        """This rank's shard of the whole model ``state``: ``num_cells`` k-d cells of its means (at most
+        one per Gaussian), owned by contiguous ranges of cells balanced by count (``owners_by_count``)."""
+        opt = state.opt
+        means = opt.params["means"].detach().cpu().numpy()
+        cells = min(num_cells, len(means))
+        indptr, members = cell_members(kd_cells(means, cells), cells)
+        owner = owners_by_count(np.diff(indptr), size)
+        ids = np.sort(np.concatenate([np.empty(0, np.int64)] + [members[indptr[c]:indptr[c + 1]]
+                                                                for c in np.flatnonzero(owner == rank)]))
+        index = torch.from_numpy(ids).to(opt.device)
+        mine = VisibleAdam({k: v.detach()[index] for k, v in opt.params.items()}, opt.lrs, (opt.beta1, opt.beta2),
+                           opt.eps)
+        for name in opt.params:
+            mine.exp_avg[name] = opt.exp_avg[name][index].clone()
+            mine.exp_avg_sq[name] = opt.exp_avg_sq[name][index].clone()
+        mine.step_count = opt.step_count[index].clone()
+        accum = None
+        if state.accum is not None:
+            accum = GradAccumulator(len(ids), opt.device)
+            accum.total, accum.count, accum.max_radii = (state.accum.total[index].clone(),
+                                                         state.accum.count[index].clone(),
+                                                         state.accum.max_radii[index].clone())
+        return cls(rank, indptr, members, owner, mine, accum)
+
+    @property
+    def num_cells(self) -> int:
+        return len(self.owner)
+
+    @property
+    def num_gaussians(self) -> int:
+        """Gaussians of the whole model."""
+        return len(self.members)
+
+    def cell_rows(self, cell: int) -> np.ndarray:
+        """Global ids [g_c] of the Gaussians of ``cell``, ascending."""
+        return self.members[self.indptr[cell]:self.indptr[cell + 1]]
+
+    def local(self, ids: np.ndarray) -> np.ndarray:
+        """Rows [k] in ``opt`` of owned Gaussians with global ``ids`` [k]."""
+        return np.searchsorted(self.owned_ids, ids)
+
+    def metadata(self) -> np.ndarray:
+        """The metadata rows [k, META_COLUMNS] of the owned cells (``odin_sched.odin.cell_meta``)."""
+        return owned_metadata(self.opt.params["means"].detach().cpu().numpy(),
+                              self.opt.params["scales"].detach().cpu().numpy(), self.owned_cell_of, self.owned_cells)
+
+    def state_bytes(self) -> int:
+        """Bytes of the owned Gaussians' state: parameters, moments, step counts, accumulators."""
+        tensors = [*self.opt.params.values(), *self.opt.exp_avg.values(), *self.opt.exp_avg_sq.values(),
+                   self.opt.step_count]
+        if self.accum is not None:
+            tensors += [self.accum.total, self.accum.count, self.accum.max_radii]
+        return int(sum(t.numel() * t.element_size() for t in tensors))
+
+    def gather(self, comm, staging, sh_degree: int, root: int | None = None) -> FullState | None:
+        """The whole model (collective): every owner's rows on ``root`` (None: on every rank; elsewhere
+        None), in global id order. sh_degree: the largest SH degree trained."""
+        ids = torch.from_numpy(self.owned_ids).to(staging.device)
+        opt, accum = self.opt, self.accum
+        floats = [pack_params(state) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
+        ints = [ids, opt.step_count]
+        if accum is not None:
+            floats += [accum.total[:, None], accum.max_radii[:, None]]
+            ints.append(accum.count)
+        floats = staging.to_host(torch.cat(floats, dim=1))
+        ints = staging.to_host(torch.stack(ints, dim=1))
+        if root is None:
+            floats, ints = comm.allgather_rows(floats), comm.allgather_rows(ints)
+        else:
+            floats, ints = comm.gather_rows(floats, root), comm.gather_rows(ints, root)
+            if comm.rank != root:
+                return None
+        order = np.argsort(ints[:, 0], kind="stable")
+        floats = staging.to_device(floats[order], floats.shape[1])
+        ints = staging.to_device(ints[order], ints.shape[1])
+        return self._unpacked(floats, ints, sh_degree)
+
+    def _unpacked(self, floats: torch.Tensor, ints: torch.Tensor, sh_degree: int) -> FullState:
+        """A FullState from gathered rows in id order: floats [G, 3 columns (+ 2)], ints [G, 2 (+ 1)]."""
+        columns = param_columns(sh_degree)
+        parts = [unpack_params(floats[:, i * columns:(i + 1) * columns], sh_degree) for i in range(3)]
+        opt = VisibleAdam(parts[0], self.opt.lrs, (self.opt.beta1, self.opt.beta2), self.opt.eps)
+        opt.exp_avg.update({k: v.clone() for k, v in parts[1].items()})
+        opt.exp_avg_sq.update({k: v.clone() for k, v in parts[2].items()})
+        opt.step_count = ints[:, 1].contiguous()
+        accum = None
+        if self.accum is not None:
+            accum = GradAccumulator(len(ints), opt.device)
+            accum.total = floats[:, 3 * columns].contiguous()
+            accum.max_radii = floats[:, 3 * columns + 1].contiguous()
+            accum.count = ints[:, 2].contiguous()
+        return FullState(opt, accum)

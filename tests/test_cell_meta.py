@@ -1,0 +1,158 @@
+"""Cell metadata and planning from it.
+
+Oracles: a brute-force loop over each cell's Gaussians for the metadata (box of the means, largest
+scale, count); the plan made from the Gaussians themselves (``plan_window``) for the plan made from
+metadata exchanged by owners (the same visibility and the same step graph, so the same conflicts); the
+rasterizer's own visible mask for the prediction (every cell holding a rendered-visible Gaussian is
+predicted, for every camera); a loop over every owner for the shards.
+"""
+import numpy as np
+import pytest
+import torch
+from mpi4py import MPI
+
+from kernels.splat import render
+from odin_sched.odin.cell_meta import META_COLUMNS, bounds_of, exchange_metadata, owned_metadata
+from odin_sched.odin.planner import PlanConfig, plan_cells, plan_window
+from odin_sched.odin.shard import FullState, Shard, owners_by_count
+from odin_sched.scenes.cells import cell_members, kd_cells
+from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.visibility import Margin
+from odin_sched.training.densify import GradAccumulator
+from odin_sched.training.optim import VisibleAdam, default_lrs
+from pregel.comm import Comm
+
+RANKS = 3
+
+
+class GatheredComm:
+    """What ``allgather_rows`` returns on every rank of a job: every rank's rows in rank order (given)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def allgather_rows(self, rows):
+        return np.concatenate(self.parts)
+
+
+def random_gaussians(g, seed):
+    rng = np.random.default_rng(seed)
+    means = (rng.normal(size=(g, 3)) * [5.0, 2.0, 1.0]).astype(np.float32)
+    scales = rng.uniform(-4, 0, size=(g, 3)).astype(np.float32)
+    return means, scales
+
+
+def brute_force(means, scales, cell_of, k):
+    """lo, hi [K, 3], max_sigma [K], count [K] by a loop over the cells."""
+    lo, hi, sigma, count = np.zeros((k, 3)), np.zeros((k, 3)), np.zeros(k), np.zeros(k, np.int64)
+    for c in range(k):
+        rows = np.flatnonzero(cell_of == c)
+        count[c] = len(rows)
+        if len(rows):
+            lo[c] = means[rows].astype(np.float64).min(axis=0)
+            hi[c] = means[rows].astype(np.float64).max(axis=0)
+            sigma[c] = np.exp(scales[rows].astype(np.float64)).max()
+    return lo, hi, sigma, count
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exchanged_metadata_equals_a_brute_force_pass(seed):
+    g, k = 400, 9
+    means, scales = random_gaussians(g, seed)
+    rng = np.random.default_rng(seed + 10)
+    cell_of = rng.integers(0, k - 1, size=g)  # the last cell stays empty
+    owner = rng.permutation(np.arange(k) % RANKS)
+    parts = []
+    for rank in range(RANKS):
+        mine = np.flatnonzero(owner[cell_of] == rank)
+        rows = owned_metadata(means[mine], scales[mine], cell_of[mine], np.flatnonzero(owner == rank))
+        assert rows.shape == (np.count_nonzero(owner == rank), META_COLUMNS) and rows.dtype == np.float32
+        parts.append(rows)
+    bounds = exchange_metadata(GatheredComm(parts), parts[0], owner)
+    lo, hi, sigma, count = brute_force(means, scales, cell_of, k)
+    assert np.array_equal(bounds.count, count) and count[-1] == 0
+    assert np.array_equal(bounds.lo, lo) and np.array_equal(bounds.hi, hi)
+    assert np.allclose(bounds.max_sigma, sigma, rtol=1e-6, atol=0)  # exp in float64 of a float32 maximum
+
+
+def test_metadata_of_a_cell_nobody_owns_rows_for_is_refused():
+    means, scales = random_gaussians(5, 0)
+    with pytest.raises(ValueError):
+        owned_metadata(means, scales, np.array([0, 1, 2, 2, 3]), np.array([0, 1, 2]))
+
+
+@pytest.fixture(scope="module")
+def city():
+    return generate_scene(1500, 16, 48, 36, seed=4, layout="city")
+
+
+def shards_of(city, num_cells):
+    """The RANKS shards of the city's Gaussians (zero optimizer state) and the full model."""
+    params = {name: torch.from_numpy(np.asarray(getattr(city, name), np.float32))
+              for name in ("means", "scales", "quats", "opacities")}
+    opt = VisibleAdam(params, default_lrs(1.0))
+    opt.step_count = torch.arange(opt.num_gaussians)  # distinct per Gaussian, to follow rows
+    full = FullState(opt, GradAccumulator(opt.num_gaussians))
+    full.accum.count = torch.arange(opt.num_gaussians) * 3
+    return [Shard.from_full(r, RANKS, full, num_cells) for r in range(RANKS)], full
+
+
+def test_every_gaussian_is_owned_once_with_its_own_state(city):
+    shards, full = shards_of(city, 10)
+    owned = np.concatenate([s.owned_ids for s in shards])
+    assert np.array_equal(np.sort(owned), np.arange(full.opt.num_gaussians))
+    for s in shards:
+        ids = torch.from_numpy(s.owned_ids)
+        assert torch.equal(s.opt.params["means"], full.opt.params["means"][ids])
+        assert torch.equal(s.opt.step_count, ids) and torch.equal(s.accum.count, ids * 3)
+        for cell in s.owned_cells:  # each owned cell's rows map to the cell's Gaussians
+            assert np.array_equal(s.owned_ids[s.local(s.cell_rows(cell))], s.cell_rows(cell))
+
+
+def test_plan_from_exchanged_metadata_equals_the_plan_from_the_gaussians(city):
+    shards, full = shards_of(city, 10)
+    means, scales = (full.opt.params[n].detach().numpy() for n in ("means", "scales"))
+    parts = [s.metadata() for s in shards]
+    bounds = exchange_metadata(GatheredComm(parts), parts[0], shards[0].owner)
+    local = Comm(MPI.COMM_SELF)
+    batches = np.arange(12).reshape(6, 2) % len(city.viewmats)
+    margin = Margin(0.05, 0.01)
+    config = PlanConfig(10, RANKS)
+    from_meta, _ = plan_cells(local, bounds, shards[0].owner, city, batches, 0, 6, margin, config)
+    from_model, _ = plan_window(local, means, scales, city, batches, 0, 6, margin, config)
+    assert np.array_equal(from_meta.visible, from_model.visible)
+    assert np.array_equal(from_meta.owner, from_model.owner)
+    for name in ("image_reads_indptr", "image_reads", "image_writes", "version_cell", "version_batch"):
+        assert np.array_equal(getattr(from_meta.steps, name), getattr(from_model.steps, name)), name
+    assert np.array_equal(from_meta.plan.rank, from_model.plan.rank)
+    # the prediction covers the rasterizer's visibility (margin 0 at the metadata's state)
+    predicted, _ = plan_cells(local, bounds, shards[0].owner, city, batches, 0, 6, Margin(0.0, 0.0), config)
+    indptr, members = cell_members(kd_cells(means, 10), 10)
+    cell_of = np.empty(len(means), np.int64)
+    cell_of[members] = np.repeat(np.arange(10), np.diff(indptr))
+    params = {n: full.opt.params[n].detach() for n in ("means", "scales", "quats", "opacities")}
+    colors = torch.from_numpy(np.asarray(city.colors, np.float32))
+    for cam in range(len(city.viewmats)):
+        with torch.no_grad():
+            _, seen = render(**params, colors=colors, viewmat=torch.from_numpy(city.viewmats[cam]),
+                             K=torch.from_numpy(city.Ks[cam]), width=city.width, height=city.height)
+        truth = np.zeros(10, bool)
+        truth[cell_of[seen.numpy()]] = True
+        assert not np.any(truth & ~predicted.visible[cam]), cam
+    assert predicted.visible.sum() < predicted.visible.size  # the test is not vacuous
+
+
+def test_owners_by_count_balances_contiguous_ranges():
+    counts = np.array([5, 5, 5, 5, 100, 5, 5, 5])
+    owner = owners_by_count(counts, 3)
+    assert np.all(np.diff(owner) >= 0) and set(owner) == {0, 1, 2}
+    loads = np.bincount(owner, weights=counts)
+    assert loads.max() <= counts.sum() / 3 + counts.max()
+
+
+def test_bounds_of_reads_counts_exactly():
+    rows = np.zeros((2, META_COLUMNS), np.float32)
+    rows[:, 7] = np.array([0, 2 ** 30 + 7], np.int32).view(np.float32)
+    rows[:, 6] = [-np.inf, 0.0]
+    bounds = bounds_of(rows)
+    assert bounds.count.tolist() == [0, 2 ** 30 + 7] and bounds.max_sigma.tolist() == [0.0, 1.0]
