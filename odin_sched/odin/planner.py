@@ -63,6 +63,10 @@ class Window:
     member_indptr: np.ndarray | None = None
     members: np.ndarray | None = None
 
+    def cell_rows(self, cell: int) -> np.ndarray:
+        """Global ids [g_c] of the Gaussians of ``cell``, ascending (a plan made from the Gaussians)."""
+        return self.members[self.member_indptr[cell]:self.member_indptr[cell + 1]]
+
     @cached_property
     def image_rows(self) -> np.ndarray:
         """[I] int64 number of Gaussians each image step renders (all of the cells it reads)."""

@@ -487,11 +487,10 @@ class DistributedTrainer:
 
     def _save(self, start: int, stop: int, losses: np.ndarray, psnr_steps: list, psnr_values: list,
               wall: float) -> None:
-        """A checkpoint after batch ``stop`` when one is due since ``start``: the whole model gathered on
-        rank 0, which writes it (collective)."""
-        if not self.checkpoint.due(start, stop):
-            return
-        full = self.shard.gather(self.comm, self.staging, self.setup.sh_degree, root=0)
+        """Hand the checkpointer the state after batch ``stop`` (at every window end); when a checkpoint is
+        due since ``start`` the whole model is gathered on rank 0, which writes it (collective)."""
+        due = self.checkpoint.due(start, stop)
+        full = self.shard.gather(self.comm, self.staging, self.setup.sh_degree, root=0) if due else None
         opt, accum = (full.opt, full.accum) if full is not None else (None, None)
         self.checkpoint.save(start, TrainState(stop, opt, accum, self.densify_gen, losses, psnr_steps, psnr_values,
                                                wall, self.planner.safety, self.violations))
