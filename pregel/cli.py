@@ -535,6 +535,11 @@ def _add_train(sub) -> None:
                         "its smallest cells first (default 0.25)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default 16 per rank)")
+    p.add_argument("--split-above", type=int, default=None, metavar="N",
+                   help="a cell holding more than N Gaussians splits in two at a window's end (default: never)")
+    p.add_argument("--max-imbalance", type=float, default=1.25, metavar="F",
+                   help="whole cells move between owners at a window's end while a rank owns more than F x "
+                        "the mean number of Gaussians (default %(default)s)")
     p.add_argument("--window", type=int, default=None, metavar="W",
                    help="batches per planning window (default 10)")
     p.add_argument("--timeline", default=None, metavar="T.json",

@@ -3,7 +3,8 @@
 For a `city` and an `objects` scene, batch sizes 1 and 4, densification on and off: the Gaussians
 trained by ``--mode odin`` at P = 2 and 3 and by ``--mode barrier`` at P = 2 are identical to those of
 the single-process trainer with the same seed, steps and batch size (the oracle), and no visibility
-prediction failed. Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
+prediction failed; so is the held-out PSNR, which the ranks render. Two cases make cells split and
+migrate between owners (a low --split-above and --max-imbalance 1). Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
 every SH_INTERVAL images (patched down from 1,000, in the MPI script too), so the cases train degrees
 0 to 3 and carry every SH coefficient in their messages.
 """
@@ -45,6 +46,9 @@ def cases(tmp_path_factory):
                 table[f"{layout}_b{b}_{'d' if densify else 'n'}"] = dict(
                     scene=scenes[layout], steps=7, batch_size=b, densify=densify, cells=6, window=4, seed=1,
                     sh_interval=SH_INTERVAL)
+    for b, densify in ((1, False), (4, True)):  # cells past 30 Gaussians split, then whole cells migrate
+        table[f"city_b{b}_{'d' if densify else 'n'}_migrate"] = dict(
+            table[f"city_b{b}_{'d' if densify else 'n'}"], cells=5, split_above=30, max_imbalance=1.0)
     with open(folder / "cases.json", "w") as f:
         json.dump(table, f)
     with pytest.MonkeyPatch.context() as patch:
@@ -71,6 +75,9 @@ def test_distributed_equals_single_process_bitwise(cases, size, mode):
         assert got.attrs["visibility_violations"] == 0
         assert got.attrs["mode"] == mode and got.attrs["ranks"] == size
         assert np.array_equal(got.metrics["loss"], expected.metrics["loss"])
+        assert np.array_equal(got.metrics["psnr"], expected.metrics["psnr"])  # rendered by the ranks
+        if name.endswith("_migrate"):
+            assert got.attrs["cells_at_end"] > table[name]["cells"] and got.attrs["cells_migrated"] > 0, name
         assert got.metrics["per_rank"].shape[0] == size
 
 

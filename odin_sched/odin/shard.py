@@ -120,41 +120,59 @@ class Shard:
             tensors += [self.accum.total, self.accum.count, self.accum.max_radii]
         return int(sum(t.numel() * t.element_size() for t in tensors))
 
-    def gather(self, comm, staging, sh_degree: int, root: int | None = None) -> FullState | None:
-        """The whole model (collective): every owner's rows on ``root`` (None: on every rank; elsewhere
-        None), in global id order. sh_degree: the largest SH degree trained."""
-        ids = torch.from_numpy(self.owned_ids).to(staging.device)
+    def packed(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The owned Gaussians' state as host rows [g, words] float32 (all, or the local ``rows`` [g]): global
+        id, parameters, both moments, step count (and densification statistics); the integers' bits travel
+        as pairs of float32 words (``unpacked`` inverts it)."""
         opt, accum = self.opt, self.accum
-        floats = [pack_params(state) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
-        ints = [ids, opt.step_count]
+        index = None if rows is None else torch.from_numpy(np.asarray(rows, np.int64)).to(opt.device)
+        take = (lambda t: t) if index is None else (lambda t: t[index])
+        floats = [pack_params(state, index) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
+        ints = [torch.from_numpy(self.owned_ids if rows is None else self.owned_ids[rows]).to(opt.device),
+                take(opt.step_count)]
         if accum is not None:
-            floats += [accum.total[:, None], accum.max_radii[:, None]]
-            ints.append(accum.count)
-        floats = staging.to_host(torch.cat(floats, dim=1))
-        ints = staging.to_host(torch.stack(ints, dim=1))
-        if root is None:
-            floats, ints = comm.allgather_rows(floats), comm.allgather_rows(ints)
-        else:
-            floats, ints = comm.gather_rows(floats, root), comm.gather_rows(ints, root)
-            if comm.rank != root:
-                return None
-        order = np.argsort(ints[:, 0], kind="stable")
-        floats = staging.to_device(floats[order], floats.shape[1])
-        ints = staging.to_device(ints[order], ints.shape[1])
-        return self._unpacked(floats, ints, sh_degree)
+            floats += [take(accum.total)[:, None], take(accum.max_radii)[:, None]]
+            ints.append(take(accum.count))
+        floats = torch.cat(floats, dim=1).detach().cpu().numpy()
+        ints = torch.stack(ints, dim=1).cpu().numpy()
+        return np.ascontiguousarray(np.concatenate([ints.view(np.float32), floats], axis=1))
 
-    def _unpacked(self, floats: torch.Tensor, ints: torch.Tensor, sh_degree: int) -> FullState:
-        """A FullState from gathered rows in id order: floats [G, 3 columns (+ 2)], ints [G, 2 (+ 1)]."""
+    def unpacked(self, rows: np.ndarray, device) -> tuple[np.ndarray, FullState]:
+        """Global ids [g] and the state (a ``FullState`` of those g Gaussians, by ascending id, on
+        ``device``) of ``packed`` rows [g, words] in any order."""
+        keep_stats = self.accum is not None
+        int_words = 2 * (3 if keep_stats else 2)
+        ints = np.ascontiguousarray(rows[:, :int_words]).view(np.int64)
+        order = np.argsort(ints[:, 0], kind="stable")
+        ints, floats = ints[order], torch.from_numpy(np.ascontiguousarray(rows[order, int_words:])).to(device)
+        ints_t = torch.from_numpy(ints).to(device)
+        sh_degree = self._sh_degree()
         columns = param_columns(sh_degree)
         parts = [unpack_params(floats[:, i * columns:(i + 1) * columns], sh_degree) for i in range(3)]
         opt = VisibleAdam(parts[0], self.opt.lrs, (self.opt.beta1, self.opt.beta2), self.opt.eps)
         opt.exp_avg.update({k: v.clone() for k, v in parts[1].items()})
         opt.exp_avg_sq.update({k: v.clone() for k, v in parts[2].items()})
-        opt.step_count = ints[:, 1].contiguous()
+        opt.step_count = ints_t[:, 1].clone()
         accum = None
-        if self.accum is not None:
+        if keep_stats:
             accum = GradAccumulator(len(ints), opt.device)
-            accum.total = floats[:, 3 * columns].contiguous()
-            accum.max_radii = floats[:, 3 * columns + 1].contiguous()
-            accum.count = ints[:, 2].contiguous()
-        return FullState(opt, accum)
+            accum.total = floats[:, 3 * columns].clone()
+            accum.max_radii = floats[:, 3 * columns + 1].clone()
+            accum.count = ints_t[:, 2].clone()
+        return ints[:, 0], FullState(opt, accum)
+
+    def _sh_degree(self) -> int:
+        """The largest SH degree of the parameters (from the width of ``shN``)."""
+        return int(round((self.opt.params["shN"].shape[1] + 1) ** 0.5)) - 1
+
+    def gather(self, comm, root: int | None = None) -> FullState | None:
+        """The whole model (collective): every owner's rows on ``root`` (None: on every rank; elsewhere
+        None), in global id order, on the shard's device."""
+        rows = self.packed()
+        if root is None:
+            rows = comm.allgather_rows(rows)
+        else:
+            rows = comm.gather_rows(rows, root)
+            if comm.rank != root:
+                return None
+        return self.unpacked(rows, self.opt.device)[1]

@@ -55,6 +55,7 @@ import torch
 from kernels.splat import render as cpu_render
 from odin_sched.odin.cell_meta import exchange_metadata
 from odin_sched.odin.depgraph import write_schedule
+from odin_sched.odin.migration import migrate, rebalance, split_cells
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.planner import PIXEL_COST, Planned, PlanConfig, Window, WindowPlanner, plan_window  # noqa: F401
 from odin_sched.odin.program import CellInputs, EvalViews, ImageInputs, StepMessages, TrainingSteps  # noqa: F401
@@ -88,6 +89,8 @@ class OdinOptions:
     schedule_out: str | None = None   # write the first window's step graph and schedule here
     max_staleness: int = 1     # odin-fast: updates of a low-impact cell an image may miss
     stale_impact: float = STALE_IMPACT  # odin-fast: the largest share of an image's Gaussians read stale
+    split_above: int | None = None     # a cell with more Gaussians splits in two at a window end (None: never)
+    max_imbalance: float = 1.25        # cells migrate when a rank owns more than this x the mean Gaussians
 
     @property
     def staleness(self) -> int:
@@ -109,6 +112,10 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | 
         return f"OdinOptions.max_staleness must be at least 0, got {options.max_staleness}"
     if not 0.0 <= options.stale_impact <= 1.0:
         return f"OdinOptions.stale_impact must be in [0, 1], got {options.stale_impact}"
+    if options.split_above is not None and options.split_above < 1:
+        return f"OdinOptions.split_above must be at least 1, got {options.split_above}"
+    if not options.max_imbalance >= 1.0:
+        return f"OdinOptions.max_imbalance must be at least 1, got {options.max_imbalance}"
     if options.window < 1:
         return f"OdinOptions.window must be at least 1, got {options.window}"
     cells = options.resolved_cells(size)
@@ -301,6 +308,7 @@ class DistributedTrainer:
                                      self.eval_every)
         self.record = RankRecord(comm.rank, self.steps * setup.settings.batch_size, options.timeline is not None)
         self.violations = 0
+        self.migrated = 0         # cells that moved to another owner
         self.status = None       # an odin_sched.training.status.TrainStatus when the dashboard's file is written
         self.window_spans = None  # the last window's dataflow spans, for the dashboard
         opt = new_optimizer(setup)
@@ -345,6 +353,8 @@ class DistributedTrainer:
                 self._violated(int(end.counts[0]), planned.window)
             if ahead is not None and (end.counts[0] or end.counts[1]):
                 ahead, self.planner.replans = None, self.planner.replans + 1
+            if self._reshape(end.bounds.count):  # cells split or moved: new metadata, plans made again
+                bounds, snapshots, ahead = self._metadata(), {}, None
             if due_after(self.densify, stop, self.steps, self.setup.settings.batch_size):
                 bounds, snapshots = self._densify(stop), {}
             evaluated = self._evaluate_due(stop, bounds, psnr_steps, psnr_values)
@@ -424,6 +434,22 @@ class DistributedTrainer:
                             f"{window.start + 1}-{window.stop}; the next window's margin is "
                             f"{self.planner.safety:g}x")
 
+    def _reshape(self, counts: np.ndarray) -> bool:
+        """Split the cells past ``options.split_above`` Gaussians and move whole cells from the heaviest
+        ranks to the lightest (``odin_sched.odin.migration``; collective); returns whether anything
+        changed. counts: [K] Gaussians per cell (the metadata)."""
+        t0, cells = time.perf_counter(), self.shard.num_cells
+        if self.options.split_above is not None:
+            self.shard = split_cells(self.comm, self.shard, counts, self.options.split_above)
+        owner = rebalance(np.diff(self.shard.indptr), self.shard.owner, self.comm.size, self.options.max_imbalance)
+        moved = int(np.count_nonzero(owner != self.shard.owner))
+        self.shard = migrate(self.comm, self.shard, owner)
+        self.migrated += moved
+        if moved or self.shard.num_cells != cells:
+            self.record.metrics.comm_seconds += time.perf_counter() - t0
+            return True
+        return False
+
     def _densify(self, stop: int):
         """Densification after batch ``stop``: an opacity reset runs on each owner's Gaussians; a round
         gathers the whole model on every rank, densifies it as the single process does and cuts it into
@@ -433,7 +459,7 @@ class DistributedTrainer:
             densify_round(self.shard.opt, self.shard.accum, stop, self.steps, batch_size, setup.extent, self.densify,
                           self.densify_gen)
             return self._metadata()
-        full = self.shard.gather(self.comm, self.staging, setup.sh_degree)
+        full = self.shard.gather(self.comm)
         accum = densify_round(full.opt, full.accum, stop, self.steps, batch_size, setup.extent, self.densify,
                               self.densify_gen)
         self.shard = Shard.from_full(self.comm.rank, self.comm.size, FullState(full.opt, accum), self.num_cells)
@@ -468,7 +494,7 @@ class DistributedTrainer:
         counters so far, the window's spans and, after an evaluation, the model for its view, and writes)."""
         table = self.comm.gather_rows(self.record.metrics.as_row()[None, :])
         timeline = window_spans(self.comm, self.window_spans)
-        full = self.shard.gather(self.comm, self.staging, self.setup.sh_degree, root=0) if evaluated else None
+        full = self.shard.gather(self.comm, root=0) if evaluated else None
         if self.comm.rank == 0:
             ranks = {"fields": list(RANK_FIELDS), "rows": table.tolist(),
                      "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
@@ -490,7 +516,7 @@ class DistributedTrainer:
         """Hand the checkpointer the state after batch ``stop`` (at every window end); when a checkpoint is
         due since ``start`` the whole model is gathered on rank 0, which writes it (collective)."""
         due = self.checkpoint.due(start, stop)
-        full = self.shard.gather(self.comm, self.staging, self.setup.sh_degree, root=0) if due else None
+        full = self.shard.gather(self.comm, root=0) if due else None
         opt, accum = (full.opt, full.accum) if full is not None else (None, None)
         self.checkpoint.save(start, TrainState(stop, opt, accum, self.densify_gen, losses, psnr_steps, psnr_values,
                                                wall, self.planner.safety, self.violations))
@@ -518,7 +544,7 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
                                      config.scene)
     result = trainer.run()
     bar.close()
-    full = trainer.shard.gather(comm, staging, setup.sh_degree, root=0)  # the outputs: rank 0 writes them
+    full = trainer.shard.gather(comm, root=0)  # the outputs: rank 0 writes them
     trainer.record.finish()
     table = comm.gather_rows(trainer.record.metrics.as_row()[None, :])
     spans = comm.allgather(trainer.record.metrics.spans) if options.timeline is not None else None
@@ -534,6 +560,7 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
                  "max_staleness": options.staleness, "stale_reads": planner.stale_reads,
                  "max_staleness_seen": planner.max_staleness_seen, "stale_impact": options.stale_impact,
                  "cells": trainer.num_cells, "window": options.window, "replans": planner.replans,
+                 "cells_at_end": trainer.shard.num_cells, "cells_migrated": trainer.migrated,
                  "dependency_edges": planner.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), **staged}
         write_outputs(trainer.render, setup, params_of(full.opt), result, config, options.mode, comm.size, attrs,

@@ -26,7 +26,9 @@ def main(folder, mode):
         cases = json.load(f)
     for name, case in sorted(cases.items()):
         out = os.path.join(folder, f"{name}_{mode}_{comm.size}.h5")
-        options = OdinOptions(mode=mode, cells=case["cells"], window=case["window"] or OdinOptions.window)
+        options = OdinOptions(mode=mode, cells=case["cells"], window=case["window"] or OdinOptions.window,
+                              split_above=case.get("split_above"),
+                              max_imbalance=case.get("max_imbalance", OdinOptions.max_imbalance))
         odin_sched.scenes.sh.SH_DEGREE_INTERVAL = case.get("sh_interval", SH_DEGREE_INTERVAL)
         config = TrainConfig(case["scene"], case["steps"], out, seed=case["seed"], ssim_weight=0.2,
                              densify=densify_config(case), eval_every=case["steps"], batch_size=case["batch_size"],
