@@ -66,8 +66,8 @@ from odin_sched.training.step import batch_gradient, image_gradients, pack_param
 from odin_sched.training.config import TrainConfig
 from odin_sched.scenes.scene_io import Scene
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
-from odin_sched.training.train import (TrainResult, TrainingSetup, camera, evaluate, heldout_png, new_optimizer,
-                                       params_of, set_up, write_outputs)
+from odin_sched.training.train import (TrainResult, TrainingSetup, camera, evaluate, heldout_png, heldout_view,
+                                       new_optimizer, params_of, set_up, write_outputs)
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
 from pregel.generate import edges_to_csr
@@ -594,7 +594,7 @@ class DistributedTrainer:
         self.staging = staging or HostStaging("cpu", staged=False)
         self.opt = new_optimizer(setup)
         self.accum = GradAccumulator(self.opt.num_gaussians, self.staging.device)
-        self.densify_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.seed = config.seed
         self.planner = WindowPlanner(comm, setup, self.steps, options, self.densify, self.eval_every)
         self.record = RankRecord(comm.rank, self.steps * setup.settings.batch_size, options.timeline is not None)
         self.violations = 0
@@ -686,7 +686,7 @@ class DistributedTrainer:
         setup = self.setup
         if self.densify is not None:
             self.accum = densify_round(self.opt, self.accum, stop, self.steps, setup.settings.batch_size,
-                                       setup.extent, self.densify, self.densify_gen)
+                                       setup.extent, self.densify, self.seed)
         evaluated = stop % self.eval_every == 0 or stop == self.steps
         if evaluated:
             psnr_steps.append(stop)
@@ -720,7 +720,7 @@ class DistributedTrainer:
 
     def _state(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, wall: float) -> TrainState:
         """The training state after ``step`` steps, for checkpointing (global at a window's end)."""
-        return TrainState(step, self.opt, self.accum, self.densify_gen, losses, psnr_steps, psnr_values, wall,
+        return TrainState(step, self.opt, self.accum, losses, psnr_steps, psnr_values, wall,
                           self.planner.safety, self.violations)
 
 
@@ -752,6 +752,7 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
     # the payloads always go through host buffers (the transport sends NumPy arrays): not CUDA-aware
     staged = {"cuda_aware_mpi": False, "bytes_staged": int(sum(comm.allgather(staging.bytes_staged)))} \
         if config.device == "cuda" else {}
+    attrs = None
     if comm.rank == 0:
         totals = dict(zip(RANK_FIELDS, table.sum(axis=0)))
         attrs = {"compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
@@ -761,8 +762,11 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
                  "cells": trainer.planner.num_cells, "window": options.window,
                  "dependency_edges": trainer.planner.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), **staged}
-        write_outputs(trainer.render, setup, params_of(trainer.opt), result, config, options.mode, comm.size, attrs,
-                      metrics={"per_rank": table})
+    mine = slice(None) if comm.rank == 0 else slice(0, 0)  # every rank holds the whole model: rank 0 passes it
+    view = heldout_view(trainer.render, params_of(trainer.opt), setup, result.steps) if comm.rank == 0 else None
+    write_outputs(comm, setup, {k: v[mine] for k, v in params_of(trainer.opt).items()}, trainer.opt.ids[mine], result,
+                  config, options.mode, comm.size, view, attrs, metrics={"per_rank": table})
+    if comm.rank == 0:
         if options.timeline is not None:
             write_chrome_trace(options.timeline, spans, {k: v for part in labels for k, v in part.items()})
         if options.schedule_out is not None:
