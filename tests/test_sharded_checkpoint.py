@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "mpi_scripts"))
-from sharded_checkpoint import SCALARS, model  # noqa: E402
+from sharded_checkpoint import IDENTITY, SCALARS, model  # noqa: E402
 from tests_support import the_error_of_every_rank  # noqa: E402
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
@@ -69,3 +69,47 @@ def test_a_damaged_part_is_one_error_on_every_rank(saved, tmp_path):
     message = the_error_of_every_rank(run.stdout, 3)
     assert "part-00001.npz" in message and "corrupted" in message
     assert not list(copy.glob("restored-*"))
+
+
+def test_training_state_round_trips_through_a_sharded_checkpoint(tmp_path):
+    """A VisibleAdam and accumulator after steps and a densification round, saved as columns and
+    restored (in another row order, as a restore at another size gives), hold the same state."""
+    import torch
+
+    from odin_sched.training.checkpoint import install_columns, state_columns
+    from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_round
+    from odin_sched.training.optim import VisibleAdam, default_lrs
+    from pregel.comm import Comm
+    from pregel.sharded_checkpoint import ShardedCheckpointer
+
+    gen = torch.Generator().manual_seed(0)
+    g = 40
+    params = {"means": torch.randn(g, 3, generator=gen), "scales": torch.randn(g, 3, generator=gen) - 3,
+              "quats": torch.randn(g, 4, generator=gen), "opacities": torch.randn(g, generator=gen) + 2,
+              "sh0": torch.randn(g, 1, 3, generator=gen), "shN": torch.randn(g, 3, 3, generator=gen)}
+    opt, accum = VisibleAdam(params, default_lrs(1.0)), GradAccumulator(g)
+    for p in opt.params.values():
+        p.grad = torch.randn(p.shape, generator=gen)
+    opt.step(torch.rand(g, generator=gen) < 0.7)
+    accum.add(torch.rand(g, generator=gen), torch.ones(g, dtype=torch.bool), torch.full((g,), 3))
+    config = DensifyConfig(interval=1, start=0, stop=10, grad_threshold=0.5, percent_dense=0.05)
+    accum = densify_round(opt, accum, 1, 10, 1, 1.0, config, 3)
+    accum.add(torch.rand(opt.num_gaussians, generator=gen), torch.ones(opt.num_gaussians, dtype=torch.bool),
+              torch.full((opt.num_gaussians,), 2))
+    assert opt.ids.max() > g  # densified: ids beyond the initial ones
+    comm = Comm()
+    ShardedCheckpointer(comm, IDENTITY, tmp_path / "ck").save_rows(5, state_columns(opt, accum), {"step": 5})
+    rows, scalars = ShardedCheckpointer(comm, IDENTITY, resume=tmp_path / "ck").load_rows(
+        lambda small: np.ones(len(small["ids"]), bool))
+    reverse = {name: value[::-1] for name, value in rows.items()}
+    fresh = VisibleAdam(params, default_lrs(1.0))
+    restored = install_columns(fresh, reverse, with_accum=True)
+    order = torch.argsort(opt.ids)
+    back = torch.argsort(fresh.ids)
+    assert torch.equal(fresh.ids[back], opt.ids[order]) and int(scalars["step"]) == 5
+    assert torch.equal(fresh.step_count[back], opt.step_count[order])
+    for state, other in ((fresh.params, opt.params), (fresh.exp_avg, opt.exp_avg), (fresh.exp_avg_sq, opt.exp_avg_sq)):
+        for name in other:
+            assert torch.equal(state[name].detach()[back], other[name].detach()[order]), name
+    for name in ("total", "count", "max_radii"):
+        assert torch.equal(getattr(restored, name)[back], getattr(accum, name)[order]), name

@@ -19,6 +19,9 @@ seed, SSIM weight, image order, held-out evaluation interval, densification, SH 
 horizon); not the number of ranks nor the distributed mode, cells or window, which do not change it.
 So a resumed run, at any number of ranks, ends with the uninterrupted run's parameters bit for bit.
 
+``state_columns`` and ``install_columns`` give the per-Gaussian part of the state as named columns for
+row-sharded checkpoints (``pregel.sharded_checkpoint``), where each rank saves the Gaussians it owns.
+
 With ``--checkpoint-every K`` a checkpoint is written after every step that is a multiple of K in the
 single-process trainer, and at the first window end at or after each multiple of K in the
 distributed one (its windows do not depend on checkpointing, so a resumed run plans the same windows).
@@ -26,6 +29,7 @@ distributed one (its windows do not depend on checkpointing, so a resumed run pl
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import torch
 
 from odin_sched.training.config import TrainConfig
 from odin_sched.training.densify import GradAccumulator
@@ -52,6 +56,45 @@ class TrainState:
     wall_time_s: float = 0.0      # training time so far, over all runs
     safety: float = 1.0           # distributed trainer: visibility margin factor
     violations: int = 0           # distributed trainer: Gaussians that left the margin so far
+
+
+def state_columns(opt: VisibleAdam, accum: GradAccumulator | None, rows=None) -> dict:
+    """The per-Gaussian training state as named columns [g, ...] (the Gaussians ``rows``, default all),
+    for ``pregel.sharded_checkpoint.ShardedCheckpointer.save_rows``: ``ids``, ``step_count``,
+    ``params/NAME``, ``exp_avg/NAME``, ``exp_avg_sq/NAME`` and, with an accumulator, ``accum/total``,
+    ``accum/count``, ``accum/max_radii``."""
+    def pick(value):
+        return value.detach() if rows is None else value.detach()[rows]
+
+    columns = {"ids": pick(opt.ids), "step_count": pick(opt.step_count)}
+    for group, state in (("params", opt.params), ("exp_avg", opt.exp_avg), ("exp_avg_sq", opt.exp_avg_sq)):
+        columns.update({f"{group}/{name}": pick(value) for name, value in state.items()})
+    if accum is not None:
+        columns.update({"accum/total": pick(accum.total), "accum/count": pick(accum.count),
+                        "accum/max_radii": pick(accum.max_radii)})
+    return columns
+
+
+def install_columns(opt: VisibleAdam, columns: dict, with_accum: bool) -> GradAccumulator | None:
+    """Make ``opt`` hold the Gaussians of ``columns`` (``state_columns``'s names, NumPy or torch [g, ...],
+    as restored) on its device; returns their accumulator (zeros when the columns have none), or None
+    without ``with_accum``."""
+    def tensor(name):
+        value = columns[name]
+        return (value if isinstance(value, torch.Tensor) else torch.from_numpy(np.array(value))).to(opt.device)
+
+    for group, state in (("exp_avg", opt.exp_avg), ("exp_avg_sq", opt.exp_avg_sq)):
+        for name in state:
+            state[name] = tensor(f"{group}/{name}")
+    for name in opt.params:
+        opt.params[name] = tensor(f"params/{name}").requires_grad_(True)
+    opt.ids, opt.step_count = tensor("ids"), tensor("step_count")
+    if not with_accum:
+        return None
+    accum = GradAccumulator(opt.num_gaussians, opt.device)
+    if "accum/total" in columns:
+        accum.total, accum.count, accum.max_radii = (tensor(f"accum/{name}") for name in ("total", "count", "max_radii"))
+    return accum
 
 
 def train_identity(config: TrainConfig) -> dict:
