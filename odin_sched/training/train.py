@@ -21,7 +21,8 @@ from SfM points) or from a 3DGS PLY, and trains against the images of the traini
   and densification run there; the metrics and the outputs are copied to the host to be written.
 
 The trained scene is written in the scene format (the input's cameras, images and held-out split with
-the trained Gaussians) with ``/metrics/psnr_steps``, ``/metrics/psnr``, ``/metrics/loss`` and root
+the trained Gaussians, sorted by their global ids, which go to ``/gaussians/ids``; written by
+``odin_sched.training.outputs.write_trained``, as the distributed trainer writes it) with ``/metrics/psnr_steps``, ``/metrics/psnr``, ``/metrics/loss`` and root
 attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``, ``num_gaussians``,
 ``mode``, ``ranks``, ``batch_size``, ``steps_per_second``, ``device``, ``sh_degree`` (the SH coefficients in
 ``/gaussians/sh``, their DC colour in ``/gaussians/colors``); optionally a 3DGS PLY; and a PNG of the
