@@ -13,6 +13,8 @@ kept was resident at the peak anyway), but the size after a phase no longer drop
 import ctypes
 import ctypes.util
 import os
+import resource
+import sys
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -31,6 +33,13 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     # mallopt takes an int: 2**31 - 1 (2 GiB) is the largest trim threshold it can be told
     return bool(mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size in bytes, as the operating system counts it
+    (``getrusage``'s ``ru_maxrss``: KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
 
 def physical_memory() -> int:

@@ -26,9 +26,12 @@ def test_clone_split_prune_counts_and_state():
     params = params_for([0.05, 0.5, 0.05, 0.05, 0.5], [0.5, 0.5, 0.5, 0.001, 0.5])
     grad = torch.tensor([1e-3, 1e-3, 1e-5, 1e-5, 1e-5])
     cfg = DensifyConfig()
-    new, source, fresh = densify_and_prune(params, grad, extent, cfg, torch.Generator().manual_seed(0))
+    new, source, fresh, ids = densify_and_prune(params, torch.arange(5), grad, extent, cfg, 0, 7)
     # kept: 0, 2, 4 (1 is split away, 3 pruned), + clone of 0, + two children of 1
     assert source.tolist() == [0, 2, 4, 0, 1, 1]
+    # ids: depth 1 in the top bits, value 2 x parent + child below (0 renamed child 0, its clone child 1)
+    depth1 = 1 << 57
+    assert ids.tolist() == [depth1 + 0, 2, 4, depth1 + 1, depth1 + 2, depth1 + 3]
     assert fresh.tolist() == [False, False, False, True, True, True]
     assert all(v.shape[0] == 6 for v in new.values())
     assert torch.equal(new["means"][3], params["means"][0])  # clone is an exact copy
@@ -47,7 +50,7 @@ def test_clone_split_prune_counts_and_state():
     opt.step(torch.ones(5, dtype=torch.bool))
     opt.step(torch.tensor([False, True, False, False, False]))  # Gaussian 1 has taken two steps
     m_before = opt.exp_avg["scales"].clone()
-    opt.replace(new, source, fresh)
+    opt.replace(new, source, fresh, ids)
     assert opt.num_gaussians == 6
     for name in opt.params:
         assert opt.exp_avg[name].shape == opt.params[name].shape == opt.exp_avg_sq[name].shape
@@ -99,10 +102,10 @@ def test_prune_too_large_on_screen_or_in_world():
     params = params_for([0.05, 0.05, 2.0, 0.05], [0.5, 0.5, 0.5, 0.5])
     grad = torch.zeros(4)
     radii = torch.tensor([5.0, 21.0, 3.0, 20.0])
-    gen = torch.Generator().manual_seed(0)
-    new, source, _ = densify_and_prune(params, grad, extent, DensifyConfig(), gen, max_radii=radii)
-    assert source.tolist() == [0, 3]  # 1: 21 px > 20 on screen; 2: scale 2.0 > 1.0 in the world
-    _, source, _ = densify_and_prune(params, grad, extent, DensifyConfig(), gen)
+    ids = torch.arange(4)
+    new, source, _, kept = densify_and_prune(params, ids, grad, extent, DensifyConfig(), 0, 1, max_radii=radii)
+    assert source.tolist() == [0, 3] and kept.tolist() == [0, 3]  # 1: 21 px > 20 on screen; 2: scale 2.0 > 1.0
+    _, source, _, _ = densify_and_prune(params, ids, grad, extent, DensifyConfig(), 0, 1)
     assert source.tolist() == [0, 1, 2, 3]  # before the first reset: opacity pruning only
 
 
@@ -126,11 +129,11 @@ def test_round_densifies_then_resets_when_both_are_due():
     opt = VisibleAdam(params, default_lrs(10.0))
     acc = GradAccumulator(2)
     acc.add(torch.tensor([1e-3, 1e-5]), torch.ones(2, dtype=torch.bool), torch.tensor([3, 3]))
-    gen = torch.Generator().manual_seed(0)
-    out = densify_round(opt, acc, 2999, 30_000, 1, 10.0, DensifyConfig(), gen)
+    out = densify_round(opt, acc, 2999, 30_000, 1, 10.0, DensifyConfig(), 0)
     assert out is acc and opt.num_gaussians == 2  # nothing due at 2999
-    out = densify_round(opt, acc, 3000, 30_000, 1, 10.0, DensifyConfig(), gen)
+    out = densify_round(opt, acc, 3000, 30_000, 1, 10.0, DensifyConfig(), 0)
     assert opt.num_gaussians == 3 and out is not acc and out.count.tolist() == [0, 0, 0]
+    assert opt.ids.tolist() == [(1 << 57) + 0, 1, (1 << 57) + 1]  # 0 cloned into its two children
     assert torch.all(torch.sigmoid(opt.params["opacities"]) <= 0.01 + 1e-7)
 
 

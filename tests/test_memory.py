@@ -25,3 +25,24 @@ def test_freed_blocks_stay_resident_only_when_asked():
                                          text=True).stdout) for mode in ("default", "keep")}
     assert released["default"] > 60 << 20  # glibc hands a 64 MiB block back to the kernel at once
     assert released["keep"] < 1 << 20      # kept for the next allocation
+
+
+PEAK_SCRIPT = """
+import numpy as np
+from pregel.memory import peak_rss_bytes
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+before = peak_rss_bytes()
+block = np.ones(256 << 20, np.uint8)  # 256 MiB, touched
+del block
+print(before, peak_rss_bytes(), hwm())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_peak_rss_is_the_kernels_high_water_mark_in_bytes():
+    before, after, hwm = map(int, subprocess.run([sys.executable, "-c", PEAK_SCRIPT], check=True,
+                                                 capture_output=True, text=True).stdout.split())
+    assert after >= 256 << 20 and after - before >= 200 << 20  # the freed block still counts: a peak
+    assert abs(after - hwm) <= 4 << 20  # the kernel's VmHWM, in bytes (not KiB)

@@ -26,7 +26,7 @@ from odin_sched.training.train import TrainConfig, train  # noqa: E402
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "train_odin.py")
-NAMES = ("means", "scales", "quats", "opacities", "colors", "sh")
+NAMES = ("means", "scales", "quats", "opacities", "colors", "sh", "ids")
 SH_INTERVAL = 2
 RUNS = [(2, "odin"), (3, "odin"), (2, "barrier")]
 

@@ -76,13 +76,15 @@ def test_visible_gaussians_follow_torch_adam_per_gaussian():
 def test_replace_carries_state_and_zeroes_new_rows():
     g = 5
     opt = VisibleAdam(make_params(g), default_lrs(1.0))
+    assert opt.ids.tolist() == [0, 1, 2, 3, 4]
     for name, grad in fake_grads(g, 0).items():
         opt.params[name].grad = grad
     opt.step(torch.ones(g, dtype=torch.bool))
     old_m = opt.exp_avg["means"].clone()
     source = torch.tensor([4, -1, 0, 2, -1])
     new = make_params(5, seed=8)
-    opt.replace(new, source)
+    opt.replace(new, source, None, torch.tensor([4, 9, 0, 2, 7]))
+    assert opt.ids.tolist() == [4, 9, 0, 2, 7]
     assert torch.equal(opt.exp_avg["means"][0], old_m[4])
     assert torch.equal(opt.exp_avg["means"][3], old_m[2])
     assert torch.all(opt.exp_avg["means"][[1, 4]] == 0)

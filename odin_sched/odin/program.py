@@ -195,7 +195,7 @@ class EvalViews(DataflowProgram):
     """Held-out evaluation as a dataflow program: vertices [0, T) are the views (``cameras`` [T]), vertex
     T + j is cell ``cells[j]``, with an edge to every view that may see it. A cell fires on its owner
     and broadcasts its parameters; a view renders the cells it reads (in global id order) at SH degree
-    ``sh_degree`` and keeps its PSNR in ``psnr`` {view: dB}."""
+    ``sh_degree`` and keeps its PSNR in ``psnr`` {view: dB} (and view 0's image in ``first_view``)."""
 
     def __init__(self, cameras: np.ndarray, cells: np.ndarray, shard: Shard, scene: Scene, targets: dict, render,
                  sh_degree: int, max_degree: int, staging: HostStaging):
@@ -203,6 +203,7 @@ class EvalViews(DataflowProgram):
         self.render, self.sh_degree, self.max_degree, self.staging = render, sh_degree, max_degree, staging
         self.columns = param_columns(max_degree)
         self.psnr = {}
+        self.first_view = None  # view 0's image [H, W, 3], on the rank that rendered it
 
     def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         cells = self.cells[np.asarray(src) - len(self.cameras)]
@@ -221,4 +222,6 @@ class EvalViews(DataflowProgram):
         image, _ = self.render(**render_args(params, self.sh_degree), viewmat=viewmat, K=K, width=self.scene.width,
                                height=self.scene.height)
         self.psnr[vertex] = psnr(image.clamp(0, 1), self.targets[cam]).item()
+        if vertex == 0:
+            self.first_view = image
         return None

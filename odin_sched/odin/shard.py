@@ -1,8 +1,9 @@
 """A rank's part of the model: the Gaussians of the cells it owns, with their optimizer state.
 
 The cells (``odin_sched.scenes.cells``) persist from window to window. Every rank knows every cell's
-members (global Gaussian ids, ascending; the id of a Gaussian is its row in the single-process
-trainer's model, 8 bytes per Gaussian on every rank) and its owner, but holds parameters, Adam moments,
+members (by the Gaussians' rows in the whole model, which are the single-process trainer's rows, so
+the order in which both render; 8 bytes per Gaussian on every rank; their global ids,
+``VisibleAdam.ids``, travel with the owned state) and its owner, but holds parameters, Adam moments,
 step counts and densification statistics only for the Gaussians of its own cells, in ascending id
 (``Shard.opt``, ``Shard.accum``). What other ranks need of them travels point to point in a window's
 program (``odin_sched.odin.program``); what every rank needs of a cell at a window's end is its
@@ -82,6 +83,7 @@ class Shard:
             mine.exp_avg[name] = opt.exp_avg[name][index].clone()
             mine.exp_avg_sq[name] = opt.exp_avg_sq[name][index].clone()
         mine.step_count = opt.step_count[index].clone()
+        mine.ids = opt.ids[index].clone()
         accum = None
         if state.accum is not None:
             accum = GradAccumulator(len(ids), opt.device)
@@ -115,21 +117,22 @@ class Shard:
     def state_bytes(self) -> int:
         """Bytes of the owned Gaussians' state: parameters, moments, step counts, accumulators."""
         tensors = [*self.opt.params.values(), *self.opt.exp_avg.values(), *self.opt.exp_avg_sq.values(),
-                   self.opt.step_count]
+                   self.opt.step_count, self.opt.ids]
         if self.accum is not None:
             tensors += [self.accum.total, self.accum.count, self.accum.max_radii]
         return int(sum(t.numel() * t.element_size() for t in tensors))
 
     def packed(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """The owned Gaussians' state as host rows [g, words] float32 (all, or the local ``rows`` [g]): global
-        id, parameters, both moments, step count (and densification statistics); the integers' bits travel
-        as pairs of float32 words (``unpacked`` inverts it)."""
+        """The owned Gaussians' state as host rows [g, words] float32 (all, or the local ``rows`` [g]): row in
+        the whole model, step count, Gaussian id (``VisibleAdam.ids``), parameters, both moments (and
+        densification statistics); the integers' bits travel as pairs of float32 words (``unpacked``
+        inverts it)."""
         opt, accum = self.opt, self.accum
         index = None if rows is None else torch.from_numpy(np.asarray(rows, np.int64)).to(opt.device)
         take = (lambda t: t) if index is None else (lambda t: t[index])
         floats = [pack_params(state, index) for state in (opt.params, opt.exp_avg, opt.exp_avg_sq)]
         ints = [torch.from_numpy(self.owned_ids if rows is None else self.owned_ids[rows]).to(opt.device),
-                take(opt.step_count)]
+                take(opt.step_count), take(opt.ids)]
         if accum is not None:
             floats += [take(accum.total)[:, None], take(accum.max_radii)[:, None]]
             ints.append(take(accum.count))
@@ -141,7 +144,7 @@ class Shard:
         """Global ids [g] and the state (a ``FullState`` of those g Gaussians, by ascending id, on
         ``device``) of ``packed`` rows [g, words] in any order."""
         keep_stats = self.accum is not None
-        int_words = 2 * (3 if keep_stats else 2)
+        int_words = 2 * (4 if keep_stats else 3)
         ints = np.ascontiguousarray(rows[:, :int_words]).view(np.int64)
         order = np.argsort(ints[:, 0], kind="stable")
         ints, floats = ints[order], torch.from_numpy(np.ascontiguousarray(rows[order, int_words:])).to(device)
@@ -153,12 +156,13 @@ class Shard:
         opt.exp_avg.update({k: v.clone() for k, v in parts[1].items()})
         opt.exp_avg_sq.update({k: v.clone() for k, v in parts[2].items()})
         opt.step_count = ints_t[:, 1].clone()
+        opt.ids = ints_t[:, 2].clone()
         accum = None
         if keep_stats:
             accum = GradAccumulator(len(ints), opt.device)
             accum.total = floats[:, 3 * columns].clone()
             accum.max_radii = floats[:, 3 * columns + 1].clone()
-            accum.count = ints_t[:, 2].clone()
+            accum.count = ints_t[:, 3].clone()
         return ints[:, 0], FullState(opt, accum)
 
     def _sh_degree(self) -> int:

@@ -45,7 +45,6 @@ Where each part lives, one module per job: ``shard`` (owned state and cells), ``
 ``window_end`` (the exchange and visibility check); here ``RankRecord`` keeps a rank's metrics and
 timeline labels and ``DistributedTrainer.run`` reads as a window's phases.
 """
-import resource
 import time
 from dataclasses import dataclass, field, fields
 
@@ -67,12 +66,13 @@ from odin_sched.scenes.visibility import Margin, predict_visible_cells
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.config import TrainConfig
 from odin_sched.training.densify import GradAccumulator, densify_round, due_after
-from odin_sched.training.train import (TrainResult, TrainingSetup, new_optimizer, heldout_png, params_of, set_up,
-                                       write_outputs)
+from odin_sched.training.outputs import save_comparison_png
+from odin_sched.training.train import TrainResult, TrainingSetup, new_optimizer, params_of, set_up, write_outputs
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
 from pregel.comm import Comm
 from pregel.dataflow import DataflowPlan, run_dataflow, write_chrome_trace
 from pregel.generate import edges_to_csr
+from pregel.memory import peak_rss_bytes
 from pregel.graph_io import GraphData
 from pregel.progress import Progress
 
@@ -210,8 +210,8 @@ class RankRecord:
         self.metrics.model_bytes = max(self.metrics.model_bytes, int(model_bytes))
 
     def finish(self) -> None:
-        """Record the process's peak resident set (Linux reports kibibytes)."""
-        self.metrics.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        """Record the process's peak resident set."""
+        self.metrics.peak_rss_bytes = peak_rss_bytes()
 
     def span(self, kind: str, t0: float, t1: float, label: str) -> None:
         """A timeline span outside the dataflow runs (planning, window boundaries), when tracing."""
@@ -268,6 +268,12 @@ def cached_bytes(window: Window, rank: int, columns: int) -> int:
     return int(window.count[steps.version_cell[versions]].sum() * columns * 4)
 
 
+def comparison_png(view: torch.Tensor, setup: TrainingSetup):
+    """A function writing the PNG of the first held-out view ``view`` [H, W, 3] beside its ground truth."""
+    truth = setup.targets[int(setup.test_ids[0])]
+    return lambda path: save_comparison_png(path, view.cpu().numpy(), truth.cpu().numpy())
+
+
 def eval_plan(visible: np.ndarray, owner: np.ndarray, size: int) -> tuple[DataflowPlan, np.ndarray]:
     """The dataflow plan of a held-out evaluation: visible [T, K] bool (the cells each view may see),
     owner [K]. Views 0..T-1 go to ranks t mod size, the cells any view sees (returned [k]) follow, on
@@ -303,17 +309,18 @@ class DistributedTrainer:
         self.render = render or cpu_render
         self.staging = staging or HostStaging("cpu", staged=False)
         self.num_cells = options.resolved_cells(comm.size)
-        self.densify_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.seed = config.seed  # densification draws are keyed by (seed, step, Gaussian id)
         self.planner = WindowPlanner(Comm(MPI.COMM_SELF), setup, self.steps, options, comm.size, self.densify,
                                      self.eval_every)
         self.record = RankRecord(comm.rank, self.steps * setup.settings.batch_size, options.timeline is not None)
         self.violations = 0
         self.migrated = 0         # cells that moved to another owner
         self.status = None       # an odin_sched.training.status.TrainStatus when the dashboard's file is written
+        self.view = None         # the first held-out view [H, W, 3] of the last evaluation, on rank 0
         self.window_spans = None  # the last window's dataflow spans, for the dashboard
         opt = new_optimizer(setup)
         self.resumed = TrainState(0, opt, GradAccumulator(opt.num_gaussians, opt.device) if self.densify else None,
-                                  self.densify_gen, np.empty(self.steps), [], [])
+                                  np.empty(self.steps), [], [])
         if checkpoint is not None:
             checkpoint.restore(self.resumed)
             self.planner.safety, self.violations = self.resumed.safety, self.resumed.violations
@@ -457,11 +464,11 @@ class DistributedTrainer:
         setup, batch_size = self.setup, self.setup.settings.batch_size
         if not self.densify.due(stop, self.steps, batch_size):
             densify_round(self.shard.opt, self.shard.accum, stop, self.steps, batch_size, setup.extent, self.densify,
-                          self.densify_gen)
+                          self.seed)
             return self._metadata()
         full = self.shard.gather(self.comm)
         accum = densify_round(full.opt, full.accum, stop, self.steps, batch_size, setup.extent, self.densify,
-                              self.densify_gen)
+                              self.seed)
         self.shard = Shard.from_full(self.comm.rank, self.comm.size, FullState(full.opt, accum), self.num_cells)
         return self._metadata()
 
@@ -485,20 +492,21 @@ class DistributedTrainer:
         program = EvalViews(cams, cells, self.shard, scene, setup.targets, self.render, setup.active_sh_degree(stop),
                             setup.sh_degree, self.staging)
         run_dataflow(self.comm, plan, program, mode="bsp" if self.options.mode == "barrier" else "dataflow")
+        self.view = program.first_view
         rows = self.comm.allgather_rows(np.array(sorted(program.psnr.items()), np.float64).reshape(-1, 2))
         by_view = dict(zip(rows[:, 0].astype(np.int64), rows[:, 1]))
         return float(np.mean([by_view[t] for t in range(len(cams))]))
 
     def _report(self, step: int, losses: np.ndarray, psnr_steps: list, psnr_values: list, evaluated: bool) -> None:
         """Write the dashboard's status file after a window (collective: rank 0 gathers every rank's
-        counters so far, the window's spans and, after an evaluation, the model for its view, and writes)."""
+        counters so far and the window's spans, and writes, with the held-out view it rendered when the
+        window evaluated)."""
         table = self.comm.gather_rows(self.record.metrics.as_row()[None, :])
         timeline = window_spans(self.comm, self.window_spans)
-        full = self.shard.gather(self.comm, root=0) if evaluated else None
         if self.comm.rank == 0:
             ranks = {"fields": list(RANK_FIELDS), "rows": table.tolist(),
                      "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
-            view = heldout_png(self.render, params_of(full.opt), self.setup, step) if evaluated else None
+            view = comparison_png(self.view, self.setup) if evaluated else None
             self.status.update(step, losses, psnr_steps, psnr_values, self.shard.num_gaussians,
                                time.perf_counter() - self.record.started, force=True, view=view, ranks=ranks)
 
@@ -518,8 +526,8 @@ class DistributedTrainer:
         due = self.checkpoint.due(start, stop)
         full = self.shard.gather(self.comm, root=0) if due else None
         opt, accum = (full.opt, full.accum) if full is not None else (None, None)
-        self.checkpoint.save(start, TrainState(stop, opt, accum, self.densify_gen, losses, psnr_steps, psnr_values,
-                                               wall, self.planner.safety, self.violations))
+        self.checkpoint.save(start, TrainState(stop, opt, accum, losses, psnr_steps, psnr_values, wall,
+                                               self.planner.safety, self.violations))
 
 
 def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoint=None) -> TrainResult:
@@ -544,7 +552,6 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
                                      config.scene)
     result = trainer.run()
     bar.close()
-    full = trainer.shard.gather(comm, root=0)  # the outputs: rank 0 writes them
     trainer.record.finish()
     table = comm.gather_rows(trainer.record.metrics.as_row()[None, :])
     spans = comm.allgather(trainer.record.metrics.spans) if options.timeline is not None else None
@@ -552,9 +559,9 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
     # the payloads always go through host buffers (the transport sends NumPy arrays): not CUDA-aware
     staged = {"cuda_aware_mpi": False, "bytes_staged": int(sum(comm.allgather(staging.bytes_staged)))} \
         if config.device == "cuda" else {}
+    attrs, planner = None, trainer.planner
     if comm.rank == 0:
         totals = dict(zip(RANK_FIELDS, table.sum(axis=0)))
-        planner = trainer.planner
         attrs = {"compute_seconds": totals["compute_seconds"], "comm_seconds": totals["comm_seconds"],
                  "wait_seconds": totals["wait_seconds"], "visibility_violations": trainer.violations,
                  "max_staleness": options.staleness, "stale_reads": planner.stale_reads,
@@ -563,8 +570,10 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
                  "cells_at_end": trainer.shard.num_cells, "cells_migrated": trainer.migrated,
                  "dependency_edges": planner.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), **staged}
-        write_outputs(trainer.render, setup, params_of(full.opt), result, config, options.mode, comm.size, attrs,
-                      metrics={"per_rank": table})
+    # every owner's rows, streamed to rank 0 in bounded pieces; the view was rendered by the last evaluation
+    write_outputs(comm, setup, params_of(trainer.shard.opt), trainer.shard.opt.ids, result, config, options.mode,
+                  comm.size, trainer.view, attrs, metrics={"per_rank": table})
+    if comm.rank == 0:
         if options.timeline is not None:
             write_chrome_trace(options.timeline, spans, {k: v for part in labels for k, v in part.items()})
         if options.schedule_out is not None:

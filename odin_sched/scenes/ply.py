@@ -1,4 +1,4 @@
-"""Gaussians in the 3DGS ``.ply`` layout, read and written with ``plyfile``.
+"""Gaussians in the 3DGS ``.ply`` layout, read with ``plyfile`` and written in its binary layout.
 
 One vertex element with float32 properties, written in this order::
 
@@ -17,7 +17,7 @@ files).
 import os
 
 import numpy as np
-from plyfile import PlyData, PlyElement, PlyHeaderParseError, PlyParseError
+from plyfile import PlyData, PlyHeaderParseError, PlyParseError
 
 from odin_sched.scenes.sh import SH_COUNTS, degree_of, sh0_to_rgb, sh_from_rgb
 from pregel.atomic import atomic_output
@@ -64,14 +64,34 @@ def write_ply(path, means, scales, quats, opacities, colors=None, sh=None) -> No
         if arr.shape != (g,) + tail:
             raise ValueError(f"{name}: expected shape {(g,) + tail}, got {arr.shape}")
     degree_of(sh.shape[1])
-    rest = sh[:, 1:].transpose(0, 2, 1).reshape(g, 3 * (sh.shape[1] - 1))  # channel-major, as the reference's save_ply
-    columns = np.concatenate([means, np.zeros((g, 3), np.float32), sh[:, 0], rest, opacities[:, None], scales,
-                              quats], axis=1)
-    names = ["x", "y", "z", "nx", "ny", "nz", *DC, *rest_names(sh.shape[1]), "opacity", *FIELDS["scales"],
-             *FIELDS["quats"]]
-    vertices = np.rec.fromarrays(list(columns.T), dtype=[(name, "<f4") for name in names])
     with atomic_output(path, ".ply") as temp:
-        PlyData([PlyElement.describe(vertices, "vertex")]).write(temp)
+        with open(temp, "wb") as f:
+            f.write(ply_header(g, sh.shape[1]))
+            f.write(ply_rows(means, scales, quats, opacities, sh).tobytes())
+
+
+def property_names(count: int) -> list:
+    """The vertex properties, in file order, of Gaussians with ``count`` SH coefficients per channel."""
+    return ["x", "y", "z", "nx", "ny", "nz", *DC, *rest_names(count), "opacity", *FIELDS["scales"],
+            *FIELDS["quats"]]
+
+
+def ply_header(vertices: int, count: int) -> bytes:
+    """The header of a binary PLY of ``vertices`` Gaussians with ``count`` SH coefficients per channel
+    (all properties float32, little endian; as ``plyfile`` writes it)."""
+    lines = ["ply", "format binary_little_endian 1.0", f"element vertex {vertices}",
+             *(f"property float {name}" for name in property_names(count)), "end_header", ""]
+    return "\n".join(lines).encode("ascii")
+
+
+def ply_rows(means, scales, quats, opacities, sh) -> np.ndarray:
+    """float32 [g, properties] little endian: the vertex rows of Gaussians (float32 arrays as
+    ``write_ply`` takes them, sh [g, K, 3]) in ``property_names`` order; a run of them, written after
+    ``ply_header``, is the file's body."""
+    g = means.shape[0]
+    rest = sh[:, 1:].transpose(0, 2, 1).reshape(g, 3 * (sh.shape[1] - 1))  # channel-major, as the reference's save_ply
+    return np.concatenate([means, np.zeros((g, 3), np.float32), sh[:, 0], rest, opacities[:, None], scales, quats],
+                          axis=1).astype("<f4")
 
 
 def read_gaussians_ply(path) -> dict:

@@ -18,6 +18,7 @@ Optional extras written by this project (readers of plain v1 files may ignore th
                                        in 0..3 (coefficient-major; the reference 3DGS evaluation);
                                        when present, renderers use it and /gaussians/colors holds
                                        its DC colour sh[:, 0] * C0 + 0.5 (C0 = 0.28209479177387814)
+    /gaussians/ids     int64   [G]     global ids of trained Gaussians (``pregel train``), ascending
     /init/means        float32 [P, 3]  initial point cloud for training (as structure-from-motion gives)
     /init/colors       float32 [P, 3]  its RGB colours; both or neither
     /cameras/heldout   bool    [C]     True for cameras held out of training (used for evaluation)
@@ -71,6 +72,7 @@ class Scene:
     init_colors: np.ndarray | None = None  # [P, 3] float32
     heldout: np.ndarray | None = None      # [C] bool
     sh: np.ndarray | None = None           # [G, K, 3] float32 SH coefficients (K = 1, 4, 9 or 16)
+    ids: np.ndarray | None = None          # [G] int64 global ids of trained Gaussians, ascending
     metrics: dict = field(default_factory=dict)  # name -> 1D numeric array
     attrs: dict = field(default_factory=dict)    # extra root attributes
 
@@ -93,7 +95,12 @@ def heldout_mask(scene: Scene) -> np.ndarray:
     """Held-out cameras: the file's ``/cameras/heldout`` or else every 8th camera (bool [C])."""
     if scene.heldout is not None:
         return scene.heldout
-    return np.arange(scene.num_cameras) % HOLDOUT_EVERY == 0
+    return default_heldout(scene.num_cameras)
+
+
+def default_heldout(cameras: int) -> np.ndarray:
+    """bool [cameras]: the held-out cameras of a file without ``/cameras/heldout`` (0, 8, 16, ...)."""
+    return np.arange(cameras) % HOLDOUT_EVERY == 0
 
 
 def _check_array(path, name: str, arr: np.ndarray, dtype, tail: tuple) -> None:
@@ -113,31 +120,43 @@ def _check_count(path, name: str, arr: np.ndarray, expected: int, what: str) -> 
         raise InputError.at(path, name, f"has {arr.shape[0]} rows but {what} is {expected}")
 
 
+def validate_gaussians(arrays: dict, path="<scene>") -> None:
+    """Check the Gaussian datasets of a scene (name -> array: ``GAUSSIAN_DATASETS``, optionally ``sh``
+    [G, K, 3] and ``ids`` [G] int64, strictly ascending) as the format requires; raise InputError on the
+    first problem. A part of a file's rows may be checked at a time (the ids then only among themselves)."""
+    for name, tail in GAUSSIAN_DATASETS.items():
+        _check_array(path, f"/gaussians/{name}", arrays[name], np.float32, tail)
+    g = int(arrays["means"].shape[0])
+    if g == 0:
+        raise InputError.at(path, "/gaussians/means", "the scene has no Gaussians")
+    for name in GAUSSIAN_DATASETS:
+        _check_count(path, f"/gaussians/{name}", arrays[name], g, "the number of Gaussians in /gaussians/means")
+    sh, ids = arrays.get("sh"), arrays.get("ids")
+    if sh is not None:
+        count = sh.shape[1] if sh.ndim == 3 else -1
+        _check_array(path, "/gaussians/sh", sh, np.float32, (count, 3))
+        _check_count(path, "/gaussians/sh", sh, g, "the number of Gaussians in /gaussians/means")
+        if sh.shape[1] not in SH_COUNTS:
+            raise InputError.at(path, "/gaussians/sh", f"has {sh.shape[1]} coefficients per channel, "
+                                "expected 1, 4, 9 or 16 (SH degree 0 to 3)")
+    if ids is not None:
+        _check_array(path, "/gaussians/ids", ids, np.int64, ())
+        _check_count(path, "/gaussians/ids", ids, g, "the number of Gaussians in /gaussians/means")
+        if np.any(np.diff(ids) <= 0):
+            raise InputError.at(path, "/gaussians/ids", "ids must be strictly ascending (unique)")
+    norms = np.linalg.norm(arrays["quats"].astype(np.float64), axis=1)
+    if np.any(norms < 1e-8):
+        raise InputError.at(path, "/gaussians/quats",
+                            f"{int(np.count_nonzero(norms < 1e-8))} quaternions have zero length and cannot be normalised")
+
+
 def validate(scene: Scene, path="<scene>") -> None:
     """Check a Scene for everything the format requires; raise InputError on the first problem."""
     for attr in ("width", "height"):
         value = getattr(scene, attr)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise InputError.at(path, None, f"attribute {attr} must be a positive integer, got {value!r}")
-    for name, tail in GAUSSIAN_DATASETS.items():
-        _check_array(path, f"/gaussians/{name}", getattr(scene, name), np.float32, tail)
-    g = scene.num_gaussians
-    if g == 0:
-        raise InputError.at(path, "/gaussians/means", "the scene has no Gaussians")
-    for name in GAUSSIAN_DATASETS:
-        _check_count(path, f"/gaussians/{name}", getattr(scene, name), g, "the number of Gaussians in /gaussians/means")
-    if scene.sh is not None:
-        count = scene.sh.shape[1] if scene.sh.ndim == 3 else -1
-        _check_array(path, "/gaussians/sh", scene.sh, np.float32, (count, 3))
-        _check_count(path, "/gaussians/sh", scene.sh, g, "the number of Gaussians in /gaussians/means")
-        if scene.sh.shape[1] not in SH_COUNTS:
-            raise InputError.at(path, "/gaussians/sh", f"has {scene.sh.shape[1]} coefficients per channel, "
-                                "expected 1, 4, 9 or 16 (SH degree 0 to 3)")
-    norms = np.linalg.norm(scene.quats.astype(np.float64), axis=1)
-    if np.any(norms < 1e-8):
-        raise InputError.at(path, "/gaussians/quats",
-                            f"{int(np.count_nonzero(norms < 1e-8))} quaternions have zero length and cannot be normalised")
-
+    validate_gaussians(scene.gaussians() if scene.ids is None else {**scene.gaussians(), "ids": scene.ids}, path)
     _check_array(path, "/cameras/viewmats", scene.viewmats, np.float32, (4, 4))
     _check_array(path, "/cameras/Ks", scene.Ks, np.float32, (3, 3))
     if scene.images.ndim == 4 and scene.images.shape[1:3] != (scene.height, scene.width):
@@ -164,7 +183,12 @@ def validate(scene: Scene, path="<scene>") -> None:
     if scene.heldout is not None:
         _check_array(path, "/cameras/heldout", scene.heldout, np.bool_, ())
         _check_count(path, "/cameras/heldout", scene.heldout, c, "the number of cameras in /cameras/viewmats")
-    for name, values in scene.metrics.items():
+    validate_metrics(scene.metrics, path)
+
+
+def validate_metrics(metrics: dict, path="<scene>") -> None:
+    """Check a scene's ``/metrics`` (name -> 1D or 2D numeric array); raise InputError on the first problem."""
+    for name, values in metrics.items():
         arr = np.asarray(values)
         if arr.ndim not in (1, 2) or arr.dtype.kind not in "biuf":
             raise InputError.at(path, f"/metrics/{name}",
@@ -214,6 +238,8 @@ def read_scene(path) -> Scene:
             arrays["init_colors"] = _read_dataset(f, path, "/init/colors")
         if "gaussians/sh" in f:
             arrays["sh"] = _read_dataset(f, path, "/gaussians/sh")
+        if "gaussians/ids" in f:
+            arrays["ids"] = _read_dataset(f, path, "/gaussians/ids")
         if "cameras/heldout" in f:
             arrays["heldout"] = _read_dataset(f, path, "/cameras/heldout")
         metrics = {name: _read_dataset(f, path, f"/metrics/{name}") for name in f.get("metrics", {})}
@@ -239,6 +265,8 @@ def write_scene(path, scene: Scene) -> None:
             f.create_dataset(f"gaussians/{name}", data=getattr(scene, name))
         if scene.sh is not None:
             f.create_dataset("gaussians/sh", data=scene.sh)
+        if scene.ids is not None:
+            f.create_dataset("gaussians/ids", data=scene.ids)
         f.create_dataset("cameras/viewmats", data=scene.viewmats)
         f.create_dataset("cameras/Ks", data=scene.Ks)
         f.create_dataset("images", data=scene.images, chunks=(1,) + scene.images.shape[1:])

@@ -5,17 +5,22 @@ A training checkpoint after step k uses the folder layout, manifest and refusals
 with one line). It holds one part, written by one rank, because the state is global whenever it is
 saved: the single-process trainer saves after a step, the distributed trainer at the end of a window,
 when every rank holds the whole model. The part holds the ``TrainState``: the Gaussians and their
-visible-Adam state (moments and per-Gaussian step counts), the densification accumulator, the
-densification generator's state, the losses and held-out PSNR so far, the training time so far and,
+visible-Adam state (moments, per-Gaussian step counts and global ids), the densification
+accumulator, the losses and held-out PSNR so far, the training time so far and,
 for the distributed trainer, its visibility margin factor and violation count. The image order is no
 state: ``odin_sched.training.train.prepare`` recomputes it from the scene and the options, and the step number
-is the position in it.
+is the position in it. Densification's randomness is no state either: its draws are keyed by (seed,
+step, Gaussian id) (``odin_sched.training.counter_rng``). Checkpoints written before Gaussians had ids
+(which held a torch generator's state instead) are refused as written by another kind of job.
 
 The manifest names the scene file (size and SHA-256 of its first MiB), the initial Gaussians (the
 scene's ``/init`` or a PLY's SHA-256) and every option that changes the result (steps, batch size,
 seed, SSIM weight, image order, held-out evaluation interval, densification, SH degree, position-LR
 horizon); not the number of ranks nor the distributed mode, cells or window, which do not change it.
 So a resumed run, at any number of ranks, ends with the uninterrupted run's parameters bit for bit.
+
+``state_columns`` and ``install_columns`` give the per-Gaussian part of the state as named columns for
+row-sharded checkpoints (``pregel.sharded_checkpoint``), where each rank saves the Gaussians it owns.
 
 With ``--checkpoint-every K`` a checkpoint is written after every step that is a multiple of K in the
 single-process trainer, and at the first window end at or after each multiple of K in the
@@ -34,6 +39,8 @@ from pregel.checkpoint import CheckpointFolder, file_sha256, graph_identity, pac
 from pregel.errors import InputError
 
 PART = "state.npz"
+#: how densification draws (recorded, so a checkpoint of the older torch-generator trainer is refused)
+DENSIFY_DRAWS = "counter (seed, step, Gaussian id)"
 
 
 @dataclass
@@ -43,7 +50,6 @@ class TrainState:
     step: int                     # batches done
     opt: VisibleAdam
     accum: GradAccumulator | None  # None when the trainer keeps none (no densification, one process)
-    densify_gen: torch.Generator
     losses: np.ndarray            # [steps] float64, the first ``step`` filled
     psnr_steps: list              # steps at which held-out PSNR was measured
     psnr_values: list             # held-out PSNR (dB) at those steps
@@ -52,11 +58,50 @@ class TrainState:
     violations: int = 0           # distributed trainer: Gaussians that left the margin so far
 
 
+def state_columns(opt: VisibleAdam, accum: GradAccumulator | None, rows=None) -> dict:
+    """The per-Gaussian training state as named columns [g, ...] (the Gaussians ``rows``, default all),
+    for ``pregel.sharded_checkpoint.ShardedCheckpointer.save_rows``: ``ids``, ``step_count``,
+    ``params/NAME``, ``exp_avg/NAME``, ``exp_avg_sq/NAME`` and, with an accumulator, ``accum/total``,
+    ``accum/count``, ``accum/max_radii``."""
+    def pick(value):
+        return value.detach() if rows is None else value.detach()[rows]
+
+    columns = {"ids": pick(opt.ids), "step_count": pick(opt.step_count)}
+    for group, state in (("params", opt.params), ("exp_avg", opt.exp_avg), ("exp_avg_sq", opt.exp_avg_sq)):
+        columns.update({f"{group}/{name}": pick(value) for name, value in state.items()})
+    if accum is not None:
+        columns.update({"accum/total": pick(accum.total), "accum/count": pick(accum.count),
+                        "accum/max_radii": pick(accum.max_radii)})
+    return columns
+
+
+def install_columns(opt: VisibleAdam, columns: dict, with_accum: bool) -> GradAccumulator | None:
+    """Make ``opt`` hold the Gaussians of ``columns`` (``state_columns``'s names, NumPy or torch [g, ...],
+    as restored) on its device; returns their accumulator (zeros when the columns have none), or None
+    without ``with_accum``."""
+    def tensor(name):
+        value = columns[name]
+        return (value if isinstance(value, torch.Tensor) else torch.from_numpy(np.array(value))).to(opt.device)
+
+    for group, state in (("exp_avg", opt.exp_avg), ("exp_avg_sq", opt.exp_avg_sq)):
+        for name in state:
+            state[name] = tensor(f"{group}/{name}")
+    for name in opt.params:
+        opt.params[name] = tensor(f"params/{name}").requires_grad_(True)
+    opt.ids, opt.step_count = tensor("ids"), tensor("step_count")
+    if not with_accum:
+        return None
+    accum = GradAccumulator(opt.num_gaussians, opt.device)
+    if "accum/total" in columns:
+        accum.total, accum.count, accum.max_radii = (tensor(f"accum/{name}") for name in ("total", "count", "max_radii"))
+    return accum
+
+
 def train_identity(config: TrainConfig) -> dict:
     """What a resumed training job must match: the scene file, the initial Gaussians and the settings that
     change the result."""
     densify_options = None if config.densify is None else asdict(config.densify)
-    return {"scene": graph_identity(config.scene),
+    return {"scene": graph_identity(config.scene), "densify_draws": DENSIFY_DRAWS,
             "init": "scene /init" if config.init_ply is None else {"ply_sha256": file_sha256(config.init_ply)},
             "training": {"steps": config.steps, "batch_size": config.batch_size, "seed": config.seed,
                          "ssim_weight": config.ssim_weight, "eval_every": config.eval_every,
@@ -80,7 +125,7 @@ class TrainCheckpointer(CheckpointFolder):
             return
         opt = state.opt
         tree = {"params": opt.params, "exp_avg": opt.exp_avg, "exp_avg_sq": opt.exp_avg_sq,
-                "step_count": opt.step_count, "generator": state.densify_gen.get_state(),
+                "step_count": opt.step_count, "ids": opt.ids,
                 "losses": state.losses[:state.step], "psnr_steps": np.array(state.psnr_steps, np.int64),
                 "psnr_values": np.array(state.psnr_values, np.float64),
                 "scalars": np.array([state.wall_time_s, state.safety, state.violations], np.float64)}
@@ -110,13 +155,13 @@ class TrainCheckpointer(CheckpointFolder):
         opt.exp_avg.update(tree["exp_avg"])
         opt.exp_avg_sq.update(tree["exp_avg_sq"])
         opt.step_count = tree["step_count"]
+        opt.ids = tree["ids"]
         if state.accum is not None:
             state.accum = GradAccumulator(opt.num_gaussians)
             if "accum" in tree:
                 accum = tree["accum"]
                 state.accum.total, state.accum.count, state.accum.max_radii = (
                     accum["total"], accum["count"], accum["max_radii"])
-        state.densify_gen.set_state(tree["generator"])
         state.step = len(tree["losses"])
         state.losses[:state.step] = tree["losses"]
         state.psnr_steps[:] = tree["psnr_steps"].tolist()

@@ -14,6 +14,11 @@ Follows ``GaussianModel.densify_and_prune`` and the schedule in ``train.py`` of 
   empty). The reference zeroes the tracked radii before it reads them (its issue #123, kept for
   comparability with its published results), so there the screen test never fires; here it reads
   each old Gaussian's radius since the previous round, as the paper describes (new ones count 0);
+* a cloned or split Gaussian becomes two children with new global ids (``odin_sched.training.gaussian_ids``;
+  a Gaussian whose lineage has used up the id space is no longer densified), and a split child's
+  offset is drawn by the counter-based generator keyed by (seed, step, the child's id)
+  (``odin_sched.training.counter_rng``), so densifying any subset of the Gaussians (one owner's) gives
+  each the draw it gets among all of them;
 * new Gaussians start with zero Adam moments and their parent's step count (the reference appends
   rows to a parameter whose Adam step is shared, so they continue its count);
 * every ``opacity_reset_interval`` images while densifying, opacities are clamped to at most 0.01 and
@@ -36,6 +41,9 @@ import math
 from dataclasses import dataclass
 
 import torch
+
+from odin_sched.training.counter_rng import normals
+from odin_sched.training.gaussian_ids import can_densify, child_ids
 
 #: the reference densifies until 15,000 of its 30,000 iterations: half the run
 STOP_FRACTION = 0.5
@@ -166,34 +174,42 @@ def quat_to_rotmat(quats: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, config: DensifyConfig,
-                      generator: torch.Generator, max_radii: torch.Tensor | None = None) -> tuple:
-    """One round of clone / split / prune.
+def densify_and_prune(params: dict, ids: torch.Tensor, grad_avg: torch.Tensor, extent: float, config: DensifyConfig,
+                      seed: int, step: int, max_radii: torch.Tensor | None = None) -> tuple:
+    """One round of clone / split / prune after batch ``step`` of a run seeded with ``seed``.
 
     params: dict name -> torch.Tensor  # [G, ...] means, scales (log), quats, opacities (logit) and any others
                                        # (the SH colour sh0, shN), copied to clones and split children
+    ids: torch.Tensor                  # [G] int64 global ids (``odin_sched.training.gaussian_ids``)
     grad_avg: torch.Tensor             # [G] average screen-space gradient norm (GradAccumulator)
     max_radii: torch.Tensor or None    # [G] largest screen radius (pixels); given: also prune Gaussians
                                        # too large on screen or in the world (``DensifyConfig.prunes_large``)
-    Returns (new_params, source, fresh): new_params [G', ...]; source [G'] int64, the old row each new
-    row takes its optimizer step count from (itself, or the parent of a clone or split); fresh [G'] bool,
-    the rows whose Adam moments start at zero (see ``VisibleAdam.replace``).
+    Returns (new_params, source, fresh, new_ids): new_params [G', ...]; source [G'] int64, the old row each
+    new row takes its optimizer step count from (itself, or the parent of a clone or split); fresh [G']
+    bool, the rows whose Adam moments start at zero (see ``VisibleAdam.replace``); new_ids [G'] int64.
+    Rows: the kept Gaussians in their order (a cloned one renamed child 0), then the clones (child 1),
+    then the split children 0, then 1. Every row's values depend on its own row and id only.
     """
     g = grad_avg.shape[0]
     means, scales, quats = params["means"], params["scales"], params["quats"]
-    big_grad = grad_avg >= config.grad_threshold
+    big_grad = (grad_avg >= config.grad_threshold) & can_densify(ids)
     largest = torch.exp(scales).amax(dim=1)
     large = largest > config.percent_dense * extent
     clone = big_grad & ~large
     split = big_grad & large
 
     clone_idx = torch.nonzero(clone).squeeze(1)
-    split_idx = torch.nonzero(split).squeeze(1).repeat(2)
+    split_once = torch.nonzero(split).squeeze(1)
+    split_idx = split_once.repeat(2)
     keep_idx = torch.nonzero(~split).squeeze(1)
+    kept_ids = torch.where(clone[keep_idx], child_ids(ids[keep_idx], 0), ids[keep_idx])
+    split_ids = torch.cat([child_ids(ids[split_once], 0), child_ids(ids[split_once], 1)])
+    new_ids = torch.cat([kept_ids, child_ids(ids[clone_idx], 1), split_ids])
 
     stds = torch.exp(scales[split_idx])
-    # drawn by the CPU ``generator`` wherever the Gaussians are, so a GPU run splits as the CPU run does
-    offsets = torch.randn(stds.shape, generator=generator, dtype=stds.dtype).to(stds.device) * stds
+    # drawn on the host wherever the Gaussians are, so a GPU run splits as the CPU run does
+    draws = normals(seed, step, split_ids.cpu().numpy(), 3)
+    offsets = torch.from_numpy(draws).to(stds.dtype).to(stds.device) * stds
     split_means = means[split_idx] + torch.einsum("gij,gj->gi", quat_to_rotmat(quats[split_idx]), offsets)
     split_scales = scales[split_idx] - torch.log(torch.tensor(0.8 * 2, dtype=scales.dtype))
 
@@ -212,7 +228,7 @@ def densify_and_prune(params: dict, grad_avg: torch.Tensor, extent: float, confi
         alive &= torch.exp(new["scales"]).amax(dim=1) <= config.max_world_fraction * extent
     if g and not alive.any():
         alive[torch.argmax(new["opacities"])] = True
-    return {name: value[alive] for name, value in new.items()}, source[alive], fresh[alive]
+    return {name: value[alive] for name, value in new.items()}, source[alive], fresh[alive], new_ids[alive]
 
 
 @torch.no_grad()
@@ -224,17 +240,18 @@ def reset_opacity(opt) -> None:
 
 
 def densify_round(opt, accum: GradAccumulator, step: int, steps: int, batch_size: int, extent: float,
-                  config: DensifyConfig, generator: torch.Generator) -> GradAccumulator:
-    """What densification does after batch ``step`` of ``steps`` (both trainers call this after every
-    batch they end a window on): a round of ``densify_and_prune`` on the Gaussians of ``opt`` (an
-    ``odin_sched.training.optim.VisibleAdam``, replaced in place with its optimizer state carried over) from the
-    statistics in ``accum`` when one is due, then the opacity reset when due. Returns the accumulator
+                  config: DensifyConfig, seed: int) -> GradAccumulator:
+    """What densification does after batch ``step`` of ``steps`` of a run seeded with ``seed`` (both
+    trainers call this after every batch they end a window on): a round of ``densify_and_prune`` on the
+    Gaussians of ``opt`` (an ``odin_sched.training.optim.VisibleAdam``, replaced in place with its
+    optimizer state and ids carried over) from the statistics in ``accum`` when one is due, then the opacity reset when due. Returns the accumulator
     to go on with (a fresh one after a round, as the reference zeroes its statistics)."""
     if config.due(step, steps, batch_size):
         params = {name: p.detach() for name, p in opt.params.items()}
         max_radii = accum.max_radii if config.prunes_large(step, batch_size) else None
-        new, source, fresh = densify_and_prune(params, accum.average(), extent, config, generator, max_radii)
-        opt.replace(new, source, fresh)
+        new, source, fresh, ids = densify_and_prune(params, opt.ids, accum.average(), extent, config, seed, step,
+                                                    max_radii)
+        opt.replace(new, source, fresh, ids)
         accum = GradAccumulator(opt.num_gaussians, opt.device)
     if config.reset_due(step, steps, batch_size):
         reset_opacity(opt)

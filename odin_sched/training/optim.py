@@ -15,6 +15,8 @@ colour coefficients ``sh0`` 2.5e-3 (``feature_lr``) and the higher SH coefficien
 """
 import torch
 
+from odin_sched.training.gaussian_ids import initial_ids
+
 DEFAULT_LR = {
     "means": 1.6e-4,  # multiplied by the scene extent
     "scales": 1e-3,
@@ -37,7 +39,8 @@ class VisibleAdam:
 
     params: dict name -> torch.Tensor  # [G, ...] float32, leaf tensors; ``requires_grad`` is set here
     lrs: dict name -> float            # learning rate per parameter (may be changed between steps)
-    The moments and step counts live on the parameters' device (CPU or GPU).
+    The moments, step counts and ids live on the parameters' device (CPU or GPU); ``ids`` [G] int64
+    are the Gaussians' global ids (``odin_sched.training.gaussian_ids``), 0 .. G - 1 at the start.
     """
 
     def __init__(self, params: dict, lrs: dict, betas=(0.9, 0.999), eps: float = 1e-15):
@@ -55,6 +58,7 @@ class VisibleAdam:
         self.exp_avg_sq = {}
         self._install(params)
         self.step_count = torch.zeros(self.num_gaussians, dtype=torch.int64, device=self.device)
+        self.ids = initial_ids(self.num_gaussians, self.device)
 
     @property
     def num_gaussians(self) -> int:
@@ -118,18 +122,21 @@ class VisibleAdam:
             self.exp_avg_sq[name][idx] = v
             p[idx] = p[idx] - step_size * m / denom
 
-    def replace(self, params: dict, source: torch.Tensor, fresh: torch.Tensor | None = None) -> None:
+    def replace(self, params: dict, source: torch.Tensor, fresh: torch.Tensor | None, ids: torch.Tensor) -> None:
         """Swap in a new set of Gaussians (after densification) and carry the optimizer state over.
 
         params: dict name -> torch.Tensor  # [G', ...] the new parameter values
         source: torch.Tensor               # [G'] int64, the old row whose moments and step count row i
                                            # inherits, or -1 for a new Gaussian (zero state, step 0)
         fresh: torch.Tensor or None        # [G'] bool, rows whose moments start at zero while keeping
-                                           # their source's step count (default: none)
+                                           # their source's step count (None: none)
+        ids: torch.Tensor                  # [G'] int64, the new rows' global ids
         """
         if set(params) != set(self.params):
             raise ValueError(f"params: expected {sorted(self.params)}, got {sorted(params)}")
         n = source.shape[0]
+        if ids.shape != (n,):
+            raise ValueError(f"ids: expected shape ({n},), got {tuple(ids.shape)}")
         for name, value in params.items():
             if value.shape[0] != n:
                 raise ValueError(f"params[{name!r}]: {value.shape[0]} rows but source has {n}")
@@ -149,6 +156,7 @@ class VisibleAdam:
         steps = self.step_count[src]
         steps[unknown] = 0
         self.step_count = steps
+        self.ids = ids.to(torch.int64)
 
     @torch.no_grad()
     def reset_param(self, name: str, value: torch.Tensor) -> None:

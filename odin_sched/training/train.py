@@ -21,7 +21,8 @@ from SfM points) or from a 3DGS PLY, and trains against the images of the traini
   and densification run there; the metrics and the outputs are copied to the host to be written.
 
 The trained scene is written in the scene format (the input's cameras, images and held-out split with
-the trained Gaussians) with ``/metrics/psnr_steps``, ``/metrics/psnr``, ``/metrics/loss`` and root
+the trained Gaussians, sorted by their global ids, which go to ``/gaussians/ids``; written by
+``odin_sched.training.outputs.write_trained``, as the distributed trainer writes it) with ``/metrics/psnr_steps``, ``/metrics/psnr``, ``/metrics/loss`` and root
 attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``, ``num_gaussians``,
 ``mode``, ``ranks``, ``batch_size``, ``steps_per_second``, ``device``, ``sh_degree`` (the SH coefficients in
 ``/gaussians/sh``, their DC colour in ``/gaussians/colors``); optionally a 3DGS PLY; and a PNG of the
@@ -38,13 +39,13 @@ from odin_sched.training.config import TrainConfig
 from odin_sched.training.densify import GradAccumulator, densify_round
 from odin_sched.training.image_order import IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, BatchOrder, resolved_order
 from odin_sched.training.metrics import psnr
+from odin_sched.training.outputs import OutputPaths, save_comparison_png, write_trained
 from odin_sched.training.optim import VisibleAdam, default_lrs
-from odin_sched.scenes.ply import read_gaussians_ply, write_ply
+from odin_sched.scenes.ply import read_gaussians_ply
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.render_device import render_device
-from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene, write_scene
-from odin_sched.scenes.sh import (active_sh_degree, check_sh_degree, fit_degree, joined_sh, render_args, sh0_to_rgb,
-                                  split_sh)
+from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene
+from odin_sched.scenes.sh import active_sh_degree, check_sh_degree, fit_degree, render_args, split_sh
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.status import TrainStatus
@@ -55,7 +56,7 @@ from pregel.progress import Progress
 
 #: step counts are int64 in checkpoints and results
 MAX_STEPS = 2 ** 63 - 1
-#: seeds are 64-bit for torch; seed + 1 seeds densification
+#: seeds are 64-bit for torch (the image order) and key densification's counter-based draws
 MAX_SEED = 2 ** 63 - 2
 NO_CUDA_CHECKPOINTS = "TrainConfig.device is 'cuda': checkpoints are not supported on the GPU yet"
 
@@ -106,14 +107,6 @@ def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict
     values = [psnr(_render_view(render, params, scene, c, sh_degree)[0].clamp(0, 1), targets[c]).item()
               for c in cams]
     return float(np.mean(values))
-
-
-def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> None:
-    """PNG of a rendered view (left) beside its ground truth (right); images [H, W, 3] in [0, 1]."""
-    from PIL import Image
-
-    both = torch.cat([rendered.clamp(0, 1), truth], dim=1).cpu().numpy()
-    Image.fromarray(np.round(both * 255).astype(np.uint8)).save(path)
 
 
 def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray,
@@ -270,9 +263,8 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     started = time.perf_counter()
     opt = new_optimizer(setup)
     accum = GradAccumulator(opt.num_gaussians, dev) if densify else None
-    densify_gen = torch.Generator().manual_seed(seed + 1)
     psnr_steps, psnr_values, losses = [], [], np.empty(steps)
-    resumed = TrainState(0, opt, accum, densify_gen, losses, psnr_steps, psnr_values)
+    resumed = TrainState(0, opt, accum, losses, psnr_steps, psnr_values)
     if checkpoint is not None:
         checkpoint.restore(resumed)
         accum, started = resumed.accum, started - resumed.wall_time_s
@@ -299,7 +291,7 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
         idx = torch.nonzero(seen).squeeze(1)
         opt.step_rows(idx, {name: g[idx] for name, g in batch_gradient(total, batch_size).items()})
         if densify:
-            accum = densify_round(opt, accum, step, steps, batch_size, setup.extent, densify, densify_gen)
+            accum = densify_round(opt, accum, step, steps, batch_size, setup.extent, densify, seed)
         evaluated = step % eval_every == 0 or step == steps
         if evaluated:
             psnr_steps.append(step)
@@ -310,12 +302,13 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
                           force=evaluated, view=heldout_png(render, params_of(opt), setup, step) if evaluated else None)
         bar.update(step, f"loss {losses[step - 1]:.4f}")
         if checkpoint is not None:
-            checkpoint.save(step - 1, TrainState(step, opt, accum, densify_gen, losses, psnr_steps, psnr_values,
+            checkpoint.save(step - 1, TrainState(step, opt, accum, losses, psnr_steps, psnr_values,
                                                  time.perf_counter() - started))
     bar.close()
     wall = time.perf_counter() - started
     result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64), np.array(psnr_values), losses)
-    write_outputs(render, setup, params_of(opt), result, config, "single", 1)
+    write_outputs(None, setup, params_of(opt), opt.ids, result, config, "single", 1,
+                  heldout_view(render, params_of(opt), setup, steps))
     return result
 
 
@@ -329,32 +322,33 @@ def params_of(opt: VisibleAdam) -> dict:
     return {name: p.detach() for name, p in opt.params.items()}
 
 
-def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResult, config: TrainConfig, mode: str,
-                  ranks: int, attrs: dict | None = None, metrics: dict | None = None) -> None:
-    """Write the trained scene file (with ``/metrics``, and as root attributes the run's settings, ``mode``,
-    ``ranks`` and ``attrs``; the SH coefficients in ``/gaussians/sh``, their DC colour in
-    ``/gaussians/colors``), the optional PLY and the PNG of the first held-out view beside its ground truth
-    (at the last step's SH degree)."""
-    attrs = {"mode": mode, "ranks": ranks, "batch_size": config.batch_size,
+def write_outputs(comm, setup: TrainingSetup, params: dict, ids: torch.Tensor, result: TrainResult,
+                  config: TrainConfig, mode: str, ranks: int, view=None, attrs: dict | None = None,
+                  metrics: dict | None = None) -> None:
+    """Write the trained scene file, the optional PLY and the PNG of the first held-out view beside its
+    ground truth (``odin_sched.training.outputs.write_trained``; collective on ``comm``, None for one
+    process): every rank passes its Gaussians ``params`` (name -> [n, ...]) and their ``ids`` [n], rank 0
+    the rendered view [H, W, 3] (``heldout_view``) and, besides the run's settings, ``mode`` and
+    ``ranks``, the root attributes ``attrs`` and ``/metrics`` entries ``metrics`` (the other ranks'
+    are not used)."""
+    attrs = {"steps": result.steps, "final_psnr": result.final_psnr, "wall_time_s": result.wall_time_s,
+             "num_gaussians": result.num_gaussians, "mode": mode, "ranks": ranks, "batch_size": config.batch_size,
              "steps_per_second": result.steps / result.wall_time_s, "seed": config.seed,
              "ssim_weight": config.ssim_weight, "densify": config.densify is not None,
              "source_scene": os.path.abspath(config.scene), "device": config.device,
              "sh_degree": setup.sh_degree, **(attrs or {})}
-    scene, out_path, ply_path, png_path = setup.scene, config.out, config.ply, config.png_path
-    arrays = {k: v.cpu().numpy().astype(np.float32) for k, v in params.items()}
-    sh = joined_sh(arrays)
-    arrays = {name: arrays[name] for name in ("means", "scales", "quats", "opacities")}
-    trained = Scene(**arrays, colors=sh0_to_rgb(sh[:, 0]).astype(np.float32), sh=sh, viewmats=scene.viewmats,
-                    Ks=scene.Ks, images=scene.images, width=scene.width, height=scene.height,
-                    heldout=heldout_mask(scene),
-                    metrics={"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": result.losses,
-                             **(metrics or {})},
-                    attrs={"steps": result.steps, "final_psnr": result.final_psnr, "wall_time_s": result.wall_time_s,
-                           "num_gaussians": result.num_gaussians, **attrs})
-    write_scene(out_path, trained)
-    if ply_path is not None:
-        write_ply(ply_path, **arrays, sh=sh)
-    heldout_png(render, params, setup, result.steps)(png_path)
+    metrics = {"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": result.losses, **(metrics or {})}
+    arrays = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in params.items()}
+    paths = OutputPaths(config.out, config.ply, config.png_path)
+    write_trained(comm, ids.cpu().numpy(), arrays, config.scene, paths, None if view is None else view.cpu().numpy(),
+                  metrics, attrs)
+
+
+@torch.no_grad()
+def heldout_view(render, params: dict, setup: TrainingSetup, step: int) -> torch.Tensor:
+    """The first held-out view [H, W, 3] rendered with ``params`` at the SH degree of batch ``step``."""
+    view, _ = _render_view(render, params, setup.scene, int(setup.test_ids[0]), setup.active_sh_degree(step))
+    return view
 
 
 def heldout_png(render, params: dict, setup: TrainingSetup, step: int):
@@ -363,7 +357,6 @@ def heldout_png(render, params: dict, setup: TrainingSetup, step: int):
     cam = int(setup.test_ids[0])
 
     def write(path) -> None:
-        with torch.no_grad():
-            view, _ = _render_view(render, params, setup.scene, cam, setup.active_sh_degree(step))
-        save_comparison_png(path, view, setup.targets[cam])
+        view = heldout_view(render, params, setup, step)
+        save_comparison_png(path, view.cpu().numpy(), setup.targets[cam].cpu().numpy())
     return write

@@ -1,0 +1,240 @@
+"""The trained model's files, written by rank 0 from the rows every rank owns, streamed in bounded pieces.
+
+``write_trained`` is collective: every rank passes the Gaussians it owns (global ids and parameters,
+any split of the model over the ranks, any order), and rank 0 writes
+
+* the trained scene file: ``/gaussians/*`` sorted by id (with ``/gaussians/ids``, ``/gaussians/sh``
+  and its DC colour ``/gaussians/colors``), ``/metrics/*``, the root attributes, and the source
+  scene's cameras, held-out split and images (copied from the source file a few cameras at a time);
+* the optional 3DGS PLY, in the same order;
+* the PNG of the first held-out view (rendered by the caller) beside its ground truth (read from the
+  source file).
+
+The rows reach rank 0 by a k-way merge: each rank sorts its rows by id and sends them in blocks of at
+most ``piece_bytes / P`` bytes, a rank's next block only once rank 0 has written all of its previous
+one. Rank 0 writes every buffered row whose id is at most the smallest "last id of the latest block"
+among the ranks still sending (no row with a smaller id can come later), so its buffer never holds
+more than ``piece_bytes`` of rows, whatever the size of the model. The files are those that
+``odin_sched.scenes.scene_io.write_scene`` and ``odin_sched.scenes.ply.write_ply`` write from the
+whole model sorted by id, dataset for dataset. Every file appears atomically; a problem (a NaN, a
+repeated id) is one ``InputError`` on every rank, and nothing is written.
+"""
+import os
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+
+from odin_sched.scenes.ply import ply_header, ply_rows
+from odin_sched.scenes.scene_io import FORMAT, VERSION, default_heldout, validate_gaussians, validate_metrics
+from odin_sched.scenes.sh import joined_sh, sh0_to_rgb
+from pregel.atomic import atomic_h5, atomic_output
+from pregel.errors import InputError
+
+#: the most bytes of rows rank 0 buffers at once (and so the largest message), and of images copied at once
+PIECE_BYTES = 64 << 20
+#: message tag of the rows' blocks
+ROWS_TAG = 31_001
+#: float32 columns of a packed row before the parameters: the int64 id's two halves
+ID_COLUMNS = 2
+
+
+@dataclass(frozen=True)
+class OutputPaths:
+    """Where the trained model goes: the scene file, the optional PLY, the comparison PNG (optional)."""
+
+    out: str
+    ply: str | None = None
+    png: str | None = None
+
+
+def pack_rows(ids: np.ndarray, params: dict) -> np.ndarray:
+    """float32 [n, 2 + 11 + 3K], sorted by id: each Gaussian's int64 id (its bits in two float32
+    columns), means 3, log scales 3, quaternion 4, opacity logit 1 and SH coefficients K x 3.
+
+    ids: [n] int64; params: name -> NumPy [n, ...] float32 (means, scales, quats, opacities, sh0, shN)."""
+    ids = np.ascontiguousarray(ids, dtype="<i8")
+    n = len(ids)
+    sh = joined_sh(params)
+    columns = [ids.view("<f4").reshape(n, ID_COLUMNS), params["means"], params["scales"], params["quats"],
+               np.asarray(params["opacities"]).reshape(n, 1), sh]
+    rows = np.concatenate([np.asarray(c, np.float32).reshape(n, int(np.prod(np.shape(c)[1:]))) for c in columns],
+                          axis=1)
+    return rows[np.argsort(ids, kind="stable")]
+
+
+def unpack_rows(rows: np.ndarray) -> dict:
+    """Inverse of ``pack_rows``: ids [n] int64, means, scales, quats, opacities, sh [n, K, 3] float32."""
+    n = len(rows)
+    ids = np.ascontiguousarray(rows[:, :ID_COLUMNS]).view("<i8").reshape(n)
+    out, col = {"ids": ids}, ID_COLUMNS
+    for name, width in (("means", 3), ("scales", 3), ("quats", 4), ("opacities", 1)):
+        out[name] = rows[:, col:col + width].reshape(n) if width == 1 else rows[:, col:col + width]
+        col += width
+    out["sh"] = rows[:, col:].reshape(n, (rows.shape[1] - col) // 3, 3)
+    return out
+
+
+def _ids(rows: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(rows[:, :ID_COLUMNS]).view("<i8").reshape(len(rows))
+
+
+def merged_rows(comm, rows: np.ndarray, piece_bytes: int = PIECE_BYTES):
+    """Every rank's ``rows`` (packed, sorted by id, the same width everywhere) in ascending id order, as
+    blocks [m, width] yielded on rank 0 (nothing on the others, which send theirs); collective: every
+    rank must run the generator to its end. Rank 0 buffers at most ``piece_bytes`` of rows."""
+    size, rank = (1, 0) if comm is None else (comm.size, comm.rank)
+    block = max(1, piece_bytes // (size * rows.shape[1] * 4))
+    if size == 1:
+        for start in range(0, len(rows), block):
+            yield rows[start:start + block]
+        return
+    counts = np.array(comm.allgather(len(rows)), np.int64)
+    sent = np.zeros(size, np.int64)  # rank 0: the rows each rank has sent so far
+    buffers = [rows[:0]] * size      # rank 0: each rank's received rows not yet written
+    want = counts > 0                # the ranks that send their next block in this round
+    while True:
+        want = comm.bcast(want if rank == 0 else None)
+        if want is None:
+            return
+        if rank != 0:
+            if want[rank]:
+                start = sent[rank]
+                sent[rank] += min(block, counts[rank] - start)
+                comm.waitall([comm.isend(np.ascontiguousarray(rows[start:sent[rank]]).reshape(-1), 0, ROWS_TAG)])
+            continue
+        requests = []
+        for r in np.flatnonzero(want):
+            n = int(min(block, counts[r] - sent[r]))
+            if r == 0:
+                buffers[0] = rows[sent[0]:sent[0] + n]
+            else:
+                buffers[r] = np.empty((n, rows.shape[1]), np.float32)
+                requests.append(comm.irecv(buffers[r].reshape(-1), int(r), ROWS_TAG))
+            sent[r] += n
+        comm.waitall(requests)
+        more = sent < counts
+        bound = min((int(_ids(buffers[r][-1:])[0]) for r in np.flatnonzero(more)), default=None)
+        cut = [len(b) if bound is None else int(np.searchsorted(_ids(b), bound, side="right")) for b in buffers]
+        ready = np.concatenate([b[:c] for b, c in zip(buffers, cut)])
+        buffers = [b[c:] for b, c in zip(buffers, cut)]
+        want = np.array([len(b) == 0 for b in buffers]) & more
+        if not want.any() and not any(len(b) for b in buffers):
+            want = None
+        yield ready[np.argsort(_ids(ready), kind="stable")]
+
+
+class _TrainedFiles:
+    """Rank 0's open outputs (the scene file, the PLY), filled block by block in id order."""
+
+    def __init__(self, stack: ExitStack, paths: OutputPaths, source, total: int, sh_count: int, metrics: dict,
+                 attrs: dict, piece_bytes: int):
+        self.paths, self.total, self.done, self.last_id = paths, total, 0, None
+        validate_metrics(metrics, paths.out)
+        if total == 0:
+            raise InputError.at(paths.out, "/gaussians/means", "the scene has no Gaussians")
+        self.f = f = stack.enter_context(atomic_h5(paths.out))
+        f.attrs["format"], f.attrs["version"] = FORMAT, VERSION
+        f.attrs["width"], f.attrs["height"] = int(source.attrs["width"]), int(source.attrs["height"])
+        for key, value in attrs.items():
+            f.attrs[key] = value
+        for name, tail, dtype in (("means", (3,), np.float32), ("scales", (3,), np.float32),
+                                  ("quats", (4,), np.float32), ("opacities", (), np.float32),
+                                  ("colors", (3,), np.float32), ("sh", (sh_count, 3), np.float32),
+                                  ("ids", (), np.int64)):
+            f.create_dataset(f"gaussians/{name}", shape=(total,) + tail, dtype=dtype)
+        _copy_cameras(source, f, piece_bytes)
+        for name, values in metrics.items():
+            f.create_dataset(f"metrics/{name}", data=np.asarray(values))
+        self.ply = None
+        if paths.ply is not None:
+            self.ply = open(stack.enter_context(atomic_output(paths.ply, ".ply")), "wb")
+            stack.callback(self.ply.close)
+            self.ply.write(ply_header(total, sh_count))
+
+    def write(self, rows: np.ndarray) -> None:
+        """Write the next block of rows (packed, ascending ids after all earlier blocks')."""
+        block = unpack_rows(rows)
+        block["colors"] = sh0_to_rgb(block["sh"][:, 0]).astype(np.float32)
+        validate_gaussians(block, self.paths.out)
+        if self.last_id is not None and block["ids"][0] <= self.last_id:
+            raise InputError.at(self.paths.out, "/gaussians/ids", f"id {block['ids'][0]} is given by more than "
+                                "one Gaussian: ids must be unique")
+        self.last_id = int(block["ids"][-1])
+        stop = self.done + len(rows)
+        for name in ("means", "scales", "quats", "opacities", "colors", "sh", "ids"):
+            self.f[f"gaussians/{name}"][self.done:stop] = block[name]
+        if self.ply is not None:
+            self.ply.write(ply_rows(block["means"], block["scales"], block["quats"], block["opacities"],
+                                    block["sh"]).tobytes())
+        self.done = stop
+
+
+def _copy_cameras(source: h5py.File, f: h5py.File, piece_bytes: int) -> None:
+    """The source scene's cameras, held-out split (its own, else the default) and images, the images
+    copied a few cameras at a time (at most ``piece_bytes`` each, one HDF5 chunk per image)."""
+    f.create_dataset("cameras/viewmats", data=source["cameras/viewmats"][()])
+    f.create_dataset("cameras/Ks", data=source["cameras/Ks"][()])
+    images = source["images"]
+    cameras = images.shape[0]
+    copied = f.create_dataset("images", shape=images.shape, dtype=images.dtype, chunks=(1,) + images.shape[1:])
+    step = max(1, piece_bytes // max(1, int(np.prod(images.shape[1:]))))
+    for start in range(0, cameras, step):  # a loop over pieces of at most piece_bytes, not over pixels
+        copied[start:start + step] = images[start:start + step]
+    heldout = source["cameras/heldout"][()] if "cameras/heldout" in source else default_heldout(cameras)
+    f.create_dataset("cameras/heldout", data=heldout)
+
+
+def heldout_truth(source: h5py.File) -> np.ndarray:
+    """float32 [H, W, 3] in [0, 1]: the image of the first held-out camera of an open scene file."""
+    images = source["images"]
+    heldout = source["cameras/heldout"][()] if "cameras/heldout" in source else default_heldout(images.shape[0])
+    return images[int(np.flatnonzero(heldout)[0])].astype(np.float32) / np.float32(255.0)
+
+
+def save_comparison_png(path, rendered: np.ndarray, truth: np.ndarray) -> None:
+    """PNG of a rendered view (left) beside its ground truth (right); images [H, W, 3] float in [0, 1]."""
+    from PIL import Image
+
+    both = np.concatenate([np.clip(np.asarray(rendered), 0, 1), np.asarray(truth)], axis=1)
+    Image.fromarray(np.round(both * 255).astype(np.uint8)).save(path)
+
+
+def write_trained(comm, ids: np.ndarray, params: dict, scene_path, paths: OutputPaths, view=None,
+                  metrics: dict | None = None, attrs: dict | None = None, piece_bytes: int = PIECE_BYTES) -> None:
+    """Write the trained model's files from the Gaussians every rank owns (collective; ``comm`` None: one
+    process). See the module docstring.
+
+    ids: [n] int64 this rank's Gaussians' global ids; params: name -> NumPy float32 [n, ...] (means,
+    scales, quats, opacities, sh0 [n, 1, 3], shN [n, K - 1, 3]); scene_path: the source scene file;
+    view: rank 0's rendered first held-out view [H, W, 3] in [0, 1] (needed when ``paths.png`` is given);
+    metrics: name -> 1D/2D array (``/metrics``); attrs: the root attributes besides the format's.
+    A problem on any rank raises the same InputError on every rank; no file is then left behind."""
+    rank = 0 if comm is None else comm.rank
+    rows = pack_rows(ids, params)
+    widths = [rows.shape[1]] if comm is None else comm.allgather(rows.shape[1])
+    if len(set(widths)) != 1:
+        raise ValueError(f"write_trained: the ranks' rows have different widths {widths} (SH degrees differ)")
+    sh_count = (rows.shape[1] - ID_COLUMNS - 11) // 3
+    total = len(rows) if comm is None else int(sum(comm.allgather(len(rows))))
+    merged = merged_rows(comm, rows, piece_bytes)
+    problem = None
+    if rank == 0:
+        try:
+            with ExitStack() as stack, h5py.File(os.fspath(scene_path), "r") as source:
+                files = _TrainedFiles(stack, paths, source, total, sh_count, metrics or {}, attrs or {}, piece_bytes)
+                for block in merged:
+                    files.write(block)
+                if paths.png is not None:
+                    save_comparison_png(paths.png, view, heldout_truth(source))
+        except InputError as err:
+            problem = err
+        except OSError as err:
+            problem = InputError.at(paths.out, None, f"cannot write the trained model ({err})")
+    for _ in merged:  # the other ranks send; after a problem rank 0 receives the rest, unwritten
+        pass
+    if comm is not None:
+        comm.agree(problem)
+    elif problem is not None:
+        raise problem
