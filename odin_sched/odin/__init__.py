@@ -1,8 +1,11 @@
-"""Odin: barrier-free distributed training. The dependency graph of a window's steps (``depgraph``),
-its schedule computed by vertex programs on the engine (``schedule``), bounded-staleness reads
-(``staleness``), the window-end gather and visibility check (``window_end``), host staging of GPU
-payloads (``staging``), the list of modes (``modes``) and the trainer: planning, the window's
-program, metrics and the run (``trainer``).
+"""Odin: barrier-free distributed training on a sharded model. The owned state and persistent cells
+(``shard``), the cells' metadata exchanged at window ends (``cell_meta``), planning from metadata,
+overlapped with training (``planner``), the dependency graph of a window's steps (``depgraph``), its
+schedule computed by vertex programs on the engine (``schedule``), bounded-staleness reads
+(``staleness``), a window's dataflow program and the held-out evaluation (``program``), the window-end
+exchange and visibility check (``window_end``), cell splits and migration (``migration``), host staging
+of GPU payloads (``staging``), the list of modes (``modes``) and the trainer: metrics and the run
+(``trainer``).
 
 May import ``odin_sched.training``, ``odin_sched.scenes``, ``pregel`` and ``kernels``.
 """

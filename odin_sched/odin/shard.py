@@ -35,6 +35,18 @@ def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
     return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
 
 
+def _cut(means: torch.Tensor, rank: int, size: int, num_cells: int) -> tuple:
+    """The cells of Gaussians with ``means`` [G, 3] and this rank's part: (indptr [K + 1], members [G],
+    owner [K], this rank's rows as an index tensor [g] on the means' device, ascending)."""
+    points = means.detach().cpu().numpy()
+    cells = min(num_cells, len(points))
+    indptr, members = cell_members(kd_cells(points, cells), cells)
+    owner = owners_by_count(np.diff(indptr), size)
+    rows = np.sort(np.concatenate([np.empty(0, np.int64)] + [members[indptr[c]:indptr[c + 1]]
+                                                             for c in np.flatnonzero(owner == rank)]))
+    return indptr, members, owner, torch.from_numpy(rows).to(means.device)
+
+
 @dataclass
 class FullState:
     """The whole model in one place (global ids = rows): the optimizer over every Gaussian and the
@@ -70,13 +82,7 @@ class Shard:
         """This rank's shard of the whole model ``state``: ``num_cells`` k-d cells of its means (at most
         one per Gaussian), owned by contiguous ranges of cells balanced by count (``owners_by_count``)."""
         opt = state.opt
-        means = opt.params["means"].detach().cpu().numpy()
-        cells = min(num_cells, len(means))
-        indptr, members = cell_members(kd_cells(means, cells), cells)
-        owner = owners_by_count(np.diff(indptr), size)
-        ids = np.sort(np.concatenate([np.empty(0, np.int64)] + [members[indptr[c]:indptr[c + 1]]
-                                                                for c in np.flatnonzero(owner == rank)]))
-        index = torch.from_numpy(ids).to(opt.device)
+        indptr, members, owner, index = _cut(opt.params["means"], rank, size, num_cells)
         mine = VisibleAdam({k: v.detach()[index] for k, v in opt.params.items()}, opt.lrs, (opt.beta1, opt.beta2),
                            opt.eps)
         for name in opt.params:
@@ -86,10 +92,22 @@ class Shard:
         mine.ids = opt.ids[index].clone()
         accum = None
         if state.accum is not None:
-            accum = GradAccumulator(len(ids), opt.device)
+            accum = GradAccumulator(len(index), opt.device)
             accum.total, accum.count, accum.max_radii = (state.accum.total[index].clone(),
                                                          state.accum.count[index].clone(),
                                                          state.accum.max_radii[index].clone())
+        return cls(rank, indptr, members, owner, mine, accum)
+
+    @classmethod
+    def from_initial(cls, rank: int, size: int, params: dict, lrs: dict, betas: tuple, eps: float, num_cells: int,
+                     keep_stats: bool) -> "Shard":
+        """This rank's shard of a fresh run (zero optimizer state) from the initial Gaussians ``params``
+        (name -> [G, ...]), cut as ``from_full`` does, without building the whole optimizer;
+        keep_stats: keep densification statistics."""
+        indptr, members, owner, index = _cut(params["means"], rank, size, num_cells)
+        mine = VisibleAdam({k: v.detach()[index] for k, v in params.items()}, lrs, betas, eps)
+        mine.ids = index.clone()  # the initial ids are the rows
+        accum = GradAccumulator(len(index), mine.device) if keep_stats else None
         return cls(rank, indptr, members, owner, mine, accum)
 
     @property

@@ -66,6 +66,7 @@ from odin_sched.scenes.visibility import Margin, predict_visible_cells
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.config import TrainConfig
 from odin_sched.training.densify import GradAccumulator, densify_round, due_after
+from odin_sched.training.optim import default_lrs
 from odin_sched.training.outputs import save_comparison_png
 from odin_sched.training.train import TrainResult, TrainingSetup, new_optimizer, params_of, set_up, write_outputs
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
@@ -318,15 +319,20 @@ class DistributedTrainer:
         self.status = None       # an odin_sched.training.status.TrainStatus when the dashboard's file is written
         self.view = None         # the first held-out view [H, W, 3] of the last evaluation, on rank 0
         self.window_spans = None  # the last window's dataflow spans, for the dashboard
-        opt = new_optimizer(setup)
-        self.resumed = TrainState(0, opt, GradAccumulator(opt.num_gaussians, opt.device) if self.densify else None,
-                                  np.empty(self.steps), [], [])
-        if checkpoint is not None:
+        self.resumed = TrainState(0, None, None, np.empty(self.steps), [], [])
+        if checkpoint is not None and checkpoint.resume_from is not None:  # the whole state, then this rank's
+            opt = new_optimizer(setup)
+            self.resumed.opt, self.resumed.accum = opt, GradAccumulator(opt.num_gaussians, opt.device) \
+                if self.densify else None
             checkpoint.restore(self.resumed)
             self.planner.safety, self.violations = self.resumed.safety, self.resumed.violations
-        self.shard = Shard.from_full(comm.rank, comm.size, FullState(self.resumed.opt, self.resumed.accum),
-                                     self.num_cells)
-        self.resumed.opt = self.resumed.accum = None
+            self.shard = Shard.from_full(comm.rank, comm.size, FullState(self.resumed.opt, self.resumed.accum),
+                                         self.num_cells)
+            self.resumed.opt = self.resumed.accum = None
+        else:
+            settings = setup.settings
+            self.shard = Shard.from_initial(comm.rank, comm.size, setup.initial, default_lrs(setup.extent),
+                                            settings.betas, settings.eps, self.num_cells, self.densify is not None)
         setup.initial.clear()  # the whole model is no longer held
         self.record.held(self.shard.state_bytes())
 
