@@ -257,7 +257,6 @@ def format_per_rank(result) -> str:
                                       f"{result.visibility_violations} visibility violations"])
 
 
-
 def cached_bytes(window: Window, rank: int, columns: int) -> int:
     """Bytes of the other ranks' cell versions (parameters [g_c, columns] float32) that ``rank``'s images
     read in ``window``: the cache the rank receives (an upper bound on what it holds at once)."""
