@@ -29,8 +29,8 @@ class WindowEnd:
 
 def exchange_window_end(comm, shard, image_losses: dict, batches: int, batch_size: int, counts) -> WindowEnd:
     """Window end (collective): image_losses {image of the window: loss} of this rank's images (image i is
-    position i % B of the window's batch i // B, of ``batches``); counts: [n] int64 this rank's counts to sum; shard: the
-    rank's ``Shard`` (its cells' metadata)."""
+    position i % B of the window's batch i // B, of ``batches``); counts: [n] int64 this rank's counts to
+    sum; shard: the rank's ``Shard`` (its cells' metadata)."""
     counts = np.asarray(counts, np.int64)
     rows = np.concatenate([np.array(sorted(image_losses.items()), np.float64).reshape(-1, 2),
                            np.stack([-1.0 - np.arange(len(counts)), counts.astype(np.float64)], axis=1)])

@@ -25,7 +25,8 @@ def model(g, seed):
     rng = np.random.default_rng(seed)
     params = {"means": rng.normal(size=(g, 3)), "scales": rng.normal(size=(g, 3)), "quats": rng.normal(size=(g, 4)),
               "opacities": rng.normal(size=g), "sh0": rng.normal(size=(g, 1, 3)), "shN": rng.normal(size=(g, 3, 3))}
-    opt = VisibleAdam({k: torch.from_numpy(v.astype(np.float32)) for k, v in params.items()}, dict.fromkeys(params, 0.1))
+    opt = VisibleAdam({k: torch.from_numpy(v.astype(np.float32)) for k, v in params.items()},
+                      dict.fromkeys(params, 0.1))
     for name in params:
         opt.exp_avg[name] = torch.from_numpy(rng.normal(size=params[name].shape).astype(np.float32))
         opt.exp_avg_sq[name] = torch.from_numpy(rng.random(size=params[name].shape).astype(np.float32))
@@ -41,7 +42,8 @@ def check(comm, shard, full):
     owned = comm.allgather_rows(shard.owned_ids)
     assert np.array_equal(np.bincount(owned, minlength=shard.num_gaussians), np.ones(shard.num_gaussians)), \
         "a Gaussian is owned by no rank or by several"
-    mine = np.concatenate([np.empty(0, np.int64), *(shard.cell_rows(c) for c in np.flatnonzero(shard.owner == comm.rank))])
+    cells = np.flatnonzero(shard.owner == comm.rank)
+    mine = np.concatenate([np.empty(0, np.int64), *(shard.cell_rows(c) for c in cells)])
     assert np.array_equal(np.sort(mine), shard.owned_ids), "a rank's rows are not those of its cells"
     assert np.array_equal(np.sort(shard.members), np.arange(shard.num_gaussians)), "cells do not partition"
     got = shard.gather(comm)
