@@ -671,6 +671,7 @@ def _run_render(args) -> None:
 
 def _add_simulate(sub) -> None:
     from odin_sched.sim.config import SimulateConfig as defaults
+    from odin_sched.sim.config import PROFILES
 
     p = sub.add_parser("simulate", help="simulate distributed training on many GPUs with the runtime's scheduler",
                        description="Plan and run odin, barrier and odin-fast training on virtual GPUs with the "
@@ -685,7 +686,10 @@ def _add_simulate(sub) -> None:
     p.add_argument("--steps", type=int, default=defaults.steps, help="batches to simulate")
     p.add_argument("--gpus", default=",".join(map(str, defaults.gpus)), help="comma-separated GPU counts")
     p.add_argument("--batch-size", type=int, default=None, help="images per batch (default: the GPU count)")
-    p.add_argument("--profile", default=defaults.profile, choices=("cpu-here", "h200-ib"))
+    p.add_argument("--profile", default=defaults.profile, choices=PROFILES)
+    p.add_argument("--modes", default=",".join(defaults.modes), metavar="M[,M...]",
+                   help="modes to simulate: odin, barrier, grendel (Grendel-GS's step), odin-fast "
+                        "(default: all)")
     p.add_argument("--window", default=",".join(map(str, defaults.window)), metavar="W[,W...]",
                    help="batches per planning window (as pregel train); with several, each mode is reported "
                         "at its fastest")
@@ -707,7 +711,8 @@ def _run_simulate(args) -> None:
     from odin_sched.sim.simulate import run
 
     gpus, window = (tuple(_integers(flag, value)) for flag, value in (("--gpus", args.gpus), ("--window", args.window)))
-    run(_config(SimulateConfig, args, gpus=gpus, window=window))
+    modes = tuple(m.strip() for m in str(args.modes).split(",") if m.strip())
+    run(_config(SimulateConfig, args, gpus=gpus, window=window, modes=modes))
 
 
 def _integers(flag: str, text) -> list[int]:

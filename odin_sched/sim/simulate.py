@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from odin_sched.sim.costmodel import CameraViews, CostProfile, camera_views
+from odin_sched.sim.grendel import hidden_vs_grendel, simulate_grendel
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.modes import MODES
@@ -37,6 +38,9 @@ from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 from odin_sched.scenes.visibility import window_margin
 from pregel.dataflow import Firing, Routes
 from pregel.errors import InputError
+
+#: the simulated modes: the runtime's, and Grendel-GS's step (``odin_sched.sim.grendel``)
+SIM_MODES = (*MODES, "grendel")
 
 
 def gather_bytes(sh_degree: int) -> int:
@@ -71,6 +75,11 @@ class SimScene:
     height: int
     train_ids: np.ndarray
     views: CameraViews
+    gaussians: int = 0  # Gaussians the scene stands for (0: len(means)); metadata presets project fewer
+
+    @property
+    def total_gaussians(self) -> int:
+        return self.gaussians or len(self.means)
 
     @property
     def features(self) -> np.ndarray:
@@ -93,6 +102,29 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
     views = camera_views(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, sample)
     train_ids = np.flatnonzero(np.arange(cameras) % HOLDOUT_EVERY != 0)
     return SimScene(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, train_ids, views)
+
+
+def preset_scene(name: str, seed: int = 0, generated: int | None = None) -> SimScene:
+    """The metadata scene of preset ``name`` (``presets.PRESETS``). With ``generated`` < the preset's
+    Gaussians, only that many are generated and each stands for several: the cost features and the
+    projected sample's weight are scaled up (enough for grendel, whose costs come from the features;
+    odin's plan needs every Gaussian, so its runs generate them all)."""
+    from dataclasses import replace as copy_with
+
+    from odin_sched.sim.presets import PRESETS
+
+    if name not in PRESETS:
+        raise InputError(f"`layout` must be one of city, objects, {', '.join(PRESETS)}, got {name!r}")
+    preset = PRESETS[name]
+    made = min(preset.gaussians, generated or preset.gaussians)
+    scene = metadata_scene(preset.layout, made, preset.cameras, preset.width, preset.height, seed)
+    factor = preset.gaussians / made
+    if preset.visible:  # the capture's share in view, the layout's spread over cameras
+        factor *= preset.visible * made / scene.views.features[scene.train_ids, 0].mean()
+    features = scene.views.features.copy()
+    features[:, [0, 2]] *= factor
+    views = copy_with(scene.views, features=features, weight=scene.views.weight * factor)
+    return copy_with(scene, views=views, gaussians=preset.gaussians)
 
 
 def scene_of_setup(setup) -> SimScene:
@@ -121,6 +153,7 @@ class SimResult:
     spans: list = field(default_factory=list)  # per rank: [(kind, start, end, vertex)] of the first window
     bound_seconds: float = 0.0  # no schedule of these windows can take less (see ``simulate``)
     window: int = OdinOptions.window  # batches per planning window
+    bytes_sent: float = 0.0  # bytes between GPUs (grendel: its all-to-alls)
 
     @property
     def steps_per_second(self) -> float:
@@ -142,16 +175,21 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
              max_staleness: int = 1, seed: int = 0,
              trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
-    (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells, Gaussians
-    of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and gathers)."""
-    if mode not in MODES:
-        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells,
+    Gaussians of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and
+    gathers). Every mode trains the same batches."""
+    if mode not in SIM_MODES:
+        raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
     comm = _local_comm()
     settings = BatchSettings(batch_size)
     extent = scene_extent(scene.viewmats)
     sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
                                     settings, extent)
     batches = spread_batches(scene.train_ids, steps, batch_size, seed, sees)  # the trainer's order for B > 1
+    if mode == "grendel":
+        run = simulate_grendel(scene.views, scene.total_gaussians, batches, profile, gpus, seed)
+        return SimResult(mode, gpus, steps, run["seconds"], run["compute"], run["comm"], run["wait"], 0.0,
+                         float(gpus), window=window, bytes_sent=run["bytes"])
     staleness = max_staleness if mode == "odin-fast" else 0
     # the planner balances the cost model's prediction from predicted visibility (tile pairs: the
     # scene's mean pairs per visible Gaussian)
@@ -474,12 +512,12 @@ class _WindowRun:
 
 
 def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch_size: int | None = None,
-            modes=MODES, windows=(OdinOptions.window,), **options) -> dict:
+            modes=SIM_MODES, windows=(OdinOptions.window,), **options) -> dict:
     """{mode: [SimResult per GPU count]}; the batch size defaults to the number of GPUs. With several
     ``windows`` every mode is simulated with each and reported at its fastest (its ``window``), so
     that no mode is compared at a window length that suits another."""
     return {mode: [max((simulate(scene, profile, mode, p, steps, batch_size or p, window=w, **options)
-                        for w in windows), key=lambda run: run.steps_per_second)
+                        for w in (windows if mode != "grendel" else windows[:1])), key=lambda run: run.steps_per_second)
                    for p in gpu_counts]
             for mode in modes}
 
@@ -487,7 +525,8 @@ def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch
 def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: dict) -> None:
     """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode}, /window/{mode},
     /speedup_vs_barrier, /hidden_fraction, /ceiling_steps_per_second, /ceiling_vs_barrier, /parallelism,
-    /stale_reads, /max_staleness_seen; the cost profile and ``attrs`` as root attributes."""
+    /stale_reads, /max_staleness_seen, and with grendel: /speedup_vs_grendel/{mode} for the other modes,
+    /hidden_vs_grendel (odin); the cost profile and ``attrs`` as root attributes."""
     import h5py
 
     from pregel.atomic import atomic_output
@@ -507,6 +546,13 @@ def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: 
             f.create_dataset("ceiling_steps_per_second", data=[o.ceiling_steps_per_second for o in by["odin"]])
             f.create_dataset("ceiling_vs_barrier", data=[o.ceiling_steps_per_second / b.steps_per_second
                                                          for o, b in zip(by["odin"], by["barrier"])])
+        if "grendel" in by:
+            for m in (m for m in by if m != "grendel"):
+                f.create_dataset(f"speedup_vs_grendel/{m}", data=[x.steps_per_second / g.steps_per_second
+                                                                  for x, g in zip(by[m], by["grendel"])])
+            if "odin" in by:
+                f.create_dataset("hidden_vs_grendel", data=[hidden_vs_grendel(o.comm, o.wait, g.comm, g.wait)
+                                                            for o, g in zip(by["odin"], by["grendel"])])
         first = next(iter(by.values()))
         f.create_dataset("parallelism", data=[x.parallelism for x in first])
         if "odin-fast" in by:
@@ -536,6 +582,8 @@ def format_table(gpu_counts, results: dict) -> str:
     head = "GPUs " + " ".join(f"{m + ' st/s':>15} {m + ' wait':>15}" for m in modes)
     if "odin" in results and "barrier" in results:
         head += f" {'odin/barrier':>12} {'hidden':>7} {'ceiling/barrier':>15}"
+    if "odin" in results and "grendel" in results:
+        head += f" {'odin/grendel':>12} {'hidden vs grendel':>17} {'ceiling/grendel':>15}"
     head += f" {'parallelism':>11} {'windows ' + '/'.join(modes):>20}"
     lines = [head]
     for i, p in enumerate(gpu_counts):
@@ -545,6 +593,11 @@ def format_table(gpu_counts, results: dict) -> str:
             o, b = results["odin"][i], results["barrier"][i]
             row += (f" {o.steps_per_second / b.steps_per_second:>12.3f} {hidden_fraction(o, b):>7.3f}"
                     f" {o.ceiling_steps_per_second / b.steps_per_second:>15.3f}")
+        if "odin" in results and "grendel" in results:
+            o, g = results["odin"][i], results["grendel"][i]
+            row += (f" {o.steps_per_second / g.steps_per_second:>12.3f} "
+                    f"{hidden_vs_grendel(o.comm, o.wait, g.comm, g.wait):>17.3f}"
+                    f" {o.ceiling_steps_per_second / g.steps_per_second:>15.3f}")
         row += f" {results[modes[0]][i].parallelism:>11.1f} {'/'.join(str(results[m][i].window) for m in modes):>20}"
         lines.append(row)
     return "\n".join(lines)
@@ -595,6 +648,9 @@ def run(config: SimulateConfig) -> dict:
     if config.shared_cores < 0:
         raise InputError(f"SimulateConfig.shared_cores must be at least 0, got {config.shared_cores}")
     sh_degree = check_sh_degree(config.sh_degree, "SimulateConfig.sh_degree")
+    unknown = [m for m in config.modes if m not in SIM_MODES]
+    if unknown or not config.modes:
+        raise InputError(f"SimulateConfig.modes must be some of {', '.join(SIM_MODES)}, got {','.join(config.modes)!r}")
     check_outputs([("out", config.out)], inputs=[config.scene])
     try:  # GPUs share the processors of shared_cores, not this machine's
         profile = replace(load_profile(config.profile), cores=config.shared_cores)
@@ -613,7 +669,7 @@ def run(config: SimulateConfig) -> dict:
         scene = metadata_scene(config.layout, config.gaussians, config.cameras, config.width, config.height,
                                config.seed)
     gpus, windows = list(config.gpus), tuple(config.window)
-    results = scaling(scene, profile, gpus, config.steps, config.batch_size, windows=windows,
+    results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
                       sh_degree=sh_degree)
     print(f"{config.scene or config.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
