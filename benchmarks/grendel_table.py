@@ -2,7 +2,7 @@
 
 Grendel-GS's README ("Training Time", 4 x A100 40 GB, 25 GB/s NVLink) gives 30k-image training minutes
 of the seven Mip-NeRF 360 scenes at 1 GPU with batch 1, 4 GPUs with batch 1 and 4 GPUs with batch 4
-(``PUBLISHED`` below, copied from it). This script simulates the same three set-ups with the
+(``odin_sched.sim.presets.GRENDEL_MINUTES``, copied from it). This script simulates the same three set-ups with the
 ``a100-nvlink`` profile and each scene's preset (``odin_sched.sim.presets``) and prints both side by
 side: minutes, images/s and the two speed-ups over 1 GPU (target: each within 25 % of the published).
 
@@ -22,15 +22,12 @@ from dataclasses import replace
 
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import simulate_grendel
+from odin_sched.sim.presets import GRENDEL_IMAGES as IMAGES
+from odin_sched.sim.presets import GRENDEL_MINUTES as PUBLISHED
+from odin_sched.sim.presets import GRENDEL_SETUPS as SETUPS
 from odin_sched.sim.presets import MIP360, PRESETS
 from odin_sched.sim.simulate import preset_scene
 
-IMAGES = 30_000
-#: Grendel-GS README, "30k Train Time(min)": 1 GPU + batch 1, 4 GPU + batch 1, 4 GPU + batch 4
-PUBLISHED = {"stump": (24.03, 9.07, 5.22), "bicycle": (30.18, 11.67, 6.47), "kitchen": (25.58, 9.53, 6.98),
-             "room": (22.45, 8.93, 6.18), "counter": (21.6, 8.82, 5.98), "garden": (30.15, 10.85, 6.48),
-             "bonsai": (19.18, 8.03, 5.28)}
-SETUPS = ((1, 1), (4, 1), (4, 4))  # (GPUs, batch size)
 GENERATED = 400_000  # Gaussians generated per scene; each stands for gaussians / GENERATED (preset_scene)
 
 

@@ -672,12 +672,14 @@ def _run_render(args) -> None:
 def _add_simulate(sub) -> None:
     from odin_sched.sim.config import SimulateConfig as defaults
     from odin_sched.sim.config import PROFILES
+    from odin_sched.sim.presets import PRESETS
 
     p = sub.add_parser("simulate", help="simulate distributed training on many GPUs with the runtime's scheduler",
                        description="Plan and run odin, barrier and odin-fast training on virtual GPUs with the "
                                    "runtime's planning and firing code, a SimPy clock and a measured cost model.")
-    p.add_argument("--layout", choices=("city", "objects"), default=defaults.layout,
-                   help="metadata-only generated scene")
+    p.add_argument("--layout", choices=("city", "objects", *PRESETS), default=defaults.layout,
+                   help="metadata-only generated scene: a layout at --gaussians/--cameras/--width/--height, or a "
+                        "real capture's preset (its size, images and Gaussians; odin_sched/sim/presets.py)")
     p.add_argument("--scene", default=None, help="simulate a scene file's training instead (its initial Gaussians)")
     p.add_argument("--gaussians", type=int, default=defaults.gaussians)
     p.add_argument("--cameras", type=int, default=defaults.cameras)

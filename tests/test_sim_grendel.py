@@ -70,3 +70,39 @@ def test_one_gpu_is_the_sum_of_its_image_costs():
 def test_hidden_vs_grendel():
     assert hidden_vs_grendel([1.0, 1.0], [0.5, 0.5], [2.0, 2.0], [1.0, 3.0]) == pytest.approx(1 - 3 / 8)
     assert hidden_vs_grendel([1.0], [0.0], [0.0], [0.0]) == 0.0
+
+
+def test_cli_writes_grendel_comparisons_and_published_points(tmp_path, capsys):
+    import h5py
+    from PIL import Image
+
+    from pregel.cli import main
+
+    out = str(tmp_path / "sim.h5")
+    assert main(["simulate", "--layout", "city", "--gaussians", "2000", "--cameras", "24", "--width", "64",
+                 "--height", "48", "--steps", "3", "--gpus", "1,2", "--modes", "odin,grendel", "--out", out]) == 0
+    assert "odin/grendel" in capsys.readouterr().out
+    with h5py.File(out) as f:
+        assert sorted(f["steps_per_second"]) == ["grendel", "odin"]
+        speed = {m: f[f"steps_per_second/{m}"][()] for m in ("odin", "grendel")}
+        assert np.allclose(f["speedup_vs_grendel/odin"][()], speed["odin"] / speed["grendel"])
+        assert f["hidden_vs_grendel"].shape == (2,) and "published_grendel" not in f
+    published = str(tmp_path / "room.h5")
+    assert main(["simulate", "--layout", "room", "--steps", "2", "--gpus", "1,4", "--modes", "grendel",
+                 "--profile", "a100-nvlink", "--out", published]) == 0
+    with h5py.File(published) as f:
+        assert list(f["published_grendel/gpus"][()]) == [1, 4]
+        # 30,000 images in 22.45 min at 1 GPU; in 6.18 min at 4 GPUs, batch 4 (Grendel-GS README)
+        assert np.allclose(f["published_grendel/steps_per_second"][()], [30000 / (22.45 * 60), 7500 / (6.18 * 60)])
+        assert f.attrs["gaussians"] == 1_600_000
+    png = str(tmp_path / "scaling.png")
+    assert main(["plot", published, "--out", png]) == 0
+    assert Image.open(png).size == (1000, 380)
+
+
+def test_unknown_mode_refused(tmp_path):
+    from pregel.cli import main
+
+    assert main(["simulate", "--layout", "city", "--gaussians", "2000", "--cameras", "24", "--modes", "odin,gpipe",
+                 "--out", str(tmp_path / "x.h5")]) == 2
+    assert not (tmp_path / "x.h5").exists()

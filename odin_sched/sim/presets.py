@@ -53,3 +53,21 @@ PRESETS = {
 }
 
 MIP360 = ("stump", "bicycle", "kitchen", "room", "counter", "garden", "bonsai")
+
+#: Grendel-GS README, "30k Train Time(min)" on 4 x A100 40 GB: 1 GPU + batch 1, 4 GPU + batch 1,
+#: 4 GPU + batch 4 (30,000 images each)
+GRENDEL_MINUTES = {"stump": (24.03, 9.07, 5.22), "bicycle": (30.18, 11.67, 6.47), "kitchen": (25.58, 9.53, 6.98),
+                   "room": (22.45, 8.93, 6.18), "counter": (21.6, 8.82, 5.98), "garden": (30.15, 10.85, 6.48),
+                   "bonsai": (19.18, 8.03, 5.28)}
+GRENDEL_IMAGES = 30_000
+GRENDEL_SETUPS = ((1, 1), (4, 1), (4, 4))  # (GPUs, batch size) of the columns
+
+
+def published_grendel_steps(name: str) -> tuple:
+    """(GPUs [k], steps/s [k]) of Grendel-GS's published runs of preset ``name`` with batch = GPUs
+    (1 GPU batch 1, 4 GPUs batch 4), for plotting next to a simulation; empty without any."""
+    if name not in GRENDEL_MINUTES:
+        return (), ()
+    runs = [(gpus, GRENDEL_IMAGES / batch / (minutes * 60))
+            for (gpus, batch), minutes in zip(GRENDEL_SETUPS, GRENDEL_MINUTES[name]) if gpus == batch]
+    return tuple(g for g, _ in runs), tuple(s for _, s in runs)

@@ -26,6 +26,7 @@ import numpy as np
 
 from odin_sched.sim.costmodel import CameraViews, CostProfile, camera_views
 from odin_sched.sim.grendel import hidden_vs_grendel, simulate_grendel
+from odin_sched.sim.presets import PRESETS, published_grendel_steps
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.modes import MODES
@@ -109,10 +110,6 @@ def preset_scene(name: str, seed: int = 0, generated: int | None = None) -> SimS
     Gaussians, only that many are generated and each stands for several: the cost features and the
     projected sample's weight are scaled up (enough for grendel, whose costs come from the features;
     odin's plan needs every Gaussian, so its runs generate them all)."""
-    from dataclasses import replace as copy_with
-
-    from odin_sched.sim.presets import PRESETS
-
     if name not in PRESETS:
         raise InputError(f"`layout` must be one of city, objects, {', '.join(PRESETS)}, got {name!r}")
     preset = PRESETS[name]
@@ -123,8 +120,8 @@ def preset_scene(name: str, seed: int = 0, generated: int | None = None) -> SimS
         factor *= preset.visible * made / scene.views.features[scene.train_ids, 0].mean()
     features = scene.views.features.copy()
     features[:, [0, 2]] *= factor
-    views = copy_with(scene.views, features=features, weight=scene.views.weight * factor)
-    return copy_with(scene, views=views, gaussians=preset.gaussians)
+    views = replace(scene.views, features=features, weight=scene.views.weight * factor)
+    return replace(scene, views=views, gaussians=preset.gaussians)
 
 
 def scene_of_setup(setup) -> SimScene:
@@ -526,7 +523,8 @@ def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: 
     """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode}, /window/{mode},
     /speedup_vs_barrier, /hidden_fraction, /ceiling_steps_per_second, /ceiling_vs_barrier, /parallelism,
     /stale_reads, /max_staleness_seen, and with grendel: /speedup_vs_grendel/{mode} for the other modes,
-    /hidden_vs_grendel (odin); the cost profile and ``attrs`` as root attributes."""
+    /hidden_vs_grendel (odin), and for a Mip360 preset with batch = GPUs /published_grendel/{gpus,
+    steps_per_second} (Grendel-GS's README); the cost profile and ``attrs`` as root attributes."""
     import h5py
 
     from pregel.atomic import atomic_output
@@ -558,6 +556,10 @@ def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: 
         if "odin-fast" in by:
             f.create_dataset("stale_reads", data=[x.stale_reads for x in by["odin-fast"]])
             f.create_dataset("max_staleness_seen", data=[x.max_staleness_seen for x in by["odin-fast"]])
+        gpus, speed = published_grendel_steps(str(attrs.get("layout", "")))
+        if gpus and not attrs.get("batch_size"):  # published runs with batch = GPUs, as this one
+            f.create_dataset("published_grendel/gpus", data=np.asarray(gpus, np.int64))
+            f.create_dataset("published_grendel/steps_per_second", data=np.asarray(speed))
         for k, v in {**_profile_attrs(profile), **attrs}.items():
             f.attrs[k] = v
 
@@ -602,6 +604,9 @@ def format_table(gpu_counts, results: dict) -> str:
         lines.append(row)
     return "\n".join(lines)
 
+
+#: Gaussians generated for a preset simulated in grendel mode alone (each stands for several)
+PRESET_GENERATED = 400_000
 
 #: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
 MAX_TABLE_BYTES = 2 ** 31
@@ -662,6 +667,12 @@ def run(config: SimulateConfig) -> dict:
         check_sizes(len(setup.initial["means"]), setup.scene.num_cameras, len(setup.train_ids), config.gpus,
                     config.batch_size, config.cells_per_gpu)
         scene = scene_of_setup(setup)
+    elif config.layout in PRESETS:  # grendel alone needs only the features: a sample stands for the rest
+        preset = PRESETS[config.layout]
+        check_sizes(preset.gaussians, preset.cameras, preset.cameras - -(-preset.cameras // HOLDOUT_EVERY),
+                    config.gpus, config.batch_size, config.cells_per_gpu)
+        scene = preset_scene(config.layout, config.seed,
+                             generated=PRESET_GENERATED if tuple(config.modes) == ("grendel",) else None)
     else:
         train_cameras = config.cameras - -(-config.cameras // HOLDOUT_EVERY)  # as metadata_scene holds out
         check_sizes(config.gaussians, config.cameras, train_cameras, config.gpus, config.batch_size,
@@ -672,11 +683,13 @@ def run(config: SimulateConfig) -> dict:
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
                       sh_degree=sh_degree)
-    print(f"{config.scene or config.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
+    seen = scene.features[scene.train_ids, 0]
+    print(f"{config.scene or config.layout}: {scene.total_gaussians:,} Gaussians, {len(scene.viewmats):,} cameras "
+          f"at {scene.width} x {scene.height}, in view per image {seen.mean():,.0f} (spread {seen.std():,.0f}), "
           f"{config.steps} steps, batch size {config.batch_size or 'GPUs'}, profile {profile.name}")
     print(format_table(gpus, results))
     write_results(config.out, gpus, results, profile,
-                  {"layout": config.layout if config.scene is None else "scene", "gaussians": len(scene.means),
+                  {"layout": config.layout if config.scene is None else "scene", "gaussians": scene.total_gaussians,
                    "cameras": len(scene.viewmats), "steps": config.steps, "batch_size": config.batch_size or 0,
                    "windows": list(windows), "cells_per_gpu": config.cells_per_gpu,
                    "max_staleness": config.max_staleness, "sh_degree": sh_degree})
