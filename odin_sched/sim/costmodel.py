@@ -15,6 +15,14 @@
   its batch's images saw some of its Gaussians, else ``version_unseen`` (the gradients are summed but
   no Gaussian is stepped): conservative visibility makes images report to cells they turn out not to
   see. The simulator tells the two apart with the Gaussians on each camera's screen (``camera_views``).
+* ``sharded`` profiles (the GPU ones) charge what the sharded runtime (owned cells, metadata at window
+  ends) does: a window ends with an allgather of each cell's metadata and each image's loss and
+  violation count (``simulate.METADATA_CELL_BYTES``, ``METADATA_IMAGE_BYTES``) and a barrier, not a
+  gather of the model; window w + 1 is planned while w runs, so only what its planning takes beyond
+  window w's run is exposed, and all of the first's. The planning is ``plan_by_gpus``: the host
+  seconds of the runtime's ``plan_window`` per window at P ranks, measured on this machine by
+  ``benchmarks/plan_time.py`` for the city study's scene (``profiles/plan-times.json``, with the
+  command and load average; none measured: 0).
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
   plan longer, so this underestimates planning at scale). On ranks that outnumber the cores it takes
@@ -77,6 +85,16 @@ class CostProfile:
     plan_shared: float = 1.0  # planning on ranks that outnumber the cores takes this many even shares
     switch_seconds: float = 0.0  # processor seconds a rank loses each time it gets a shared core back
     step_seconds: float = 0.0  # grendel: fixed seconds per training step on every GPU (its Python loop)
+    sharded: bool = False  # odin, barrier: charge the sharded runtime's window ends and planning (below)
+    plan_by_gpus: tuple = ()  # ((P, seconds), ...) measured planning per window at P ranks (sharded)
+
+    def sharded_planning_seconds(self, gpus: int) -> float:
+        """Seconds of one window's planning at ``gpus`` ranks: ``plan_by_gpus`` interpolated linearly in
+        log P (held at its ends); 0 without measurements."""
+        if not self.plan_by_gpus:
+            return 0.0
+        ranks, seconds = zip(*sorted(self.plan_by_gpus))
+        return float(np.interp(math.log2(gpus), np.log2(ranks), seconds))
 
     def slowdown(self, ranks: int) -> float:
         """Factor by which work takes longer when ``ranks`` ranks do it at once on the shared ``cores``
@@ -165,7 +183,7 @@ A100_HBM, A100_FP32, H200_HBM, H200_FP32 = 1.555e12, 19.5e12, 4.8e12, 67e12
 A100_NVLINK = CostProfile(
     name="a100-nvlink", image=(0.0, 0.0, 2.071e-08, 3.345e-09), version=(1.0e-5, 2.322e-09),
     latency=5e-6, bandwidth=25e9, node_latency=3e-6, node_bandwidth=25e9, gpus_per_node=8, overhead=5e-6,
-    count_planning=False, render_rows=3.022e-14, step_seconds=6.68e-3,
+    count_planning=False, render_rows=3.022e-14, step_seconds=6.68e-3, sharded=True,
     source="compute fitted to Grendel-GS README 30k-image times (Mip360 bicycle, kitchen, counter; 1 GPU "
            "b1, 4 GPU b1, 4 GPU b4; A100 40GB) by benchmarks/grendel_table.py --fit: 20.7 ns/pixel, 3.3 "
            "ns/tile pair, Adam 2.3 ns/Gaussian, 6.7 ms/step; NVLink 25 GB/s within 8-GPU nodes (Grendel-GS "
@@ -194,7 +212,12 @@ def load_profile(name: str) -> CostProfile:
     ``profiles/cpu-here.json``)."""
     builtin = {p.name: p for p in (A100_NVLINK, H200_IB, H200_KERNELS)}
     if name in builtin:
-        return builtin[name]
+        profile = builtin[name]
+        plans = os.path.join(PROFILE_DIR, "plan-times.json")
+        if profile.sharded and os.path.exists(plans):  # measured by benchmarks/plan_time.py
+            with open(plans) as f:
+                profile = replace(profile, plan_by_gpus=tuple(tuple(x) for x in json.load(f)["plan_by_gpus"]))
+        return profile
     if name == "cpu-here":
         path = os.path.join(PROFILE_DIR, "cpu-here.json")
         with open(path) as f:

@@ -165,16 +165,19 @@ def grendel_step(cameras: list, owner: np.ndarray, owned: np.ndarray, heuristics
 
 
 def simulate_grendel(views: CameraViews, total_gaussians: int, batches: list, profile: CostProfile, gpus: int,
-                     seed: int = 0, warm_visits: int = 2) -> dict:
+                     seed: int = 0, warm_visits: int = 2, state_bytes: int = 0) -> dict:
     """Grendel training of ``batches`` ([steps] arrays of camera ids) on ``gpus`` GPUs. Each camera's
     partition prediction is first warmed by ``warm_visits`` earlier visits of the same batch (a long run
     has seen every camera many times). Returns {'seconds', 'compute' [P], 'comm' [P], 'wait' [P],
-    'bytes': remote bytes of all all-to-alls}."""
+    'bytes': remote bytes of all all-to-alls, 'memory': the most bytes one GPU holds: ``state_bytes``
+    per Gaussian it owns, its screen-space Gaussians and their gradients for every camera of the batch
+    (``preprocess_gaussians`` returns them for all its Gaussians) and those the others send it}."""
     owner = owners(total_gaussians, gpus, seed)
     owned = np.bincount(owner, minlength=gpus).astype(np.float64)
     cache, heuristic = {}, {}
     compute, wait = np.zeros(gpus), np.zeros(gpus)
-    seconds, comm, sent = 0.0, 0.0, 0.0
+    seconds, comm, sent, memory = 0.0, 0.0, 0.0, 0.0
+    screen = FORWARD_BYTES + BACKWARD_BYTES
     for batch in batches:
         cams = [cache.setdefault(int(c), _Camera(views, int(c))) for c in batch]
         for c in batch:
@@ -191,7 +194,10 @@ def simulate_grendel(views: CameraViews, total_gaussians: int, batches: list, pr
         comm += step["comm"]
         seconds += slowest.sum() + step["comm"]
         sent += float((step["forward_bytes"] + step["backward_bytes"] + 2 * step["border_bytes"]).sum())
-    return {"seconds": seconds, "compute": compute, "comm": np.full(gpus, comm), "wait": wait, "bytes": sent}
+        received = step["forward_bytes"].sum(axis=0) / FORWARD_BYTES
+        memory = max(memory, float((owned * (state_bytes + screen * len(batch)) + received * screen).max()))
+    return {"seconds": seconds, "compute": compute, "comm": np.full(gpus, comm), "wait": wait, "bytes": sent,
+            "memory": memory}
 
 
 def exposed_seconds(comm: np.ndarray, wait: np.ndarray) -> float:

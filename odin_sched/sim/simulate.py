@@ -52,6 +52,34 @@ def gather_bytes(sh_degree: int) -> int:
     return 4 * (3 * param_columns(sh_degree) + 2) + 3 * 8
 
 
+#: the sharded runtime's window end (issue 20's bounds): bytes per cell of metadata (box of means grown
+#: by the largest scale, Gaussian count, predicted cost) and per image (loss, violation count)
+METADATA_CELL_BYTES, METADATA_IMAGE_BYTES = 64, 16
+
+
+def state_bytes(sh_degree: int) -> int:
+    """Bytes of training state an owner holds per Gaussian: what the window-end gather moves
+    (``gather_bytes``) and the gradient (float32 parameters)."""
+    return gather_bytes(sh_degree) + 4 * param_columns(sh_degree)
+
+
+def window_memory(win, gpus: int, sh_degree: int, previous: set) -> tuple:
+    """([P] bytes each rank holds in window ``win``: its owned cells' state and read-only parameters of
+    the remote cells its images read in this window and the one before (``previous``: that window's
+    (rank, cell) reads), this window's reads)."""
+    steps, sizes = win.steps, np.diff(win.member_indptr)
+    image_rank = win.plan.rank[:steps.num_images]
+    cells = steps.version_cell[steps.version_index(steps.image_reads)]
+    ranks = np.repeat(image_rank, np.diff(steps.image_reads_indptr))
+    reads = set(zip(ranks.tolist(), cells.tolist()))
+    cached = np.zeros(gpus)
+    for rank, cell in reads | previous:
+        if win.owner[cell] != rank:
+            cached[rank] += sizes[cell]
+    owned = np.bincount(win.owner, weights=sizes, minlength=gpus)
+    return owned * state_bytes(sh_degree) + cached * 4 * param_columns(sh_degree), reads
+
+
 def _local_comm():
     """A one-rank communicator (MPI.COMM_SELF): the simulator plans for many virtual GPUs on one process."""
     from mpi4py import MPI
@@ -151,6 +179,7 @@ class SimResult:
     bound_seconds: float = 0.0  # no schedule of these windows can take less (see ``simulate``)
     window: int = OdinOptions.window  # batches per planning window
     bytes_sent: float = 0.0  # bytes between GPUs (grendel: its all-to-alls)
+    memory_bytes: float = 0.0  # the most bytes of model state one GPU holds (owned + cached; buffers)
 
     @property
     def steps_per_second(self) -> float:
@@ -184,9 +213,10 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
                                     settings, extent)
     batches = spread_batches(scene.train_ids, steps, batch_size, seed, sees)  # the trainer's order for B > 1
     if mode == "grendel":
-        run = simulate_grendel(scene.views, scene.total_gaussians, batches, profile, gpus, seed)
+        run = simulate_grendel(scene.views, scene.total_gaussians, batches, profile, gpus, seed,
+                               state_bytes=state_bytes(sh_degree))
         return SimResult(mode, gpus, steps, run["seconds"], run["compute"], run["comm"], run["wait"], 0.0,
-                         float(gpus), window=window, bytes_sent=run["bytes"])
+                         float(gpus), window=window, bytes_sent=run["bytes"], memory_bytes=run["memory"])
     staleness = max_staleness if mode == "odin-fast" else 0
     # the planner balances the cost model's prediction from predicted visibility (tile pairs: the
     # scene's mean pairs per visible Gaussian)
@@ -198,6 +228,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     totals = {k: np.zeros(gpus) for k in ("compute", "comm", "wait")}
     totals["compute"] += warmup
     clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
+    memory, reads, last_window = np.zeros(gpus), set(), 0.0
     for start in range(0, steps, window):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1)
@@ -214,7 +245,14 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         bound += max(cost.sum() / processors, cost.sum() / p if p else 0.0)
-        if profile.count_planning:
+        if profile.sharded:  # planned while the previous window ran: only what outlasts it waits
+            held, reads = window_memory(win, gpus, sh_degree, reads)
+            memory = np.maximum(memory, held)
+            exposed = max(0.0, profile.sharded_planning_seconds(gpus) - last_window)
+            clock += exposed
+            bound += exposed
+            totals["wait"] += exposed
+        elif profile.count_planning:
             planning = profile.planning_seconds(gpus)  # every rank plans
             clock += planning
             bound += planning
@@ -225,14 +263,19 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         for k in totals:
             totals[k] += getattr(run, k)
         totals["wait"] += end - run.end  # the window-end barrier
-        gather = (profile.allgather_seconds(gather_bytes(sh_degree) * len(scene.means), gpus)
-                  + profile.barrier_seconds(gpus))
+        if profile.sharded:  # owners exchange metadata only
+            moved = METADATA_CELL_BYTES * len(win.owner) + METADATA_IMAGE_BYTES * win.steps.num_images
+        else:
+            moved = gather_bytes(sh_degree) * len(scene.means)
+        gather = profile.allgather_seconds(moved, gpus) + profile.barrier_seconds(gpus)
         totals["comm"] += gather
         clock += end + gather
         bound += gather
+        last_window = end + gather
         spans = spans or run.spans
     return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
-                     work / path if path else 0.0, stale, worst, spans, bound, window)
+                     work / path if path else 0.0, stale, worst, spans, bound, window,
+                     memory_bytes=float(memory.max()))
 
 
 def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator) -> np.ndarray:
@@ -521,6 +564,8 @@ def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch
 
 def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: dict) -> None:
     """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode}, /window/{mode},
+    /memory_per_gpu/{mode} (bytes; with a sharded profile or grendel), /plan_seconds_per_window/{mode}
+    (this machine's wall time of ``plan_window``; 0 for grendel),
     /speedup_vs_barrier, /hidden_fraction, /ceiling_steps_per_second, /ceiling_vs_barrier, /parallelism,
     /stale_reads, /max_staleness_seen, and with grendel: /speedup_vs_grendel/{mode} for the other modes,
     /hidden_vs_grendel (odin), and for a Mip360 preset with batch = GPUs /published_grendel/{gpus,
@@ -537,6 +582,9 @@ def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: 
             f.create_dataset(f"wait_fraction/{m}", data=[x.wait_fraction for x in runs])
             f.create_dataset(f"wait_seconds/{m}", data=[x.wait.sum() for x in runs])
             f.create_dataset(f"window/{m}", data=[x.window for x in runs])
+            f.create_dataset(f"memory_per_gpu/{m}", data=[x.memory_bytes for x in runs])
+            f.create_dataset(f"plan_seconds_per_window/{m}", data=[x.plan_seconds / -(-x.steps // x.window)
+                                                                  for x in runs])
         if "odin" in by and "barrier" in by:
             f.create_dataset("speedup_vs_barrier", data=[o.steps_per_second / b.steps_per_second
                                                          for o, b in zip(by["odin"], by["barrier"])])
