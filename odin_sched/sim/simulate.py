@@ -133,23 +133,29 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
     return SimScene(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, train_ids, views)
 
 
+def standing_for(scene: SimScene, gaussians: int, visible: float = 0.0) -> SimScene:
+    """``scene`` whose Gaussians each stand for gaussians / len(scene.means): the cost features and the
+    projected sample's weight scaled up (enough for grendel, whose costs come from the features; odin's
+    plan needs every Gaussian). With ``visible`` > 0 the share in view per image is scaled to that mean
+    (its spread over cameras stays the scene's)."""
+    factor = gaussians / len(scene.means)
+    if visible:
+        factor *= visible * len(scene.means) / scene.views.features[scene.train_ids, 0].mean()
+    features = scene.views.features.copy()
+    features[:, [0, 2]] *= factor
+    views = replace(scene.views, features=features, weight=scene.views.weight * factor)
+    return replace(scene, views=views, gaussians=gaussians)
+
+
 def preset_scene(name: str, seed: int = 0, generated: int | None = None) -> SimScene:
-    """The metadata scene of preset ``name`` (``presets.PRESETS``). With ``generated`` < the preset's
-    Gaussians, only that many are generated and each stands for several: the cost features and the
-    projected sample's weight are scaled up (enough for grendel, whose costs come from the features;
-    odin's plan needs every Gaussian, so its runs generate them all)."""
+    """The metadata scene of preset ``name`` (``presets.PRESETS``); with ``generated`` < the preset's
+    Gaussians, only that many are generated and each stands for several (``standing_for``)."""
     if name not in PRESETS:
         raise InputError(f"`layout` must be one of city, objects, {', '.join(PRESETS)}, got {name!r}")
     preset = PRESETS[name]
     made = min(preset.gaussians, generated or preset.gaussians)
     scene = metadata_scene(preset.layout, made, preset.cameras, preset.width, preset.height, seed)
-    factor = preset.gaussians / made
-    if preset.visible:  # the capture's share in view, the layout's spread over cameras
-        factor *= preset.visible * made / scene.views.features[scene.train_ids, 0].mean()
-    features = scene.views.features.copy()
-    features[:, [0, 2]] *= factor
-    views = replace(scene.views, features=features, weight=scene.views.weight * factor)
-    return replace(scene, views=views, gaussians=preset.gaussians)
+    return standing_for(scene, preset.gaussians, preset.visible)
 
 
 def scene_of_setup(setup) -> SimScene:
@@ -241,7 +247,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
         worst = max(worst, int(win.staleness.max(initial=0)))
-        cost = vertex_costs(win, scene.views, profile, np.random.default_rng([seed, start]))
+        cost = vertex_costs(win, scene.views, profile, np.random.default_rng([seed, start]),
+                            profile.step_seconds * gpus / batch_size)
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         bound += max(cost.sum() / processors, cost.sum() / p if p else 0.0)
@@ -278,11 +285,14 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
                      memory_bytes=float(memory.max()))
 
 
-def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator) -> np.ndarray:
+def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator,
+                 image_overhead: float = 0.0) -> np.ndarray:
     """[N] simulated seconds of every vertex of a planned window: images by their camera's features
     and the Gaussians of the cells they read, each times one resampled relative error of the profile's
-    fit (``image_noise``; the same draws in every mode), cell versions by their cell's size and whether
-    their batch's cameras have any of its Gaussians on screen (initial versions: 0)."""
+    fit (``image_noise``; the same draws in every mode), plus ``image_overhead`` (the profile's fixed
+    time per step and GPU, ``step_seconds``, shared by the GPU's images of a batch: step_seconds x
+    GPUs / batch, as grendel pays it), cell versions by their cell's size and whether their batch's
+    cameras have any of its Gaussians on screen (initial versions: 0)."""
     steps = win.steps
     rows = np.diff(win.member_indptr)[steps.version_cell]
     writes = steps.version_index(steps.image_writes)
@@ -293,7 +303,7 @@ def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.G
     images = profile.image_seconds(views.features[steps.image_camera], win.image_rows)
     if profile.image_noise:
         images = images * (1.0 + rng.choice(np.asarray(profile.image_noise, np.float64), len(images)))
-    return np.concatenate([images, versions])
+    return np.concatenate([images + image_overhead, versions])
 
 
 @dataclass
@@ -653,7 +663,7 @@ def format_table(gpu_counts, results: dict) -> str:
     return "\n".join(lines)
 
 
-#: Gaussians generated for a preset simulated in grendel mode alone (each stands for several)
+#: Gaussians generated for a scene simulated in grendel mode alone (each stands for several)
 PRESET_GENERATED = 400_000
 
 #: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
@@ -725,8 +735,10 @@ def run(config: SimulateConfig) -> dict:
         train_cameras = config.cameras - -(-config.cameras // HOLDOUT_EVERY)  # as metadata_scene holds out
         check_sizes(config.gaussians, config.cameras, train_cameras, config.gpus, config.batch_size,
                     config.cells_per_gpu)
-        scene = metadata_scene(config.layout, config.gaussians, config.cameras, config.width, config.height,
-                               config.seed)
+        grendel_only = tuple(config.modes) == ("grendel",)
+        made = min(config.gaussians, PRESET_GENERATED) if grendel_only else config.gaussians
+        scene = standing_for(metadata_scene(config.layout, made, config.cameras, config.width, config.height,
+                                            config.seed), config.gaussians)
     gpus, windows = list(config.gpus), tuple(config.window)
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
