@@ -1,14 +1,16 @@
 """Host seconds of planning one window (``odin_sched.odin.trainer.plan_window``) at P virtual ranks.
 
-The scene of ``pregel simulate``'s city study (1,000,000 Gaussians, 2,000 cameras at 256 x 192, the
-trainer's 16 cells per rank, window 10, batch = P), planned on one process as the simulator plans it.
-Writes ``odin_sched/sim/profiles/plan-times.json``, the sharded profiles' ``plan_by_gpus``
+A generated ``city`` (default: 1,000,000 Gaussians, 2,000 cameras at 256 x 192; the trainer's 16 cells
+per rank, window 10, batch = P), planned on one process as the simulator plans it.
+Writes ``odin_sched/sim/profiles/plan-times.json``: the processor seconds (load-robust; the wall
+seconds and load average beside them) are the sharded profiles' ``plan_by_gpus``
 (``odin_sched/sim/costmodel.py``). Run from the repository root:
-``python benchmarks/plan_time.py [P ...]`` (default 4 8 16 32 64 128).
+``python benchmarks/plan_time.py [--gaussians G --cameras C --width W --height H] [P ...]``
+(default P: 4 8 16 32 64 128).
 """
+import argparse
 import json
 import os
-import sys
 import time
 
 from odin_sched.odin.trainer import OdinOptions, PlanConfig, plan_window
@@ -21,10 +23,10 @@ from odin_sched.training.train import scene_extent, visible_cells_of_cameras
 WINDOW = OdinOptions.window
 
 
-def main(gpu_counts):
-    scene = metadata_scene("city", 1_000_000, 2000)
+def main(gpu_counts, gaussians, cameras, width, height):
+    scene = metadata_scene("city", gaussians, cameras, width, height)
     extent = scene_extent(scene.viewmats)
-    measured, loads = [], []
+    measured, walls, loads = [], [], []
     for gpus in gpu_counts:
         settings = BatchSettings(gpus)
         sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width,
@@ -38,15 +40,25 @@ def main(gpu_counts):
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(f"P = {gpus:>3}: {wall:.2f} s wall, {cpu:.2f} s processor per window (load average {load:.1f})",
               flush=True)
-        measured.append((gpus, round(wall, 3)))
+        measured.append((gpus, round(cpu, 3)))  # processor seconds: what load on this machine does not inflate
+        walls.append(round(wall, 3))
         loads.append(load)
     path = os.path.join(os.path.dirname(__file__), "..", "odin_sched", "sim", "profiles", "plan-times.json")
     with open(path, "w") as f:
-        json.dump({"command": "python benchmarks/plan_time.py " + " ".join(map(str, gpu_counts)),
-                   "scene": "city, 1,000,000 Gaussians, 2,000 cameras at 256 x 192, window 10, batch = P",
-                   "load_average": loads, "plan_by_gpus": measured}, f, indent=1)
+        json.dump({"command": f"python benchmarks/plan_time.py --gaussians {gaussians} --cameras {cameras} "
+                              f"--width {width} --height {height} " + " ".join(map(str, gpu_counts)),
+                   "scene": f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, "
+                            "window 10, batch = P",
+                   "load_average": loads, "wall_seconds": walls, "plan_by_gpus": measured}, f, indent=1)
     print(f"wrote {path}")
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [4, 8, 16, 32, 64, 128])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("gpus", type=int, nargs="*", default=[4, 8, 16, 32, 64, 128])
+    parser.add_argument("--gaussians", type=int, default=1_000_000)
+    parser.add_argument("--cameras", type=int, default=2000)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--height", type=int, default=192)
+    a = parser.parse_args()
+    main(a.gpus, a.gaussians, a.cameras, a.width, a.height)
