@@ -19,10 +19,10 @@
   ends) does: a window ends with an allgather of each cell's metadata and each image's loss and
   violation count (``simulate.METADATA_CELL_BYTES``, ``METADATA_IMAGE_BYTES``) and a barrier, not a
   gather of the model; window w + 1 is planned while w runs, so only what its planning takes beyond
-  window w's run is exposed, and all of the first's. The planning is ``plan_by_gpus``: the host
-  seconds of the runtime's ``plan_window`` per window at P ranks, measured on this machine by
-  ``benchmarks/plan_time.py`` for the city study's scene (``profiles/plan-times.json``, with the
-  command and load average; none measured: 0).
+  window w's run is exposed (the first window's planning, before training starts, is not charged). The planning is ``plan_by_gpus``: the host
+  processor seconds of the runtime's ``plan_window`` per window at P ranks, measured on this machine
+  by ``benchmarks/plan_time.py`` for a city scene (``profiles/plan-times.json``: the scene, command,
+  wall seconds and load average; without the file: 0).
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
   plan longer, so this underestimates planning at scale). On ranks that outnumber the cores it takes

@@ -252,10 +252,11 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         bound += max(cost.sum() / processors, cost.sum() / p if p else 0.0)
-        if profile.sharded:  # planned while the previous window ran: only what outlasts it waits
+        if profile.sharded:  # planned while the previous window ran: only what outlasts it waits (the
+            # first window is planned before training starts: a start-up cost, not the steady state's)
             held, reads = window_memory(win, gpus, sh_degree, reads)
             memory = np.maximum(memory, held)
-            exposed = max(0.0, profile.sharded_planning_seconds(gpus) - last_window)
+            exposed = max(0.0, profile.sharded_planning_seconds(gpus) - last_window) if start else 0.0
             clock += exposed
             bound += exposed
             totals["wait"] += exposed
