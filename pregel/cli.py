@@ -676,12 +676,15 @@ def _run_render(args) -> None:
 
 def _add_simulate(sub) -> None:
     from odin_sched.sim.config import SimulateConfig as defaults
+    from odin_sched.sim.config import PROFILES
+    from odin_sched.sim.presets import PRESETS
 
     p = sub.add_parser("simulate", help="simulate distributed training on many GPUs with the runtime's scheduler",
                        description="Plan and run odin, barrier and odin-fast training on virtual GPUs with the "
                                    "runtime's planning and firing code, a SimPy clock and a measured cost model.")
-    p.add_argument("--layout", choices=("city", "objects"), default=defaults.layout,
-                   help="metadata-only generated scene")
+    p.add_argument("--layout", choices=("city", "objects", *PRESETS), default=defaults.layout,
+                   help="metadata-only generated scene: a layout at --gaussians/--cameras/--width/--height, or a "
+                        "real capture's preset (its size, images and Gaussians; odin_sched/sim/presets.py)")
     p.add_argument("--scene", default=None, help="simulate a scene file's training instead (its initial Gaussians)")
     p.add_argument("--gaussians", type=int, default=defaults.gaussians)
     p.add_argument("--cameras", type=int, default=defaults.cameras)
@@ -690,7 +693,10 @@ def _add_simulate(sub) -> None:
     p.add_argument("--steps", type=int, default=defaults.steps, help="batches to simulate")
     p.add_argument("--gpus", default=",".join(map(str, defaults.gpus)), help="comma-separated GPU counts")
     p.add_argument("--batch-size", type=int, default=None, help="images per batch (default: the GPU count)")
-    p.add_argument("--profile", default=defaults.profile, choices=("cpu-here", "h200-ib"))
+    p.add_argument("--profile", default=defaults.profile, choices=PROFILES)
+    p.add_argument("--modes", default=",".join(defaults.modes), metavar="M[,M...]",
+                   help="modes to simulate: odin, barrier, grendel (Grendel-GS's step), odin-fast "
+                        "(default: all)")
     p.add_argument("--window", default=",".join(map(str, defaults.window)), metavar="W[,W...]",
                    help="batches per planning window (as pregel train); with several, each mode is reported "
                         "at its fastest")
@@ -712,7 +718,8 @@ def _run_simulate(args) -> None:
     from odin_sched.sim.simulate import run
 
     gpus, window = (tuple(_integers(flag, value)) for flag, value in (("--gpus", args.gpus), ("--window", args.window)))
-    run(_config(SimulateConfig, args, gpus=gpus, window=window))
+    modes = tuple(m.strip() for m in str(args.modes).split(",") if m.strip())
+    run(_config(SimulateConfig, args, gpus=gpus, window=window, modes=modes))
 
 
 def _integers(flag: str, text) -> list[int]:

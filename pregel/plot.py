@@ -8,7 +8,8 @@
   ``/metrics/per_rank`` (a compound table with those fields, one row per rank, or a [ranks, 3] array
   whose ``fields`` attribute names the columns);
 * a ``pregel simulate`` result (``/gpus``, ``/steps_per_second/{mode}``): steps/s against GPUs and
-  each mode's speed-up over barrier, one line per mode, and dashed the ceiling no schedule can pass;
+  each mode's speed-up over grendel (else barrier), one line per mode, dashed the ceiling no schedule
+  can pass, and as crosses Grendel-GS's published runs (``/published_grendel``) when the file has them;
 * Chrome-trace JSON files (``traceEvents`` with ``ph = "X"``, ``tid`` = rank, ``cat`` or else ``name`` the kind):
   a Gantt chart with ranks as rows and a colour per kind; several traces are stacked on one time axis.
 """
@@ -79,7 +80,9 @@ def _result_figure(path):
                 curves["ceiling (any schedule)"] = f["ceiling_steps_per_second"][()]
             title = f"{f.attrs.get('layout', '')}, {int(f.attrs.get('gaussians', 0)):,} Gaussians, " \
                     f"{f.attrs.get('profile_name', '')}"
-            return _scaling_figure(f["gpus"][()], curves, title), "simulate"
+            published = ((f["published_grendel/gpus"][()], f["published_grendel/steps_per_second"][()])
+                         if "published_grendel" in f else None)
+            return _scaling_figure(f["gpus"][()], curves, title, published), "simulate"
         if "metrics/loss" in f:
             metrics = {name: f[f"metrics/{name}"] for name in f["metrics"]}
             per_rank = _per_rank(path, metrics.get("per_rank"))
@@ -89,20 +92,27 @@ def _result_figure(path):
                         "result (/metrics/loss)")
 
 
-def _scaling_figure(gpus: np.ndarray, curves: dict, title: str):
-    """A ``pregel simulate`` result: steps/s against GPUs, and each mode's speed-up over barrier.
-    gpus: [n]; curves: mode -> [n] steps per second (a name starting with 'ceiling' is drawn dashed)."""
+def _scaling_figure(gpus: np.ndarray, curves: dict, title: str, published=None):
+    """A ``pregel simulate`` result: steps/s against GPUs, and each mode's speed-up over grendel when
+    simulated, else over barrier. gpus: [n]; curves: mode -> [n] steps per second (a name starting with
+    'ceiling' is drawn dashed); published: (GPUs [k], steps/s [k]) of Grendel-GS's published runs, drawn
+    as crosses on the same axes."""
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    base = "grendel" if "grendel" in curves else "barrier" if "barrier" in curves else None
     for mode, speed in curves.items():
         style = dict(linestyle="--", color="grey") if mode.startswith("ceiling") else dict(marker="o")
         left.plot(gpus, speed, label=mode, **style)
-        if "barrier" in curves:
-            right.plot(gpus, speed / curves["barrier"], label=mode, **style)
-    for ax, label in ((left, "steps / s"), (right, "speed-up over barrier")):
+        if base:
+            right.plot(gpus, speed / curves[base], label=mode, **style)
+    ticks = np.asarray(gpus)
+    if published is not None:
+        left.plot(published[0], published[1], "kx", markersize=9, label="Grendel-GS published")
+        ticks = np.union1d(ticks, published[0])
+    for ax, label in ((left, "steps / s (batch = GPUs)"), (right, f"speed-up over {base}")):
         ax.set_xscale("log", base=2)
-        ax.set_xticks(gpus, [str(g) for g in gpus])
+        ax.set_xticks(ticks, [str(g) for g in ticks])
         ax.set_xlabel("GPUs")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)

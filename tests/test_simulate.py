@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from odin_sched.sim.costmodel import H200_IB, fit_costs, load_profile
+from odin_sched.sim.costmodel import H200_IB, H200_KERNELS, fit_costs, load_profile
 from odin_sched.odin.depgraph import build_step_graph
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import write_scene
@@ -388,5 +388,53 @@ def test_messages_and_gathers_weigh_the_sh_coefficients():
         assert messages.payload_size(np.array([0]), np.array([image_to_version]))[0] == rows * (columns + 3)
         rows = sizes[steps.version_cell[read - steps.num_images]]
         assert messages.payload_size(np.array([read]), np.array([reader]))[0] == rows * columns
-    comm = {d: simulate(scene, H200_IB, "odin", 2, 6, 4, sh_degree=d).comm.sum() for d in (0, 3)}
+    # the current runtime gathers the model at window ends (the sharded profiles move metadata only)
+    comm = {d: simulate(scene, H200_KERNELS, "odin", 2, 6, 4, sh_degree=d).comm.sum() for d in (0, 3)}
     assert comm[3] > comm[0] > 0
+
+
+def test_window_memory_against_a_loop():
+    """Owned state plus read-only copies of the remote cells a rank's images read (this window and the
+    one before), against a plain loop over the images' reads."""
+    from odin_sched.sim.simulate import state_bytes, window_memory
+    from odin_sched.training.step import param_columns
+
+    win, _ = _small_window()
+    steps, sizes = win.steps, np.diff(win.member_indptr)
+    earlier = {(0, int(np.flatnonzero(win.owner == 1)[0]))}  # rank 0 read one of rank 1's cells before
+    held, reads = window_memory(win, 2, 3, earlier)
+    expected = np.zeros(2)
+    cached = [set(), set()]
+    for i in range(steps.num_images):
+        rank = int(win.plan.rank[i])
+        for r in steps.image_reads[steps.image_reads_indptr[i]:steps.image_reads_indptr[i + 1]]:
+            cell = int(steps.version_cell[r - steps.num_images])
+            if win.owner[cell] != rank:
+                cached[rank].add(cell)
+    cached[0].add(next(iter(earlier))[1])
+    for rank in (0, 1):
+        owned = sizes[win.owner == rank].sum()
+        expected[rank] = owned * state_bytes(3) + sum(sizes[c] for c in cached[rank]) * 4 * param_columns(3)
+    assert np.array_equal(held, expected)
+    assert state_bytes(3) == 740 + 236
+    assert all(win.plan.rank[i] in (0, 1) for i in range(steps.num_images)) and len(reads) > 0
+
+
+def test_sharded_window_ends_move_metadata_and_hide_planning():
+    from odin_sched.sim.simulate import METADATA_CELL_BYTES, METADATA_IMAGE_BYTES, gather_bytes
+
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    base = dataclasses.replace(H200_IB, plan_by_gpus=())
+    run = simulate(scene, base, "odin", 2, 4, 4, window=2)
+    gathering = simulate(scene, dataclasses.replace(base, sharded=False), "odin", 2, 4, 4, window=2)
+    # two windows, each ending with an allgather of 32 cells' and 8 images' metadata instead of the model
+    metadata = base.allgather_seconds(METADATA_CELL_BYTES * 32 + METADATA_IMAGE_BYTES * 8, 2)
+    model = base.allgather_seconds(gather_bytes(3) * 3000, 2)
+    assert gathering.comm.sum() - run.comm.sum() == pytest.approx(2 * 2 * (model - metadata))
+    # the first window is planned before training starts; the second's planning is hidden behind the
+    # first window's run when shorter than it, and waits for what it takes beyond it when longer
+    short = simulate(scene, dataclasses.replace(base, plan_by_gpus=((2, 1e-6),)), "odin", 2, 4, 4, window=2)
+    assert short.seconds == run.seconds
+    long = simulate(scene, dataclasses.replace(base, plan_by_gpus=((2, 10.0),)), "odin", 2, 4, 4, window=2)
+    first = (run.seconds - 0.0) / 2  # both windows do the same kind of work: about half the run each
+    assert long.seconds == pytest.approx(run.seconds + 10.0 - first, rel=0.05)

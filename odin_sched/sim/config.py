@@ -3,10 +3,14 @@ these). Kept free of heavy imports so that the command line reads its defaults f
 import os
 from dataclasses import dataclass
 
+#: the cost profiles (``costmodel.load_profile``)
+PROFILES = ("a100-nvlink", "h200-ib", "h200-kernels", "cpu-here")
+
 
 @dataclass
 class SimulateConfig:
-    """A scaling study: every mode of ``odin_sched.odin.modes`` simulated at each GPU count."""
+    """A scaling study: the ``modes`` (the runtime's of ``odin_sched.odin.modes`` and Grendel-GS's)
+    simulated at each GPU count."""
 
     out: str | os.PathLike                  # result file (.h5)
     gpus: tuple = (8, 16, 32, 64)           # GPU counts
@@ -25,3 +29,4 @@ class SimulateConfig:
     shared_cores: int = 0                   # all virtual GPUs share N processors (0: each has its own)
     seed: int = 0
     sh_degree: int = 3                      # SH degree of the Gaussians: what a cell weighs in messages and gathers
+    modes: tuple = ("odin", "barrier", "grendel", "odin-fast")  # what to simulate (simulate.SIM_MODES)

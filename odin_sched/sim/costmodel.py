@@ -15,6 +15,14 @@
   its batch's images saw some of its Gaussians, else ``version_unseen`` (the gradients are summed but
   no Gaussian is stepped): conservative visibility makes images report to cells they turn out not to
   see. The simulator tells the two apart with the Gaussians on each camera's screen (``camera_views``).
+* ``sharded`` profiles (the GPU ones) charge what the sharded runtime (owned cells, metadata at window
+  ends) does: a window ends with an allgather of each cell's metadata and each image's loss and
+  violation count (``simulate.METADATA_CELL_BYTES``, ``METADATA_IMAGE_BYTES``) and a barrier, not a
+  gather of the model; window w + 1 is planned while w runs, so only what its planning takes beyond
+  window w's run is exposed (the first window's planning, before training starts, is not charged). The planning is ``plan_by_gpus``: the host
+  processor seconds of the runtime's ``plan_window`` per window at P ranks, measured on this machine
+  by ``benchmarks/plan_time.py`` for a city scene (``profiles/plan-times.json``: the scene, command,
+  wall seconds and load average; without the file: 0).
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
   plan longer, so this underestimates planning at scale). On ranks that outnumber the cores it takes
@@ -34,13 +42,15 @@
   between nodes), plus ``overhead`` seconds of the sender's time; the latency and bandwidth of
   ``cpu-here`` come from an MPI ping-pong on this machine (``pingpong``).
 
-Profiles: ``cpu-here`` (measured here) and ``h200-ib`` (a datacenter: H200 GPUs, 8 per node on NVLink,
-nodes on 200 Gb/s InfiniBand; figures and sources in ``H200_IB``).
+Profiles: ``cpu-here`` (measured here); ``a100-nvlink`` (Grendel-GS's set-up, the reference rasterizer's
+costs fitted to its published times; ``A100_NVLINK``); ``h200-ib`` (the same scaled to H200 GPUs by
+their published figures, 8 per node on NVLink, nodes on InfiniBand; ``H200_IB``); ``h200-kernels``
+(our CUDA kernels' H200 timings; ``H200_KERNELS``).
 """
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -74,6 +84,17 @@ class CostProfile:
     version_unseen: float | None = None  # seconds of a cell update whose batch saw none of its Gaussians
     plan_shared: float = 1.0  # planning on ranks that outnumber the cores takes this many even shares
     switch_seconds: float = 0.0  # processor seconds a rank loses each time it gets a shared core back
+    step_seconds: float = 0.0  # grendel: fixed seconds per training step on every GPU (its Python loop)
+    sharded: bool = False  # odin, barrier: charge the sharded runtime's window ends and planning (below)
+    plan_by_gpus: tuple = ()  # ((P, seconds), ...) measured planning per window at P ranks (sharded)
+
+    def sharded_planning_seconds(self, gpus: int) -> float:
+        """Seconds of one window's planning at ``gpus`` ranks: ``plan_by_gpus`` interpolated linearly in
+        log P (held at its ends); 0 without measurements."""
+        if not self.plan_by_gpus:
+            return 0.0
+        ranks, seconds = zip(*sorted(self.plan_by_gpus))
+        return float(np.interp(math.log2(gpus), np.log2(ranks), seconds))
 
     def slowdown(self, ranks: int) -> float:
         """Factor by which work takes longer when ``ranks`` ranks do it at once on the shared ``cores``
@@ -120,7 +141,8 @@ class CostProfile:
         return (ranks - 1) * latency + total_bytes * (ranks - 1) / ranks / bandwidth
 
 
-#: The datacenter profile. Compute: the README's H200 timings of our CUDA kernels (forward + backward
+#: Our CUDA kernels' profile (was ``h200-ib`` before the profiles from published measurements).
+#: Compute: the README's H200 timings of our CUDA kernels (forward + backward
 #: of one 256 x 256 image: 10,000 Gaussians 8.5 ms, 100,000 Gaussians 9.4 ms), which give
 #: c_vis = 0.9 ms / 90,000 = 1.0e-8 s per visible Gaussian and 8.4 ms for the rest; with one image size
 #: measured, the rest cannot be split into a constant and a per-pixel part: it is charged per pixel
@@ -132,19 +154,70 @@ class CostProfile:
 #: 3 us per message; between nodes one 200 Gb/s InfiniBand HDR port per GPU = 25 GB/s (IBTA HDR
 #: rate), 5 us per message (MPI small-message latency over HDR with GPU buffers); 5 us of host time
 #: per message sent. Planning is assumed to run ahead of the GPUs (as in Odin), off the critical path.
-H200_IB = CostProfile(
-    name="h200-ib", image=(0.0, 1.0e-8, 8.4e-3 / 65536, 0.0), version=(1.0e-5, 7 * 14 * 4 / 4.8e12),
+H200_KERNELS = CostProfile(
+    name="h200-kernels", image=(0.0, 1.0e-8, 8.4e-3 / 65536, 0.0), version=(1.0e-5, 7 * 14 * 4 / 4.8e12),
     latency=5e-6, bandwidth=25e9, node_latency=3e-6, node_bandwidth=450e9, gpus_per_node=8, overhead=5e-6,
     count_planning=False,
     source="compute: README H200 render timings (256x256 fwd+bwd, 10k: 8.5 ms, 100k: 9.4 ms); cell update: "
            "HBM3e 4.8 TB/s (H200 datasheet) + 10 us; NVLink 4 450 GB/s/direction, 3 us; InfiniBand HDR "
            "200 Gb/s = 25 GB/s per GPU, 5 us; 8 GPUs per node")
 
+#: A100 40 GB: 1,555 GB/s HBM2, 19.5 TFLOPS FP32 (NVIDIA A100 datasheet); H200 SXM: 4.8 TB/s HBM3e,
+#: 67 TFLOPS FP32 (NVIDIA H200 datasheet)
+A100_HBM, A100_FP32, H200_HBM, H200_FP32 = 1.555e12, 19.5e12, 4.8e12, 67e12
+
+#: Grendel-GS's experimental set-up with the reference 3DGS rasterizer (SH degree 3). Compute: per pixel
+#: (c_px), per tile pair (c_pair), the projection per Gaussian a GPU holds per camera (render_rows),
+#: Adam per Gaussian a GPU holds (version[1]) and a fixed time per training step (step_seconds) fitted
+#: by ``python benchmarks/grendel_table.py --fit`` to the three published 30k-image times (1 GPU batch
+#: 1, 4 GPUs batch 1, 4 GPUs batch 4; Grendel-GS README, 4 x A100 40 GB) of bicycle, kitchen and
+#: counter with their presets (``sim.presets``), every fitted time within 11 % of the published; the
+#: other four scenes are predictions (``benchmarks/grendel_table.py``). The published times include
+#: densification and evaluation, spread over the steps. Adam comes out at 2.3 ns per Gaussian, 2.2
+#: times what moving parameters, gradient and two moments of 59 float32 (read p, g, m, v; write p, m,
+#: v: 7 x 59 x 4 bytes) at the A100's 1,555 GB/s takes (torch's unfused Adam passes over them more often); the projection at nearly 0 (it is not separable from the pixels and pairs
+#: in these scenes). c0, c_vis: 0 (not fitted). Network: 25 GB/s NVLink between GPUs of a node
+#: ("Fully-connected Bidirectional 25GB/s NVLINK", Grendel-GS README) for up to 8 per node, 3 us a
+#: message; InfiniBand HDR between nodes (200 Gb/s = 25 GB/s per GPU, 5 us); 5 us of host time per
+#: message sent.
+A100_NVLINK = CostProfile(
+    name="a100-nvlink", image=(0.0, 0.0, 2.071e-08, 3.345e-09), version=(1.0e-5, 2.322e-09),
+    latency=5e-6, bandwidth=25e9, node_latency=3e-6, node_bandwidth=25e9, gpus_per_node=8, overhead=5e-6,
+    count_planning=False, render_rows=3.022e-14, step_seconds=6.68e-3, sharded=True,
+    source="compute fitted to Grendel-GS README 30k-image times (Mip360 bicycle, kitchen, counter; 1 GPU "
+           "b1, 4 GPU b1, 4 GPU b4; A100 40GB) by benchmarks/grendel_table.py --fit: 20.7 ns/pixel, 3.3 "
+           "ns/tile pair, Adam 2.3 ns/Gaussian, 6.7 ms/step; NVLink 25 GB/s within 8-GPU nodes (Grendel-GS "
+           "README), 3 us; InfiniBand HDR 25 GB/s, 5 us between nodes")
+
+
+def _scaled_to_h200(profile: CostProfile) -> CostProfile:
+    """``profile``'s A100 compute moved to the H200 by the published figures: rasterizing (c0, c_vis,
+    c_px, c_pair) by the FP32 rate (67 / 19.5), projection and Adam (memory-bound passes over the
+    Gaussians) by the memory bandwidth (4.8 / 1.555); the fixed time per step (host-bound) kept;
+    NVLink 4 at 450 GB/s per direction (H200 SXM datasheet) within 8-GPU nodes, InfiniBand HDR between."""
+    fp32, hbm = H200_FP32 / A100_FP32, H200_HBM / A100_HBM
+    return replace(profile, name="h200-ib", image=tuple(c / fp32 for c in profile.image),
+                   render_rows=profile.render_rows / hbm, version=(profile.version[0], profile.version[1] / hbm),
+                   node_bandwidth=450e9,
+                   source="a100-nvlink's compute scaled by the H200/A100 datasheet figures (FP32 67/19.5 "
+                          "TFLOPS for rasterizing, HBM 4.8/1.555 TB/s for projection and Adam); NVLink 4 "
+                          "450 GB/s per direction within 8-GPU nodes, 3 us; InfiniBand HDR 25 GB/s, 5 us")
+
+
+H200_IB = _scaled_to_h200(A100_NVLINK)
+
 
 def load_profile(name: str) -> CostProfile:
-    """The profile ``name``: 'h200-ib', or 'cpu-here' (measured here, ``profiles/cpu-here.json``)."""
-    if name == "h200-ib":
-        return H200_IB
+    """The profile ``name``: 'a100-nvlink', 'h200-ib', 'h200-kernels', or 'cpu-here' (measured here,
+    ``profiles/cpu-here.json``)."""
+    builtin = {p.name: p for p in (A100_NVLINK, H200_IB, H200_KERNELS)}
+    if name in builtin:
+        profile = builtin[name]
+        plans = os.path.join(PROFILE_DIR, "plan-times.json")
+        if profile.sharded and os.path.exists(plans):  # measured by benchmarks/plan_time.py
+            with open(plans) as f:
+                profile = replace(profile, plan_by_gpus=tuple(tuple(x) for x in json.load(f)["plan_by_gpus"]))
+        return profile
     if name == "cpu-here":
         path = os.path.join(PROFILE_DIR, "cpu-here.json")
         with open(path) as f:
@@ -152,7 +225,7 @@ def load_profile(name: str) -> CostProfile:
         data["image"], data["version"] = tuple(data["image"]), tuple(data["version"])
         data["image_noise"] = tuple(data.get("image_noise", ()))
         return CostProfile(**data)
-    raise ValueError(f"unknown cost profile {name!r} (cpu-here, h200-ib)")
+    raise ValueError(f"unknown cost profile {name!r} (a100-nvlink, h200-ib, h200-kernels, cpu-here)")
 
 
 def save_profile(profile: CostProfile, path) -> None:
@@ -177,12 +250,21 @@ class CameraViews:
     """What every camera sees of a model: its cost features and the Gaussians on its screen.
 
     features: [C, 3] float64 (visible Gaussians, pixels, tile-Gaussian pairs); on_screen_indptr [C + 1],
-    on_screen [n] int64: CSR of the ids of the (projected sample of) Gaussians on each camera's screen.
+    on_screen [n] int64: CSR of the ids of the (projected sample of) Gaussians on each camera's screen;
+    row_lo, row_hi [n] int32: the tile rows [lo, hi) each of them covers, tile_cols [n] float64: how
+    many tile columns; weight: Gaussians each projected one stands for (G / sample size); width,
+    height: the image size (what Grendel's pixel partitions split, ``sim.grendel``).
     """
 
     features: np.ndarray
     on_screen_indptr: np.ndarray
     on_screen: np.ndarray
+    row_lo: np.ndarray | None = None
+    row_hi: np.ndarray | None = None
+    tile_cols: np.ndarray | None = None
+    weight: float = 1.0
+    width: int = 0
+    height: int = 0
 
     def cameras_see_cells(self, cameras: np.ndarray, cells: np.ndarray, cell_of: np.ndarray) -> np.ndarray:
         """[k] bool: whether camera ``cameras[j]`` has a Gaussian of cell ``cells[j]`` on screen
@@ -211,18 +293,23 @@ def camera_views(means: np.ndarray, scales: np.ndarray, quats: np.ndarray, viewm
         pick = np.sort(np.random.default_rng(seed).choice(count, max(1, int(sample * count)), replace=False))
     m, s, q = (np.ascontiguousarray(a[pick], np.float32) for a in (means, scales, quats))
     tiles_x, tiles_y = tile_grid(width, height)
-    out, on_screen = np.empty((len(viewmats), 3)), []
+    out, on_screen, lows, highs, cols = np.empty((len(viewmats), 3)), [], [], [], []
     for c in range(len(viewmats)):  # one kernel call per camera, vectorised over Gaussians
         mean2d, _, _, radius = project(m, s, q, np.asarray(viewmats[c]), np.asarray(Ks[c]), width, height)
         seen = radius > 0
         r, mx, my = radius[seen].astype(np.float64), mean2d[seen, 0], mean2d[seen, 1]
         span_x = np.clip(np.ceil((mx + r) / TILE_SIZE), 0, tiles_x) - np.clip(np.floor((mx - r) / TILE_SIZE), 0, tiles_x)
-        span_y = np.clip(np.ceil((my + r) / TILE_SIZE), 0, tiles_y) - np.clip(np.floor((my - r) / TILE_SIZE), 0, tiles_y)
-        out[c] = (seen.sum(), width * height, (span_x * span_y).sum())
+        low, high = (np.clip(f((my + sign * r) / TILE_SIZE), 0, tiles_y) for f, sign in ((np.floor, -1), (np.ceil, 1)))
+        out[c] = (seen.sum(), width * height, (span_x * (high - low)).sum())
         on_screen.append(pick[seen])
+        lows.append(low.astype(np.int32))
+        highs.append(high.astype(np.int32))
+        cols.append(span_x)
     out[:, [0, 2]] *= count / len(pick)
     indptr = np.concatenate([[0], np.cumsum([len(x) for x in on_screen])]).astype(np.int64)
-    return CameraViews(out, indptr, np.concatenate(on_screen).astype(np.int64) if on_screen else np.empty(0, np.int64))
+    join = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)  # noqa: E731
+    return CameraViews(out, indptr, join(on_screen, np.int64), join(lows, np.int32), join(highs, np.int32),
+                       join(cols, np.float64), count / len(pick), width, height)
 
 
 def pingpong(comm, sizes=(8, 1 << 12, 1 << 16, 1 << 20, 1 << 22), repeats: int = 50) -> tuple[float, float]:

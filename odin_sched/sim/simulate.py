@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from odin_sched.sim.costmodel import CameraViews, CostProfile, camera_views
+from odin_sched.sim.grendel import hidden_vs_grendel, simulate_grendel
+from odin_sched.sim.presets import PRESETS, published_grendel_steps
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.modes import MODES
@@ -38,6 +40,9 @@ from odin_sched.scenes.visibility import window_margin
 from pregel.dataflow import Firing, Routes
 from pregel.errors import InputError
 
+#: the simulated modes: the runtime's, and Grendel-GS's step (``odin_sched.sim.grendel``)
+SIM_MODES = (*MODES, "grendel")
+
 
 def gather_bytes(sh_degree: int) -> int:
     """Bytes per Gaussian of the window-end allgather at SH degree ``sh_degree``: parameters and two Adam
@@ -45,6 +50,34 @@ def gather_bytes(sh_degree: int) -> int:
     and largest screen radius (float32) and the id, step count and accumulator count (int64): 200 bytes
     at degree 0, 740 at 3."""
     return 4 * (3 * param_columns(sh_degree) + 2) + 3 * 8
+
+
+#: the sharded runtime's window end (issue 20's bounds): bytes per cell of metadata (box of means grown
+#: by the largest scale, Gaussian count, predicted cost) and per image (loss, violation count)
+METADATA_CELL_BYTES, METADATA_IMAGE_BYTES = 64, 16
+
+
+def state_bytes(sh_degree: int) -> int:
+    """Bytes of training state an owner holds per Gaussian: what the window-end gather moves
+    (``gather_bytes``) and the gradient (float32 parameters)."""
+    return gather_bytes(sh_degree) + 4 * param_columns(sh_degree)
+
+
+def window_memory(win, gpus: int, sh_degree: int, previous: set) -> tuple:
+    """([P] bytes each rank holds in window ``win``: its owned cells' state and read-only parameters of
+    the remote cells its images read in this window and the one before (``previous``: that window's
+    (rank, cell) reads), this window's reads)."""
+    steps, sizes = win.steps, np.diff(win.member_indptr)
+    image_rank = win.plan.rank[:steps.num_images]
+    cells = steps.version_cell[steps.version_index(steps.image_reads)]
+    ranks = np.repeat(image_rank, np.diff(steps.image_reads_indptr))
+    reads = set(zip(ranks.tolist(), cells.tolist()))
+    cached = np.zeros(gpus)
+    for rank, cell in reads | previous:
+        if win.owner[cell] != rank:
+            cached[rank] += sizes[cell]
+    owned = np.bincount(win.owner, weights=sizes, minlength=gpus)
+    return owned * state_bytes(sh_degree) + cached * 4 * param_columns(sh_degree), reads
 
 
 def _local_comm():
@@ -71,6 +104,11 @@ class SimScene:
     height: int
     train_ids: np.ndarray
     views: CameraViews
+    gaussians: int = 0  # Gaussians the scene stands for (0: len(means)); metadata presets project fewer
+
+    @property
+    def total_gaussians(self) -> int:
+        return self.gaussians or len(self.means)
 
     @property
     def features(self) -> np.ndarray:
@@ -93,6 +131,31 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
     views = camera_views(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, sample)
     train_ids = np.flatnonzero(np.arange(cameras) % HOLDOUT_EVERY != 0)
     return SimScene(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, train_ids, views)
+
+
+def standing_for(scene: SimScene, gaussians: int, visible: float = 0.0) -> SimScene:
+    """``scene`` whose Gaussians each stand for gaussians / len(scene.means): the cost features and the
+    projected sample's weight scaled up (enough for grendel, whose costs come from the features; odin's
+    plan needs every Gaussian). With ``visible`` > 0 the share in view per image is scaled to that mean
+    (its spread over cameras stays the scene's)."""
+    factor = gaussians / len(scene.means)
+    if visible:
+        factor *= visible * len(scene.means) / scene.views.features[scene.train_ids, 0].mean()
+    features = scene.views.features.copy()
+    features[:, [0, 2]] *= factor
+    views = replace(scene.views, features=features, weight=scene.views.weight * factor)
+    return replace(scene, views=views, gaussians=gaussians)
+
+
+def preset_scene(name: str, seed: int = 0, generated: int | None = None) -> SimScene:
+    """The metadata scene of preset ``name`` (``presets.PRESETS``); with ``generated`` < the preset's
+    Gaussians, only that many are generated and each stands for several (``standing_for``)."""
+    if name not in PRESETS:
+        raise InputError(f"`layout` must be one of city, objects, {', '.join(PRESETS)}, got {name!r}")
+    preset = PRESETS[name]
+    made = min(preset.gaussians, generated or preset.gaussians)
+    scene = metadata_scene(preset.layout, made, preset.cameras, preset.width, preset.height, seed)
+    return standing_for(scene, preset.gaussians, preset.visible)
 
 
 def scene_of_setup(setup) -> SimScene:
@@ -121,6 +184,8 @@ class SimResult:
     spans: list = field(default_factory=list)  # per rank: [(kind, start, end, vertex)] of the first window
     bound_seconds: float = 0.0  # no schedule of these windows can take less (see ``simulate``)
     window: int = OdinOptions.window  # batches per planning window
+    bytes_sent: float = 0.0  # bytes between GPUs (grendel: its all-to-alls)
+    memory_bytes: float = 0.0  # the most bytes of model state one GPU holds (owned + cached; buffers)
 
     @property
     def steps_per_second(self) -> float:
@@ -142,16 +207,22 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
              max_staleness: int = 1, seed: int = 0,
              trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
-    (odin, barrier, odin-fast), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells, Gaussians
-    of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and gathers)."""
-    if mode not in MODES:
-        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells,
+    Gaussians of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and
+    gathers). Every mode trains the same batches."""
+    if mode not in SIM_MODES:
+        raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
     comm = _local_comm()
     settings = BatchSettings(batch_size)
     extent = scene_extent(scene.viewmats)
     sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
                                     settings, extent)
     batches = spread_batches(scene.train_ids, steps, batch_size, seed, sees)  # the trainer's order for B > 1
+    if mode == "grendel":
+        run = simulate_grendel(scene.views, scene.total_gaussians, batches, profile, gpus, seed,
+                               state_bytes=state_bytes(sh_degree))
+        return SimResult(mode, gpus, steps, run["seconds"], run["compute"], run["comm"], run["wait"], 0.0,
+                         float(gpus), window=window, bytes_sent=run["bytes"], memory_bytes=run["memory"])
     staleness = max_staleness if mode == "odin-fast" else 0
     # the planner balances the cost model's prediction from predicted visibility (tile pairs: the
     # scene's mean pairs per visible Gaussian)
@@ -163,6 +234,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     totals = {k: np.zeros(gpus) for k in ("compute", "comm", "wait")}
     totals["compute"] += warmup
     clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
+    memory, reads, last_window = np.zeros(gpus), set(), 0.0
     for start in range(0, steps, window):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1)
@@ -175,11 +247,20 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
         worst = max(worst, int(win.staleness.max(initial=0)))
-        cost = vertex_costs(win, scene.views, profile, np.random.default_rng([seed, start]))
+        cost = vertex_costs(win, scene.views, profile, np.random.default_rng([seed, start]),
+                            profile.step_seconds * gpus / batch_size)
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         bound += max(cost.sum() / processors, cost.sum() / p if p else 0.0)
-        if profile.count_planning:
+        if profile.sharded:  # planned while the previous window ran: only what outlasts it waits (the
+            # first window is planned before training starts: a start-up cost, not the steady state's)
+            held, reads = window_memory(win, gpus, sh_degree, reads)
+            memory = np.maximum(memory, held)
+            exposed = max(0.0, profile.sharded_planning_seconds(gpus) - last_window) if start else 0.0
+            clock += exposed
+            bound += exposed
+            totals["wait"] += exposed
+        elif profile.count_planning:
             planning = profile.planning_seconds(gpus)  # every rank plans
             clock += planning
             bound += planning
@@ -190,21 +271,29 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         for k in totals:
             totals[k] += getattr(run, k)
         totals["wait"] += end - run.end  # the window-end barrier
-        gather = (profile.allgather_seconds(gather_bytes(sh_degree) * len(scene.means), gpus)
-                  + profile.barrier_seconds(gpus))
+        if profile.sharded:  # owners exchange metadata only
+            moved = METADATA_CELL_BYTES * len(win.owner) + METADATA_IMAGE_BYTES * win.steps.num_images
+        else:
+            moved = gather_bytes(sh_degree) * len(scene.means)
+        gather = profile.allgather_seconds(moved, gpus) + profile.barrier_seconds(gpus)
         totals["comm"] += gather
         clock += end + gather
         bound += gather
+        last_window = end + gather
         spans = spans or run.spans
     return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
-                     work / path if path else 0.0, stale, worst, spans, bound, window)
+                     work / path if path else 0.0, stale, worst, spans, bound, window,
+                     memory_bytes=float(memory.max()))
 
 
-def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator) -> np.ndarray:
+def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator,
+                 image_overhead: float = 0.0) -> np.ndarray:
     """[N] simulated seconds of every vertex of a planned window: images by their camera's features
     and the Gaussians of the cells they read, each times one resampled relative error of the profile's
-    fit (``image_noise``; the same draws in every mode), cell versions by their cell's size and whether
-    their batch's cameras have any of its Gaussians on screen (initial versions: 0)."""
+    fit (``image_noise``; the same draws in every mode), plus ``image_overhead`` (the profile's fixed
+    time per step and GPU, ``step_seconds``, shared by the GPU's images of a batch: step_seconds x
+    GPUs / batch, as grendel pays it), cell versions by their cell's size and whether their batch's
+    cameras have any of its Gaussians on screen (initial versions: 0)."""
     steps = win.steps
     rows = np.diff(win.member_indptr)[steps.version_cell]
     writes = steps.version_index(steps.image_writes)
@@ -215,7 +304,7 @@ def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.G
     images = profile.image_seconds(views.features[steps.image_camera], win.image_rows)
     if profile.image_noise:
         images = images * (1.0 + rng.choice(np.asarray(profile.image_noise, np.float64), len(images)))
-    return np.concatenate([images, versions])
+    return np.concatenate([images + image_overhead, versions])
 
 
 @dataclass
@@ -474,20 +563,24 @@ class _WindowRun:
 
 
 def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch_size: int | None = None,
-            modes=MODES, windows=(OdinOptions.window,), **options) -> dict:
+            modes=SIM_MODES, windows=(OdinOptions.window,), **options) -> dict:
     """{mode: [SimResult per GPU count]}; the batch size defaults to the number of GPUs. With several
     ``windows`` every mode is simulated with each and reported at its fastest (its ``window``), so
     that no mode is compared at a window length that suits another."""
     return {mode: [max((simulate(scene, profile, mode, p, steps, batch_size or p, window=w, **options)
-                        for w in windows), key=lambda run: run.steps_per_second)
+                        for w in (windows if mode != "grendel" else windows[:1])), key=lambda run: run.steps_per_second)
                    for p in gpu_counts]
             for mode in modes}
 
 
 def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: dict) -> None:
     """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode}, /window/{mode},
+    /memory_per_gpu/{mode} (bytes; with a sharded profile or grendel), /plan_seconds_per_window/{mode}
+    (this machine's wall time of ``plan_window``; 0 for grendel),
     /speedup_vs_barrier, /hidden_fraction, /ceiling_steps_per_second, /ceiling_vs_barrier, /parallelism,
-    /stale_reads, /max_staleness_seen; the cost profile and ``attrs`` as root attributes."""
+    /stale_reads, /max_staleness_seen, and with grendel: /speedup_vs_grendel/{mode} for the other modes,
+    /hidden_vs_grendel (odin), and for a Mip360 preset with batch = GPUs /published_grendel/{gpus,
+    steps_per_second} (Grendel-GS's README); the cost profile and ``attrs`` as root attributes."""
     import h5py
 
     from pregel.atomic import atomic_output
@@ -500,6 +593,9 @@ def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: 
             f.create_dataset(f"wait_fraction/{m}", data=[x.wait_fraction for x in runs])
             f.create_dataset(f"wait_seconds/{m}", data=[x.wait.sum() for x in runs])
             f.create_dataset(f"window/{m}", data=[x.window for x in runs])
+            f.create_dataset(f"memory_per_gpu/{m}", data=[x.memory_bytes for x in runs])
+            f.create_dataset(f"plan_seconds_per_window/{m}", data=[x.plan_seconds / -(-x.steps // x.window)
+                                                                  for x in runs])
         if "odin" in by and "barrier" in by:
             f.create_dataset("speedup_vs_barrier", data=[o.steps_per_second / b.steps_per_second
                                                          for o, b in zip(by["odin"], by["barrier"])])
@@ -507,11 +603,22 @@ def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: 
             f.create_dataset("ceiling_steps_per_second", data=[o.ceiling_steps_per_second for o in by["odin"]])
             f.create_dataset("ceiling_vs_barrier", data=[o.ceiling_steps_per_second / b.steps_per_second
                                                          for o, b in zip(by["odin"], by["barrier"])])
+        if "grendel" in by:
+            for m in (m for m in by if m != "grendel"):
+                f.create_dataset(f"speedup_vs_grendel/{m}", data=[x.steps_per_second / g.steps_per_second
+                                                                  for x, g in zip(by[m], by["grendel"])])
+            if "odin" in by:
+                f.create_dataset("hidden_vs_grendel", data=[hidden_vs_grendel(o.comm, o.wait, g.comm, g.wait)
+                                                            for o, g in zip(by["odin"], by["grendel"])])
         first = next(iter(by.values()))
         f.create_dataset("parallelism", data=[x.parallelism for x in first])
         if "odin-fast" in by:
             f.create_dataset("stale_reads", data=[x.stale_reads for x in by["odin-fast"]])
             f.create_dataset("max_staleness_seen", data=[x.max_staleness_seen for x in by["odin-fast"]])
+        gpus, speed = published_grendel_steps(str(attrs.get("layout", "")))
+        if gpus and not attrs.get("batch_size"):  # published runs with batch = GPUs, as this one
+            f.create_dataset("published_grendel/gpus", data=np.asarray(gpus, np.int64))
+            f.create_dataset("published_grendel/steps_per_second", data=np.asarray(speed))
         for k, v in {**_profile_attrs(profile), **attrs}.items():
             f.attrs[k] = v
 
@@ -536,6 +643,8 @@ def format_table(gpu_counts, results: dict) -> str:
     head = "GPUs " + " ".join(f"{m + ' st/s':>15} {m + ' wait':>15}" for m in modes)
     if "odin" in results and "barrier" in results:
         head += f" {'odin/barrier':>12} {'hidden':>7} {'ceiling/barrier':>15}"
+    if "odin" in results and "grendel" in results:
+        head += f" {'odin/grendel':>12} {'hidden vs grendel':>17} {'ceiling/grendel':>15}"
     head += f" {'parallelism':>11} {'windows ' + '/'.join(modes):>20}"
     lines = [head]
     for i, p in enumerate(gpu_counts):
@@ -545,10 +654,18 @@ def format_table(gpu_counts, results: dict) -> str:
             o, b = results["odin"][i], results["barrier"][i]
             row += (f" {o.steps_per_second / b.steps_per_second:>12.3f} {hidden_fraction(o, b):>7.3f}"
                     f" {o.ceiling_steps_per_second / b.steps_per_second:>15.3f}")
+        if "odin" in results and "grendel" in results:
+            o, g = results["odin"][i], results["grendel"][i]
+            row += (f" {o.steps_per_second / g.steps_per_second:>12.3f} "
+                    f"{hidden_vs_grendel(o.comm, o.wait, g.comm, g.wait):>17.3f}"
+                    f" {o.ceiling_steps_per_second / g.steps_per_second:>15.3f}")
         row += f" {results[modes[0]][i].parallelism:>11.1f} {'/'.join(str(results[m][i].window) for m in modes):>20}"
         lines.append(row)
     return "\n".join(lines)
 
+
+#: Gaussians generated for a scene simulated in grendel mode alone (each stands for several)
+PRESET_GENERATED = 400_000
 
 #: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
 MAX_TABLE_BYTES = 2 ** 31
@@ -595,6 +712,9 @@ def run(config: SimulateConfig) -> dict:
     if config.shared_cores < 0:
         raise InputError(f"SimulateConfig.shared_cores must be at least 0, got {config.shared_cores}")
     sh_degree = check_sh_degree(config.sh_degree, "SimulateConfig.sh_degree")
+    unknown = [m for m in config.modes if m not in SIM_MODES]
+    if unknown or not config.modes:
+        raise InputError(f"SimulateConfig.modes must be some of {', '.join(SIM_MODES)}, got {','.join(config.modes)!r}")
     check_outputs([("out", config.out)], inputs=[config.scene])
     try:  # GPUs share the processors of shared_cores, not this machine's
         profile = replace(load_profile(config.profile), cores=config.shared_cores)
@@ -606,21 +726,31 @@ def run(config: SimulateConfig) -> dict:
         check_sizes(len(setup.initial["means"]), setup.scene.num_cameras, len(setup.train_ids), config.gpus,
                     config.batch_size, config.cells_per_gpu)
         scene = scene_of_setup(setup)
+    elif config.layout in PRESETS:  # grendel alone needs only the features: a sample stands for the rest
+        preset = PRESETS[config.layout]
+        check_sizes(preset.gaussians, preset.cameras, preset.cameras - -(-preset.cameras // HOLDOUT_EVERY),
+                    config.gpus, config.batch_size, config.cells_per_gpu)
+        scene = preset_scene(config.layout, config.seed,
+                             generated=PRESET_GENERATED if tuple(config.modes) == ("grendel",) else None)
     else:
         train_cameras = config.cameras - -(-config.cameras // HOLDOUT_EVERY)  # as metadata_scene holds out
         check_sizes(config.gaussians, config.cameras, train_cameras, config.gpus, config.batch_size,
                     config.cells_per_gpu)
-        scene = metadata_scene(config.layout, config.gaussians, config.cameras, config.width, config.height,
-                               config.seed)
+        grendel_only = tuple(config.modes) == ("grendel",)
+        made = min(config.gaussians, PRESET_GENERATED) if grendel_only else config.gaussians
+        scene = standing_for(metadata_scene(config.layout, made, config.cameras, config.width, config.height,
+                                            config.seed), config.gaussians)
     gpus, windows = list(config.gpus), tuple(config.window)
-    results = scaling(scene, profile, gpus, config.steps, config.batch_size, windows=windows,
+    results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
                       sh_degree=sh_degree)
-    print(f"{config.scene or config.layout}: {len(scene.means):,} Gaussians, {len(scene.viewmats):,} cameras, "
+    seen = scene.features[scene.train_ids, 0]
+    print(f"{config.scene or config.layout}: {scene.total_gaussians:,} Gaussians, {len(scene.viewmats):,} cameras "
+          f"at {scene.width} x {scene.height}, in view per image {seen.mean():,.0f} (spread {seen.std():,.0f}), "
           f"{config.steps} steps, batch size {config.batch_size or 'GPUs'}, profile {profile.name}")
     print(format_table(gpus, results))
     write_results(config.out, gpus, results, profile,
-                  {"layout": config.layout if config.scene is None else "scene", "gaussians": len(scene.means),
+                  {"layout": config.layout if config.scene is None else "scene", "gaussians": scene.total_gaussians,
                    "cameras": len(scene.viewmats), "steps": config.steps, "batch_size": config.batch_size or 0,
                    "windows": list(windows), "cells_per_gpu": config.cells_per_gpu,
                    "max_staleness": config.max_staleness, "sh_degree": sh_degree})

@@ -1,0 +1,64 @@
+"""Host seconds of planning one window (``odin_sched.odin.trainer.plan_window``) at P virtual ranks.
+
+A generated ``city`` (default: 1,000,000 Gaussians, 2,000 cameras at 256 x 192; the trainer's 16 cells
+per rank, window 10, batch = P), planned on one process as the simulator plans it.
+Writes ``odin_sched/sim/profiles/plan-times.json``: the processor seconds (load-robust; the wall
+seconds and load average beside them) are the sharded profiles' ``plan_by_gpus``
+(``odin_sched/sim/costmodel.py``). Run from the repository root:
+``python benchmarks/plan_time.py [--gaussians G --cameras C --width W --height H] [P ...]``
+(default P: 4 8 16 32 64 128).
+"""
+import argparse
+import json
+import os
+import time
+
+from odin_sched.odin.trainer import OdinOptions, PlanConfig, plan_window
+from odin_sched.sim.simulate import _local_comm, metadata_scene
+from odin_sched.scenes.visibility import window_margin
+from odin_sched.training.image_order import spread_batches
+from odin_sched.training.step import BatchSettings
+from odin_sched.training.train import scene_extent, visible_cells_of_cameras
+
+WINDOW = OdinOptions.window
+
+
+def main(gpu_counts, gaussians, cameras, width, height):
+    scene = metadata_scene("city", gaussians, cameras, width, height)
+    extent = scene_extent(scene.viewmats)
+    measured, walls, loads = [], [], []
+    for gpus in gpu_counts:
+        settings = BatchSettings(gpus)
+        sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width,
+                                        scene.height, settings, extent)
+        batches = spread_batches(scene.train_ids, WINDOW, gpus, 0, sees)
+        lrs = settings.lrs(extent, 1)
+        margin = window_margin(lrs["means"], lrs["scales"], settings.betas, WINDOW)
+        load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
+        plan_window(_local_comm(), scene.means, scene.scales, scene, batches, 0, WINDOW, margin,
+                    PlanConfig(OdinOptions.CELLS_PER_RANK * gpus, gpus, 0))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"P = {gpus:>3}: {wall:.2f} s wall, {cpu:.2f} s processor per window (load average {load:.1f})",
+              flush=True)
+        measured.append((gpus, round(cpu, 3)))  # processor seconds: what load on this machine does not inflate
+        walls.append(round(wall, 3))
+        loads.append(load)
+    path = os.path.join(os.path.dirname(__file__), "..", "odin_sched", "sim", "profiles", "plan-times.json")
+    with open(path, "w") as f:
+        json.dump({"command": f"python benchmarks/plan_time.py --gaussians {gaussians} --cameras {cameras} "
+                              f"--width {width} --height {height} " + " ".join(map(str, gpu_counts)),
+                   "scene": f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, "
+                            "window 10, batch = P",
+                   "load_average": loads, "wall_seconds": walls, "plan_by_gpus": measured}, f, indent=1)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("gpus", type=int, nargs="*", default=[4, 8, 16, 32, 64, 128])
+    parser.add_argument("--gaussians", type=int, default=1_000_000)
+    parser.add_argument("--cameras", type=int, default=2000)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--height", type=int, default=192)
+    a = parser.parse_args()
+    main(a.gpus, a.gaussians, a.cameras, a.width, a.height)
