@@ -457,6 +457,10 @@ def _add_sfm(sub) -> None:
                    help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
                         "on; default %(default)s)")
     p.add_argument("--threads", type=int, default=-1, help="threads for pycolmap (default: all cores)")
+    p.add_argument("--camera-model", default=None, metavar="MODEL",
+                   help="the shared camera's COLMAP model: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL or "
+                        "OPENCV (default OPENCV, as the reference convert.py's --camera; a warning says when "
+                        "few photos calibrate it to non-square pixels)")
     p.set_defaults(run=_run_sfm)
 
 
@@ -464,8 +468,11 @@ def _run_sfm(args) -> None:
     from odin_sched.scenes.scene_io import write_scene
     from odin_sched.scenes.sfm import photos_to_scene
 
+    model = {} if args.camera_model is None else {"camera_model": args.camera_model}
     result = photos_to_scene(args.images, downscale=args.downscale, heldout_every=args.heldout_every,
-                             threads=args.threads)
+                             threads=args.threads, **model)
+    if result.warning is not None:
+        print(f"warning: {result.warning.replace('camera model', '--camera-model')}", file=sys.stderr)
     write_scene(args.out, result.scene)
     scene = result.scene
     print(f"wrote {args.out}: {len(result.registered)} of {len(result.registered) + len(result.unregistered)} "

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from odin_sched.scenes.scene_io import read_scene
+from odin_sched.scenes.sfm import calibration_warning
 from pregel.cli import main
 
 pytest.importorskip("pycolmap")
@@ -55,3 +56,26 @@ def test_fewer_than_two_registered_photos_is_one_line(tmp_path, capfd):  # capfd
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "only 0 of 2 photos registered" in err[-1] and "not registered: a.jpg, b.jpg" in err[-1]
     assert not out.exists()
+
+
+def test_camera_model_flag_calibrates_that_model(tmp_path, capfd):
+    """A one-focal-length model (SIMPLE_RADIAL) gives square pixels after undistortion (pycolmap's
+    undistort_camera keeps the focal length), with no calibration warning; an unknown model is one line."""
+    out = tmp_path / "s.h5"
+    assert main(["sfm", str(PHOTOS), "--out", str(out), "--camera-model", "SIMPLE_RADIAL", "--threads", "1"]) == 0
+    assert "warning" not in capfd.readouterr().err
+    s = read_scene(out)
+    assert s.num_cameras == 5 and s.Ks[0, 0, 0] == s.Ks[0, 1, 1]
+    assert main(["sfm", str(PHOTOS), "--out", str(tmp_path / "t.h5"), "--camera-model", "FISHEYE"]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--camera-model must be one of" in err[0] and "'FISHEYE'" in err[0]
+    assert not (tmp_path / "t.h5").exists()
+
+
+def test_calibration_warning_names_non_square_pixels():
+    # the OPENCV camera pycolmap 4.2.1 calibrates from tests/data/cour_carree (fx, fy, cx, cy, k1, k2, p1, p2)
+    line = calibration_warning("OPENCV", [725.67, 301.80, 180, 320, 0.124, 0.0001, 0.163, -0.105])
+    assert "fx 725.7, fy 301.8" in line and "SIMPLE_RADIAL" in line
+    assert calibration_warning("OPENCV", [500.0, 505.0, 180, 320, 0.1, 0, 0, 0]) is None  # within 10%
+    assert calibration_warning("PINHOLE", [300.0, 500.0, 180, 320]) is not None
+    assert calibration_warning("SIMPLE_RADIAL", [500.0, 180, 320, 0.1]) is None  # one focal length
