@@ -514,9 +514,9 @@ def _add_train(sub) -> None:
     p.add_argument("--densify-from", type=int, default=500, metavar="IMAGE",
                    help="densify once past this image (reference densify_from_iter, default %(default)s: "
                         "first at 600)")
-    p.add_argument("--densify-until", type=int, default=None, metavar="IMAGE",
-                   help="stop densifying at this image (default: half the run's images, as the reference "
-                        "stops at 15,000 of 30,000)")
+    p.add_argument("--densify-until", type=int, default=15_000, metavar="IMAGE",
+                   help="stop densifying at this image (reference densify_until_iter, default %(default)s "
+                        "whatever the run's length; never after the run's last step)")
     p.add_argument("--densify-interval", type=int, default=100, metavar="IMAGES",
                    help="images between densification rounds (reference, default %(default)s)")
     p.add_argument("--densify-grad-threshold", type=float, default=0.0002,
