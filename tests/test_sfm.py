@@ -79,3 +79,35 @@ def test_calibration_warning_names_non_square_pixels():
     assert calibration_warning("OPENCV", [500.0, 505.0, 180, 320, 0.1, 0, 0, 0]) is None  # within 10%
     assert calibration_warning("PINHOLE", [300.0, 500.0, 180, 320]) is not None
     assert calibration_warning("SIMPLE_RADIAL", [500.0, 180, 320, 0.1]) is None  # one focal length
+
+
+@pytest.mark.parametrize("camera_model", ["OPENCV", "SIMPLE_RADIAL"])
+def test_scene_cameras_project_the_points_where_pycolmap_does(tmp_path, camera_model):
+    """Oracle: pycolmap's own cameras. Each SfM point seen in a photo, projected with the scene's viewmat
+    and K, lands where pycolmap's undistorted pinhole camera projects it, and near the photo's keypoint
+    that observed it, undistorted by pycolmap (within the reconstruction's reprojection error)."""
+    import pycolmap
+    from odin_sched.scenes.colmap import convert_colmap
+    from odin_sched.scenes.sfm import reconstruct
+
+    model = reconstruct(PHOTOS, tmp_path, NAMES, threads=1, camera_model=camera_model)
+    (tmp_path / "model").mkdir()
+    model.write_text(tmp_path / "model")
+    scene = convert_colmap(tmp_path / "model", PHOTOS, downscale=2)
+    ids = {model.image(i).name: i for i in model.reg_image_ids()}
+    for c, name in enumerate(scene.attrs["image_names"].split("\n")):
+        image = model.image(ids[name])
+        camera = model.camera(image.camera_id)
+        pinhole = pycolmap.undistort_camera(pycolmap.UndistortCameraOptions(), camera)
+        scale = np.array([scene.width / pinhole.width, scene.height / pinhole.height])
+        seen = [p for p in image.points2D if p.has_point3D()]
+        xyz = np.array([model.point3D(p.point3D_id).xyz for p in seen])
+        pose = image.cam_from_world()
+        expected = pinhole.img_from_cam(xyz @ pose.rotation.matrix().T + pose.translation) * scale
+        rays = camera.cam_from_img(np.array([p.xy for p in seen]))
+        keypoints = pinhole.img_from_cam(np.c_[rays, np.ones(len(rays))]) * scale
+        cam = xyz @ scene.viewmats[c, :3, :3].T.astype(np.float64) + scene.viewmats[c, :3, 3]
+        K = scene.Ks[c].astype(np.float64)
+        ours = cam[:, :2] / cam[:, 2:] * [K[0, 0], K[1, 1]] + [K[0, 2], K[1, 2]]
+        np.testing.assert_allclose(ours, expected, atol=1e-3)
+        assert np.median(np.linalg.norm(ours - keypoints, axis=1)) < 1.0
