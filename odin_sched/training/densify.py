@@ -26,8 +26,8 @@ so first at 600) and before ``stop``, 15,000 images whatever the run's length, a
 ``densify_until_iter`` and gsplat's ``refine_stop_iter``; never after the run's last step (the model
 written is then a trained one, not one just split). A run shorter than 15,000 images densifies to its
 end, as the reference does when asked for fewer iterations: stopping at half the run instead (15,000
-of 30,000) left a 1,500-step run two rounds and 4-6 dB of training-view PSNR on real captures
-(README, "A real capture end to end").
+of 30,000) left a 1,500-step run two rounds and 3-6 dB of training-view PSNR on real captures
+(README, "Real captures end to end").
 
 The renderer reports gradients for the 3D means only, so the screen-space gradient is recovered from
 them through the pinhole projection: camera x enters the image only through u = fx x / z + cx, so
