@@ -1,15 +1,24 @@
-"""One real capture end to end: photos -> ``pregel sfm`` -> ``pregel train`` (1,500 steps) -> ``pregel
-render``, with and without densification, against the same training run of the code before the
-reference schedule (``--old PATH``: a checkout of it, run read-only with PYTHONPATH=PATH).
+"""Real captures end to end: photos -> ``pregel sfm`` (or a COLMAP model -> ``pregel convert-colmap``)
+-> ``pregel train`` (1,500 steps) -> ``pregel render``, with and without densification and SH colour,
+against the same training run of the code before the reference schedule (``--old PATH``: a checkout
+of it, run read-only with PYTHONPATH=PATH).
 
-The scene comes from ``pregel sfm`` on the photos (default: the five photos in tests/data/cour_carree,
-every 8th held out) or from ``--scene`` (e.g. a ``pregel convert-colmap`` output). Each run's
-trained Gaussians are rendered at every training and held-out camera here (the same rasterizer for
-all runs) and compared with the photos: mean PSNR (dB) over the training views and over the held-out
-views, and the number of Gaussians. Each run is single-threaded; ``--jobs`` runs go at once (their
-wall times then share the machine). Run::
+Captures (each optional, at least one):
 
-    flock /tmp/heavy.lock python benchmarks/real_capture.py --work DIR [--old /work/main] [--steps 1500] [--jobs 2]
+* ``--photos DIR``: ``pregel sfm DIR --camera-model MODEL`` (default: the five photos in
+  tests/data/cour_carree, SIMPLE_RADIAL; see the README for why not OPENCV on them);
+* ``--colmap SPARSE_DIR --images DIR``: ``pregel convert-colmap`` of a COLMAP model, e.g. kapture's
+  ``samples/maupertuis/colmap`` (``reconstruction`` and ``images``: 4 aerial photos, 1,039 points, in
+  kapture's source distribution, ``pip download --no-deps --no-binary :all: kapture==1.1.12``).
+
+Each run's trained Gaussians are rendered at every training and held-out camera here (the same
+rasterizer for all runs) and compared with the photos: mean PSNR (dB) over the training views and
+over the held-out views, and the number of Gaussians. Each run is single-threaded; ``--jobs`` runs go
+at once (their wall times then share the machine). Run::
+
+    flock /tmp/heavy.lock python benchmarks/real_capture.py --work DIR [--old CHECKOUT] [--steps 1500] \\
+        [--photos DIR --photos-downscale 1] [--colmap SPARSE --images DIR --colmap-name NAME
+        --colmap-downscale 3] [--jobs 2]
 """
 import argparse
 import os
@@ -26,6 +35,14 @@ import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHOTOS = os.path.join(HERE, "tests", "data", "cour_carree")
+#: (label, name, flags) of the runs of this code
+RUNS = (("defaults (densify, SH degree 3)", "d", []),
+        ("`--no-densify`", "n", ["--no-densify"]),
+        ("`--sh-degree 0`", "d0", ["--sh-degree", "0"]),
+        ("`--sh-degree 0 --no-densify`", "n0", ["--sh-degree", "0", "--no-densify"]))
+#: (label, name, flags) of the runs of the code before (no SH; densification off unless asked)
+OLD_RUNS = (("before, defaults (no densify)", "old_n", []),
+            ("before, `--densify`", "old_d", ["--densify"]))
 
 
 def pregel(code: str, *args) -> float:
@@ -59,49 +76,79 @@ def view_psnr(trained_path) -> tuple:
     return float(np.mean(values[False])), float(np.mean(values[True])), scene.num_gaussians
 
 
+def make_scenes(args) -> list:
+    """(capture label, scene path) of each capture asked for, made in ``args.work`` unless already there."""
+    scenes = []
+    if args.photos:
+        path = os.path.join(args.work, "photos.h5")
+        if not os.path.exists(path):
+            seconds = pregel(HERE, "sfm", args.photos, "--out", path, "--downscale", args.photos_downscale,
+                             "--camera-model", args.camera_model, "--threads", 1)
+            print(f"pregel sfm {args.photos}: {seconds:.1f} s", flush=True)
+        scenes.append((f"{os.path.basename(os.path.normpath(args.photos))} (sfm, {args.camera_model})", path))
+    if args.colmap:
+        path = os.path.join(args.work, "colmap.h5")
+        if not os.path.exists(path):
+            pregel(HERE, "convert-colmap", args.colmap, "--images", args.images, "--out", path,
+                   "--downscale", args.colmap_downscale)
+        scenes.append((f"{args.colmap_name} (convert-colmap)", path))
+    return scenes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work", required=True, help="folder for the scene and the runs")
-    parser.add_argument("--photos", default=PHOTOS, help="folder of photos for pregel sfm")
-    parser.add_argument("--scene", default=None, help="use this scene file instead of running pregel sfm")
-    parser.add_argument("--downscale", type=float, default=1.0, help="pregel sfm --downscale")
+    parser.add_argument("--work", required=True, help="folder for the scenes and the runs")
+    parser.add_argument("--photos", default=PHOTOS, help="folder of photos for pregel sfm ('' for none)")
+    parser.add_argument("--camera-model", default="SIMPLE_RADIAL", help="pregel sfm --camera-model")
+    parser.add_argument("--photos-downscale", type=float, default=1.0, help="pregel sfm --downscale")
+    parser.add_argument("--colmap", default=None, help="a COLMAP sparse model for pregel convert-colmap")
+    parser.add_argument("--images", default=None, help="its images")
+    parser.add_argument("--colmap-name", default="COLMAP model", help="its name in the table")
+    parser.add_argument("--colmap-downscale", type=float, default=3.0, help="pregel convert-colmap --downscale")
     parser.add_argument("--old", default=None, help="a checkout of the code before (its runs are the 'before' rows)")
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--jobs", type=int, default=1, help="training runs at once")
     args = parser.parse_args()
+    if args.colmap and not args.images:
+        parser.error("--colmap needs --images")
     torch.set_num_threads(1)
     os.makedirs(args.work, exist_ok=True)
-    scene = args.scene
-    if scene is None:
-        scene = os.path.join(args.work, "scene.h5")
-        if not os.path.exists(scene):
-            seconds = pregel(HERE, "sfm", args.photos, "--out", scene, "--downscale", args.downscale, "--threads", 1)
-            print(f"pregel sfm {args.photos}: {seconds:.1f} s")
-    runs = [("this branch, defaults (densify on)", HERE, "new_d", []),
-            ("this branch, --no-densify", HERE, "new_n", ["--no-densify"])]
+    scenes = make_scenes(args)
+    if not scenes:
+        parser.error("no capture: give --photos or --colmap")
+    runs = [(capture, scene, label, HERE, f"{os.path.basename(scene)[:-3]}_{name}", flags)
+            for capture, scene in scenes for label, name, flags in RUNS]
     if args.old:
-        runs += [("before, defaults (no densify)", args.old, "old_n", []),
-                 ("before, --densify", args.old, "old_d", ["--densify"])]
+        runs += [(capture, scene, label, args.old, f"{os.path.basename(scene)[:-3]}_{name}", flags)
+                 for capture, scene in scenes for label, name, flags in OLD_RUNS]
 
-    def run(label, code, name, flags):
+    def run(capture, scene, label, code, name, flags):
         out = os.path.join(args.work, f"{name}.h5")
         for stale in (out, out[:-3] + ".png"):
             if os.path.exists(stale):
                 os.remove(stale)
         seconds = pregel(code, "train", "--scene", scene, "--steps", args.steps, "--out", out,
                          "--eval-every", args.steps, *flags)
-        print(f"{label}: done in {seconds:.0f} s", flush=True)
-        return label, out, seconds
+        print(f"{capture}, {label}: done in {seconds:.0f} s", flush=True)
+        return capture, label, out, seconds
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         done = list(pool.map(lambda r: run(*r), runs))
-    rows = [(label, *view_psnr(out), seconds) for label, out, seconds in done]
-    renders = os.path.join(args.work, "renders")
-    pregel(HERE, "render", "--scene", os.path.join(args.work, "new_d.h5"), "--out", renders)
-    print(f"\n{args.steps} steps on {scene} (rendered held-out views of the default run in {renders})\n")
-    print("| run | training-view PSNR (dB) | held-out PSNR (dB) | Gaussians | train wall (s) |\n|---|---:|---:|---:|---:|")
-    for label, train_psnr, held_psnr, count, seconds in rows:
-        print(f"| {label} | {train_psnr:.2f} | {held_psnr:.2f} | {count:,} | {seconds:.0f} |")
+    rows = [(capture, label, *view_psnr(out), seconds) for capture, label, out, seconds in done]
+    for capture, scene in scenes:
+        renders = os.path.join(args.work, f"renders_{os.path.basename(scene)[:-3]}")
+        pregel(HERE, "render", "--scene", os.path.join(args.work, f"{os.path.basename(scene)[:-3]}_d.h5"),
+               "--out", renders)
+        from odin_sched.scenes.scene_io import read_scene
+        s = read_scene(scene)
+        print(f"{capture}: {scene}, {s.width} x {s.height}, {int((~s.heldout).sum())} training and "
+              f"{int(s.heldout.sum())} held-out views, {len(s.init_means):,} points (held-out renders of the "
+              f"default run in {renders})")
+    print(f"\n{args.steps} steps; load average {open('/proc/loadavg').read().split()[0]} at the end\n")
+    print("| capture | run | training-view PSNR (dB) | held-out PSNR (dB) | Gaussians | train wall (s) |\n"
+          "|---|---|---:|---:|---:|---:|")
+    for capture, label, train_psnr, held_psnr, count, seconds in rows:
+        print(f"| {capture} | {label} | {train_psnr:.2f} | {held_psnr:.2f} | {count:,} | {seconds:.0f} |")
 
 
 if __name__ == "__main__":

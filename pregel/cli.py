@@ -457,6 +457,10 @@ def _add_sfm(sub) -> None:
                    help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
                         "on; default %(default)s)")
     p.add_argument("--threads", type=int, default=-1, help="threads for pycolmap (default: all cores)")
+    p.add_argument("--camera-model", default=None, metavar="MODEL",
+                   help="the shared camera's COLMAP model: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL or "
+                        "OPENCV (default OPENCV, as the reference convert.py's --camera; a warning says when "
+                        "few photos calibrate it to non-square pixels)")
     p.set_defaults(run=_run_sfm)
 
 
@@ -464,8 +468,11 @@ def _run_sfm(args) -> None:
     from odin_sched.scenes.scene_io import write_scene
     from odin_sched.scenes.sfm import photos_to_scene
 
+    model = {} if args.camera_model is None else {"camera_model": args.camera_model}
     result = photos_to_scene(args.images, downscale=args.downscale, heldout_every=args.heldout_every,
-                             threads=args.threads)
+                             threads=args.threads, **model)
+    if result.warning is not None:
+        print(f"warning: {result.warning.replace('camera model', '--camera-model')}", file=sys.stderr)
     write_scene(args.out, result.scene)
     scene = result.scene
     print(f"wrote {args.out}: {len(result.registered)} of {len(result.registered) + len(result.unregistered)} "
@@ -507,9 +514,9 @@ def _add_train(sub) -> None:
     p.add_argument("--densify-from", type=int, default=500, metavar="IMAGE",
                    help="densify once past this image (reference densify_from_iter, default %(default)s: "
                         "first at 600)")
-    p.add_argument("--densify-until", type=int, default=None, metavar="IMAGE",
-                   help="stop densifying at this image (default: half the run's images, as the reference "
-                        "stops at 15,000 of 30,000)")
+    p.add_argument("--densify-until", type=int, default=15_000, metavar="IMAGE",
+                   help="stop densifying at this image (reference densify_until_iter, default %(default)s "
+                        "whatever the run's length; never after the run's last step)")
     p.add_argument("--densify-interval", type=int, default=100, metavar="IMAGES",
                    help="images between densification rounds (reference, default %(default)s)")
     p.add_argument("--densify-grad-threshold", type=float, default=0.0002,

@@ -70,7 +70,8 @@ def test_schedule_single_images_as_the_reference():
     # reference train.py: stats while iteration < until; round when iteration > from and % interval == 0
     cfg = DensifyConfig(interval=100, start=200, stop=500)
     assert [s for s in range(1, 700) if cfg.due(s, 700)] == [300, 400]
-    assert [s for s in range(1, 1501) if DensifyConfig().due(s, 1500)] == [600, 700]  # until 750 = half
+    # until 15,000 whatever the run's length, but never after the last step
+    assert [s for s in range(1, 1501) if DensifyConfig().due(s, 1500)] == list(range(600, 1500, 100))
     assert [s for s in range(1, 30_001) if DensifyConfig().due(s, 30_000)][::50] == [600, 5600, 10600]
     assert max(s for s in range(1, 30_001) if DensifyConfig().due(s, 30_000)) == 14_900
     assert not DensifyConfig(stop=10_000).due(600, 600)  # never after the run's last step
@@ -83,10 +84,11 @@ def test_schedule_counts_images_as_grendel_for_batches():
     cfg, b, steps = DensifyConfig(), 4, 3000
     due = [s for s in range(1, steps + 1) if cfg.due(s, steps, b)]
     it = lambda s: (s - 1) * b + 1  # noqa: E731, Grendel-GS's iteration of batch s
-    expected = [s for s in range(1, steps) if it(s) > 500 and it(s) < 6000 and grendel_update_at(it(s), b, 100)]
+    expected = [s for s in range(1, steps) if it(s) > 500 and it(s) < 15_000 and grendel_update_at(it(s), b, 100)]
     assert due == expected and due[0] == 150  # images 597..600
     resets = [s for s in range(1, steps + 1) if cfg.reset_due(s, steps, b)]
-    assert resets == [s for s in range(1, steps) if it(s) < 6000 and grendel_update_at(it(s), b, 3000)] == [750, 1500]
+    assert resets == [s for s in range(1, steps) if it(s) < 15_000 and grendel_update_at(it(s), b, 3000)]
+    assert resets == [750, 1500, 2250]
 
 
 def test_accumulator_averages_over_visible_steps_and_tracks_largest_radius():

@@ -27,7 +27,7 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
 STEPS, EVERY, HANG_AFTER = 12, 4, 6
 # densification every 3 steps from step 3, evaluation every 5, windows of at most 4 batches
 OPTIONS = ["--steps", STEPS, "--batch-size", 2, "--eval-every", 5, "--window", 4, "--seed", 3]
-DENSIFY = ["--densify", "--densify-from", 3, "--densify-interval", 3]
+DENSIFY = ["--densify", "--densify-from", 3, "--densify-interval", 3, "--densify-until", 12]
 
 # `python hang.py train ...` is `pregel train ...` whose last rank, once it has passed step HANG_AFTER
 # (checkpoints are written by then), writes its pid to $TEST_PIDFILE and sleeps: the test kills it.

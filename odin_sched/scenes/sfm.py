@@ -1,12 +1,19 @@
 """Photos in, scene out: structure from motion with pycolmap (``pregel sfm``).
 
 What the reference 3DGS code's ``convert.py`` does with the COLMAP binaries, with pycolmap: SIFT
-features of every photo of the folder (one shared camera, ``OPENCV`` as the reference's default
-``--camera``), exhaustive matching, incremental mapping; the largest reconstruction is written as a
-COLMAP sparse model and converted to a scene by ``odin_sched.colmap.convert_colmap``, which undistorts
-the photos into a pinhole camera (``odin_sched.scenes.undistort``). Photos that do not register are listed;
-fewer than two registered photos is an ``InputError``. pycolmap is an optional dependency
+features of every photo of the folder (one shared camera of the model ``camera_model``, ``OPENCV`` as
+the reference's default ``--camera``), exhaustive matching, incremental mapping; the largest
+reconstruction is written as a COLMAP sparse model and converted to a scene by
+``odin_sched.colmap.convert_colmap``, which undistorts the photos into a pinhole camera
+(``odin_sched.scenes.undistort``). Photos that do not register are listed; fewer than two registered
+photos is an ``InputError``. pycolmap is an optional dependency
 (``pip install 'pregel-mpi[colmap]'``).
+
+Few photos may not be enough to calibrate a camera with many parameters: on the five photos of
+tests/data/cour_carree, ``OPENCV``'s fx and fy come out 725.7 and 301.8 (a real camera's pixels are
+square) with large tangential terms, which the undistortion turns into warped images that fit 3.3 dB
+worse after 1,500 training steps than those of a ``SIMPLE_RADIAL`` camera (README, "Real captures end
+to end"). ``calibration_warning`` says so when it happens.
 """
 import os
 import tempfile
@@ -19,6 +26,10 @@ from pregel.errors import InputError
 #: file name endings read as photos (case-insensitive)
 PHOTO_EXTENSIONS = (".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp")
 CAMERA_MODEL = "OPENCV"  # the reference convert.py's default
+#: the camera models SfM may calibrate (COLMAP's names), fewest parameters first
+CAMERA_MODELS = ("SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL", "OPENCV")
+#: fx / fy beyond which a calibrated camera's pixels are reported as far from square
+MAX_ASPECT = 1.1
 
 
 @dataclass
@@ -29,6 +40,8 @@ class SfmResult:
     registered: list         # photo names in the scene
     unregistered: list       # photo names that did not register
     num_points: int          # 3D points of the reconstruction
+    camera: str              # the calibrated camera, as pycolmap prints it
+    warning: str | None      # ``calibration_warning`` of that camera
 
 
 def photo_names(images_dir) -> list:
@@ -45,15 +58,36 @@ def photo_names(images_dir) -> list:
     return names
 
 
-def reconstruct(images_dir, work_dir, names: list, threads: int = -1):
+def check_camera_model(camera_model: str) -> None:
+    """One InputError line unless ``camera_model`` is one of ``CAMERA_MODELS``."""
+    if camera_model not in CAMERA_MODELS:
+        raise InputError(f"`camera_model` must be one of {', '.join(CAMERA_MODELS)}, got {camera_model!r}")
+
+
+def calibration_warning(model: str, params) -> str | None:
+    """A line saying that a calibrated camera (COLMAP ``model`` and ``params``) has far from square pixels
+    (fx / fy beyond ``MAX_ASPECT``), a sign that the photos could not calibrate that many parameters;
+    None when fx and fy agree (or the model has one focal length)."""
+    if model not in ("PINHOLE", "OPENCV", "FULL_OPENCV", "OPENCV_FISHEYE"):
+        return None
+    fx, fy = float(params[0]), float(params[1])
+    if max(fx, fy) <= MAX_ASPECT * min(fx, fy):
+        return None
+    return (f"the {model} camera calibrated to fx {fx:.1f}, fy {fy:.1f} px (a real camera's pixels are square): "
+            f"too few photos or points to calibrate its parameters; the undistorted photos will be warped "
+            f"(try camera model SIMPLE_RADIAL)")
+
+
+def reconstruct(images_dir, work_dir, names: list, threads: int = -1, camera_model: str = CAMERA_MODEL):
     """Features, matches and incremental mapping of the photos ``names`` in ``images_dir``, with the
-    database and models under ``work_dir``; returns the pycolmap Reconstruction with the most registered
-    images, or None when mapping made none. ``threads``: -1 for all cores."""
+    database and models under ``work_dir``, one shared camera of ``camera_model``; returns the pycolmap
+    Reconstruction with the most registered images, or None when mapping made none. ``threads``: -1 for
+    all cores."""
     pycolmap = pycolmap_module("pregel sfm")
     pycolmap.logging.minloglevel = 3  # fatal only: no INFO lines, and failures are reported here in one line
     database = os.path.join(work_dir, "database.db")
     reader = pycolmap.ImageReaderOptions()
-    reader.camera_model = CAMERA_MODEL
+    reader.camera_model = camera_model
     extraction = pycolmap.FeatureExtractionOptions()
     extraction.num_threads = threads
     pycolmap.extract_features(database, images_dir, image_names=names, camera_mode=pycolmap.CameraMode.SINGLE,
@@ -68,13 +102,15 @@ def reconstruct(images_dir, work_dir, names: list, threads: int = -1):
 
 
 def photos_to_scene(images_dir, downscale: float = 1.0, heldout_every: int = DEFAULT_HELDOUT_EVERY,
-                    threads: int = -1) -> SfmResult:
+                    threads: int = -1, camera_model: str = CAMERA_MODEL) -> SfmResult:
     """Structure from motion on the photos of ``images_dir`` and the scene of its largest reconstruction
-    (see the module docstring; ``downscale``, ``heldout_every`` as ``convert_colmap``)."""
+    (see the module docstring; ``downscale``, ``heldout_every`` as ``convert_colmap``; ``camera_model``
+    one of ``CAMERA_MODELS``)."""
     check_scene_options(downscale, heldout_every)  # before the structure from motion
+    check_camera_model(camera_model)
     names = photo_names(images_dir)
     with tempfile.TemporaryDirectory(prefix="pregel-sfm-") as work:
-        model = reconstruct(images_dir, work, names, threads)
+        model = reconstruct(images_dir, work, names, threads, camera_model)
         registered = sorted(model.image(i).name for i in model.reg_image_ids()) if model is not None else []
         unregistered = [n for n in names if n not in set(registered)]
         if len(registered) < 2:
@@ -87,4 +123,6 @@ def photos_to_scene(images_dir, downscale: float = 1.0, heldout_every: int = DEF
         scene = convert_colmap(sparse, images_dir, downscale=downscale, heldout_every=heldout_every)
     scene.attrs.pop("colmap_model")  # a temporary folder
     scene.attrs.update({"source": "pregel sfm", "photos": os.path.abspath(images_dir)})
-    return SfmResult(scene, registered, unregistered, int(model.num_points3D()))
+    camera = next(iter(model.cameras.values()))
+    return SfmResult(scene, registered, unregistered, int(model.num_points3D()), str(camera),
+                     calibration_warning(camera.model.name, camera.params))
