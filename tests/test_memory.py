@@ -25,3 +25,31 @@ def test_freed_blocks_stay_resident_only_when_asked():
                                          text=True).stdout) for mode in ("default", "keep")}
     assert released["default"] > 60 << 20  # glibc hands a 64 MiB block back to the kernel at once
     assert released["keep"] < 1 << 20      # kept for the next allocation
+
+
+RELEASE_SCRIPT = """
+import numpy as np
+from pregel.memory import keep_freed_memory, release_freed_memory
+assert keep_freed_memory()
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+small = np.ones(1 << 20, np.uint8)  # 1 MiB: a small free block is kept
+del small
+assert not release_freed_memory()
+blocks = [np.ones(64 << 20, np.uint8) for _ in range(6)]  # 384 MiB, touched
+keep = np.ones(16, np.uint8)  # allocated after them: the heap's top is not free
+before = rss()
+del blocks
+kept = rss()
+assert release_freed_memory()
+print(before - kept, before - rss())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc/self/statm")
+def test_release_hands_a_large_free_heap_back():
+    kept, released = map(int, subprocess.run([sys.executable, "-c", RELEASE_SCRIPT], check=True,
+                                             capture_output=True, text=True).stdout.split())
+    assert kept < 1 << 20            # freed, but still resident
+    assert released > 380 << 20      # handed back by release_freed_memory
