@@ -29,24 +29,11 @@ def _edge_weight(weights, e):
     return weights[e]
 
 
-@njit(cache=True, inline="always")
-def _row(x, ghosts, i):
-    """Row ``i`` of ``[x | ghosts]``: ``x[i]`` below ``len(x)``, else ``ghosts[i - len(x)]`` (without
-    ghosts the test is pruned at compile time). ``i`` is unsigned (see the kernels)."""
-    if ghosts is None:
-        return x[i]
-    n = np.uint64(x.shape[0])
-    if i < n:
-        return x[i]
-    return ghosts[i - n]
-
-
 @njit(cache=True)
-def _gather_reduce_1d_cpu(indptr, indices, x, ghosts, weights, op, out):
+def _gather_reduce_1d_cpu(indptr, indices, x, weights, op, out):
     """CPU gather for 1-D x.
 
-    indptr: [R + 1]; indices: [E]; x: [N]; ghosts: [G] rows N.. or None; weights: [E] or None;
-    out: [R] zeros, written in place.
+    indptr: [R + 1]; indices: [E]; x: [N]; weights: [E] or None; out: [R] zeros, written in place.
     ``min`` is computed as ``-max(-v)`` (negation is exact), so max and min share one loop. Positions
     are unsigned so that Numba emits no negative-index fix-ups (about 25% faster at F = 1); the
     dispatch function has checked them (no bounds checks here).
@@ -60,12 +47,12 @@ def _gather_reduce_1d_cpu(indptr, indices, x, ghosts, weights, op, out):
         if op == SUM or op == MEAN:
             acc = np.float32(0.0)  # Numba widens it to float64 when x is float64
             for e in range(start, end):
-                acc += _edge_weight(weights, e) * _row(x, ghosts, np.uint64(indices[e]))
+                acc += _edge_weight(weights, e) * x[np.uint64(indices[e])]
             out[r] = acc / (end - start) if op == MEAN else acc
         else:
-            acc = sign * _edge_weight(weights, start) * _row(x, ghosts, np.uint64(indices[start]))
+            acc = sign * _edge_weight(weights, start) * x[np.uint64(indices[start])]
             for e in range(start + np.uint64(1), end):
-                value = sign * _edge_weight(weights, e) * _row(x, ghosts, np.uint64(indices[e]))
+                value = sign * _edge_weight(weights, e) * x[np.uint64(indices[e])]
                 if value > acc:
                     acc = value
             out[r] = sign * acc
@@ -184,6 +171,9 @@ def gather_reduce(indptr, indices, x, op: str, weights=None, *, ghosts=None, che
         return out.reshape(num_rows) if x.ndim == 1 else out
 
     out = np.zeros((num_rows,) + x.shape[1:], dtype=x.dtype)
-    kernel = _gather_reduce_1d_cpu if x.ndim == 1 else _gather_reduce_2d_cpu
-    kernel(indptr, indices, x, ghosts, weights, code, out)
+    if x.ndim == 1:  # scalar rows: joined at little cost, for a kernel 15x faster than one reading two arrays
+        x = x if ghosts is None else np.concatenate([x, ghosts])
+        _gather_reduce_1d_cpu(indptr, indices, x, weights, code, out)
+    else:
+        _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, code, out)
     return out
