@@ -34,6 +34,7 @@ sampling is a few vectorised torch calls (the same batches: seeds first, then th
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -257,9 +258,9 @@ RSS_WRAPPER = ("import resource, subprocess, sys; code = subprocess.call(sys.arg
                "sys.exit(code)")
 
 
-def _launch(folder: str, worker: str, kind: str, ranks: int | None = None) -> dict:
-    """One whole process (or mpiexec job) of ``worker``: wall seconds, peak RSS of each process,
-    and its split of the time."""
+def _launch(folder: str, worker: str, kind: str, ranks: int | None = None, script: str = __file__) -> dict:
+    """One whole process (or mpiexec job) of ``worker`` (run as ``script --worker``): wall seconds,
+    peak RSS of each process, and its split of the time."""
     wrapper = [sys.executable, "-c", RSS_WRAPPER]
     if worker == "engine":
         out = os.path.join(folder, f"engine{ranks}.h5")
@@ -268,14 +269,14 @@ def _launch(folder: str, worker: str, kind: str, ranks: int | None = None) -> di
             sys.executable, "-m", "pregel.cli", "infer", "--graph", os.path.join(folder, "graph.h5"),
             "--model", os.path.join(folder, "model.pt"), "--out", out, "--quiet"]
     else:
-        command = wrapper + [sys.executable, __file__, "--worker", worker, folder, kind]
+        command = wrapper + [sys.executable, script, "--worker", worker, folder, kind]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode:
         raise RuntimeError(f"{worker} failed: {done.stderr[-3000:]}")
-    usage = [line.split() for line in done.stderr.splitlines() if line.startswith("peak-rss-kib ")]
-    rss, cpu = [int(u[1]) * 1024 for u in usage], sum(float(u[3]) for u in usage)
+    usage = re.findall(r"peak-rss-kib (\d+) cpu-s ([0-9.e+-]+)", done.stderr)  # mpiexec may join two ranks' lines
+    rss, cpu = [int(kib) * 1024 for kib, _ in usage], sum(float(seconds) for _, seconds in usage)
     if worker != "engine":
         return {"wall": wall, "cpu": cpu, "rss": rss, "split": json.loads(done.stdout.strip().splitlines()[-1])}
     import h5py

@@ -76,9 +76,13 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         incoming = path.exchange(outgoing)
         t2 = time.perf_counter()
         gathered, received = path.gather(outgoing, incoming)
+        step.messages_sent, step.messages_received = incoming.rows_sent, incoming.rows_received
+        step.bytes_sent, step.bytes_received = incoming.bytes_sent, incoming.bytes_received
+        del outgoing, incoming  # the received rows go before apply allocates its own
         ctx.received = received
-        new_state, new_active, problem = _split_active(program.apply(ctx, state, gathered), graph.num_local,
-                                                       ctx.xp, program, "apply")
+        applied = program.apply(ctx, state, gathered)
+        del gathered
+        new_state, new_active, problem = _split_active(applied, graph.num_local, ctx.xp, program, "apply")
         computing = active | received
         state = _merge(state, new_state, computing)
         active = computing & new_active
@@ -90,8 +94,6 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         step.compute_seconds = (t1 - t0) + (t3 - t2)
         step.comm_seconds = (t2 - t1) + (t4 - t3)
         step.active = int(active.sum())
-        step.messages_sent, step.messages_received = incoming.rows_sent, incoming.rows_received
-        step.bytes_sent, step.bytes_received = incoming.bytes_sent, incoming.bytes_received
         stats.append(step)
         ctx.superstep += 1
         bar.update(ctx.superstep, f"{total_active:,} vertices active")

@@ -17,7 +17,9 @@ ghost row (and of direct row: partial softmax rows are wider than the messages).
 The common case, every vertex of every rank sending along its edges (a GNN layer, PageRank), moves
 each row once on each side: the sender takes its rows in plan order straight into the send buffer
 (no per-block packing), and the receiver gets them straight into the ghost part of one [n + g]
-buffer that then gets its own rows in front (``Incoming.ext``), which the gather reads as it is (no
+buffer (``Incoming.ext``): a gather that reads the owned and ghost rows where they lie (the mean,
+sum, max and min gathers) never touches its owned part, so those pages are never resident; other
+gathers have the owned rows copied in front once (``Incoming.extended``), then read it as it is (no
 unpacking, no concatenation). The direct messages (partial aggregates of hubs) follow in a second
 ``Alltoallv``. Every rank sees every rank's header, so all of them choose this split exchange or
 the single packed one alike.
@@ -56,8 +58,9 @@ class Incoming:
     None when every ghost sent; dtype, row_shape: the kind of row every sending rank sent (None
     and () when no rank sent anything); direct_ids: [m] global ids owned here; direct_values: [m] / [m, F];
     direct_counts: [m] int64 or None. The counters exclude what a rank sends to itself.
-    ext: [n + g] / [n + g, F] the owned rows then the ghost rows (``ghost_values`` is a view of
-    it), when the exchange built it; else None.
+    ext: [n + g] / [n + g, F] room for the owned rows then the ghost rows (``ghost_values`` is a
+    view of its ghost part; the owned part is filled by ``extended``), when the exchange built it;
+    else None.
     """
 
     ghost_values: np.ndarray
@@ -72,6 +75,17 @@ class Incoming:
     bytes_sent: int
     bytes_received: int
     ext: np.ndarray | None = None
+    owned_filled: bool = False
+
+    def extended(self, own: np.ndarray) -> np.ndarray:
+        """[n + g] / [n + g, F]: the owned rows ``own`` [n] / [n, F] then the ghost rows (copied into
+        ``ext`` once, or concatenated when the exchange built no ``ext``)."""
+        if self.ext is None:
+            return np.concatenate([own, self.ghost_values]) if len(self.ghost_values) else own
+        if not self.owned_filled:
+            self.ext[:len(own)] = own
+            self.owned_filled = True
+        return self.ext
 
 
 def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
@@ -139,9 +153,9 @@ def _slot_blocks(graph, out: Outgoing, header) -> list:
 
 def _split_exchange(graph, out, rows, row_bytes, direct, direct_bytes, recv_header, with_counts,
                     ghost_kind, direct_kind) -> Incoming:
-    """Two ``Alltoallv``: the rows straight into the ghost part of a [n + g] buffer that then gets
-    this rank's own rows in front (``Incoming.ext``), and the direct messages (empty ones too:
-    every rank takes part)."""
+    """Two ``Alltoallv``: the rows straight into the ghost part of a [n + g] buffer whose owned part
+    is filled only if a gather asks for it (``Incoming.extended``), and the direct messages (empty
+    ones too: every rank takes part)."""
     comm, n = graph.comm, graph.num_local
     dtype, row_shape = _agreed_kind(ghost_kind, recv_header, 3, "message rows")
     if not np.array_equal(recv_header[:, 0], graph.ghost_counts):
@@ -149,7 +163,6 @@ def _split_exchange(graph, out, rows, row_bytes, direct, direct_bytes, recv_head
     ext = np.empty((n + graph.num_ghosts,) + row_shape, dtype)
     width = ext[:1].nbytes if len(ext) else 0
     comm.alltoallv_bytes(_flat_bytes(rows), row_bytes, _flat_bytes(ext[n:]), graph.ghost_counts * width)
-    ext[:n] = out.values
     recv_direct = np.array([_block_bytes((0, 0, *h[2:]), with_counts) for h in recv_header], dtype=np.int64)
     payload = comm.alltoallv_known(np.concatenate(direct), direct_bytes, recv_direct)
     ids, values, counts = _read_direct(payload, recv_header, recv_direct, with_counts, direct_kind, None)

@@ -22,6 +22,7 @@ from pregel.dgraph import load_graph
 from pregel.engine import RunResult, run
 from pregel.errors import InputError
 from pregel.graph_io import ORIGINAL_IDS
+from pregel.memory import release_freed_memory
 from pregel.stats import FIELDS, summarize
 
 DEVICES = ("cpu", "cuda")
@@ -68,6 +69,7 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
         gpu, hubs = Gpu.open(comm, program, hubs, checkpoint)
     started = time.perf_counter()
     graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric, hubs=hubs)
+    release_freed_memory()  # the load's temporaries: not reused by the supersteps
     load_seconds = time.perf_counter() - started
     result = run(graph, program, max_supersteps, progress, checkpoint, device=gpu)
     device_attrs = {"device": device, **({} if gpu is None else gpu.attributes(comm))}

@@ -6,8 +6,13 @@ arrays of megabytes (message values, the gathered rows, the program's temporarie
 at its end; handed back and asked for again, each page costs a page fault and zeroing. On a 1M-vertex
 graph that made the first PageRank superstep about 15 ms (30 %) slower than the next ones, and the
 load phase, which frees large temporaries, paid the same on its own arrays. With both thresholds
-raised, freed blocks stay in the heap and are reused: the peak resident size is unchanged (what is
-kept was resident at the peak anyway), but the size after a phase no longer drops.
+raised, freed blocks stay in the heap and are reused: the peak resident size of a phase is unchanged
+(what is kept was resident at its peak anyway), but the size after a phase no longer drops.
+
+What one phase leaves free is not always reused by the next: the load's temporaries (edge arrays,
+sort orders) are cut into holes that a superstep's arrays of another size do not fit, so they stay
+resident under the supersteps' own peak (2.3 GB per rank at 10M vertices / 100M edges, P = 2).
+``release_freed_memory`` hands such a phase's free heap back to the kernel when it is large.
 """
 
 import ctypes
@@ -20,6 +25,8 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 #: blocks up to this size come from the heap (glibc's largest allowed mmap threshold on 64-bit)
 HEAP_BLOCK_LIMIT = 1 << 30
+#: ``release_freed_memory`` hands the free heap back only when more than this is free
+RELEASE_ABOVE = 256 << 20
 
 
 def keep_freed_memory() -> bool:
@@ -40,6 +47,30 @@ def peak_rss_bytes() -> int:
     (``getrusage``'s ``ru_maxrss``: KiB on Linux, bytes on macOS)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak) if sys.platform == "darwin" else int(peak) * 1024
+
+
+def release_freed_memory(keep: int = RELEASE_ABOVE) -> bool:
+    """Hand the heap's free pages back to the kernel (glibc ``malloc_trim``) when more than ``keep``
+    bytes of it are free (below that, keeping them for reuse is worth more); returns whether it did.
+    Does nothing (False) where the C library is not glibc."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallinfo2, malloc_trim = libc.mallinfo2, libc.malloc_trim
+    except (OSError, AttributeError):
+        return False
+    mallinfo2.restype = _MallInfo2
+    if mallinfo2().fordblks <= keep:
+        return False
+    malloc_trim.argtypes, malloc_trim.restype = (ctypes.c_size_t,), ctypes.c_int
+    malloc_trim(0)
+    return True
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (all fields size_t); ``fordblks``: free bytes in the heap."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 
 def physical_memory() -> int:

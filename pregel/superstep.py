@@ -32,7 +32,7 @@ def load_gather_kernel(graph, state, weighted: bool) -> None:
         return
     rows = wire(state[:0])
     weights = graph.in_weights[:0] if weighted and graph.in_weights is not None else None
-    gather_reduce(graph.in_indptr[:1], graph.in_indices[:0], rows, "sum", weights, check=False)
+    gather_reduce(graph.in_indptr[:1], graph.in_indices[:0], rows, "sum", weights, ghosts=rows, check=False)
 
 
 class EdgeIds:
@@ -193,11 +193,12 @@ class Superstep:
             return logits, vals
         return wire(out)
 
-    def _reduce_edges(self, indptr, columns, values, sent, edge_side, source_side):
+    def _reduce_edges(self, indptr, columns, values, sent, edge_side, source_side, ghosts=None):
         """Rows [R] / [R, F] of op over each CSR row's edges (mean gives sums; divided later).
 
-        indptr [R + 1], columns [E] rows of ``values``; sent: [len(values)] bool or None (all sent);
-        edge_side: the (weights, src ids, dst ids, dst rows) of these edges.
+        indptr [R + 1], columns [E] rows of ``values`` (then of ``ghosts``, rows ``len(values)`` on,
+        when given: only without per-edge values and with every row sent); sent: [len(values)] bool
+        or None (all sent); edge_side: the (weights, src ids, dst ids, dst rows) of these edges.
         """
         op = "sum" if self.combiner == "mean" else self.combiner
         identity = IDENTITY[self.combiner]
@@ -210,7 +211,7 @@ class Superstep:
             values = values.copy()
             values[~sent] = identity
         weights = edge_side[0] if self.program.weighted else None
-        return gather_reduce(indptr, columns, values, op, weights, check=False)
+        return gather_reduce(indptr, columns, values, op, weights, ghosts=ghosts, check=False)
 
     # ------------------------------------------------------------------ receiver side
 
@@ -219,10 +220,6 @@ class Superstep:
         g, n = self.graph, self.graph.num_local
         dtype = inc.dtype or np.dtype(np.float64)
         own = out.values if out.values is not None else np.zeros((n,) + inc.row_shape, dtype)
-        if inc.ext is not None:  # the exchange received the ghost rows right after the own ones
-            ext = inc.ext
-        else:
-            ext = np.concatenate([own, inc.ghost_values]) if g.num_ghosts else own
         sent_ext = None
         if out.values is None or out.senders is not None or inc.ghost_sent is not None:
             own_sent = (np.zeros(n, bool) if out.values is None
@@ -230,16 +227,22 @@ class Superstep:
             ghost_sent = np.ones(g.num_ghosts, bool) if inc.ghost_sent is None else inc.ghost_sent
             sent_ext = np.concatenate([own_sent, ghost_sent])
         if self.combiner is None:
-            return self._messages(ext, sent_ext, inc)
+            return self._messages(inc.extended(own), sent_ext, inc)
         if self.combiner == "softmax":
-            return self._softmax(ext, sent_ext, inc)
+            return self._softmax(inc.extended(own), sent_ext, inc)
         if self.combiner == "mean" and not self.per_edge and sent_ext is None and not len(inc.direct_ids):
             # every in-edge sent and nothing else arrives: the kernel divides by the row's edge count
             weights = g.in_weights if self.program.weighted else None
-            gathered = gather_reduce(g.in_indptr, g.in_indices, ext, "mean", weights, check=False)
+            gathered = gather_reduce(g.in_indptr, g.in_indices, own, "mean", weights, ghosts=inc.ghost_values,
+                                     check=False)
             return gathered, self.edges.in_counts > 0
         edge_side = self.edges.dst_side if self.per_edge else (g.in_weights, None, None, None)
-        gathered = self._reduce_edges(g.in_indptr, g.in_indices, ext, sent_ext, edge_side, False)
+        if self.per_edge or sent_ext is not None:
+            gathered = self._reduce_edges(g.in_indptr, g.in_indices, inc.extended(own), sent_ext, edge_side,
+                                          False)
+        else:  # the owned and ghost rows read where they lie
+            gathered = self._reduce_edges(g.in_indptr, g.in_indices, own, None, edge_side, False,
+                                          ghosts=inc.ghost_values)
         count = (self.edges.in_counts if sent_ext is None else
                  np.bincount(self.edges.dst_rows, weights=sent_ext[g.in_indices], minlength=n))
         op = self.combiner

@@ -86,6 +86,38 @@ def test_gather_reduce_matches_reference_and_oracle(rng, op, dtype, num_features
     assert np.all(out[empty] == 0)
 
 
+@pytest.mark.parametrize("num_features", [None, 5], ids=["1d", "2d"])
+@pytest.mark.parametrize("op", OPS)
+def test_gather_reduce_reads_rows_split_into_x_and_ghosts(rng, op, num_features):
+    """Rows [0, k) in x and [k, N) in ghosts give what the whole array gives (the twin and the
+    scipy product as oracles); both sides of the split are read."""
+    indptr, indices = random_csr(rng)
+    shape = (NUM_COLS,) if num_features is None else (NUM_COLS, num_features)
+    full = rng.standard_normal(shape).astype(np.float32)
+    weights = rng.uniform(-2, 2, len(indices)).astype(np.float32)
+    k = NUM_COLS // 3
+    assert (indices < k).any() and (indices >= k).any()
+
+    out = gather_reduce(indptr, indices, full[:k], op, weights, ghosts=full[k:])
+
+    assert_close(out, _gather_reduce(indptr, indices, full, op, weights), np.float32)
+    assert_close(out, _gather_reduce(indptr, indices, full[:k], op, weights, ghosts=full[k:]), np.float32)
+    if op == "sum":
+        oracle = sp.csr_matrix((weights, indices, indptr), shape=(NUM_ROWS, NUM_COLS)) @ full
+        assert_close(out, oracle.astype(np.float32), np.float32)
+
+
+def test_gather_reduce_rejects_ghosts_unlike_x(rng):
+    indptr, indices = random_csr(rng)
+    x = rng.standard_normal((NUM_COLS, 3)).astype(np.float32)
+    with pytest.raises(ValueError, match="ghosts must have x's dtype"):
+        gather_reduce(indptr, indices, x[:5], "sum", ghosts=x[5:, :2])
+    with pytest.raises(ValueError, match="ghosts must have x's dtype"):
+        gather_reduce(indptr, indices, x[:5], "sum", ghosts=x[5:].astype(np.float64))
+    with pytest.raises(ValueError, match="indices"):
+        gather_reduce(indptr, indices, x[:5], "sum", ghosts=x[5:6])
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_gather_reduce_single_edge_rows_are_exact(rng, op):
     indptr, indices = random_csr(rng)

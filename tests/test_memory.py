@@ -46,3 +46,31 @@ def test_peak_rss_is_the_kernels_high_water_mark_in_bytes():
                                                  capture_output=True, text=True).stdout.split())
     assert after >= 256 << 20 and after - before >= 200 << 20  # the freed block still counts: a peak
     assert abs(after - hwm) <= 4 << 20  # the kernel's VmHWM, in bytes (not KiB)
+
+
+RELEASE_SCRIPT = """
+import numpy as np
+from pregel.memory import keep_freed_memory, release_freed_memory
+assert keep_freed_memory()
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+small = np.ones(1 << 20, np.uint8)  # 1 MiB: a small free block is kept
+del small
+assert not release_freed_memory()
+blocks = [np.ones(64 << 20, np.uint8) for _ in range(6)]  # 384 MiB, touched
+keep = np.ones(16, np.uint8)  # allocated after them: the heap's top is not free
+before = rss()
+del blocks
+kept = rss()
+assert release_freed_memory()
+print(before - kept, before - rss())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc/self/statm")
+def test_release_hands_a_large_free_heap_back():
+    kept, released = map(int, subprocess.run([sys.executable, "-c", RELEASE_SCRIPT], check=True,
+                                             capture_output=True, text=True).stdout.split())
+    assert kept < 1 << 20            # freed, but still resident
+    assert released > 380 << 20      # handed back by release_freed_memory
