@@ -3,7 +3,8 @@ side by side in one run, each a whole ``pregel train`` command (start-up, traini
 
 For each model size (default 2,000,000 and 200,000 Gaussians), a generated `city` scene (48 cameras at
 64 x 48 by default) is trained from a PLY of its own Gaussians (``--init-ply``) for 4 steps with window
-2: one process with B = 2 and B = 3, and ``mpiexec -n P`` with B = P in both distributed modes.
+2 (``--sh-degree``, default 3 as ``pregel train``'s): one process with B = 2 and B = 3, and ``mpiexec -n P``
+with B = P in both distributed modes.
 Reported per run, from the trained file's ``/metrics/per_rank`` where the trainer records it ("n/a"
 where a column does not exist): images/s of training, peak RSS per rank (``peak_rss_bytes``), the
 largest process's peak RSS (``getrusage`` of the command's children, always measured), Gaussian state
@@ -81,7 +82,7 @@ def make_inputs(folder: str, gaussians: int, args) -> tuple:
 
 def train_command(args, scene, ply, out, batch, mode=None, ranks=1) -> list:
     command = [PREGEL, "train", "--scene", scene, "--init-ply", ply, "--steps", str(args.steps), "--batch-size",
-               str(batch), "--out", out, "--seed", "0"]
+               str(batch), "--out", out, "--seed", "0", "--sh-degree", str(args.sh_degree)]
     if mode is not None:
         command = [MPIEXEC, "-n", str(ranks)] + command + ["--mode", mode, "--window", str(args.window)]
     return command
@@ -113,6 +114,7 @@ def main():
     parser.add_argument("--height", type=int, default=48)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--window", type=int, default=2)
+    parser.add_argument("--sh-degree", type=int, default=3, help="pregel train's --sh-degree (its default 3)")
     parser.add_argument("--dir", default="benchmarks/odin_scale_out")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -120,10 +122,11 @@ def main():
     os.makedirs(args.dir, exist_ok=True)
     windows = -(-args.steps // args.window)
     print(f"`city` scenes, {args.cameras} cameras at {args.width} x {args.height}, {args.steps} steps, window "
-          f"{args.window}, started from --init-ply; load average {os.getloadavg()[0]:.2f} at the start")
+          f"{args.window}, SH degree {args.sh_degree}, started from --init-ply; load average "
+          f"{os.getloadavg()[0]:.2f} at the start")
     for gaussians in sizes:
         scene, ply = make_inputs(args.dir, gaussians, args)
-        one_model = gaussians * state_bytes_per_gaussian()
+        one_model = gaussians * state_bytes_per_gaussian(args.sh_degree)
         print(f"\n### {gaussians:,} Gaussians (one process's training state: {one_model / 1e9:.2f} GB)\n")
         print("| run | B | images/s | whole command s | largest process peak RSS GB | peak RSS GB/rank "
               "| model GB/rank | window-end bytes/rank/window | plan s/window/rank |")

@@ -43,8 +43,17 @@ def keep_freed_memory() -> bool:
 
 
 def peak_rss_bytes() -> int:
-    """This process's peak resident set size in bytes, as the operating system counts it
-    (``getrusage``'s ``ru_maxrss``: KiB on Linux, bytes on macOS)."""
+    """This process's own peak resident set size in bytes, as the operating system counts it: Linux's
+    ``VmHWM`` (/proc/self/status), else ``getrusage``'s ``ru_maxrss`` (KiB on Linux, bytes on macOS).
+    Linux's ``ru_maxrss`` is not used where ``VmHWM`` exists because it keeps the parent's size at
+    ``fork`` across ``exec`` (a rank started by a large process would report that process's size)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 

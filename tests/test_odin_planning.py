@@ -3,7 +3,8 @@ ahead runs, and what happens when it fails.
 
 Oracles: ``window_margin`` evaluated by hand for the premise (the margin of the batches between the
 plan's metadata and the window's start, which the learning rates' decay makes no larger); the
-single-process trainer for a run in which every plan made ahead is dropped and made again.
+single-process trainer for a run in which every plan made ahead is dropped and made again; a loop over
+a rank's images for the bytes of other ranks' cells it receives in a window (``cached_bytes``).
 """
 import dataclasses
 
@@ -58,3 +59,36 @@ def test_plans_whose_premise_failed_are_made_again_and_the_run_stays_exact(tmp_p
     for name in ("means", "scales", "quats", "opacities", "sh"):
         assert np.array_equal(getattr(got, name), getattr(expected, name)), name
     assert np.array_equal(got.metrics["loss"], expected.metrics["loss"])
+
+
+def test_cached_bytes_counts_each_remote_version_read_once(tmp_path):
+    from mpi4py import MPI
+
+    from odin_sched.odin.cell_meta import bounds_of, owned_metadata
+    from odin_sched.odin.planner import PlanConfig, plan_cells
+    from odin_sched.odin.shard import owners_by_count
+    from odin_sched.odin.trainer import cached_bytes
+    from odin_sched.scenes.cells import kd_cells
+
+    city = generate_scene(600, 10, 32, 24, seed=1, layout="city")
+    means, scales = np.asarray(city.means, np.float32), np.asarray(city.scales, np.float32)
+    cell_of = kd_cells(means, 8)
+    bounds = bounds_of(owned_metadata(means, scales, cell_of, np.arange(8)))
+    owner = owners_by_count(bounds.count, 3)
+    batches = (np.arange(12) % len(city.viewmats)).reshape(4, 3)
+    window, _ = plan_cells(Comm(MPI.COMM_SELF), bounds, owner, city, batches, 0, 4, Margin(0.1, 0.01),
+                           PlanConfig(8, 3))
+    steps, rank = window.steps, window.plan.rank
+    total = 0
+    for r in range(3):
+        remote = set()
+        for image in range(steps.num_images):  # brute force over the images this rank runs
+            if rank[image] != r:
+                continue
+            for vertex in steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]:
+                if rank[vertex] != r:
+                    remote.add(int(vertex))
+        expected = sum(int(bounds.count[steps.version_cell[v - steps.num_images]]) for v in remote) * 14 * 4
+        assert cached_bytes(window, r, 14) == expected
+        total += expected
+    assert total > 0  # some images read other ranks' cells

@@ -28,7 +28,7 @@ import numpy as np
 
 from odin_sched.scenes.ply import ply_header, ply_rows
 from odin_sched.scenes.scene_io import FORMAT, VERSION, default_heldout, validate_gaussians, validate_metrics
-from odin_sched.scenes.sh import joined_sh, sh0_to_rgb
+from odin_sched.scenes.sh import sh0_to_rgb
 from pregel.atomic import atomic_h5, atomic_output
 from pregel.errors import InputError
 
@@ -55,13 +55,16 @@ def pack_rows(ids: np.ndarray, params: dict) -> np.ndarray:
 
     ids: [n] int64; params: name -> NumPy [n, ...] float32 (means, scales, quats, opacities, sh0, shN)."""
     ids = np.ascontiguousarray(ids, dtype="<i8")
-    n = len(ids)
-    sh = joined_sh(params)
+    n, order = len(ids), np.argsort(ids, kind="stable")
     columns = [ids.view("<f4").reshape(n, ID_COLUMNS), params["means"], params["scales"], params["quats"],
-               np.asarray(params["opacities"]).reshape(n, 1), sh]
-    rows = np.concatenate([np.asarray(c, np.float32).reshape(n, int(np.prod(np.shape(c)[1:]))) for c in columns],
-                          axis=1)
-    return rows[np.argsort(ids, kind="stable")]
+               np.asarray(params["opacities"]).reshape(n, 1), params["sh0"], params["shN"]]
+    widths = [int(np.prod(np.shape(c)[1:])) for c in columns]
+    rows = np.empty((n, sum(widths)), np.float32)  # filled a column group at a time: no second copy of the rows
+    start = 0
+    for column, width in zip(columns, widths):  # a loop over the 7 parameter groups
+        rows[:, start:start + width] = np.asarray(column).reshape(n, width)[order]
+        start += width
+    return rows
 
 
 def unpack_rows(rows: np.ndarray) -> dict:

@@ -338,7 +338,7 @@ def write_outputs(comm, setup: TrainingSetup, params: dict, ids: torch.Tensor, r
              "source_scene": os.path.abspath(config.scene), "device": config.device,
              "sh_degree": setup.sh_degree, **(attrs or {})}
     metrics = {"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": result.losses, **(metrics or {})}
-    arrays = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in params.items()}
+    arrays = {k: v.detach().cpu().numpy().astype(np.float32, copy=False) for k, v in params.items()}
     paths = OutputPaths(config.out, config.ply, config.png_path)
     write_trained(comm, ids.cpu().numpy(), arrays, config.scene, paths, None if view is None else view.cpu().numpy(),
                   metrics, attrs)
