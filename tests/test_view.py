@@ -61,6 +61,32 @@ def test_model_payload_round_trips_against_the_ply(ply_file):
     np.testing.assert_allclose(covs, expected, rtol=1e-5, atol=1e-7 * float(np.abs(expected).max()))
 
 
+def test_model_payload_carries_the_sh_of_the_ply(tmp_path):
+    rng = np.random.default_rng(4)
+    g, k = 33, 9  # SH degree 2
+    sh = rng.normal(0, 2, size=(g, k, 3)).astype(np.float32)
+    write_ply(tmp_path / "sh.ply", rng.normal(size=(g, 3)), rng.normal(-2, 0.5, size=(g, 3)), rng.normal(size=(g, 4)),
+              rng.normal(size=g), sh=sh)
+    model_bin, info = load_view_model(tmp_path / "sh.ply")
+    v = PlyData.read(str(tmp_path / "sh.ply"))["vertex"].data
+    arr = np.frombuffer(model_bin, "<f4")
+    assert info["sh_degree"] == 2 and arr.size == 13 * g + 3 * (k - 1) * g
+    dc = np.stack([v[f"f_dc_{c}"] for c in range(3)], axis=1).astype(np.float64)
+    np.testing.assert_allclose(arr[9 * g:13 * g].reshape(g, 4)[:, :3], dc * SH_C0 + 0.5, rtol=1e-6, atol=1e-6)  # unclamped
+    rest = arr[13 * g:].reshape(g, k - 1, 3)
+    for c in range(3):  # the PLY's f_rest_* are channel-major: f_rest_{c (K - 1) + j - 1} is coefficient j of channel c
+        np.testing.assert_array_equal(rest[:, :, c], np.stack([v[f"f_rest_{c * (k - 1) + j}"] for j in range(k - 1)], axis=1))
+
+    write_ply(tmp_path / "sh0.ply", rng.normal(size=(g, 3)), rng.normal(-2, 0.5, size=(g, 3)), rng.normal(size=(g, 4)),
+              rng.normal(size=g), sh=sh[:, :1])
+    model_bin, info = load_view_model(tmp_path / "sh0.ply")
+    arr = np.frombuffer(model_bin, "<f4")
+    assert info["sh_degree"] == 0 and arr.size == 13 * g
+    expected = np.maximum(sh[:, 0].astype(np.float64) * SH_C0 + 0.5, 0)  # degree 0: clamped at 0, as rendered
+    assert (expected == 0).any()
+    np.testing.assert_allclose(arr[9 * g:].reshape(g, 4)[:, :3], expected, rtol=1e-6, atol=1e-6)
+
+
 def test_served_model_and_pages(ply_file, tmp_path):
     scene = generate_scene(60, 4, 16, 12, seed=1)
     write_scene(tmp_path / "scene.h5", scene)

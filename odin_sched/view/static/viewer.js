@@ -3,7 +3,8 @@
 // to the 2D covariance, a square of radius ceil(3 sqrt(lambda_max)) pixels per Gaussian,
 // alpha = min(0.99, opacity exp(-d^T conic d / 2)) skipped below 1/255, composited over black
 // back to front (depth order from sort_worker.js). Cameras are world-to-camera matrices with
-// OpenCV axes (x right, y down, z forward) and pinhole intrinsics, as in the scene files.
+// OpenCV axes (x right, y down, z forward) and pinhole intrinsics, as in the scene files. A model with
+// SH (degree >= 1) gets its view-dependent colours from the worker with each depth order.
 "use strict";
 
 // While the view moves, frames are drawn at a lower quality q in (0, 1] chosen so that a frame takes
@@ -22,6 +23,8 @@ precision highp float;
 precision highp int;
 uniform highp sampler2D u_data;    // 4 texels per Gaussian
 uniform highp usampler2D u_order;  // the sorted Gaussian of each draw slot
+uniform highp sampler2D u_colors;  // with SH: the colour of each draw slot
+uniform bool u_sh;
 
 uniform mat4 u_view;
 uniform vec4 u_intr;   // fx, fy, cx, cy in canvas pixels
@@ -69,7 +72,8 @@ void main() {
   vec2 p = mean + v_d;
   gl_Position = vec4(2.0 * p.x / u_size.x - 1.0, 1.0 - 2.0 * p.y / u_size.y, 0.0, 1.0);
   v_conic = vec3(c, -b, a) / det;
-  v_color = vec4(t2.z, t2.w, t3.x, t0.w);
+  vec3 rgb = u_sh ? texelFetch(u_colors, ivec2(slot % ${TEX_WIDTH}, slot / ${TEX_WIDTH}), 0).rgb : vec3(t2.z, t2.w, t3.x);
+  v_color = vec4(rgb, t0.w);
 }`;
 
 const FRAGMENT = `#version 300 es
@@ -121,6 +125,8 @@ class Viewer {
     const means = new Float32Array(buffer, 0, 3 * n);
     const covs = new Float32Array(buffer, 12 * n, 6 * n);
     const rgba = new Float32Array(buffer, 36 * n, 4 * n);
+    this.degree = info.sh_degree || 0;
+    const restCount = 3 * ((this.degree + 1) ** 2 - 1) * n;
     this.setupSize();
     this.setupGL(means, covs, rgba);
     this.up = this.worldUp();
@@ -134,7 +140,14 @@ class Viewer {
     this.worker = new Worker("sort_worker.js");
     const importance = new Float32Array(n);
     for (let i = 0; i < n; i++) importance[i] = rgba[4 * i + 3] * (covs[6 * i] + covs[6 * i + 3] + covs[6 * i + 5]);
-    this.worker.postMessage({means: new Float32Array(means), importance}, [importance.buffer]);
+    const sh = {degree: this.degree, dc: null, rest: null};
+    if (this.degree > 0) {
+      sh.dc = new Float32Array(3 * n);
+      for (let i = 0; i < n; i++) sh.dc.set(rgba.subarray(4 * i, 4 * i + 3), 3 * i);
+      sh.rest = new Float32Array(buffer, 52 * n, restCount).slice();
+    }
+    const transfer = [importance.buffer].concat(this.degree > 0 ? [sh.dc.buffer, sh.rest.buffer] : []);
+    this.worker.postMessage({means: new Float32Array(means), importance, ...sh}, transfer);
     this.worker.onmessage = (e) => this.onSorted(e.data);
     if (this.cameras.length) this.setCamera(0);
     else this.setDefaultView();
@@ -174,7 +187,7 @@ class Viewer {
     gl.linkProgram(prog);
     if (!gl.getProgramParameter(prog, gl.LINK_STATUS)) throw new Error(gl.getProgramInfoLog(prog));
     gl.useProgram(prog);
-    this.uniforms = Object.fromEntries(["u_data", "u_order", "u_view", "u_intr", "u_size"].map(
+    this.uniforms = Object.fromEntries(["u_data", "u_order", "u_colors", "u_sh", "u_view", "u_intr", "u_size"].map(
       (name) => [name, gl.getUniformLocation(prog, name)]));
 
     const n = this.count, rows = Math.max(1, Math.ceil(n / PER_ROW));
@@ -198,6 +211,10 @@ class Viewer {
     this.order = new Uint32Array(TEX_WIDTH * this.orderRows);
     texture(1, gl.R32UI, this.orderRows, [gl.RED_INTEGER, gl.UNSIGNED_INT], this.order);
     gl.uniform1i(this.uniforms.u_order, 1);
+    this.colors = this.degree > 0 ? new Float32Array(4 * TEX_WIDTH * this.orderRows) : null;
+    texture(2, gl.RGBA32F, this.colors ? this.orderRows : 1, [gl.RGBA, gl.FLOAT], this.colors);
+    gl.uniform1i(this.uniforms.u_colors, 2);
+    gl.uniform1i(this.uniforms.u_sh, this.degree > 0 ? 1 : 0);
 
     gl.bindVertexArray(gl.createVertexArray());
     const quads = new Uint32Array(6 * Math.max(n, 1));  // two triangles per slot: corners 0 1 2, 2 1 3
@@ -313,7 +330,7 @@ class Viewer {
     if (this.sortBusy || (this.sortedVersion === this.viewVersion && this.sortedLimit === limit)) return;
     this.sortBusy = true;
     const v = this.viewmat();
-    this.worker.postMessage({view: [v[8], v[9], v[10], v[11]], limit, version: this.viewVersion});
+    this.worker.postMessage({view: [v[8], v[9], v[10], v[11]], eye: this.eye, limit, version: this.viewVersion});
   }
 
   onSorted(msg) {
@@ -322,6 +339,11 @@ class Viewer {
     gl.activeTexture(gl.TEXTURE1);
     const rows = Math.max(1, Math.ceil(msg.count / TEX_WIDTH));
     gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, TEX_WIDTH, rows, gl.RED_INTEGER, gl.UNSIGNED_INT, this.order);
+    if (msg.colors) {
+      this.colors.set(msg.colors);
+      gl.activeTexture(gl.TEXTURE2);
+      gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, TEX_WIDTH, rows, gl.RGBA, gl.FLOAT, this.colors);
+    }
     this.instances = msg.count;
     this.sortedVersion = msg.version;
     this.sortedLimit = msg.limit;
@@ -418,7 +440,8 @@ async function start() {
   });
   if (!info.cameras.length) list.textContent = "none (give --scene)";
   document.getElementById("info").textContent =
-    `${info.source}: ${info.count.toLocaleString()} Gaussians, ${viewer.width} x ${viewer.height}`;
+    `${info.source}: ${info.count.toLocaleString()} Gaussians` + (info.sh_degree ? ` (SH degree ${info.sh_degree})` : "")
+    + `, ${viewer.width} x ${viewer.height}`;
   let frames = 0, t = performance.now();
   setInterval(() => {
     const now = performance.now();
