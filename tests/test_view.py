@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from types import SimpleNamespace
 
@@ -166,15 +167,19 @@ def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path, m
     status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 2, "s.h5")
     losses = np.linspace(1, 0, 10)
     status.update(3, losses, [], [], 5, 1.5)
+    status.flush()
     first = json.loads((tmp_path / "a.status.json").read_text())
     assert (first["step"], first["images_per_s"], first["done"], first["loss"]) == (3, 4.0, False, losses[2])
     clock[0] += 0.9 * status_module.EVERY_SECONDS
     status.update(4, losses, [], [], 5, 1.6)  # not due yet, not forced: not written
+    status.flush()
     assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 3
     clock[0] += 0.2 * status_module.EVERY_SECONDS
     status.update(5, losses, [], [], 5, 1.7)  # due
+    status.flush()
     assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 5
     status.update(10, losses, [10], [21.5], 6, 2.0, force=True, view=lambda p: open(p, "wb").write(b"PNG"))
+    status.close()
     assert (tmp_path / "a.status.png").read_bytes() == b"PNG"
     assert sorted(os.listdir(tmp_path)) == ["a.status.json", "a.status.png"]  # no temporary files left
     assert latest_status(tmp_path) == str(tmp_path / "a.status.json")
@@ -182,6 +187,30 @@ def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path, m
     served = json.loads(routes["/status.json"]())
     assert served["done"] and served["psnr"] == {"steps": [10], "values": [21.5]} and served["has_view"]
     assert routes["/heldout.png"]() == b"PNG"
+
+
+def test_status_writer_keeps_the_newest_status_and_a_replaced_view(tmp_path):
+    status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 1, "s.h5")
+    gate = threading.Event()
+    status.update(1, np.ones(10), [], [], 5, 1.0, force=True, view=lambda p: gate.wait() and open(p, "wb").write(b"A"))
+    status.update(2, np.ones(10), [2], [20.0], 5, 2.0, force=True, view=lambda p: open(p, "wb").write(b"B"))
+    status.update(3, np.ones(10), [2], [20.0], 5, 3.0, force=True)  # replaces step 2's status, keeps its view
+    gate.set()  # the writer was held in step 1's view
+    status.close()
+    assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 3
+    assert (tmp_path / "a.status.png").read_bytes() == b"B"
+
+
+def test_status_write_failure_is_one_warning(tmp_path, capsys):
+    status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 1, "s.h5")
+    for step in (1, 2):
+        status.update(step, np.ones(10), [], [], 5, 1.0, force=True, view=lambda p: 1 / 0)
+        status.flush()
+    status.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"warning: {tmp_path / 'a.status.json'}: the dashboard's status file could not be written "
+                   f"(division by zero)"]
+    assert not os.listdir(tmp_path)  # nothing half-written
 
 
 def test_status_of_training_runs_equals_their_metrics(tmp_path):

@@ -66,7 +66,7 @@ from odin_sched.training.step import batch_gradient, image_gradients, pack_param
 from odin_sched.training.config import TrainConfig
 from odin_sched.scenes.scene_io import Scene
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
-from odin_sched.training.train import (TrainResult, TrainingSetup, camera, evaluate, heldout_png, new_optimizer,
+from odin_sched.training.train import (TrainResult, TrainingSetup, camera, comparison_writer, evaluate, new_optimizer,
                                        params_of, set_up, write_outputs)
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
@@ -600,6 +600,7 @@ class DistributedTrainer:
         self.violations = 0
         self.status = None       # an odin_sched.training.status.TrainStatus when the dashboard's file is written
         self.window_spans = None  # the last window's dataflow spans, for the dashboard
+        self.heldout_view = None  # rank 0: the first held-out camera's view at the last evaluation
 
     def run(self) -> TrainResult:
         """Train every window in turn (collective); returns the result (the same on every rank)."""
@@ -690,8 +691,10 @@ class DistributedTrainer:
         evaluated = stop % self.eval_every == 0 or stop == self.steps
         if evaluated:
             psnr_steps.append(stop)
-            value = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids, setup.targets,
-                             setup.active_sh_degree(stop)) if self.comm.rank == 0 else None
+            value = None
+            if self.comm.rank == 0:
+                value, self.heldout_view = evaluate(self.render, self.opt.params, setup.scene, setup.test_ids,
+                                                    setup.targets, setup.active_sh_degree(stop))
             psnr_values.append(self.comm.bcast(value))
             self.progress.write(f"step {stop}: held-out PSNR {psnr_values[-1]:.2f} dB, "
                                 f"{self.opt.num_gaussians} Gaussians")
@@ -705,7 +708,7 @@ class DistributedTrainer:
         if self.comm.rank == 0:
             ranks = {"fields": list(RANK_FIELDS), "rows": table.tolist(),
                      "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
-            view = heldout_png(self.render, params_of(self.opt), self.setup, step) if evaluated else None
+            view = comparison_writer(self.heldout_view, self.setup) if evaluated else None
             self.status.update(step, losses, psnr_steps, psnr_values, self.opt.num_gaussians,
                                time.perf_counter() - self.record.started, force=True, view=view, ranks=ranks)
 
@@ -745,6 +748,8 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
         trainer.status = TrainStatus(config.out, options.mode, comm.size, config.steps, config.batch_size,
                                      config.scene)
     result = trainer.run()
+    if trainer.status is not None:
+        trainer.status.close()
     bar.close()
     table = comm.gather_rows(trainer.record.metrics.as_row()[None, :])
     spans = comm.allgather(trainer.record.metrics.spans) if options.timeline is not None else None

@@ -100,12 +100,15 @@ def _render_view(render, params, scene, cam, sh_degree: int):
 
 
 @torch.no_grad()
-def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict, sh_degree: int) -> float:
-    """Mean PSNR (dB) over the cameras ``cams`` at SH degree ``sh_degree``; targets maps camera -> image
-    tensor [H, W, 3]."""
-    values = [psnr(_render_view(render, params, scene, c, sh_degree)[0].clamp(0, 1), targets[c]).item()
-              for c in cams]
-    return float(np.mean(values))
+def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict, sh_degree: int) -> tuple:
+    """(Mean PSNR (dB) over the cameras ``cams`` at SH degree ``sh_degree``, the first camera's view
+    [H, W, 3] clamped to [0, 1]); targets maps camera -> image tensor [H, W, 3]."""
+    values, first = [], None
+    for c in cams:
+        view = _render_view(render, params, scene, c, sh_degree)[0].clamp(0, 1)
+        values.append(psnr(view, targets[c]).item())
+        first = view if first is None else first
+    return float(np.mean(values)), first
 
 
 def save_comparison_png(path, rendered: torch.Tensor, truth: torch.Tensor) -> None:
@@ -303,17 +306,20 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
         evaluated = step % eval_every == 0 or step == steps
         if evaluated:
             psnr_steps.append(step)
-            psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree))
+            value, heldout_view = evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree)
+            psnr_values.append(value)
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
         if status is not None:
             status.update(step, losses, psnr_steps, psnr_values, opt.num_gaussians, time.perf_counter() - started,
-                          force=evaluated, view=heldout_png(render, params_of(opt), setup, step) if evaluated else None)
+                          force=evaluated, view=comparison_writer(heldout_view, setup) if evaluated else None)
         bar.update(step, f"loss {losses[step - 1]:.4f}")
         if checkpoint is not None:
             checkpoint.save(step - 1, TrainState(step, opt, accum, densify_gen, losses, psnr_steps, psnr_values,
                                                  time.perf_counter() - started))
     bar.close()
     wall = time.perf_counter() - started
+    if status is not None:
+        status.close()
     result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64), np.array(psnr_values), losses)
     write_outputs(render, setup, params_of(opt), result, config, "single", 1)
     return result
@@ -360,10 +366,12 @@ def write_outputs(render, setup: TrainingSetup, params: dict, result: TrainResul
 def heldout_png(render, params: dict, setup: TrainingSetup, step: int):
     """A function writing the PNG of the first held-out view rendered with ``params`` (at the SH degree
     of batch ``step``) beside its ground truth to the path it is given."""
-    cam = int(setup.test_ids[0])
+    with torch.no_grad():
+        view, _ = _render_view(render, params, setup.scene, int(setup.test_ids[0]), setup.active_sh_degree(step))
+    return comparison_writer(view, setup)
 
-    def write(path) -> None:
-        with torch.no_grad():
-            view, _ = _render_view(render, params, setup.scene, cam, setup.active_sh_degree(step))
-        save_comparison_png(path, view, setup.targets[cam])
-    return write
+
+def comparison_writer(view: torch.Tensor, setup: TrainingSetup):
+    """A function writing the PNG of ``view`` [H, W, 3], the first held-out camera's rendering (as
+    ``evaluate`` returns it), beside its ground truth to the path it is given."""
+    return lambda path: save_comparison_png(path, view, setup.targets[int(setup.test_ids[0])])
