@@ -130,6 +130,26 @@ def test_viewer_draws_the_scene_cameras_as_pregel_render_does(browser, scene_fil
         _stop(proc)
 
 
+def test_occlusion_culling_leaves_the_frame_as_it_was(browser, tmp_path):
+    # 30,000 Gaussians: the page draws them front to back in chunks, culling those behind opaque pixels
+    write_scene(tmp_path / "dense.h5", generate_scene(30000, 4, 128, 96, seed=4))
+    assert main(["render", "--scene", str(tmp_path / "dense.h5"), "--cameras", "1", "--out", str(tmp_path)]) == 0
+    proc, address = _start(["view", str(tmp_path / "dense.h5"), "--port", "0"])
+    try:
+        browser.get(address + "?scale=1")
+        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
+        assert browser.execute_script("return window.viewerError || null") is None
+        browser.execute_script("window.viewer.setCamera(1)")
+        culled = _canvas(browser)
+        browser.execute_script("window.viewer.occlusion = false; window.viewer.frame(true)")
+        whole = _canvas(browser)
+        assert _psnr(culled, np.asarray(Image.open(tmp_path / "0001.png"))) >= 40
+        # what is culled lies behind pixels of transmittance <= ~1.5/255: at most 2 levels of 8 bits
+        assert np.abs(culled.astype(int) - whole).max() <= 2
+    finally:
+        _stop(proc)
+
+
 def _sh_scene(degree: int, path, seed: int = 5):
     """A scene whose Gaussians have SH of ``degree`` with large band-1 coefficients (strongly view-dependent
     colour); written to ``path``. Returns its SH-3 coefficients [G, 16, 3]."""
