@@ -6,7 +6,7 @@ spacing, random colours and opacities) is written as a 3DGS PLY, served by `preg
 a machine without a GPU) while the camera orbits one step per frame. Each frame is finished before
 the next (a one-pixel readback), and depth re-sorts run in the page's worker as often as they keep up.
 Reported: frames/s at full quality (what the page draws once the view stops: every Gaussian at full
-resolution), frames/s while moving (the page's adaptive motion quality q, after it has settled: sqrt(q)
+resolution), the same with the page's occlusion culling off, frames/s while moving (the page's adaptive motion quality q, after it has settled: sqrt(q)
 of the resolution and the q G most important Gaussians) with the q it chose, the worker's last sort
 time, and how many Gaussians the last sort kept.
 
@@ -39,7 +39,7 @@ def random_model(path, n: int, seed: int = 0) -> None:
     write_ply(path, means, scales, quats, rng.normal(0, 1, n), rng.random((n, 3)))
 
 
-def measure(driver, address: str, frames: int, width: int, height: int) -> tuple[dict, dict]:
+def measure(driver, address: str, frames: int, width: int, height: int) -> tuple[dict, dict, dict]:
     driver.get(address + f"?width={width}&height={height}")
     deadline = time.monotonic() + 300
     while not driver.execute_script("return !!window.viewer || window.viewerError || null"):
@@ -50,8 +50,11 @@ def measure(driver, address: str, frames: int, width: int, height: int) -> tuple
     driver.execute_async_script("window.viewer.settled().then(arguments[0])")
     run = "window.viewer.benchmark({}, {}, {}).then(arguments[0])"
     still = driver.execute_async_script(run.format(frames, 90, "false"))
+    driver.execute_script("window.viewer.occlusion = false")
+    unculled = driver.execute_async_script(run.format(frames, 90, "false"))
+    driver.execute_script("window.viewer.occlusion = true")
     driver.execute_async_script(run.format(3 * frames, 60, "true"))  # lets the motion resolution settle
-    return still, driver.execute_async_script(run.format(3 * frames, 60, "true"))
+    return still, unculled, driver.execute_async_script(run.format(3 * frames, 60, "true"))
 
 
 def main() -> None:
@@ -72,7 +75,10 @@ def main() -> None:
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
     driver.command_executor.client_config.timeout = 900  # a software frame of 1M Gaussians takes long
-    print(f"{'Gaussians':>10} {'still fps':>9} {'moving fps':>10} {'quality':>8} {'sort ms':>8} {'drawn':>10}")
+    with open("/proc/loadavg") as f:
+        print(f"load average {' '.join(f.read().split()[:3])}")
+    print(f"{'Gaussians':>10} {'still fps':>9} {'unculled':>9} {'moving fps':>10} {'quality':>8} {'sort ms':>8} "
+          f"{'drawn':>10}")
     try:
         for n in (int(s) for s in args.sizes.split(",")):
             path = os.path.join(work, f"random_{n}.ply")
@@ -82,12 +88,12 @@ def main() -> None:
                                     stdout=subprocess.PIPE, text=True)
             try:
                 line = proc.stdout.readline()
-                still, moving = measure(driver, line[line.index("http://"):].split()[0], args.frames, args.width,
+                still, unculled, moving = measure(driver, line[line.index("http://"):].split()[0], args.frames, args.width,
                                         args.height)
             finally:
                 proc.terminate()
                 proc.wait()
-            print(f"{n:>10,} {still['fps']:>9.2f} {moving['fps']:>10.2f} {moving['quality']:>8.3f} "
+            print(f"{n:>10,} {still['fps']:>9.2f} {unculled['fps']:>9.2f} {moving['fps']:>10.2f} {moving['quality']:>8.3f} "
                   f"{moving['sortMs']:>8.0f} {moving['drawn']:>10,}", flush=True)
     finally:
         driver.quit()

@@ -201,6 +201,20 @@ def test_status_writer_keeps_the_newest_status_and_a_replaced_view(tmp_path):
     assert (tmp_path / "a.status.png").read_bytes() == b"B"
 
 
+def test_a_crashed_run_still_writes_its_last_status(tmp_path):
+    code = ("import time, numpy as np\n"
+            "from odin_sched.training.status import TrainStatus\n"
+            f"status = TrainStatus({str(tmp_path / 'a.h5')!r}, 'single', 1, 10, 1, 's.h5')\n"
+            "status.update(1, np.ones(10), [], [], 5, 1.0, force=True, view=lambda p: time.sleep(0.5) or open(p, 'wb').write(b'A'))\n"
+            "status.update(2, np.ones(10), [], [], 5, 2.0, force=True)\n"
+            "raise SystemExit('training failed')\n")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.strip() == "training failed"
+    assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 2
+    assert (tmp_path / "a.status.png").read_bytes() == b"A"
+
+
 def test_status_write_failure_is_one_warning(tmp_path, capsys):
     status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 1, "s.h5")
     for step in (1, 2):

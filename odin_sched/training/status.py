@@ -16,6 +16,7 @@ write that fails is one warning line, once, and training goes on. The JSON holds
     ranks          Odin only: {fields, rows [ranks][fields]} time and traffic per rank so far, and
                    timeline {kinds, spans [[rank, kind, start_s, end_s], ...]} of the latest window
 """
+import atexit
 import json
 import os
 import threading
@@ -100,9 +101,10 @@ class TrainStatus:
             if self._pending is not None and view is None:
                 view = self._pending[2]  # a replaced status's held-out view is still new
             self._pending = (status, np.array(losses[:step], np.float64), view)
-            if self._thread is None:
+            if self._thread is None:  # closed at the latest when the process exits (a crashed run's last status)
                 self._thread = threading.Thread(target=self._write_loop, name="pregel-status", daemon=True)
                 self._thread.start()
+                atexit.register(self.close)
             self._cond.notify_all()
 
     def flush(self) -> None:
@@ -117,6 +119,7 @@ class TrainStatus:
             self._cond.notify_all()
         if thread is not None:
             thread.join()
+            atexit.unregister(self.close)
         self._closed = False
 
     def _write_loop(self) -> None:
