@@ -2,14 +2,16 @@
 
 Off: ``TrainConfig.status=False``, no status file. On: the status file written as ``pregel train`` writes
 it, the dashboard server (``pregel train --dashboard``) serving it from a thread of the training process,
-and a client fetching ``/status.json`` and ``/heldout.png`` every 0.5 s as the page does.
+and a client in a process of its own (as the browser is) fetching ``/status.json`` and ``/heldout.png``
+every 0.5 s as the page does.
 
 The design is meant to survive a shared, loaded machine: after one warm-up run, ``--pairs`` pairs of
 runs, one off and one on, back to back in an order drawn at random for each pair, so slow drifts of
 the machine's load hit both halves of a pair alike. For each pair the relative difference on/off - 1
 of the training wall time (the trainers' own ``wall_time_s``) and of the processor time of the whole
-process (training, the status writer's, the server's and the polling client's threads: the
-dashboard's total cost, which other jobs' load disturbs less than wall time); reported: the median of
+process (training, the status writer's and the server's threads: the dashboard's whole cost in the
+training process, which other jobs' load disturbs less than wall time; the polling client's own
+processor time is not in it, though it competes for the cores); reported: the median of
 the paired differences with a distribution-free 95 % confidence interval for it (order statistics of
 the binomial sign test), and the load average before and after. Also the share of the training wall
 time spent inside the trainers' status hooks (``TrainStatus.update``, Odin's ``_report``: the
@@ -19,11 +21,10 @@ gathers and handing the numbers to the writer thread), the direct cost on the tr
 """
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 
 import numpy as np
 from scipy.stats import binom
@@ -60,27 +61,30 @@ TrainStatus.update = timed(TrainStatus.update)
 DistributedTrainer._report = timed(DistributedTrainer._report)
 
 
-def poll(address: str, stop: threading.Event) -> None:
-    """Fetch the status and the held-out PNG every POLL_S seconds, as the dashboard page does."""
-    while not stop.wait(POLL_S):
-        for path in ("status.json", "heldout.png"):
-            try:
-                urllib.request.urlopen(address + path).read()
-            except OSError:  # no PNG before the first evaluation
-                pass
+# the page's polling, in a process of its own as the browser is: the status and the held-out PNG
+# every POLL_S seconds (no PNG before the first evaluation)
+POLLER = f"""
+import sys, time, urllib.request
+while True:
+    time.sleep({POLL_S})
+    for path in ("status.json", "heldout.png"):
+        try:
+            urllib.request.urlopen(sys.argv[1] + path).read()
+        except OSError:
+            pass
+"""
 
 
 def run(trainer: str, scene, out, steps: int, dashboard: bool) -> tuple[float, float, float]:
     """One training run's (wall time, processor time of the process, time in the status hooks) in seconds, with
     or without the dashboard."""
-    server = stop = None
-    cpu = time.process_time()
-    HOOKS["seconds"] = 0.0
+    server = poller = None
     if dashboard:
         server = make_server(dashboard_routes(os.path.dirname(out)), port=0)
         serve_in_background(server)
-        stop = threading.Event()
-        threading.Thread(target=poll, args=(url(server), stop), daemon=True).start()
+        poller = subprocess.Popen([sys.executable, "-c", POLLER, url(server)])
+    cpu = time.process_time()
+    HOOKS["seconds"] = 0.0
     try:
         config = TrainConfig(scene, steps, out, eval_every=100, progress=False, status=dashboard)
         if trainer == "single":
@@ -89,7 +93,8 @@ def run(trainer: str, scene, out, steps: int, dashboard: bool) -> tuple[float, f
             result = train_distributed(Comm(), config, OdinOptions(mode="odin"))
     finally:
         if dashboard:
-            stop.set()
+            poller.kill()
+            poller.wait()
             server.shutdown()
             server.server_close()
     return result.wall_time_s, time.process_time() - cpu, HOOKS["seconds"]
