@@ -53,12 +53,16 @@ flat out float v_radius;
 bool opaque(vec2 lo, vec2 hi) {  // whether the pixels of the box [lo, hi] (image pixels, y down) are all opaque
   vec2 wlo = max(vec2(lo.x, u_size.y - hi.y), 0.0), whi = min(vec2(hi.x, u_size.y - lo.y), u_size - 1.0);
   float size = max(whi.x - wlo.x, whi.y - wlo.y) + 1.0;
-  int level = max(int(ceil(log2(size))) - 1, 0);  // squares of 2^(level+1) >= size: at most 2 x 2 of them
+  int level = max(int(ceil(log2(size))) - 2, 0);  // squares of 2^(level+1) >= size / 2: at most 3 x 3 of them
   if (level >= ${OPAQUE_LEVELS}) return false;
   ivec2 a = ivec2(wlo) >> (level + 1), b = ivec2(whi) >> (level + 1);
-  if (any(greaterThanEqual(b, textureSize(u_opaque, level)))) return false;
-  return min(min(texelFetch(u_opaque, a, level).r, texelFetch(u_opaque, b, level).r),
-             min(texelFetch(u_opaque, ivec2(a.x, b.y), level).r, texelFetch(u_opaque, ivec2(b.x, a.y), level).r)) >= ${OPAQUE_ALPHA};
+  if (any(greaterThanEqual(b, textureSize(u_opaque, level))) || any(greaterThan(b - a, ivec2(2)))) return false;
+  for (int j = a.y; j <= b.y; j++) {
+    for (int i = a.x; i <= b.x; i++) {
+      if (texelFetch(u_opaque, ivec2(i, j), level).r < ${OPAQUE_ALPHA}) return false;
+    }
+  }
+  return true;
 }
 
 void main() {
