@@ -2,8 +2,8 @@
 
 Off: ``TrainConfig.status=False``, no status file. On: the status file written as ``pregel train`` writes
 it, the dashboard server (``pregel train --dashboard``) serving it from a thread of the training process,
-and a client in a process of its own (as the browser is) fetching ``/status.json`` and ``/heldout.png``
-every 0.5 s as the page does.
+and a client in a process of its own (as the browser is) polling it as the page does: ``/status.json``
+every 0.5 s, ``/heldout.png`` when a new one was written.
 
 The design is meant to survive a shared, loaded machine: after one warm-up run, ``--pairs`` pairs of
 runs, one off and one on, back to back in an order drawn at random for each pair, so slow drifts of
@@ -61,17 +61,21 @@ TrainStatus.update = timed(TrainStatus.update)
 DistributedTrainer._report = timed(DistributedTrainer._report)
 
 
-# the page's polling, in a process of its own as the browser is: the status and the held-out PNG
-# every POLL_S seconds (no PNG before the first evaluation)
+# the page's polling (dashboard.js), in a process of its own as the browser is: the status every POLL_S
+# seconds, and the held-out PNG when the status says that a new one was written (a new evaluation)
 POLLER = f"""
-import sys, time, urllib.request
+import json, sys, time, urllib.request
+shown = None
 while True:
     time.sleep({POLL_S})
-    for path in ("status.json", "heldout.png"):
-        try:
-            urllib.request.urlopen(sys.argv[1] + path).read()
-        except OSError:
-            pass
+    try:
+        status = json.loads(urllib.request.urlopen(sys.argv[1] + "status.json").read())
+        key = (len(status.get("psnr", {{}}).get("steps", [])), status.get("done"))
+        if status.get("has_view") and key != shown:
+            urllib.request.urlopen(sys.argv[1] + "heldout.png").read()
+            shown = key
+    except (OSError, ValueError):
+        pass
 """
 
 
