@@ -6,8 +6,8 @@ spacing, random colours and opacities) is written as a 3DGS PLY, served by `preg
 a machine without a GPU) while the camera orbits one step per frame. Each frame is finished before
 the next (a one-pixel readback), and depth re-sorts run in the page's worker as often as they keep up.
 Reported: frames/s at full quality (what the page draws once the view stops: every Gaussian at full
-resolution), the same with the page's occlusion culling off (two rounds of ``--frames`` each,
-alternating with culling on; their means), frames/s while moving (the page's adaptive motion quality q, after it has settled: sqrt(q)
+resolution), the same with the page's occlusion culling off (after a warm-up round, two rounds of
+``--frames`` each, alternating with culling on; their means), frames/s while moving (the page's adaptive motion quality q, after it has settled: sqrt(q)
 of the resolution and the q G most important Gaussians) with the q it chose, the worker's last sort
 time, and how many Gaussians the last sort kept.
 
@@ -51,6 +51,7 @@ def measure(driver, address: str, frames: int, width: int, height: int) -> tuple
     driver.set_script_timeout(600)
     driver.execute_async_script("window.viewer.settled().then(arguments[0])")
     run = "window.viewer.benchmark({}, {}, {}).then(arguments[0])"
+    driver.execute_async_script(run.format(frames, 90, "false"))  # warm-up, not counted
     rounds = {True: [], False: []}
     for occlusion in (True, False, True, False):  # alternating, so that a change of load hits both alike
         driver.execute_script(f"window.viewer.occlusion = {str(occlusion).lower()}")
