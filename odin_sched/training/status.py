@@ -27,7 +27,7 @@ import numpy as np
 from pregel.atomic import atomic_output
 from pregel.errors import warn
 
-EVERY_SECONDS = 1.0
+EVERY_SECONDS = 2.0
 CURVE_POINTS = 400
 SPAN_KINDS = ("compute", "send", "recv", "wait", "barrier")
 STATUS_SUFFIX = ".status.json"
