@@ -6,11 +6,12 @@ spacing, random colours and opacities) is written as a 3DGS PLY, served by `preg
 a machine without a GPU) while the camera orbits one step per frame. Each frame is finished before
 the next (a one-pixel readback), and depth re-sorts run in the page's worker as often as they keep up.
 Reported: frames/s at full quality (what the page draws once the view stops: every Gaussian at full
-resolution), frames/s while moving (the page's adaptive motion quality q, after it has settled: sqrt(q)
+resolution), the same with the page's occlusion culling off (after a warm-up round, two rounds of
+``--frames`` each, alternating with culling on; their means), frames/s while moving (the page's adaptive motion quality q, after it has settled: sqrt(q)
 of the resolution and the q G most important Gaussians) with the q it chose, the worker's last sort
 time, and how many Gaussians the last sort kept.
 
-    .venv/bin/python benchmarks/view_fps.py [--sizes 100000,1000000] [--frames 30] [--dir DIR]
+    .venv/bin/python benchmarks/view_fps.py [--sizes 100000,1000000] [--frames 10] [--opacity LOGIT] [--dir DIR]
 """
 import argparse
 import os
@@ -28,18 +29,19 @@ FLAGS = ("--headless=new", "--use-angle=swiftshader", "--enable-unsafe-swiftshad
          "--window-size=1100,700")
 
 
-def random_model(path, n: int, seed: int = 0) -> None:
-    """A PLY of ``n`` random Gaussians in the unit ball."""
+def random_model(path, n: int, seed: int = 0, opacity: float | None = None) -> None:
+    """A PLY of ``n`` random Gaussians in the unit ball; opacity logits N(0, 1), or all ``opacity``."""
     rng = np.random.default_rng(seed)
     direction = rng.normal(size=(n, 3))
     means = direction / np.linalg.norm(direction, axis=1, keepdims=True) * rng.random((n, 1)) ** (1 / 3)
     spacing = (4.19 / n) ** (1 / 3)
     scales = np.log(0.5 * spacing * rng.uniform(0.5, 1.5, size=(n, 1))).repeat(3, axis=1)
     quats = rng.normal(size=(n, 4))
-    write_ply(path, means, scales, quats, rng.normal(0, 1, n), rng.random((n, 3)))
+    logits = rng.normal(0, 1, n) if opacity is None else np.full(n, opacity)
+    write_ply(path, means, scales, quats, logits, rng.random((n, 3)))
 
 
-def measure(driver, address: str, frames: int, width: int, height: int) -> tuple[dict, dict]:
+def measure(driver, address: str, frames: int, width: int, height: int) -> tuple[dict, dict, dict]:
     driver.get(address + f"?width={width}&height={height}")
     deadline = time.monotonic() + 300
     while not driver.execute_script("return !!window.viewer || window.viewerError || null"):
@@ -49,9 +51,15 @@ def measure(driver, address: str, frames: int, width: int, height: int) -> tuple
     driver.set_script_timeout(600)
     driver.execute_async_script("window.viewer.settled().then(arguments[0])")
     run = "window.viewer.benchmark({}, {}, {}).then(arguments[0])"
-    still = driver.execute_async_script(run.format(frames, 90, "false"))
+    driver.execute_async_script(run.format(frames, 90, "false"))  # warm-up, not counted
+    rounds = {True: [], False: []}
+    for occlusion in (True, False, True, False):  # alternating, so that a change of load hits both alike
+        driver.execute_script(f"window.viewer.occlusion = {str(occlusion).lower()}")
+        rounds[occlusion].append(driver.execute_async_script(run.format(frames, 90, "false")))
+    driver.execute_script("window.viewer.occlusion = true")
+    still, unculled = ({"fps": sum(r["fps"] for r in rounds[o]) / 2} for o in (True, False))
     driver.execute_async_script(run.format(3 * frames, 60, "true"))  # lets the motion resolution settle
-    return still, driver.execute_async_script(run.format(3 * frames, 60, "true"))
+    return still, unculled, driver.execute_async_script(run.format(3 * frames, 60, "true"))
 
 
 def main() -> None:
@@ -61,6 +69,9 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=800)
     parser.add_argument("--height", type=int, default=600)
     parser.add_argument("--dir", default=None, help="where to write the models (default: a temporary folder)")
+    parser.add_argument("--opacity", type=float, default=None,
+                        help="every Gaussian's opacity logit (default: random, N(0, 1)); e.g. 3 (0.95) for a "
+                             "nearly opaque model, more like the surfaces of a trained one")
     args = parser.parse_args()
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
@@ -72,22 +83,25 @@ def main() -> None:
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
     driver.command_executor.client_config.timeout = 900  # a software frame of 1M Gaussians takes long
-    print(f"{'Gaussians':>10} {'still fps':>9} {'moving fps':>10} {'quality':>8} {'sort ms':>8} {'drawn':>10}")
+    with open("/proc/loadavg") as f:
+        print(f"load average {' '.join(f.read().split()[:3])}")
+    print(f"{'Gaussians':>10} {'still fps':>9} {'unculled':>9} {'moving fps':>10} {'quality':>8} {'sort ms':>8} "
+          f"{'drawn':>10}")
     try:
         for n in (int(s) for s in args.sizes.split(",")):
-            path = os.path.join(work, f"random_{n}.ply")
+            path = os.path.join(work, f"random_{n}" + ("" if args.opacity is None else f"_o{args.opacity:g}") + ".ply")
             if not os.path.exists(path):
-                random_model(path, n)
+                random_model(path, n, opacity=args.opacity)
             proc = subprocess.Popen([sys.executable, "-m", "pregel.cli", "view", path, "--port", "0"],
                                     stdout=subprocess.PIPE, text=True)
             try:
                 line = proc.stdout.readline()
-                still, moving = measure(driver, line[line.index("http://"):].split()[0], args.frames, args.width,
+                still, unculled, moving = measure(driver, line[line.index("http://"):].split()[0], args.frames, args.width,
                                         args.height)
             finally:
                 proc.terminate()
                 proc.wait()
-            print(f"{n:>10,} {still['fps']:>9.2f} {moving['fps']:>10.2f} {moving['quality']:>8.3f} "
+            print(f"{n:>10,} {still['fps']:>9.2f} {unculled['fps']:>9.2f} {moving['fps']:>10.2f} {moving['quality']:>8.3f} "
                   f"{moving['sortMs']:>8.0f} {moving['drawn']:>10,}", flush=True)
     finally:
         driver.quit()

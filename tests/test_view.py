@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from types import SimpleNamespace
 
@@ -59,6 +60,32 @@ def test_model_payload_round_trips_against_the_ply(ply_file):
     cov = np.einsum("gij,gj,gkj->gik", rot, s ** 2, rot)
     expected = cov[:, [0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
     np.testing.assert_allclose(covs, expected, rtol=1e-5, atol=1e-7 * float(np.abs(expected).max()))
+
+
+def test_model_payload_carries_the_sh_of_the_ply(tmp_path):
+    rng = np.random.default_rng(4)
+    g, k = 33, 9  # SH degree 2
+    sh = rng.normal(0, 2, size=(g, k, 3)).astype(np.float32)
+    write_ply(tmp_path / "sh.ply", rng.normal(size=(g, 3)), rng.normal(-2, 0.5, size=(g, 3)), rng.normal(size=(g, 4)),
+              rng.normal(size=g), sh=sh)
+    model_bin, info = load_view_model(tmp_path / "sh.ply")
+    v = PlyData.read(str(tmp_path / "sh.ply"))["vertex"].data
+    arr = np.frombuffer(model_bin, "<f4")
+    assert info["sh_degree"] == 2 and arr.size == 13 * g + 3 * (k - 1) * g
+    dc = np.stack([v[f"f_dc_{c}"] for c in range(3)], axis=1).astype(np.float64)
+    np.testing.assert_allclose(arr[9 * g:13 * g].reshape(g, 4)[:, :3], dc * SH_C0 + 0.5, rtol=1e-6, atol=1e-6)  # unclamped
+    rest = arr[13 * g:].reshape(g, k - 1, 3)
+    for c in range(3):  # the PLY's f_rest_* are channel-major: f_rest_{c (K - 1) + j - 1} is coefficient j of channel c
+        np.testing.assert_array_equal(rest[:, :, c], np.stack([v[f"f_rest_{c * (k - 1) + j}"] for j in range(k - 1)], axis=1))
+
+    write_ply(tmp_path / "sh0.ply", rng.normal(size=(g, 3)), rng.normal(-2, 0.5, size=(g, 3)), rng.normal(size=(g, 4)),
+              rng.normal(size=g), sh=sh[:, :1])
+    model_bin, info = load_view_model(tmp_path / "sh0.ply")
+    arr = np.frombuffer(model_bin, "<f4")
+    assert info["sh_degree"] == 0 and arr.size == 13 * g
+    expected = np.maximum(sh[:, 0].astype(np.float64) * SH_C0 + 0.5, 0)  # degree 0: clamped at 0, as rendered
+    assert (expected == 0).any()
+    np.testing.assert_allclose(arr[9 * g:].reshape(g, 4)[:, :3], expected, rtol=1e-6, atol=1e-6)
 
 
 def test_served_model_and_pages(ply_file, tmp_path):
@@ -140,15 +167,19 @@ def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path, m
     status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 2, "s.h5")
     losses = np.linspace(1, 0, 10)
     status.update(3, losses, [], [], 5, 1.5)
+    status.flush()
     first = json.loads((tmp_path / "a.status.json").read_text())
     assert (first["step"], first["images_per_s"], first["done"], first["loss"]) == (3, 4.0, False, losses[2])
     clock[0] += 0.9 * status_module.EVERY_SECONDS
     status.update(4, losses, [], [], 5, 1.6)  # not due yet, not forced: not written
+    status.flush()
     assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 3
     clock[0] += 0.2 * status_module.EVERY_SECONDS
     status.update(5, losses, [], [], 5, 1.7)  # due
+    status.flush()
     assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 5
     status.update(10, losses, [10], [21.5], 6, 2.0, force=True, view=lambda p: open(p, "wb").write(b"PNG"))
+    status.close()
     assert (tmp_path / "a.status.png").read_bytes() == b"PNG"
     assert sorted(os.listdir(tmp_path)) == ["a.status.json", "a.status.png"]  # no temporary files left
     assert latest_status(tmp_path) == str(tmp_path / "a.status.json")
@@ -156,6 +187,44 @@ def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path, m
     served = json.loads(routes["/status.json"]())
     assert served["done"] and served["psnr"] == {"steps": [10], "values": [21.5]} and served["has_view"]
     assert routes["/heldout.png"]() == b"PNG"
+
+
+def test_status_writer_keeps_the_newest_status_and_a_replaced_view(tmp_path):
+    status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 1, "s.h5")
+    gate = threading.Event()
+    status.update(1, np.ones(10), [], [], 5, 1.0, force=True, view=lambda p: gate.wait() and open(p, "wb").write(b"A"))
+    status.update(2, np.ones(10), [2], [20.0], 5, 2.0, force=True, view=lambda p: open(p, "wb").write(b"B"))
+    status.update(3, np.ones(10), [2], [20.0], 5, 3.0, force=True)  # replaces step 2's status, keeps its view
+    gate.set()  # the writer was held in step 1's view
+    status.close()
+    assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 3
+    assert (tmp_path / "a.status.png").read_bytes() == b"B"
+
+
+def test_a_crashed_run_still_writes_its_last_status(tmp_path):
+    code = ("import time, numpy as np\n"
+            "from odin_sched.training.status import TrainStatus\n"
+            f"status = TrainStatus({str(tmp_path / 'a.h5')!r}, 'single', 1, 10, 1, 's.h5')\n"
+            "status.update(1, np.ones(10), [], [], 5, 1.0, force=True, view=lambda p: time.sleep(0.5) or open(p, 'wb').write(b'A'))\n"
+            "status.update(2, np.ones(10), [], [], 5, 2.0, force=True)\n"
+            "raise SystemExit('training failed')\n")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.strip() == "training failed"
+    assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 2
+    assert (tmp_path / "a.status.png").read_bytes() == b"A"
+
+
+def test_status_write_failure_is_one_warning(tmp_path, capsys):
+    status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 1, "s.h5")
+    for step in (1, 2):
+        status.update(step, np.ones(10), [], [], 5, 1.0, force=True, view=lambda p: 1 / 0)
+        status.flush()
+    status.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"warning: {tmp_path / 'a.status.json'}: the dashboard's status file could not be written "
+                   f"(division by zero)"]
+    assert not os.listdir(tmp_path)  # nothing half-written
 
 
 def test_status_of_training_runs_equals_their_metrics(tmp_path):

@@ -7,12 +7,15 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from kernels.splat.sh import num_bases
 from odin_sched.scenes.scene_gen import generate_scene
+from odin_sched.scenes.sh import rgb_to_sh0, sh0_to_rgb
 from odin_sched.scenes.scene_io import read_scene, write_scene
 from pregel.cli import main
 
@@ -108,11 +111,73 @@ def test_viewer_draws_the_scene_cameras_as_pregel_render_does(browser, scene_fil
         assert _psnr(shot, np.asarray(Image.open(tmp_path / f"{cam:04d}.png"))) >= 22
         assert np.abs(shot.astype(int) - first).mean() > 5  # the view moved
 
+        for c in range(scene.num_cameras):  # the draw order: each Gaussian in front once, farthest first
+            browser.execute_script(f"window.viewer.setCamera({c})")
+            browser.execute_async_script("window.viewer.settled().then(arguments[0])")
+            order = np.array(browser.execute_script(
+                "return Array.from(window.viewer.order.subarray(0, window.viewer.instances))"))
+            z = scene.means.astype(np.float64) @ scene.viewmats[c, 2, :3].astype(np.float64) + scene.viewmats[c, 2, 3]
+            np.testing.assert_array_equal(np.sort(order), np.flatnonzero(z > 0.01))
+            assert np.all(np.diff(z[order]) <= np.ptp(z[order]) / 65535 + 1e-6)  # 16-bit depth keys
+        browser.execute_script(f"window.viewer.setCamera({cam})")
+
         canvas = browser.find_element(By.ID, "canvas")
         ActionChains(browser).drag_and_drop_by_offset(canvas, 25, 0).perform()  # orbit
         moved = np.array(browser.execute_script("return window.viewer.viewmat()")).reshape(4, 4)
         assert np.abs(moved - scene.viewmats[cam]).max() > 1e-3
         assert np.abs(_canvas(browser).astype(int) - shot).mean() > 2
+    finally:
+        _stop(proc)
+
+
+def test_occlusion_culling_leaves_the_frame_as_it_was(browser, tmp_path):
+    # 30,000 Gaussians: the page draws them front to back in chunks, culling those behind opaque pixels
+    write_scene(tmp_path / "dense.h5", generate_scene(30000, 4, 128, 96, seed=4))
+    assert main(["render", "--scene", str(tmp_path / "dense.h5"), "--cameras", "1", "--out", str(tmp_path)]) == 0
+    proc, address = _start(["view", str(tmp_path / "dense.h5"), "--port", "0"])
+    try:
+        browser.get(address + "?scale=1")
+        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
+        assert browser.execute_script("return window.viewerError || null") is None
+        browser.execute_script("window.viewer.setCamera(1)")
+        culled = _canvas(browser)
+        browser.execute_script("window.viewer.occlusion = false; window.viewer.frame(true)")
+        whole = _canvas(browser)
+        assert _psnr(culled, np.asarray(Image.open(tmp_path / "0001.png"))) >= 40
+        # what is culled lies behind pixels of transmittance <= ~1.5/255: at most 2 levels of 8 bits
+        assert np.abs(culled.astype(int) - whole).max() <= 2
+    finally:
+        _stop(proc)
+
+
+def _sh_scene(degree: int, path, seed: int = 5):
+    """A scene whose Gaussians have SH of ``degree`` with large band-1 coefficients (strongly view-dependent
+    colour); written to ``path``. Returns its SH-3 coefficients [G, 16, 3]."""
+    scene = generate_scene(400, 10, 64, 48, seed=2)
+    rng = np.random.default_rng(seed)
+    sh = np.concatenate([rgb_to_sh0(scene.colors)[:, None], rng.normal(0, 1.0, (scene.num_gaussians, 3, 3)),
+                         rng.normal(0, 0.3, (scene.num_gaussians, 12, 3))], axis=1).astype(np.float32)
+    write_scene(path, replace(scene, sh=sh[:, :num_bases(degree)], colors=sh0_to_rgb(sh[:, 0])))
+
+
+def test_viewer_draws_view_dependent_colour_as_pregel_render_does(browser, tmp_path):
+    _sh_scene(3, tmp_path / "sh3.h5")
+    _sh_scene(0, tmp_path / "sh0.h5")
+    cams = (1, 6)
+    for name in ("sh3", "sh0"):
+        assert main(["render", "--scene", str(tmp_path / f"{name}.h5"), "--cameras", ",".join(map(str, cams)),
+                     "--out", str(tmp_path / name)]) == 0
+    proc, address = _start(["view", str(tmp_path / "sh3.h5"), "--port", "0"])
+    try:
+        browser.get(address + "?scale=1")
+        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
+        assert browser.execute_script("return window.viewerError || null") is None
+        for cam in cams:
+            browser.execute_script(f"window.viewer.setCamera({cam})")
+            shot = _canvas(browser)
+            sh3, sh0 = (np.asarray(Image.open(tmp_path / name / f"{cam:04d}.png")) for name in ("sh3", "sh0"))
+            assert _psnr(sh3, sh0) < 16  # the model's colour depends strongly on the view
+            assert _psnr(shot, sh3) >= 22
     finally:
         _stop(proc)
 

@@ -67,8 +67,8 @@ from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.config import TrainConfig
 from odin_sched.training.densify import GradAccumulator, densify_round, due_after
 from odin_sched.training.optim import default_lrs
-from odin_sched.training.outputs import save_comparison_png
-from odin_sched.training.train import TrainResult, TrainingSetup, new_optimizer, params_of, set_up, write_outputs
+from odin_sched.training.train import (TrainResult, TrainingSetup, comparison_writer, new_optimizer, params_of, set_up,
+                                       write_outputs)
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
 from pregel.comm import Comm
 from pregel.dataflow import DataflowPlan, run_dataflow, write_chrome_trace
@@ -266,12 +266,6 @@ def cached_bytes(window: Window, rank: int, columns: int) -> int:
     remote = (~steps.is_image(src)) & steps.is_image(dst) & (plan.rank[dst] == rank) & (plan.rank[src] != rank)
     versions = np.unique(steps.version_index(src[remote]))
     return int(window.count[steps.version_cell[versions]].sum() * columns * 4)
-
-
-def comparison_png(view: torch.Tensor, setup: TrainingSetup):
-    """A function writing the PNG of the first held-out view ``view`` [H, W, 3] beside its ground truth."""
-    truth = setup.targets[int(setup.test_ids[0])]
-    return lambda path: save_comparison_png(path, view.cpu().numpy(), truth.cpu().numpy())
 
 
 def eval_plan(visible: np.ndarray, owner: np.ndarray, size: int) -> tuple[DataflowPlan, np.ndarray]:
@@ -511,7 +505,7 @@ class DistributedTrainer:
         if self.comm.rank == 0:
             ranks = {"fields": list(RANK_FIELDS), "rows": table.tolist(),
                      "timeline": {"kinds": list(SPAN_KINDS), "spans": timeline}}
-            view = comparison_png(self.view, self.setup) if evaluated else None
+            view = comparison_writer(self.view, self.setup) if evaluated else None
             self.status.update(step, losses, psnr_steps, psnr_values, self.shard.num_gaussians,
                                time.perf_counter() - self.record.started, force=True, view=view, ranks=ranks)
 
@@ -556,6 +550,8 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
         trainer.status = TrainStatus(config.out, options.mode, comm.size, config.steps, config.batch_size,
                                      config.scene)
     result = trainer.run()
+    if trainer.status is not None:
+        trainer.status.close()
     bar.close()
     trainer.record.finish()
     table = comm.gather_rows(trainer.record.metrics.as_row()[None, :])

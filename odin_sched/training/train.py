@@ -101,12 +101,15 @@ def _render_view(render, params, scene, cam, sh_degree: int):
 
 
 @torch.no_grad()
-def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict, sh_degree: int) -> float:
-    """Mean PSNR (dB) over the cameras ``cams`` at SH degree ``sh_degree``; targets maps camera -> image
-    tensor [H, W, 3]."""
-    values = [psnr(_render_view(render, params, scene, c, sh_degree)[0].clamp(0, 1), targets[c]).item()
-              for c in cams]
-    return float(np.mean(values))
+def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict, sh_degree: int) -> tuple:
+    """(Mean PSNR (dB) over the cameras ``cams`` at SH degree ``sh_degree``, the first camera's view
+    [H, W, 3] clamped to [0, 1]); targets maps camera -> image tensor [H, W, 3]."""
+    values, first = [], None
+    for c in cams:
+        view = _render_view(render, params, scene, c, sh_degree)[0].clamp(0, 1)
+        values.append(psnr(view, targets[c]).item())
+        first = view if first is None else first
+    return float(np.mean(values)), first
 
 
 def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray,
@@ -271,6 +274,7 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
 
     status = TrainStatus(config.out, "single", 1, steps, batch_size, config.scene) if config.status else None
     bar = Progress(steps, enabled=progress, unit="step")
+    view = None  # the first held-out view at the last evaluation [H, W, 3]
     for step in range(resumed.step + 1, steps + 1):
         opt.lrs = setup.settings.lrs(setup.extent, step)
         params = {name: p.detach() for name, p in opt.params.items()}
@@ -295,20 +299,24 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
         evaluated = step % eval_every == 0 or step == steps
         if evaluated:
             psnr_steps.append(step)
-            psnr_values.append(evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree))
+            value, view = evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree)
+            psnr_values.append(value)
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
         if status is not None:
             status.update(step, losses, psnr_steps, psnr_values, opt.num_gaussians, time.perf_counter() - started,
-                          force=evaluated, view=heldout_png(render, params_of(opt), setup, step) if evaluated else None)
+                          force=evaluated, view=comparison_writer(view, setup) if evaluated else None)
         bar.update(step, f"loss {losses[step - 1]:.4f}")
         if checkpoint is not None:
             checkpoint.save(step - 1, TrainState(step, opt, accum, losses, psnr_steps, psnr_values,
                                                  time.perf_counter() - started))
     bar.close()
     wall = time.perf_counter() - started
+    if status is not None:
+        status.close()
     result = TrainResult(steps, opt.num_gaussians, wall, np.array(psnr_steps, np.int64), np.array(psnr_values), losses)
-    write_outputs(None, setup, params_of(opt), opt.ids, result, config, "single", 1,
-                  heldout_view(render, params_of(opt), setup, steps))
+    if view is None:  # resumed at the last step: nothing was evaluated in this run
+        view = heldout_view(render, params_of(opt), setup, steps)
+    write_outputs(None, setup, params_of(opt), opt.ids, result, config, "single", 1, view)
     return result
 
 
@@ -351,12 +359,8 @@ def heldout_view(render, params: dict, setup: TrainingSetup, step: int) -> torch
     return view
 
 
-def heldout_png(render, params: dict, setup: TrainingSetup, step: int):
-    """A function writing the PNG of the first held-out view rendered with ``params`` (at the SH degree
-    of batch ``step``) beside its ground truth to the path it is given."""
-    cam = int(setup.test_ids[0])
-
-    def write(path) -> None:
-        view = heldout_view(render, params, setup, step)
-        save_comparison_png(path, view.cpu().numpy(), setup.targets[cam].cpu().numpy())
-    return write
+def comparison_writer(view: torch.Tensor, setup: TrainingSetup):
+    """A function writing the PNG of ``view`` [H, W, 3], the first held-out camera's rendering (as
+    ``evaluate`` returns it), beside its ground truth to the path it is given."""
+    truth = setup.targets[int(setup.test_ids[0])]
+    return lambda path: save_comparison_png(path, view.cpu().numpy(), truth.cpu().numpy())

@@ -1,18 +1,23 @@
 """The model and cameras as the viewer page reads them: compact float32 buffers plus a small JSON.
 
-``/model.bin`` is three float32 arrays back to back, little-endian::
+``/model.bin`` is three or four float32 arrays back to back, little-endian::
 
     means  [G, 3]   world positions
     covs   [G, 6]   3D covariance R S S^T R^T, upper triangle xx, xy, xz, yy, yz, zz
-    rgba   [G, 4]   RGB (degree-0 SH colour, unclamped as the rasterizer uses it), sigmoid(opacity)
+    rgba   [G, 4]   RGB, sigmoid(opacity). RGB: the colour without SH; with SH the DC colour sh[:, 0] C0 + 0.5,
+                    clamped at 0 when the degree is 0 (as the rasterizer does), unclamped otherwise
+    rest   [G, K - 1, 3]  only with SH of degree D >= 1 (K = (D + 1)^2): the coefficients after the DC
+                    term, coefficient-major; the page adds their view-dependent part and clamps at 0
 
-``/model.json`` gives the count and the cameras (world-to-camera matrices, pinhole intrinsics, image
-size), so a camera view in the page uses the same projection as ``pregel render`` (docs/rasterizer.md).
+``/model.json`` gives the count, the SH degree (``sh_degree``: 0 without SH) and the cameras
+(world-to-camera matrices, pinhole intrinsics, image size), so a camera view in the page uses the same
+projection and colours as ``pregel render`` (docs/rasterizer.md).
 """
 import os
 
 import numpy as np
 
+from odin_sched.scenes.sh import degree_of, sh0_to_rgb
 from pregel.errors import InputError
 
 
@@ -32,13 +37,23 @@ def covariances(scales: np.ndarray, quats: np.ndarray) -> np.ndarray:
     return cov[:, rows, cols].astype(np.float32)
 
 
+def sh_degree(gaussians: dict) -> int:
+    """The SH degree of Gaussians with ``sh`` [G, K, 3], else 0."""
+    return 0 if gaussians.get("sh") is None else degree_of(gaussians["sh"].shape[1])
+
+
 def model_buffers(gaussians: dict) -> bytes:
     """``/model.bin`` for Gaussians (the arrays of ``Scene.gaussians()`` or ``read_gaussians_ply``)."""
     opacity = 1.0 / (1.0 + np.exp(-gaussians["opacities"].astype(np.float64)))
-    rgba = np.concatenate([gaussians["colors"], opacity[:, None]], axis=1).astype(np.float32)
-    parts = [np.ascontiguousarray(gaussians["means"], "<f4"), covariances(gaussians["scales"], gaussians["quats"]),
-             np.ascontiguousarray(rgba, "<f4")]
-    return b"".join(p.astype("<f4").tobytes() for p in parts)
+    sh = gaussians.get("sh")
+    colors = gaussians["colors"] if sh is None else sh0_to_rgb(sh[:, 0].astype(np.float64))
+    if sh is not None and sh.shape[1] == 1:
+        colors = np.maximum(colors, 0.0)
+    rgba = np.concatenate([colors, opacity[:, None]], axis=1)
+    parts = [gaussians["means"], covariances(gaussians["scales"], gaussians["quats"]), rgba]
+    if sh is not None and sh.shape[1] > 1:
+        parts.append(sh[:, 1:])
+    return b"".join(np.ascontiguousarray(p, "<f4").tobytes() for p in parts)
 
 
 def camera_list(scene) -> list:
@@ -71,7 +86,7 @@ def load_view_model(model_path, scene_path=None) -> tuple[bytes, dict]:
         gaussians = trained.gaussians()
         scene = scene or trained
     means = gaussians["means"]
-    info = {"count": int(means.shape[0]), "source": os.path.basename(model_path),
+    info = {"count": int(means.shape[0]), "source": os.path.basename(model_path), "sh_degree": sh_degree(gaussians),
             "centre": [float(v) for v in np.median(means, axis=0)],
             "radius": float(np.percentile(np.linalg.norm(means - np.median(means, axis=0), axis=1), 90)) or 1.0,
             "cameras": camera_list(scene) if scene is not None else []}

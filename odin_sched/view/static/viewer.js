@@ -1,9 +1,10 @@
 // pregel view: Gaussians drawn in WebGL2 with the conventions of the project's rasterizer
 // (docs/rasterizer.md): EWA projection with the pinhole Jacobian and its field-of-view clamp, 0.3 added
 // to the 2D covariance, a square of radius ceil(3 sqrt(lambda_max)) pixels per Gaussian,
-// alpha = min(0.99, opacity exp(-d^T conic d / 2)) skipped below 1/255, composited over black
-// back to front (depth order from sort_worker.js). Cameras are world-to-camera matrices with
-// OpenCV axes (x right, y down, z forward) and pinhole intrinsics, as in the scene files.
+// alpha = min(0.99, opacity exp(-d^T conic d / 2)) skipped below 1/255, composited over black in depth
+// order (from sort_worker.js). Cameras are world-to-camera matrices with
+// OpenCV axes (x right, y down, z forward) and pinhole intrinsics, as in the scene files. A model with
+// SH (degree >= 1) gets its view-dependent colours from the worker with each depth order.
 "use strict";
 
 // While the view moves, frames are drawn at a lower quality q in (0, 1] chosen so that a frame takes
@@ -16,12 +17,30 @@ const MIN_QUALITY = 1 / 256;
 const MIN_MOTION_GAUSSIANS = 20000;
 const TEX_WIDTH = 4096;          // texels per row of the data texture; 4 texels per Gaussian
 const PER_ROW = TEX_WIDTH / 4;
+// Occlusion culling. A frame is drawn front to back (the "under" operator, into an RGBA target whose
+// alpha is the opacity so far) in chunks of Gaussians, FIRST_CHUNK and then each twice the one before
+// (the nearest Gaussians are the largest on screen and soon cover it); after each chunk a pyramid of
+// "every pixel here is opaque" (alpha >= 254/255 in 8 bits: what is left behind it can add at most
+// about 1.5/255 to a pixel, where the rasterizer stops at a transmittance of 1e-4; 255/255 is seldom
+// reached, as an 8-bit alpha of 254 gains nothing from a fragment of alpha < 0.5) over squares of 2, 4,
+// ... 2^OPAQUE_LEVELS pixels is built, and the next chunks' vertex shader drops a Gaussian whose box
+// lies wholly on opaque squares before it is rasterized. In SwiftShader a frame's time is mostly the
+// fragments rasterized (one that is discarded at once costs about as much as a splat's), so this is
+// what makes deep models cheaper.
+const FIRST_CHUNK = 1024;
+const OPAQUE_LEVELS = 8;
+const OPAQUE_ALPHA = "(253.5 / 255.0)";  // GLSL: an 8-bit alpha of 254 or 255
 
 const VERTEX = `#version 300 es
 precision highp float;
 precision highp int;
 uniform highp sampler2D u_data;    // 4 texels per Gaussian
 uniform highp usampler2D u_order;  // the sorted Gaussian of each draw slot
+uniform highp sampler2D u_colors;  // with SH: the colour of each draw slot
+uniform bool u_sh;
+uniform int u_count;               // slots drawn; draw position p is slot u_count - 1 - p (front to back)
+uniform highp sampler2D u_opaque;  // level l, texel (i, j): 1 when the 2^(l+1) pixel square at it is opaque
+uniform bool u_cull;
 
 uniform mat4 u_view;
 uniform vec4 u_intr;   // fx, fy, cx, cy in canvas pixels
@@ -30,9 +49,25 @@ out vec4 v_color;
 out vec2 v_d;
 out vec3 v_conic;
 flat out float v_radius;
+
+bool opaque(vec2 lo, vec2 hi) {  // whether the pixels of the box [lo, hi] (image pixels, y down) are all opaque
+  vec2 wlo = max(vec2(lo.x, u_size.y - hi.y), 0.0), whi = min(vec2(hi.x, u_size.y - lo.y), u_size - 1.0);
+  float size = max(whi.x - wlo.x, whi.y - wlo.y) + 1.0;
+  int level = max(int(ceil(log2(size))) - 2, 0);  // squares of 2^(level+1) >= size / 2: at most 3 x 3 of them
+  if (level >= ${OPAQUE_LEVELS}) return false;
+  ivec2 a = ivec2(wlo) >> (level + 1), b = ivec2(whi) >> (level + 1);
+  if (any(greaterThanEqual(b, textureSize(u_opaque, level))) || any(greaterThan(b - a, ivec2(2)))) return false;
+  for (int j = a.y; j <= b.y; j++) {
+    for (int i = a.x; i <= b.x; i++) {
+      if (texelFetch(u_opaque, ivec2(i, j), level).r < ${OPAQUE_ALPHA}) return false;
+    }
+  }
+  return true;
+}
+
 void main() {
-  // no instancing (ANGLE on SwiftShader pays ~15 us per instance): vertex 4 s + c is corner c of slot s
-  int slot = gl_VertexID / 4, corner = gl_VertexID % 4;
+  // no instancing (ANGLE on SwiftShader pays ~15 us per instance): vertex 4 p + c is corner c of position p
+  int slot = u_count - 1 - gl_VertexID / 4, corner = gl_VertexID % 4;
   vec2 square = vec2(float(corner & 1) * 2.0 - 1.0, float(corner >> 1) * 2.0 - 1.0);
   uint index = texelFetch(u_order, ivec2(slot % ${TEX_WIDTH}, slot / ${TEX_WIDTH}), 0).r;
   ivec2 base = ivec2(int(index % ${PER_ROW}u) * 4, int(index / ${PER_ROW}u));
@@ -64,12 +99,37 @@ void main() {
   float k = sqrt(2.0 * log(255.0 * t0.w));
   vec2 major = abs(b) > 1e-9 ? normalize(vec2(b, mid + root - a)) : (a >= c ? vec2(1.0, 0.0) : vec2(0.0, 1.0));
   vec2 minor = vec2(-major.y, major.x);
+  vec2 extent = abs(major) * k * sqrt(mid + root) + abs(minor) * k * sqrt(max(mid - root, 0.0));
+  if (u_cull && opaque(mean - min(extent, r), mean + min(extent, r))) return;
   v_d = square.x * k * sqrt(mid + root) * major + square.y * k * sqrt(max(mid - root, 0.0)) * minor;
   v_radius = r;
   vec2 p = mean + v_d;
   gl_Position = vec4(2.0 * p.x / u_size.x - 1.0, 1.0 - 2.0 * p.y / u_size.y, 0.0, 1.0);
   v_conic = vec3(c, -b, a) / det;
-  v_color = vec4(t2.z, t2.w, t3.x, t0.w);
+  vec3 rgb = u_sh ? texelFetch(u_colors, ivec2(slot % ${TEX_WIDTH}, slot / ${TEX_WIDTH}), 0).rgb : vec3(t2.z, t2.w, t3.x);
+  v_color = vec4(rgb, t0.w);
+}`;
+
+// one triangle over the viewport; a fragment is texel (i, j) of a level of the opaque pyramid: the minimum
+// of texels (2i..2i+1, 2j..2j+1) of the level below (lod 0 of u_src: its base level), alpha of the frame
+// itself for level 0; texels outside the source count as not opaque
+const REDUCE_VERTEX = `#version 300 es
+void main() { gl_Position = vec4(gl_VertexID == 1 ? 3.0 : -1.0, gl_VertexID == 2 ? 3.0 : -1.0, 0.0, 1.0); }`;
+const REDUCE_FRAGMENT = `#version 300 es
+precision highp float;
+precision highp int;
+uniform highp sampler2D u_src;
+uniform bool u_alpha;
+out vec4 color;
+void main() {
+  ivec2 p = 2 * ivec2(gl_FragCoord.xy), n = textureSize(u_src, 0);
+  float m = 1.0;
+  for (int k = 0; k < 4; k++) {
+    ivec2 q = p + ivec2(k & 1, k >> 1);
+    vec4 t = q.x < n.x && q.y < n.y ? texelFetch(u_src, q, 0) : vec4(0.0);
+    m = min(m, u_alpha ? t.a : t.r);
+  }
+  color = vec4(m);
 }`;
 
 const FRAGMENT = `#version 300 es
@@ -121,6 +181,8 @@ class Viewer {
     const means = new Float32Array(buffer, 0, 3 * n);
     const covs = new Float32Array(buffer, 12 * n, 6 * n);
     const rgba = new Float32Array(buffer, 36 * n, 4 * n);
+    this.degree = info.sh_degree || 0;
+    const restCount = 3 * ((this.degree + 1) ** 2 - 1) * n;
     this.setupSize();
     this.setupGL(means, covs, rgba);
     this.up = this.worldUp();
@@ -134,12 +196,20 @@ class Viewer {
     this.worker = new Worker("sort_worker.js");
     const importance = new Float32Array(n);
     for (let i = 0; i < n; i++) importance[i] = rgba[4 * i + 3] * (covs[6 * i] + covs[6 * i + 3] + covs[6 * i + 5]);
-    this.worker.postMessage({means: new Float32Array(means), importance}, [importance.buffer]);
+    const sh = {degree: this.degree, dc: null, rest: null};
+    if (this.degree > 0) {
+      sh.dc = new Float32Array(3 * n);
+      for (let i = 0; i < n; i++) sh.dc.set(rgba.subarray(4 * i, 4 * i + 3), 3 * i);
+      sh.rest = new Float32Array(buffer, 52 * n, restCount).slice();
+    }
+    const transfer = [importance.buffer].concat(this.degree > 0 ? [sh.dc.buffer, sh.rest.buffer] : []);
+    this.worker.postMessage({means: new Float32Array(means), importance, ...sh}, transfer);
     this.worker.onmessage = (e) => this.onSorted(e.data);
     if (this.cameras.length) this.setCamera(0);
     else this.setDefaultView();
     this.setupControls();
     this.paused = false;  // while a benchmark draws the frames itself
+    this.occlusion = true;  // occlusion culling (off only to measure it)
     const loop = () => { if (!this.paused) this.frame(); requestAnimationFrame(loop); };
     requestAnimationFrame(loop);
   }
@@ -168,14 +238,18 @@ class Viewer {
       if (!gl.getShaderParameter(s, gl.COMPILE_STATUS)) throw new Error(gl.getShaderInfoLog(s));
       return s;
     };
-    const prog = gl.createProgram();
-    gl.attachShader(prog, compile(gl.VERTEX_SHADER, VERTEX));
-    gl.attachShader(prog, compile(gl.FRAGMENT_SHADER, FRAGMENT));
-    gl.linkProgram(prog);
-    if (!gl.getProgramParameter(prog, gl.LINK_STATUS)) throw new Error(gl.getProgramInfoLog(prog));
-    gl.useProgram(prog);
-    this.uniforms = Object.fromEntries(["u_data", "u_order", "u_view", "u_intr", "u_size"].map(
-      (name) => [name, gl.getUniformLocation(prog, name)]));
+    const link = (vertex, fragment, names) => {
+      const prog = gl.createProgram();
+      gl.attachShader(prog, compile(gl.VERTEX_SHADER, vertex));
+      gl.attachShader(prog, compile(gl.FRAGMENT_SHADER, fragment));
+      gl.linkProgram(prog);
+      if (!gl.getProgramParameter(prog, gl.LINK_STATUS)) throw new Error(gl.getProgramInfoLog(prog));
+      return [prog, Object.fromEntries(names.map((name) => [name, gl.getUniformLocation(prog, name)]))];
+    };
+    [this.reduce, this.reduceUniforms] = link(REDUCE_VERTEX, REDUCE_FRAGMENT, ["u_src", "u_alpha"]);
+    [this.splat, this.uniforms] = link(VERTEX, FRAGMENT, ["u_data", "u_order", "u_colors", "u_sh", "u_count",
+                                                          "u_opaque", "u_cull", "u_view", "u_intr", "u_size"]);
+    gl.useProgram(this.splat);
 
     const n = this.count, rows = Math.max(1, Math.ceil(n / PER_ROW));
     const data = new Float32Array(TEX_WIDTH * rows * 4);
@@ -198,6 +272,10 @@ class Viewer {
     this.order = new Uint32Array(TEX_WIDTH * this.orderRows);
     texture(1, gl.R32UI, this.orderRows, [gl.RED_INTEGER, gl.UNSIGNED_INT], this.order);
     gl.uniform1i(this.uniforms.u_order, 1);
+    this.colors = this.degree > 0 ? new Float32Array(4 * TEX_WIDTH * this.orderRows) : null;
+    texture(2, gl.RGBA32F, this.colors ? this.orderRows : 1, [gl.RGBA, gl.FLOAT], this.colors);
+    gl.uniform1i(this.uniforms.u_colors, 2);
+    gl.uniform1i(this.uniforms.u_sh, this.degree > 0 ? 1 : 0);
 
     gl.bindVertexArray(gl.createVertexArray());
     const quads = new Uint32Array(6 * Math.max(n, 1));  // two triangles per slot: corners 0 1 2, 2 1 3
@@ -208,15 +286,35 @@ class Viewer {
     gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, quads, gl.STATIC_DRAW);
     this.instances = 0;
     gl.disable(gl.DEPTH_TEST);
-    gl.enable(gl.BLEND);
-    gl.blendFunc(gl.ONE, gl.ONE_MINUS_SRC_ALPHA);  // premultiplied colour, far to near
-    this.motion = gl.createFramebuffer();  // the low-resolution target of frames drawn while moving
-    gl.bindFramebuffer(gl.FRAMEBUFFER, this.motion);
-    const colour = gl.createRenderbuffer();
-    gl.bindRenderbuffer(gl.RENDERBUFFER, colour);
-    gl.renderbufferStorage(gl.RENDERBUFFER, gl.RGBA8, this.width, this.height);
-    gl.framebufferRenderbuffer(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.RENDERBUFFER, colour);
+    // the frame's target (texture unit 3): premultiplied colour and opacity, drawn front to back, then
+    // copied (scaled up while moving) onto the canvas
+    const target = (unit, format, width, height, levels) => {
+      const t = gl.createTexture();
+      gl.activeTexture(gl.TEXTURE0 + unit);
+      gl.bindTexture(gl.TEXTURE_2D, t);
+      gl.texStorage2D(gl.TEXTURE_2D, levels, format, width, height);
+      gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MIN_FILTER, levels > 1 ? gl.NEAREST_MIPMAP_NEAREST : gl.NEAREST);
+      gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MAG_FILTER, gl.NEAREST);
+      return t;
+    };
+    const framebuffer = (texture, level) => {
+      const fb = gl.createFramebuffer();
+      gl.bindFramebuffer(gl.FRAMEBUFFER, fb);
+      gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, texture, level);
+      return fb;
+    };
+    this.frameTexture = target(3, gl.RGBA8, this.width, this.height, 1);
+    this.frameBuffer = framebuffer(this.frameTexture, 0);
+    // the opaque pyramid (texture unit 4): level l has ceil(size / 2^(l+1)) texels a side, at most
+    const side = [Math.ceil(this.width / 2), Math.ceil(this.height / 2)];
+    this.opaqueLevels = Math.min(OPAQUE_LEVELS, Math.floor(Math.log2(Math.max(...side))) + 1);
+    this.opaque = target(4, gl.R8, side[0], side[1], this.opaqueLevels);
+    this.opaqueBuffers = Array.from({length: this.opaqueLevels}, (_, l) => framebuffer(this.opaque, l));
     gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+    gl.uniform1i(this.uniforms.u_opaque, 4);
+    gl.useProgram(this.reduce);
+    gl.uniform1i(this.reduceUniforms.u_src, 3);
+    gl.useProgram(this.splat);
     this.quality = 1;  // of frames drawn while moving
     this.lastChange = -Infinity;
     this.fence = null;  // {sync, t0, quality} of the moving frame being timed
@@ -313,7 +411,7 @@ class Viewer {
     if (this.sortBusy || (this.sortedVersion === this.viewVersion && this.sortedLimit === limit)) return;
     this.sortBusy = true;
     const v = this.viewmat();
-    this.worker.postMessage({view: [v[8], v[9], v[10], v[11]], limit, version: this.viewVersion});
+    this.worker.postMessage({view: [v[8], v[9], v[10], v[11]], eye: this.eye, limit, version: this.viewVersion});
   }
 
   onSorted(msg) {
@@ -322,6 +420,11 @@ class Viewer {
     gl.activeTexture(gl.TEXTURE1);
     const rows = Math.max(1, Math.ceil(msg.count / TEX_WIDTH));
     gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, TEX_WIDTH, rows, gl.RED_INTEGER, gl.UNSIGNED_INT, this.order);
+    if (msg.colors) {
+      this.colors.set(msg.colors);
+      gl.activeTexture(gl.TEXTURE2);
+      gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, TEX_WIDTH, rows, gl.RGBA, gl.FLOAT, this.colors);
+    }
     this.instances = msg.count;
     this.sortedVersion = msg.version;
     this.sortedLimit = msg.limit;
@@ -339,22 +442,7 @@ class Viewer {
     const version = this.viewVersion, key = `${version}/${this.sortedVersion}/${this.sortedLimit}/${scale}`;
     if (!force && key === this.drawnKey) return;
     const gl = this.gl, w = Math.max(1, Math.round(this.width * scale)), h = Math.max(1, Math.round(this.height * scale));
-    const v = this.viewmat();
-    gl.bindFramebuffer(gl.FRAMEBUFFER, scale < 1 ? this.motion : null);
-    gl.viewport(0, 0, w, h);
-    gl.uniformMatrix4fv(this.uniforms.u_view, false, [v[0], v[4], v[8], v[12], v[1], v[5], v[9], v[13],
-                                                       v[2], v[6], v[10], v[14], v[3], v[7], v[11], v[15]]);
-    gl.uniform4fv(this.uniforms.u_intr, this.intr.map((x) => x * w / this.width));
-    gl.uniform2f(this.uniforms.u_size, w, h);
-    gl.clearColor(0, 0, 0, 1);
-    gl.clear(gl.COLOR_BUFFER_BIT);
-    gl.drawElements(gl.TRIANGLES, 6 * this.instances, gl.UNSIGNED_INT, 0);
-    if (scale < 1) {  // scale up onto the canvas
-      gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.motion);
-      gl.bindFramebuffer(gl.DRAW_FRAMEBUFFER, null);
-      gl.blitFramebuffer(0, 0, w, h, 0, 0, this.width, this.height, gl.COLOR_BUFFER_BIT, gl.LINEAR);
-      gl.bindFramebuffer(gl.FRAMEBUFFER, null);
-    }
+    this.draw(w, h);
     if (moving && !this.fence) {
       this.fence = {sync: gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0), t0: now, quality};
       gl.flush();
@@ -363,6 +451,65 @@ class Viewer {
     const complete = this.sortedVersion === version && this.sortedLimit >= this.count && scale === 1;
     this.drawnVersion = complete ? version : -1;
     this.frames++;
+  }
+
+  draw(w, h) {  // the sorted Gaussians at w x h pixels, front to back in chunks, then onto the canvas
+    const gl = this.gl, v = this.viewmat(), n = this.instances;
+    gl.useProgram(this.splat);
+    gl.uniformMatrix4fv(this.uniforms.u_view, false, [v[0], v[4], v[8], v[12], v[1], v[5], v[9], v[13],
+                                                       v[2], v[6], v[10], v[14], v[3], v[7], v[11], v[15]]);
+    gl.uniform4fv(this.uniforms.u_intr, this.intr.map((x) => x * w / this.width));
+    gl.uniform2f(this.uniforms.u_size, w, h);
+    gl.uniform1i(this.uniforms.u_count, n);
+    gl.uniform1i(this.uniforms.u_cull, 0);
+    gl.clearColor(0, 0, 0, 0);
+    for (const fb of this.opaqueBuffers) {  // nothing opaque yet (texels beyond this frame's size stay so)
+      gl.bindFramebuffer(gl.FRAMEBUFFER, fb);
+      gl.clear(gl.COLOR_BUFFER_BIT);
+    }
+    gl.bindFramebuffer(gl.FRAMEBUFFER, this.frameBuffer);
+    gl.viewport(0, 0, w, h);
+    gl.clear(gl.COLOR_BUFFER_BIT);
+    gl.enable(gl.BLEND);
+    gl.blendFunc(gl.ONE_MINUS_DST_ALPHA, gl.ONE);  // premultiplied colour, near to far ("under")
+    for (let start = 0, chunk = FIRST_CHUNK; start < n; start += chunk, chunk *= 2) {
+      const count = Math.min(chunk, n - start);
+      gl.drawElements(gl.TRIANGLES, 6 * count, gl.UNSIGNED_INT, 24 * start);
+      if (this.occlusion && start + count < n) {
+        this.findOpaque(w, h);
+        gl.bindFramebuffer(gl.FRAMEBUFFER, this.frameBuffer);
+        gl.viewport(0, 0, w, h);
+        gl.enable(gl.BLEND);
+        gl.useProgram(this.splat);
+        gl.uniform1i(this.uniforms.u_cull, 1);
+      }
+    }
+    gl.disable(gl.BLEND);
+    gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.frameBuffer);
+    gl.bindFramebuffer(gl.DRAW_FRAMEBUFFER, null);
+    gl.blitFramebuffer(0, 0, w, h, 0, 0, this.width, this.height, gl.COLOR_BUFFER_BIT,
+                       w === this.width && h === this.height ? gl.NEAREST : gl.LINEAR);
+    gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+  }
+
+  findOpaque(w, h) {  // the opaque pyramid of the frame drawn so far (w x h pixels)
+    const gl = this.gl;
+    gl.disable(gl.BLEND);
+    gl.useProgram(this.reduce);
+    gl.activeTexture(gl.TEXTURE4);
+    for (let l = 0; l < this.opaqueLevels; l++) {
+      gl.uniform1i(this.reduceUniforms.u_alpha, l === 0 ? 1 : 0);
+      gl.uniform1i(this.reduceUniforms.u_src, l === 0 ? 3 : 4);
+      if (l > 0) {  // read level l - 1 only, while writing level l
+        gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_BASE_LEVEL, l - 1);
+        gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MAX_LEVEL, l - 1);
+      }
+      gl.bindFramebuffer(gl.FRAMEBUFFER, this.opaqueBuffers[l]);
+      gl.viewport(0, 0, Math.ceil(w / 2 ** (l + 1)), Math.ceil(h / 2 ** (l + 1)));
+      gl.drawArrays(gl.TRIANGLES, 0, 3);
+    }
+    gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_BASE_LEVEL, 0);
+    gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MAX_LEVEL, this.opaqueLevels - 1);
   }
 
   timeMotionFrame() {  // once a timed moving frame has finished, fit the motion quality to its time
@@ -418,7 +565,8 @@ async function start() {
   });
   if (!info.cameras.length) list.textContent = "none (give --scene)";
   document.getElementById("info").textContent =
-    `${info.source}: ${info.count.toLocaleString()} Gaussians, ${viewer.width} x ${viewer.height}`;
+    `${info.source}: ${info.count.toLocaleString()} Gaussians` + (info.sh_degree ? ` (SH degree ${info.sh_degree})` : "")
+    + `, ${viewer.width} x ${viewer.height}`;
   let frames = 0, t = performance.now();
   setInterval(() => {
     const now = performance.now();
