@@ -269,6 +269,12 @@ def cached_bytes(window: Window, rank: int, columns: int) -> int:
     return int(window.count[steps.version_cell[versions]].sum() * columns * 4)
 
 
+def window_cameras(window: Window, rank: int) -> np.ndarray:
+    """Cameras [k] of the images ``rank`` renders in ``window`` (its plan's assignment)."""
+    steps = window.steps
+    return np.unique(steps.image_camera[window.plan.rank[steps.images] == rank])
+
+
 def comparison_png(view: torch.Tensor, setup: TrainingSetup):
     """A function writing the PNG of the first held-out view ``view`` [H, W, 3] beside its ground truth."""
     truth = setup.targets[int(setup.test_ids[0])]
@@ -417,6 +423,7 @@ class DistributedTrainer:
         """Run the window's program on this rank; returns it (its image losses and updates). ``reported``:
         the dashboard's status follows this window (so its spans are kept)."""
         setup, batch_size = self.setup, self.setup.settings.batch_size
+        setup.targets.keep(window_cameras(window, self.comm.rank))  # hold only this window's own images
         batches = range(window.start, window.stop)
         lrs = [setup.settings.lrs(setup.extent, b + 1) for b in batches]
         sh_degrees = [setup.active_sh_degree(b + 1) for b in batches]
