@@ -4,7 +4,8 @@ Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/shard_resume.py FOLDER sa
 save: every rank takes its shard (``Shard.from_full``, 6 cells) of ``whole_model()`` and writes it with
 ``TrainCheckpointer.save`` into FOLDER/ck (after step 4). resume: every rank restores its shard with
 ``Shard.from_checkpoint`` and checks it against ``Shard.from_full`` of the whole model at this P (the
-same cells and owners, the same state bit for bit); it prints "rank R: ok ROWS" with the rows it kept.
+same cells and owners, the same state bit for bit); it writes "KEPT TOTAL" (the rows it kept, the model's) to
+FOLDER/kept-P-RANK.txt.
 """
 import os
 import sys
@@ -67,7 +68,8 @@ def main(folder, action):
     assert torch.equal(shard.opt.ids, want.opt.ids) and torch.equal(shard.opt.step_count, want.opt.step_count)
     for name in ("total", "count", "max_radii"):
         assert torch.equal(getattr(shard.accum, name), getattr(want.accum, name)), name
-    print(f"rank {comm.rank}: ok {shard.opt.num_gaussians} of {shard.num_gaussians}", flush=True)
+    with open(os.path.join(folder, f"kept-{comm.size}-{comm.rank}.txt"), "w") as f:
+        f.write(f"{shard.opt.num_gaussians} {shard.num_gaussians}")
 
 
 if __name__ == "__main__":
