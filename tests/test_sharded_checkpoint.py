@@ -113,3 +113,22 @@ def test_training_state_round_trips_through_a_sharded_checkpoint(tmp_path):
             assert torch.equal(state[name].detach()[back], other[name].detach()[order]), name
     for name in ("total", "count", "max_radii"):
         assert torch.equal(getattr(restored, name)[back], getattr(accum, name)[order]), name
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_a_training_checkpoint_of_two_owners_resumes_as_the_cut_at_another_size(tmp_path, size):
+    """Shards of a densified model written by their 2 owners and resumed at P = 1 and 3: every rank holds
+    exactly what cutting the whole model at that P gives (``Shard.from_full``: cells, owners, state bit
+    for bit), and reads only its own rows."""
+    script = os.path.join(os.path.dirname(__file__), "mpi_scripts", "shard_resume.py")
+
+    def run(ranks, action):
+        return subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", script, str(tmp_path),
+                               action], timeout=300, env=ENV, capture_output=True, text=True, check=True)
+
+    run(2, "save")
+    manifest = json.loads((tmp_path / "ck" / "step-000000004" / "manifest.json").read_text())
+    assert [p["file"] for p in manifest["parts"]] == ["global.npz", "part-00000.npz", "part-00001.npz"]
+    run(size, "resume")
+    kept, total = np.array([(tmp_path / f"kept-{size}-{r}.txt").read_text().split() for r in range(size)], int).T
+    assert sum(kept) == total[0] == manifest["rows"] and (total == total[0]).all()

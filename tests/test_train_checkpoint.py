@@ -38,8 +38,8 @@ from pregel.cli import main
 
 save = TrainCheckpointer.save
 
-def save_then_hang(self, start, state):
-    save(self, start, state)
+def save_then_hang(self, start, state, **rows):
+    save(self, start, state, **rows)
     if state.step >= {HANG_AFTER} and self.comm.rank == self.comm.size - 1:
         pidfile = os.environ["TEST_PIDFILE"]
         with open(pidfile + ".tmp", "w") as f:
@@ -117,26 +117,30 @@ def _kill_during_training(files, tmp_path, ranks, extra):
         stop(job)
     assert_nothing_written(job, out, tmp_path)
     steps = sorted(p.name for p in ck.iterdir())
-    assert steps and all(intact(ck / s, parts=1) for s in steps)
+    assert steps and all(intact(ck / s, parts=1 + ranks) for s in steps)  # global values and a part per rank
     return ck, steps
 
 
-@pytest.mark.parametrize("densify", [False, True])
-def test_killed_single_process_then_resume_matches_uninterrupted_run(files, oracle, tmp_path, densify):
+@pytest.mark.parametrize("densify,resume_ranks,mode", [(False, 1, []), (True, 1, []), (True, 2, ["--mode", "odin"])])
+def test_killed_single_process_then_resume_matches_uninterrupted_run(files, oracle, tmp_path, densify, resume_ranks,
+                                                                     mode):
     extra = DENSIFY if densify else []
     ck, steps = _kill_during_training(files, tmp_path, 1, extra)
     assert steps == ["step-000000004"]  # step 8 is never reached; step 6 is no multiple of 4
-    resumed = _pregel(1, "train", "--scene", files / "s.h5", "--out", tmp_path / "resumed.h5", "--resume", ck,
-                      *OPTIONS, *extra)
+    resumed = _pregel(resume_ranks, "train", "--scene", files / "s.h5", "--out", tmp_path / "resumed.h5", "--resume",
+                      ck, *mode, *OPTIONS, *extra)
     assert resumed.returncode == 0, resumed.stderr
     _assert_bitwise(tmp_path / "resumed.h5", oracle[densify])
-    # checkpointing went on in the folder resumed from, keeping the last two
-    assert sorted(p.name for p in ck.iterdir()) == ["step-000000008", "step-000000012"]
+    if not mode:  # checkpointing went on in the folder resumed from, keeping the last two
+        assert sorted(p.name for p in ck.iterdir()) == ["step-000000008", "step-000000012"]
 
 
-@pytest.mark.parametrize("densify,resume_ranks", [(True, 3), (False, 1)])
+@pytest.mark.parametrize("densify,resume_ranks,mode", [(True, 3, ["--mode", "odin"]), (False, 1, ["--mode", "odin"]),
+                                                      (True, 1, [])])
 def test_killed_rank_then_resume_at_another_size_matches_uninterrupted_run(files, oracle, tmp_path, densify,
-                                                                           resume_ranks):
+                                                                           resume_ranks, mode):
+    """A checkpoint of a 2-rank job (one part per owner) resumed by 3 ranks, by 1 rank of the distributed
+    trainer and by the single-process trainer."""
     extra = DENSIFY if densify else []
     ck, steps = _kill_during_training(files, tmp_path, 2, ["--mode", "odin", *extra])
     # windows of at most 4 batches, ended early by evaluation (5) and densification (3, 6): they end at
@@ -144,7 +148,7 @@ def test_killed_rank_then_resume_at_another_size_matches_uninterrupted_run(files
     # checkpointed, and the last rank hangs at the first end at or after step 6
     assert steps == (["step-000000005"] if densify else ["step-000000004", "step-000000009"])
     resumed = _pregel(resume_ranks, "train", "--scene", files / "s.h5", "--out", tmp_path / "resumed.h5",
-                      "--resume", ck, "--mode", "odin", *OPTIONS, *extra)
+                      "--resume", ck, *mode, *OPTIONS, *extra)
     assert resumed.returncode == 0, resumed.stderr
     _assert_bitwise(tmp_path / "resumed.h5", oracle[densify])
 
@@ -182,12 +186,12 @@ def test_mismatched_checkpoint_is_refused(files, checkpointed, tmp_path, change,
 def test_corrupted_checkpoint_is_refused(files, checkpointed, tmp_path):
     ck = tmp_path / "ck"
     shutil.copytree(checkpointed, ck)
-    part = ck / "step-000000012" / "state.npz"
+    part = ck / "step-000000012" / "part-00000.npz"
     data = bytearray(part.read_bytes())
     data[len(data) // 2] ^= 1
     part.write_bytes(bytes(data))
     args = ["--scene", files / "s.h5", "--out", tmp_path / "o.h5", *OPTIONS, *DENSIFY, "--resume", ck]
-    one_line_error(_pregel(1, "train", *args), "state.npz", "corrupted")
+    one_line_error(_pregel(1, "train", *args), "part-00000.npz", "corrupted")
     (ck / "step-000000012" / "manifest.json").write_text('{"format": "pregel-chec')
     one_line_error(_pregel(1, "train", *args), "manifest.json", "unreadable checkpoint manifest")
     assert not (tmp_path / "o.h5").exists()

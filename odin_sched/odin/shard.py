@@ -10,8 +10,8 @@ program (``odin_sched.odin.program``); what every rank needs of a cell at a wind
 metadata (``odin_sched.odin.cell_meta``).
 
 ``Shard.gather`` brings the whole model together (on one rank or on all); the trainer uses it where
-the whole model is still needed at once: densification rounds, checkpoints, the dashboard's view and
-the written outputs.
+the whole model is still needed at once: densification rounds. Checkpoints are written by every owner
+(its rows) and restored at any number of ranks by ``Shard.from_checkpoint``.
 """
 from dataclasses import dataclass
 
@@ -20,6 +20,7 @@ import torch
 
 from odin_sched.odin.cell_meta import owned_metadata
 from odin_sched.scenes.cells import cell_members, kd_cells
+from odin_sched.training.checkpoint import install_columns
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.optim import VisibleAdam
 from odin_sched.training.step import pack_params, param_columns, unpack_params
@@ -109,6 +110,26 @@ class Shard:
         mine.ids = index.clone()  # the initial ids are the rows
         accum = GradAccumulator(len(index), mine.device) if keep_stats else None
         return cls(rank, indptr, members, owner, mine, accum)
+
+    @classmethod
+    def from_checkpoint(cls, rank: int, size: int, checkpoint, state, num_cells: int, lrs: dict, betas: tuple,
+                        eps: float, keep_stats: bool, device) -> "Shard":
+        """This rank's shard of the model of the checkpoint ``checkpoint`` (an
+        ``odin_sched.training.checkpoint.TrainCheckpointer``) resumes from, written at any number of ranks
+        (collective): the cells are cut from the whole model's means as ``from_full`` does, and the rank
+        reads only the rows of the cells it owns; the global values go into ``state`` (a ``TrainState``).
+        keep_stats: keep densification statistics (zeros when the checkpoint has none)."""
+        means = torch.from_numpy(checkpoint.whole_model_means())
+        indptr, members, owner, index = _cut(means, rank, size, num_cells)
+        del means
+        mine = np.zeros(len(members), bool)
+        mine[index.numpy()] = True
+        columns = checkpoint.restore_rows(state, lambda row: mine[row])
+        params = {name[len("params/"):]: torch.from_numpy(np.array(value)).to(device)
+                  for name, value in columns.items() if name.startswith("params/")}
+        opt = VisibleAdam(params, lrs, betas, eps)
+        accum = install_columns(opt, columns, keep_stats)
+        return cls(rank, indptr, members, owner, opt, accum)
 
     @property
     def num_cells(self) -> int:

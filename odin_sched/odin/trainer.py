@@ -33,8 +33,9 @@ mode (a collective exchange and a global barrier per phase), the synchronous bas
 Held-out PSNR is computed by the ranks (``odin_sched.odin.program.EvalViews``: each renders some test
 views after its owners send the cells they may see) and combined in camera order. Where the whole
 model is still needed at once it is gathered (``Shard.gather``): a densification round (on every rank,
-which then rebuilds the cells from the new Gaussians), a checkpoint, the dashboard's held-out view and
-the written outputs (on rank 0).
+which then rebuilds the cells from the new Gaussians). A checkpoint is written by every rank (its owned
+rows) and resumed at any number of ranks, each reading only the rows of the cells it owns
+(``Shard.from_checkpoint``).
 
 With ``device='cuda'`` each rank's Gaussians, their Adam state, the renders, losses, backward passes and
 Adam steps are on the rank's GPU; the blocks sent between ranks cross through host memory in
@@ -65,10 +66,9 @@ from odin_sched.odin.window_end import escaped, exchange_window_end, motion_snap
 from odin_sched.scenes.visibility import Margin, predict_visible_cells
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.config import TrainConfig
-from odin_sched.training.densify import GradAccumulator, densify_round, due_after
+from odin_sched.training.densify import densify_round, due_after
 from odin_sched.training.optim import default_lrs
-from odin_sched.training.train import (TrainResult, TrainingSetup, comparison_writer, new_optimizer, params_of, set_up,
-                                       write_outputs)
+from odin_sched.training.train import TrainResult, TrainingSetup, comparison_writer, params_of, set_up, write_outputs
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
 from pregel.comm import Comm
 from pregel.dataflow import DataflowPlan, run_dataflow, write_chrome_trace
@@ -268,6 +268,12 @@ def cached_bytes(window: Window, rank: int, columns: int) -> int:
     return int(window.count[steps.version_cell[versions]].sum() * columns * 4)
 
 
+def window_cameras(window: Window, rank: int) -> np.ndarray:
+    """Cameras [k] of the images ``rank`` renders in ``window`` (its plan's assignment)."""
+    steps = window.steps
+    return np.unique(steps.image_camera[window.plan.rank[steps.images] == rank])
+
+
 def eval_plan(visible: np.ndarray, owner: np.ndarray, size: int) -> tuple[DataflowPlan, np.ndarray]:
     """The dataflow plan of a held-out evaluation: visible [T, K] bool (the cells each view may see),
     owner [K]. Views 0..T-1 go to ranks t mod size, the cells any view sees (returned [k]) follow, on
@@ -313,17 +319,13 @@ class DistributedTrainer:
         self.view = None         # the first held-out view [H, W, 3] of the last evaluation, on rank 0
         self.window_spans = None  # the last window's dataflow spans, for the dashboard
         self.resumed = TrainState(0, None, None, np.empty(self.steps), [], [])
-        if checkpoint is not None and checkpoint.resume_from is not None:  # the whole state, then this rank's
-            opt = new_optimizer(setup)
-            self.resumed.opt, self.resumed.accum = opt, GradAccumulator(opt.num_gaussians, opt.device) \
-                if self.densify else None
-            checkpoint.restore(self.resumed)
+        settings = setup.settings
+        if checkpoint is not None and checkpoint.resume_from is not None:  # only this rank's rows are read
+            self.shard = Shard.from_checkpoint(comm.rank, comm.size, checkpoint, self.resumed, self.num_cells,
+                                               default_lrs(setup.extent), settings.betas, settings.eps,
+                                               self.densify is not None, setup.initial["means"].device)
             self.planner.safety, self.violations = self.resumed.safety, self.resumed.violations
-            self.shard = Shard.from_full(comm.rank, comm.size, FullState(self.resumed.opt, self.resumed.accum),
-                                         self.num_cells)
-            self.resumed.opt = self.resumed.accum = None
         else:
-            settings = setup.settings
             self.shard = Shard.from_initial(comm.rank, comm.size, setup.initial, default_lrs(setup.extent),
                                             settings.betas, settings.eps, self.num_cells, self.densify is not None)
         setup.initial.clear()  # the whole model is no longer held
@@ -414,6 +416,7 @@ class DistributedTrainer:
         """Run the window's program on this rank; returns it (its image losses and updates). ``reported``:
         the dashboard's status follows this window (so its spans are kept)."""
         setup, batch_size = self.setup, self.setup.settings.batch_size
+        setup.targets.keep(window_cameras(window, self.comm.rank))  # hold only this window's own images
         batches = range(window.start, window.stop)
         lrs = [setup.settings.lrs(setup.extent, b + 1) for b in batches]
         sh_degrees = [setup.active_sh_degree(b + 1) for b in batches]
@@ -521,12 +524,10 @@ class DistributedTrainer:
     def _save(self, start: int, stop: int, losses: np.ndarray, psnr_steps: list, psnr_values: list,
               wall: float) -> None:
         """Hand the checkpointer the state after batch ``stop`` (at every window end); when a checkpoint is
-        due since ``start`` the whole model is gathered on rank 0, which writes it (collective)."""
-        due = self.checkpoint.due(start, stop)
-        full = self.shard.gather(self.comm, root=0) if due else None
-        opt, accum = (full.opt, full.accum) if full is not None else (None, None)
-        self.checkpoint.save(start, TrainState(stop, opt, accum, losses, psnr_steps, psnr_values, wall,
-                                               self.planner.safety, self.violations))
+        due since ``start`` every rank writes its owned rows (collective)."""
+        self.checkpoint.save(start, TrainState(stop, self.shard.opt, self.shard.accum, losses, psnr_steps,
+                                               psnr_values, wall, self.planner.safety, self.violations),
+                             rows=self.shard.owned_ids)
 
 
 def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoint=None) -> TrainResult:

@@ -65,7 +65,7 @@ class Scene:
     colors: np.ndarray       # [G, 3] float32
     viewmats: np.ndarray     # [C, 4, 4] float32
     Ks: np.ndarray           # [C, 3, 3] float32
-    images: np.ndarray       # [C, H, W, 3] uint8
+    images: np.ndarray       # [C, H, W, 3] uint8 (or a SceneImages, read one at a time)
     width: int
     height: int
     init_means: np.ndarray | None = None   # [P, 3] float32
@@ -195,17 +195,41 @@ def validate_metrics(metrics: dict, path="<scene>") -> None:
                                 f"must be a 1D or 2D numeric array, got {arr.dtype} {list(arr.shape)}")
 
 
-def _read_dataset(f: h5py.File, path, name: str) -> np.ndarray:
+def _read_dataset(f: h5py.File, path, name: str, read: bool = True) -> np.ndarray | None:
+    """The dataset ``name`` of an open file (None unless ``read``: only checked to be a dataset)."""
     if name not in f:
         raise InputError.at(path, name, "dataset is missing")
     obj = f[name]
     if not isinstance(obj, h5py.Dataset):
         raise InputError.at(path, name, "is a group, expected a dataset")
-    return obj[()]
+    return obj[()] if read else None
 
 
-def read_scene(path) -> Scene:
-    """Read and validate a scene file; raise InputError with a one-line message on any problem."""
+class SceneImages:
+    """The images [C, H, W, 3] uint8 of a scene file, left on disk: ``images[c]`` reads camera c's image
+    (one HDF5 chunk) and counts it in ``reads``; ``shape``, ``dtype``, ``ndim`` and ``len`` as an array's."""
+
+    def __init__(self, path, shape: tuple, dtype):
+        self.path, self.shape, self.dtype, self.reads = path, tuple(shape), np.dtype(dtype), 0
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, cam: int) -> np.ndarray:
+        with h5py.File(self.path, "r") as f:
+            image = f["images"][int(cam)]
+        self.reads += 1
+        return image
+
+
+def read_scene(path, lazy_images: bool = False) -> Scene:
+    """Read and validate a scene file; raise InputError with a one-line message on any problem. With
+    ``lazy_images`` the images stay on disk (``Scene.images`` is a ``SceneImages``, checked by shape and
+    dtype)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise InputError.at(path, None, "file not found")
@@ -232,7 +256,11 @@ def read_scene(path) -> Scene:
         arrays = {name: _read_dataset(f, path, f"/gaussians/{name}") for name in GAUSSIAN_DATASETS}
         arrays["viewmats"] = _read_dataset(f, path, "/cameras/viewmats")
         arrays["Ks"] = _read_dataset(f, path, "/cameras/Ks")
-        arrays["images"] = _read_dataset(f, path, "/images")
+        if lazy_images:
+            _read_dataset(f, path, "/images", read=False)
+            arrays["images"] = SceneImages(path, f["images"].shape, f["images"].dtype)
+        else:
+            arrays["images"] = _read_dataset(f, path, "/images")
         if "init" in f:
             arrays["init_means"] = _read_dataset(f, path, "/init/means")
             arrays["init_colors"] = _read_dataset(f, path, "/init/colors")

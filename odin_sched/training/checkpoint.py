@@ -1,26 +1,27 @@
 """Checkpoint and restart of ``pregel train`` (the single-process and the distributed trainers).
 
-A training checkpoint after step k uses the folder layout, manifest and refusals of
-``pregel.checkpoint`` (atomic writes, the last two kept, a mismatched or corrupted checkpoint refused
-with one line). It holds one part, written by one rank, because the state is global whenever it is
-saved: the single-process trainer saves after a step, the distributed trainer at the end of a window,
-when every rank holds the whole model. The part holds the ``TrainState``: the Gaussians and their
-visible-Adam state (moments, per-Gaussian step counts and global ids), the densification
-accumulator, the losses and held-out PSNR so far, the training time so far and,
-for the distributed trainer, its visibility margin factor and violation count. The image order is no
+A training checkpoint after step k is a row-sharded checkpoint (``pregel.sharded_checkpoint``: the
+folder layout, manifest and refusals of ``pregel.checkpoint``, atomic writes, the last two kept, a
+mismatched or corrupted checkpoint refused with one line). Each rank writes the Gaussians it holds
+(one process: all of them) as the columns of ``state_columns`` plus ``row``, each Gaussian's row in the
+whole model (the single-process trainer's order, the order in which both trainers render): their
+parameters, visible-Adam moments, step counts, global ids and densification accumulator. Rank 0
+writes the global values: the losses and held-out PSNR so far, the training time so far and, for the
+distributed trainer, its visibility margin factor and violation count. So either trainer resumes the
+other's checkpoints at any number of ranks: the single-process trainer reads every row
+(``TrainCheckpointer.restore``), a distributed rank only those of the cells it owns
+(``odin_sched.odin.shard.Shard.from_checkpoint``). The image order is no
 state: ``odin_sched.training.train.prepare`` recomputes it from the scene and the options, and the step number
 is the position in it. Densification's randomness is no state either: its draws are keyed by (seed,
 step, Gaussian id) (``odin_sched.training.counter_rng``). Checkpoints written before Gaussians had ids
-(which held a torch generator's state instead) are refused as written by another kind of job.
+(which held a torch generator's state instead) are refused as written by another kind of job, and
+those of the earlier single-part format as not sharded.
 
 The manifest names the scene file (size and SHA-256 of its first MiB), the initial Gaussians (the
 scene's ``/init`` or a PLY's SHA-256) and every option that changes the result (steps, batch size,
 seed, SSIM weight, image order, held-out evaluation interval, densification, SH degree, position-LR
 horizon); not the number of ranks nor the distributed mode, cells or window, which do not change it.
 So a resumed run, at any number of ranks, ends with the uninterrupted run's parameters bit for bit.
-
-``state_columns`` and ``install_columns`` give the per-Gaussian part of the state as named columns for
-row-sharded checkpoints (``pregel.sharded_checkpoint``), where each rank saves the Gaussians it owns.
 
 With ``--checkpoint-every K`` a checkpoint is written after every step that is a multiple of K in the
 single-process trainer, and at the first window end at or after each multiple of K in the
@@ -35,10 +36,12 @@ from odin_sched.training.config import TrainConfig
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.image_order import resolved_order
 from odin_sched.training.optim import VisibleAdam
-from pregel.checkpoint import CheckpointFolder, file_sha256, graph_identity, pack_state, unpack_state, write_part
+from pregel.checkpoint import file_sha256, graph_identity
+from pregel.sharded_checkpoint import ShardedCheckpointer
 from pregel.errors import InputError
 
-PART = "state.npz"
+#: the column of each Gaussian's row in the whole model (the single-process trainer's order)
+ROW = "row"
 #: how densification draws (recorded, so a checkpoint of the older torch-generator trainer is refused)
 DENSIFY_DRAWS = "counter (seed, step, Gaussian id)"
 
@@ -110,7 +113,7 @@ def train_identity(config: TrainConfig) -> dict:
                          "position_lr_max_steps": config.position_lr_max_steps}}
 
 
-class TrainCheckpointer(CheckpointFolder):
+class TrainCheckpointer(ShardedCheckpointer):
     """Writes training checkpoints into ``directory`` and restores from ``resume`` (see the module
     docstring); construct it on every rank (collective)."""
 
@@ -118,56 +121,61 @@ class TrainCheckpointer(CheckpointFolder):
         """Whether a checkpoint is written after steps ``start + 1 .. stop`` (a multiple of K among them)."""
         return self.directory is not None and stop // self.every > start // self.every
 
-    def save(self, start: int, state: TrainState) -> None:
-        """Write the checkpoint after ``state.step`` when one is due since step ``start`` (rank 0 only;
-        the others go on)."""
-        if self.comm.rank != 0 or not self.due(start, state.step):
+    def save(self, start: int, state: TrainState, rows=None) -> None:
+        """Write the checkpoint after ``state.step`` when one is due since step ``start`` (collective):
+        every rank the Gaussians of ``state.opt`` (and ``state.accum``), whose rows in the whole model are
+        ``rows`` [g] int64 (default: 0 .. g - 1, the whole model), rank 0 the global values."""
+        if not self.due(start, state.step):
             return
         opt = state.opt
-        tree = {"params": opt.params, "exp_avg": opt.exp_avg, "exp_avg_sq": opt.exp_avg_sq,
-                "step_count": opt.step_count, "ids": opt.ids,
-                "losses": state.losses[:state.step], "psnr_steps": np.array(state.psnr_steps, np.int64),
-                "psnr_values": np.array(state.psnr_values, np.float64),
-                "scalars": np.array([state.wall_time_s, state.safety, state.violations], np.float64)}
-        if state.accum is not None:
-            tree["accum"] = {"total": state.accum.total, "count": state.accum.count,
-                             "max_radii": state.accum.max_radii}
-        step_dir = self.step_dir(state.step)
-        step_dir.mkdir(parents=True, exist_ok=True)
-        part = write_part(step_dir, PART, pack_state(tree))
-        self.commit(state.step, [part], {"step": state.step, "ranks": self.comm.size,
-                                         "num_gaussians": opt.num_gaussians})
+        columns = state_columns(opt, state.accum)
+        columns[ROW] = np.arange(opt.num_gaussians, dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
+        scalars = {"losses": state.losses[:state.step], "psnr_steps": np.array(state.psnr_steps, np.int64),
+                   "psnr_values": np.array(state.psnr_values, np.float64),
+                   "scalars": np.array([state.wall_time_s, state.safety, state.violations], np.float64)}
+        self.save_rows(state.step, columns, scalars, {"step": state.step})
 
     def restore(self, state: TrainState) -> None:
-        """Replace ``state`` (a fresh run's) by the checkpoint resumed from, if any (collective). The
-        accumulator is restored when ``state`` keeps one (a fresh one when the checkpoint has none)."""
+        """Replace ``state`` (a fresh run's, over the whole model) by the checkpoint resumed from, if any
+        (collective; every rank reads every row). The accumulator is restored when ``state`` keeps one
+        (a fresh one when the checkpoint has none)."""
         if self.resume_from is None:
             return
-        problem, tree = None, None
-        try:
-            tree = unpack_state(self.read_part())
-        except InputError as err:
-            problem = err
-        self.comm.agree(problem)
-        opt = state.opt
-        for name, value in tree["params"].items():
-            opt.params[name] = value.requires_grad_(True)
-        opt.exp_avg.update(tree["exp_avg"])
-        opt.exp_avg_sq.update(tree["exp_avg_sq"])
-        opt.step_count = tree["step_count"]
-        opt.ids = tree["ids"]
-        if state.accum is not None:
-            state.accum = GradAccumulator(opt.num_gaussians)
-            if "accum" in tree:
-                accum = tree["accum"]
-                state.accum.total, state.accum.count, state.accum.max_radii = (
-                    accum["total"], accum["count"], accum["max_radii"])
-        state.step = len(tree["losses"])
-        state.losses[:state.step] = tree["losses"]
-        state.psnr_steps[:] = tree["psnr_steps"].tolist()
-        state.psnr_values[:] = tree["psnr_values"].tolist()
-        wall, state.safety, violations = tree["scalars"].tolist()
+        columns = self.restore_rows(state, lambda row: np.ones(len(row), bool))
+        if columns is not None:
+            state.accum = install_columns(state.opt, columns, state.accum is not None)
+
+    def restore_rows(self, state: TrainState, select) -> dict | None:
+        """The checkpoint's rows [m, ...] that ``select(row)`` (bool [c] of rows in the whole model [c])
+        keeps, by ascending row, as ``state_columns``'s names plus ``row``, and its global values set in
+        ``state`` (collective); None when no checkpoint is resumed from."""
+        if self.resume_from is None:
+            return None
+        columns, scalars = self.load_rows(lambda small: select(small[ROW]), keys=(ROW,))
+        order = np.argsort(columns[ROW], kind="stable")
+        state.step = len(scalars["losses"])
+        state.losses[:state.step] = scalars["losses"]
+        state.psnr_steps[:] = scalars["psnr_steps"].tolist()
+        state.psnr_values[:] = scalars["psnr_values"].tolist()
+        wall, state.safety, violations = scalars["scalars"].tolist()
         state.wall_time_s, state.violations = wall, int(violations)
+        return {name: value[order] for name, value in columns.items()}
+
+    def whole_model_means(self) -> np.ndarray:
+        """The means [G, 3] float32 of the whole model of the checkpoint resumed from, by row (collective;
+        reads every part, keeps two small columns)."""
+        seen = []
+
+        def note(small):
+            seen.append((small[ROW], small["params/means"]))
+            return np.zeros(len(small[ROW]), bool)
+
+        self.load_rows(note, keys=(ROW, "params/means"))
+        rows = np.concatenate([np.empty(0, np.int64)] + [row for row, _ in seen])
+        means = np.concatenate([np.empty((0, 3), np.float32)] + [m for _, m in seen])
+        out = np.empty_like(means)
+        out[rows] = means
+        return out
 
 
 def train_checkpointer(comm, config: TrainConfig, directory=None, every: int = 500,

@@ -48,6 +48,7 @@ from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene
 from odin_sched.scenes.sh import active_sh_degree, check_sh_degree, fit_degree, render_args, split_sh
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.training.checkpoint import TrainState
+from odin_sched.training.targets import Targets
 from odin_sched.training.status import TrainStatus
 from pregel.errors import InputError
 from pregel.memory import require_memory
@@ -133,7 +134,7 @@ class TrainingSetup:
     """Everything both trainers derive from the scene file and the options before the first step."""
 
     scene: Scene
-    targets: dict          # camera -> image tensor [H, W, 3] in [0, 1]
+    targets: Targets       # camera -> image tensor [H, W, 3] in [0, 1]
     train_ids: np.ndarray  # [C_train] cameras trained on
     test_ids: np.ndarray   # [C_test] held-out cameras
     extent: float
@@ -147,10 +148,11 @@ class TrainingSetup:
         return active_sh_degree(step, self.settings.batch_size, self.sh_degree)
 
 
-def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
+def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
     same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
-    ``config``: see ``TrainConfig``."""
+    ``config``: see ``TrainConfig``; lazy_images: leave the images in the scene file until a camera's
+    is asked for (``Targets``)."""
     scene_path, steps, batch_size, seed = config.scene, config.steps, config.batch_size, config.seed
     ssim_weight, eval_every, init_ply, image_order = config.ssim_weight, config.eval_every, config.init_ply, \
         config.image_order
@@ -175,7 +177,7 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"TrainConfig.image_order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
     check_outputs(list(outputs), inputs=[scene_path, init_ply])
-    scene = read_scene(scene_path)
+    scene = read_scene(scene_path, lazy_images)
     if init_ply is not None:  # its SH coefficients kept, padded with zeros up to sh_degree
         gaussians = read_gaussians_ply(init_ply)
         gaussians.update(split_sh(fit_degree(gaussians.pop("sh"), sh_degree, init_ply)))
@@ -193,7 +195,6 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
     if batch_size > len(train_ids):
         raise InputError(f"TrainConfig.batch_size {batch_size} is more than the {len(train_ids)} training cameras "
                          f"of {scene_path}")
-    images = torch.from_numpy(scene.images).float() / 255.0
     settings, extent = BatchSettings(batch_size, config.position_lr_max_steps), scene_extent(scene.viewmats)
     if image_order == "spread":
         sees = visible_cells_of_cameras(initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
@@ -201,7 +202,7 @@ def prepare(config: TrainConfig, outputs=()) -> TrainingSetup:
         batches = BatchOrder(train_ids, steps, batch_size, seed, sees)
     else:
         batches = BatchOrder(train_ids, steps, batch_size, seed)
-    return TrainingSetup(scene, {int(c): images[c] for c in range(scene.num_cameras)}, train_ids, test_ids,
+    return TrainingSetup(scene, Targets(scene.images), train_ids, test_ids,
                          extent, batches, settings, initial, sh_degree)
 
 
@@ -211,16 +212,16 @@ def camera(scene: Scene, cam: int, device="cpu") -> tuple:
 
 
 def to_device(setup: TrainingSetup, device) -> TrainingSetup:
-    """``setup`` with the initial Gaussians and the camera images copied to ``device``."""
+    """``setup`` with the initial Gaussians copied to ``device`` and the camera images converted there."""
     return replace(setup, initial={name: value.to(device) for name, value in setup.initial.items()},
-                   targets={cam: image.to(device) for cam, image in setup.targets.items()})
+                   targets=setup.targets.on(device))
 
 
 def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), check=None) -> tuple:
     """The set-up both trainers share before the first step: refuse checkpoints on the GPU, pick the
     device and the rasterizer (``render_device``; collective on ``comm`` for 'cuda'), check the settings
-    and every output (``config.outputs()`` and ``extra_outputs``, (field, path) pairs), read the scene and copy the training
-    data to the device. ``check(setup)``: a further problem (a string) or None. With ``comm``, a problem
+    and every output (``config.outputs()`` and ``extra_outputs``, (field, path) pairs), read the scene (with
+    ``comm``, leaving its images on disk until asked for) and copy the training data to the device. ``check(setup)``: a further problem (a string) or None. With ``comm``, a problem
     on any rank is raised on every rank. Returns (TrainingSetup on the device, render)."""
     if config.out is None:
         raise InputError("TrainConfig.out must be given: the trained scene file")
@@ -231,7 +232,7 @@ def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), ch
     dev, render = render_device(config.device, comm)
     setup, problem = None, None
     try:
-        setup = prepare(config, (*config.outputs(), *extra_outputs))
+        setup = prepare(config, (*config.outputs(), *extra_outputs), lazy_images=comm is not None)
         problem = check(setup) if check is not None else None
     except InputError as err:
         if comm is None:
