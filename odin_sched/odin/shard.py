@@ -10,8 +10,10 @@ program (``odin_sched.odin.program``); what every rank needs of a cell at a wind
 metadata (``odin_sched.odin.cell_meta``).
 
 ``Shard.gather`` brings the whole model together (on one rank or on all); the trainer uses it where
-the whole model is still needed at once: densification rounds, checkpoints, the dashboard's view and
-the written outputs.
+the whole model is still needed at once: checkpoints. A densification round runs on each owner's
+rows (``odin_sched.odin.owner_densify``): the single process keeps its rows in ascending id, so a
+Gaussian's row is the rank of its id, and the owners' new members give the new rows without any
+parameter crossing ranks.
 """
 from dataclasses import dataclass
 
