@@ -4,7 +4,7 @@ import math
 import torch
 
 from odin_sched.training.densify import (DensifyConfig, GradAccumulator, densify_and_prune, densify_round,
-                                         reset_opacity, screen_grad_norm)
+                                         most_opaque, reset_opacity, screen_grad_norm)
 from odin_sched.training.optim import VisibleAdam, default_lrs
 
 
@@ -27,11 +27,11 @@ def test_clone_split_prune_counts_and_state():
     grad = torch.tensor([1e-3, 1e-3, 1e-5, 1e-5, 1e-5])
     cfg = DensifyConfig()
     new, source, fresh, ids = densify_and_prune(params, torch.arange(5), grad, extent, cfg, 0, 7)
-    # kept: 0, 2, 4 (1 is split away, 3 pruned), + clone of 0, + two children of 1
-    assert source.tolist() == [0, 2, 4, 0, 1, 1]
+    # kept: 2, 4 and 0 (1 is split away, 3 pruned), + clone of 0, + two children of 1, in ascending id
+    assert source.tolist() == [2, 4, 0, 0, 1, 1]
     # ids: depth 1 in the top bits, value 2 x parent + child below (0 renamed child 0, its clone child 1)
     depth1 = 1 << 57
-    assert ids.tolist() == [depth1 + 0, 2, 4, depth1 + 1, depth1 + 2, depth1 + 3]
+    assert ids.tolist() == [2, 4, depth1 + 0, depth1 + 1, depth1 + 2, depth1 + 3]
     assert fresh.tolist() == [False, False, False, True, True, True]
     assert all(v.shape[0] == 6 for v in new.values())
     assert torch.equal(new["means"][3], params["means"][0])  # clone is an exact copy
@@ -41,7 +41,7 @@ def test_clone_split_prune_counts_and_state():
     assert torch.all((new["means"][4:] - params["means"][1]).abs() < 4 * 0.5)
     assert not torch.equal(new["means"][4], new["means"][5])
     for name in ("sh0", "shN"):  # clones and split children carry their parent's SH coefficients
-        assert torch.equal(new[name][:3], params[name][[0, 2, 4]]) and torch.equal(new[name][3], params[name][0])
+        assert torch.equal(new[name][:3], params[name][[2, 4, 0]]) and torch.equal(new[name][3], params[name][0])
         assert torch.equal(new[name][4:], params[name][[1, 1]])
 
     opt = VisibleAdam(params, default_lrs(extent))
@@ -54,7 +54,7 @@ def test_clone_split_prune_counts_and_state():
     assert opt.num_gaussians == 6
     for name in opt.params:
         assert opt.exp_avg[name].shape == opt.params[name].shape == opt.exp_avg_sq[name].shape
-    assert torch.equal(opt.exp_avg["scales"][:3], m_before[[0, 2, 4]])
+    assert torch.equal(opt.exp_avg["scales"][:3], m_before[[2, 4, 0]])
     assert torch.all(opt.exp_avg["scales"][3:] == 0)
     # new Gaussians keep their parent's Adam step count (the reference's shared per-tensor step)
     assert opt.step_count.tolist() == [1, 1, 1, 1, 2, 2]
@@ -111,6 +111,16 @@ def test_prune_too_large_on_screen_or_in_world():
     assert source.tolist() == [0, 1, 2, 3]  # before the first reset: opacity pruning only
 
 
+def test_a_round_that_prunes_everything_keeps_the_most_opaque_lowest_id():
+    params = params_for([0.05, 0.05, 0.05, 0.05], [0.002, 0.004, 0.001, 0.004])  # all below 0.005
+    ids = torch.tensor([9, 7, 2, 3])
+    new, source, _, kept = densify_and_prune(params, ids, torch.zeros(4), 10.0, DensifyConfig(), 0, 1)
+    assert kept.tolist() == [3] and source.tolist() == [3]  # 7 and 3 are the most opaque; 3 is the lower id
+    alive = torch.tensor([False, True])
+    assert most_opaque(torch.zeros(2), torch.tensor([4, 1]), alive) is alive  # someone survives: unchanged
+    assert most_opaque(torch.zeros(0), torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.bool)).numel() == 0
+
+
 def test_opacity_reset_as_the_reference():
     params = params_for([0.05, 0.05, 0.05], [0.5, 0.005, 0.9])
     opt = VisibleAdam(params, default_lrs(1.0))
@@ -135,7 +145,7 @@ def test_round_densifies_then_resets_when_both_are_due():
     assert out is acc and opt.num_gaussians == 2  # nothing due at 2999
     out = densify_round(opt, acc, 3000, 30_000, 1, 10.0, DensifyConfig(), 0)
     assert opt.num_gaussians == 3 and out is not acc and out.count.tolist() == [0, 0, 0]
-    assert opt.ids.tolist() == [(1 << 57) + 0, 1, (1 << 57) + 1]  # 0 cloned into its two children
+    assert opt.ids.tolist() == [1, (1 << 57) + 0, (1 << 57) + 1]  # 0 cloned into its two children, by id
     assert torch.all(torch.sigmoid(opt.params["opacities"]) <= 0.01 + 1e-7)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from odin_sched.training.densify import DensifyConfig, densify_and_prune
-from odin_sched.training.gaussian_ids import DEPTH_SHIFT, can_densify, child_ids, initial_ids
+from odin_sched.training.gaussian_ids import DEPTH_SHIFT, can_densify, child_ids, initial_ids, parent_ids
 
 
 def decode(i: int) -> tuple:
@@ -82,3 +82,12 @@ def test_densifying_a_subset_gives_each_gaussian_what_densifying_all_gives():
     for name in params:
         got = torch.cat([p[0][name] for p in parts])[torch.argsort(part_ids)]
         assert torch.equal(got, whole[name][torch.argsort(whole_ids)]), name
+
+
+def test_parent_ids_invert_child_ids():
+    ids = torch.tensor([0, 7, (3 << DEPTH_SHIFT) | 45, (1 << DEPTH_SHIFT) | 2])
+    for child in (0, 1):
+        assert torch.equal(parent_ids(child_ids(ids, child)), ids)
+    # by hand: (1, 2 x 7 + 1) is 7's child 1; (4, 90) and (4, 91) are (3, 45)'s
+    assert parent_ids(torch.tensor([(1 << DEPTH_SHIFT) | 15, (4 << DEPTH_SHIFT) | 91])).tolist() == [
+        7, (3 << DEPTH_SHIFT) | 45]

@@ -3,8 +3,9 @@
 For a `city` and an `objects` scene, batch sizes 1 and 4, densification on and off: the Gaussians
 trained by ``--mode odin`` at P = 2 and 3 and by ``--mode barrier`` at P = 2 are identical to those of
 the single-process trainer with the same seed, steps and batch size (the oracle), and no visibility
-prediction failed; so is the held-out PSNR, which the ranks render. Two cases make cells split and
-migrate between owners (a low --split-above and --max-imbalance 1). Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
+prediction failed; so is the held-out PSNR, which the ranks render. Densification runs on each
+owner's Gaussians: the MPI script forbids gathering the whole model, and the ids stay unique. Two
+cases make cells split and migrate between owners (a low --split-above and --max-imbalance 1). Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
 every SH_INTERVAL images (patched down from 1,000, in the MPI script too), so the cases train degrees
 0 to 3 and carry every SH coefficient in their messages.
 """
@@ -73,6 +74,7 @@ def test_distributed_equals_single_process_bitwise(cases, size, mode):
         for field in NAMES:
             assert np.array_equal(getattr(got, field), getattr(expected, field)), (name, field)
         assert got.attrs["visibility_violations"] == 0
+        assert len(np.unique(got.ids)) == len(got.ids), name  # after the owners' rounds too
         assert got.attrs["mode"] == mode and got.attrs["ranks"] == size
         assert np.array_equal(got.metrics["loss"], expected.metrics["loss"])
         assert np.array_equal(got.metrics["psnr"], expected.metrics["psnr"])  # rendered by the ranks

@@ -3,7 +3,8 @@
 overlapped with training (``planner``), the dependency graph of a window's steps (``depgraph``), its
 schedule computed by vertex programs on the engine (``schedule``), bounded-staleness reads
 (``staleness``), a window's dataflow program and the held-out evaluation (``program``), the window-end
-exchange and visibility check (``window_end``), cell splits and migration (``migration``), host staging
+exchange and visibility check (``window_end``), cell splits and migration (``migration``), each
+owner's densification (``owner_densify``), host staging
 of GPU payloads (``staging``), the list of modes (``modes``) and the trainer: metrics and the run
 (``trainer``).
 

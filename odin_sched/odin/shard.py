@@ -9,9 +9,12 @@ step counts and densification statistics only for the Gaussians of its own cells
 program (``odin_sched.odin.program``); what every rank needs of a cell at a window's end is its
 metadata (``odin_sched.odin.cell_meta``).
 
-``Shard.gather`` brings the whole model together (on one rank or on all); the trainer uses it where
-the whole model is still needed at once: densification rounds. Checkpoints are written by every owner
-(its rows) and restored at any number of ranks by ``Shard.from_checkpoint``.
+``Shard.gather`` brings the whole model together (on one rank or on all); training never needs it (the
+tests compare the owners' rows with a whole-model oracle through it). Checkpoints are written by every
+owner (its rows) and restored at any number of ranks by ``Shard.from_checkpoint``. A densification round
+runs on each owner's rows (``odin_sched.odin.owner_densify``): the single process keeps its rows in
+ascending id, so a Gaussian's row is the rank of its id, and the owners' new members give the new rows
+without any parameter crossing ranks.
 """
 from dataclasses import dataclass
 

@@ -31,11 +31,15 @@ ranks, provided the visibility prediction held, which is checked and reported
 mode (a collective exchange and a global barrier per phase), the synchronous baseline of Grendel-GS.
 
 Held-out PSNR is computed by the ranks (``odin_sched.odin.program.EvalViews``: each renders some test
-views after its owners send the cells they may see) and combined in camera order. Where the whole
-model is still needed at once it is gathered (``Shard.gather``): a densification round (on every rank,
-which then rebuilds the cells from the new Gaussians). A checkpoint is written by every rank (its owned
-rows) and resumed at any number of ranks, each reading only the rows of the cells it owns
-(``Shard.from_checkpoint``).
+views after its owners send the cells they may see) and combined in camera order. The whole model is
+never brought onto one rank: a checkpoint is written by every rank (its owned rows) and resumed at any
+number of ranks, each reading only the rows of the cells it owns (``Shard.from_checkpoint``), and the
+outputs are streamed to rank 0 in bounded pieces (``odin_sched.training.outputs``).
+
+Densification runs on each owner's Gaussians (``odin_sched.odin.owner_densify``): every model's rows,
+the single process's and each owner's, are in ascending Gaussian id, and images render their gathered
+cells in id order, so owners densifying their own rows reproduce the single process's round; new
+Gaussians join their parent's cell and no parameter crosses ranks.
 
 With ``device='cuda'`` each rank's Gaussians, their Adam state, the renders, losses, backward passes and
 Adam steps are on the rank's GPU; the blocks sent between ranks cross through host memory in
@@ -50,23 +54,23 @@ import time
 from dataclasses import dataclass, field, fields
 
 import numpy as np
-import torch
 
 from kernels.splat import render as cpu_render
 from odin_sched.odin.cell_meta import exchange_metadata
 from odin_sched.odin.depgraph import write_schedule
 from odin_sched.odin.migration import migrate, rebalance, split_cells
 from odin_sched.odin.modes import MODES
+from odin_sched.odin.owner_densify import densify_owned
 from odin_sched.odin.planner import PIXEL_COST, Planned, PlanConfig, Window, WindowPlanner, plan_window  # noqa: F401
 from odin_sched.odin.program import CellInputs, EvalViews, ImageInputs, StepMessages, TrainingSteps  # noqa: F401
-from odin_sched.odin.shard import FullState, Shard
+from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT
 from odin_sched.odin.window_end import escaped, exchange_window_end, motion_snapshot
 from odin_sched.scenes.visibility import Margin, predict_visible_cells
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.config import TrainConfig
-from odin_sched.training.densify import densify_round, due_after
+from odin_sched.training.densify import due_after
 from odin_sched.training.optim import default_lrs
 from odin_sched.training.train import TrainResult, TrainingSetup, comparison_writer, params_of, set_up, write_outputs
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
@@ -460,18 +464,13 @@ class DistributedTrainer:
         return False
 
     def _densify(self, stop: int):
-        """Densification after batch ``stop``: an opacity reset runs on each owner's Gaussians; a round
-        gathers the whole model on every rank, densifies it as the single process does and cuts it into
-        new cells. Returns every cell's bounds after it (collective)."""
-        setup, batch_size = self.setup, self.setup.settings.batch_size
-        if not self.densify.due(stop, self.steps, batch_size):
-            densify_round(self.shard.opt, self.shard.accum, stop, self.steps, batch_size, setup.extent, self.densify,
-                          self.seed)
-            return self._metadata()
-        full = self.shard.gather(self.comm)
-        accum = densify_round(full.opt, full.accum, stop, self.steps, batch_size, setup.extent, self.densify,
-                              self.seed)
-        self.shard = Shard.from_full(self.comm.rank, self.comm.size, FullState(full.opt, accum), self.num_cells)
+        """Densification after batch ``stop`` on each owner's Gaussians (``odin_sched.odin.owner_densify``:
+        no parameter crosses ranks; new Gaussians join their parent's cell). Returns every cell's bounds
+        after it (collective)."""
+        setup = self.setup
+        self.shard = densify_owned(self.comm, self.shard, stop, self.steps, setup.settings.batch_size, setup.extent,
+                                   self.densify, self.seed)
+        self.record.held(self.shard.state_bytes())
         return self._metadata()
 
     def _evaluate_due(self, stop: int, bounds, psnr_steps: list, psnr_values: list) -> bool:

@@ -10,15 +10,19 @@ Follows ``GaussianModel.densify_and_prune`` and the schedule in ``train.py`` of 
   Gaussians sampled from it, scales divided by 1.6);
 * Gaussians with activated opacity below ``min_opacity`` are pruned; after the first opacity reset
   also those wider than ``max_screen_radius`` pixels on screen or whose largest scale exceeds
-  ``max_world_fraction`` x extent (the most opaque Gaussian is always kept, so a scene never becomes
-  empty). The reference zeroes the tracked radii before it reads them (its issue #123, kept for
-  comparability with its published results), so there the screen test never fires; here it reads
-  each old Gaussian's radius since the previous round, as the paper describes (new ones count 0);
+  ``max_world_fraction`` x extent (the most opaque Gaussian, the lowest id among equals, is always
+  kept, so a scene never becomes empty). The reference zeroes the tracked radii before it reads them
+  (its issue #123, kept for comparability with its published results), so there the screen test
+  never fires; here it reads each old Gaussian's radius since the previous round, as the paper
+  describes (new ones count 0);
 * a cloned or split Gaussian becomes two children with new global ids (``odin_sched.training.gaussian_ids``;
   a Gaussian whose lineage has used up the id space is no longer densified), and a split child's
   offset is drawn by the counter-based generator keyed by (seed, step, the child's id)
   (``odin_sched.training.counter_rng``), so densifying any subset of the Gaussians (one owner's) gives
   each the draw it gets among all of them;
+* the rows come out in ascending id, a function of the ids alone (not of which Gaussians were
+  densified together), so owners that densify their own Gaussians and render gathered cells in id
+  order reproduce the single process's rows and blending order exactly;
 * new Gaussians start with zero Adam moments and their parent's step count (the reference appends
   rows to a parameter whose Adam step is shared, so they continue its count);
 * every ``opacity_reset_interval`` images while densifying, opacities are clamped to at most 0.01 and
@@ -172,7 +176,7 @@ def quat_to_rotmat(quats: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def densify_and_prune(params: dict, ids: torch.Tensor, grad_avg: torch.Tensor, extent: float, config: DensifyConfig,
-                      seed: int, step: int, max_radii: torch.Tensor | None = None) -> tuple:
+                      seed: int, step: int, max_radii: torch.Tensor | None = None, survivor=None) -> tuple:
     """One round of clone / split / prune after batch ``step`` of a run seeded with ``seed``.
 
     params: dict name -> torch.Tensor  # [G, ...] means, scales (log), quats, opacities (logit) and any others
@@ -184,10 +188,13 @@ def densify_and_prune(params: dict, ids: torch.Tensor, grad_avg: torch.Tensor, e
     Returns (new_params, source, fresh, new_ids): new_params [G', ...]; source [G'] int64, the old row each
     new row takes its optimizer step count from (itself, or the parent of a clone or split); fresh [G']
     bool, the rows whose Adam moments start at zero (see ``VisibleAdam.replace``); new_ids [G'] int64.
-    Rows: the kept Gaussians in their order (a cloned one renamed child 0), then the clones (child 1),
-    then the split children 0, then 1. Every row's values depend on its own row and id only.
+    survivor: how a round that would prune every Gaussian keeps one (``most_opaque``, the default, on
+    these rows; the sharded trainer passes one that picks among every owner's rows).
+    Rows in ascending id (the input's kept Gaussians, a cloned one renamed child 0, the clones as child
+    1, the split children 0 and 1), so the order is a function of the ids alone: densifying each
+    owner's rows and merging them by id gives the rows of densifying all of them together. Every row's
+    values depend on its own row and id only.
     """
-    g = grad_avg.shape[0]
     means, scales, quats = params["means"], params["scales"], params["quats"]
     big_grad = (grad_avg >= config.grad_threshold) & can_densify(ids)
     largest = torch.exp(scales).amax(dim=1)
@@ -223,9 +230,27 @@ def densify_and_prune(params: dict, ids: torch.Tensor, grad_avg: torch.Tensor, e
                                                             dtype=max_radii.dtype, device=max_radii.device)])
         alive &= radii <= config.max_screen_radius
         alive &= torch.exp(new["scales"]).amax(dim=1) <= config.max_world_fraction * extent
-    if g and not alive.any():
-        alive[torch.argmax(new["opacities"])] = True
-    return {name: value[alive] for name, value in new.items()}, source[alive], fresh[alive], new_ids[alive]
+    alive = (survivor or most_opaque)(new["opacities"], new_ids, alive)
+    rows = torch.nonzero(alive).squeeze(1)
+    rows = rows[torch.argsort(new_ids[rows])]  # ids are unique: one order
+    return {name: value[rows] for name, value in new.items()}, source[rows], fresh[rows], new_ids[rows]
+
+
+def best_row(opacities: torch.Tensor, ids: torch.Tensor) -> tuple:
+    """(opacity logit, id) of the most opaque of Gaussians ``ids`` [g] (the lowest id among equals), or
+    (-inf, -1) for none: the candidate ``most_opaque`` keeps, comparable between owners."""
+    if not len(ids):
+        return -math.inf, -1
+    top = opacities.max()
+    return float(top), int(ids[opacities == top].min())
+
+
+def most_opaque(opacities: torch.Tensor, ids: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
+    """``alive`` [g] bool, or, when it keeps none of the g > 0 Gaussians (opacities [g] logits, ids [g]),
+    only the most opaque (lowest id among equals): a scene never becomes empty."""
+    if alive.any() or not len(ids):
+        return alive
+    return ids == best_row(opacities, ids)[1]
 
 
 @torch.no_grad()
@@ -237,17 +262,18 @@ def reset_opacity(opt) -> None:
 
 
 def densify_round(opt, accum: GradAccumulator, step: int, steps: int, batch_size: int, extent: float,
-                  config: DensifyConfig, seed: int) -> GradAccumulator:
+                  config: DensifyConfig, seed: int, survivor=None) -> GradAccumulator:
     """What densification does after batch ``step`` of ``steps`` of a run seeded with ``seed`` (both
     trainers call this after every batch they end a window on): a round of ``densify_and_prune`` on the
     Gaussians of ``opt`` (an ``odin_sched.training.optim.VisibleAdam``, replaced in place with its
-    optimizer state and ids carried over) from the statistics in ``accum`` when one is due, then the opacity reset when due. Returns the accumulator
-    to go on with (a fresh one after a round, as the reference zeroes its statistics)."""
+    optimizer state and ids carried over) from the statistics in ``accum`` when one is due, then the
+    opacity reset when due; survivor: see ``densify_and_prune``. Returns the accumulator to go on with (a
+    fresh one after a round, as the reference zeroes its statistics)."""
     if config.due(step, steps, batch_size):
         params = {name: p.detach() for name, p in opt.params.items()}
         max_radii = accum.max_radii if config.prunes_large(step, batch_size) else None
         new, source, fresh, ids = densify_and_prune(params, opt.ids, accum.average(), extent, config, seed, step,
-                                                    max_radii)
+                                                    max_radii, survivor)
         opt.replace(new, source, fresh, ids)
         accum = GradAccumulator(opt.num_gaussians, opt.device)
     if config.reset_due(step, steps, batch_size):

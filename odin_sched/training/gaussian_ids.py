@@ -12,7 +12,8 @@ so a root keeps its index (d = 0, v = root) and the children of (d, v) are (d + 
 (d + 1, 2 v + 1). Two different Gaussians never share an id: (d, v) determines the root and every
 child choice on the way down, and a Gaussian's ids are never reused (a retired parent's descendants
 all carry larger depths). The rule needs a Gaussian's own id only, no count of others: an owner
-names its children from its own rows.
+names its children from its own rows. ``parent_ids`` inverts it, so an owner also knows
+which of its rows a new Gaussian came from (its cell is the parent's).
 
 Limit: v must stay below 2^DEPTH_SHIFT, so a lineage can densify DEPTH_SHIFT - ceil(log2 G0) times
 (36 for 2,000,000 initial Gaussians, 40 for 100,000), whatever the number of rounds: ``can_densify``
@@ -43,3 +44,9 @@ def child_ids(ids: torch.Tensor, child: int) -> torch.Tensor:
     """int64 [n]: the ids of child ``child`` (0 or 1) of the Gaussians ``ids`` ([n], all ``can_densify``)."""
     depth = (ids >> DEPTH_SHIFT) + 1
     return (depth << DEPTH_SHIFT) | ((ids & VALUE_MASK) * 2 + child)
+
+
+def parent_ids(ids: torch.Tensor) -> torch.Tensor:
+    """int64 [n]: the id each of ``ids`` ([n], depth >= 1) is a child of (``child_ids`` inverted)."""
+    depth = (ids >> DEPTH_SHIFT) - 1
+    return (depth << DEPTH_SHIFT) | ((ids & VALUE_MASK) >> 1)

@@ -6,11 +6,14 @@ sh_interval (images per SH degree, optional)}} (cells and window may be null: th
 init_ply starts from that PLY).
 Each case is trained with ``odin_sched.odin.trainer.train_distributed`` in MODE (odin or barrier) and written to
 FOLDER/NAME_MODE_P.h5, so the test can compare it with the single-process run of the same case.
+No case may bring the whole model onto a rank (``Shard.gather`` raises here): densification rounds run
+on each owner's Gaussians, the outputs are streamed from the owners.
 """
 import json
 import os
 import sys
 
+from odin_sched.odin.shard import Shard
 from odin_sched.odin.trainer import OdinOptions, train_distributed
 from odin_sched.training.config import TrainConfig
 import odin_sched.scenes.sh
@@ -20,8 +23,13 @@ from tests_support import densify_config  # noqa: E402  (tests/mpi_scripts is on
 SH_DEGREE_INTERVAL = odin_sched.scenes.sh.SH_DEGREE_INTERVAL  # the reference's, unless a case sets its own
 
 
+def never_gathered(*args, **kwargs):
+    raise AssertionError("the whole model was gathered onto a rank")
+
+
 def main(folder, mode):
     comm = Comm()
+    Shard.gather = never_gathered
     with open(os.path.join(folder, "cases.json")) as f:
         cases = json.load(f)
     for name, case in sorted(cases.items()):
