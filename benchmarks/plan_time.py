@@ -2,9 +2,10 @@
 
 A generated ``city`` (default: 1,000,000 Gaussians, 2,000 cameras at 256 x 192; the trainer's 16 cells
 per rank, window 10, batch = P), planned on one process as the simulator plans it.
-Writes ``odin_sched/sim/profiles/plan-times.json``: the processor seconds (load-robust; the wall
-seconds and load average beside them) are the sharded profiles' ``plan_by_gpus``
-(``odin_sched/sim/costmodel.py``). Run from the repository root:
+Adds (or replaces) this scene size's entry in ``odin_sched/sim/profiles/plan-times.json``: the processor
+seconds (load-robust; the wall seconds and load average beside them) are the sharded profiles'
+``plan_by_gpus`` for scenes of about that size (``odin_sched/sim/costmodel.py`` takes the entry nearest
+the simulated scene's Gaussian count). Run from the repository root:
 ``python benchmarks/plan_time.py [--gaussians G --cameras C --width W --height H] [P ...]``
 (default P: 4 8 16 32 64 128).
 """
@@ -44,12 +45,17 @@ def main(gpu_counts, gaussians, cameras, width, height):
         walls.append(round(wall, 3))
         loads.append(load)
     path = os.path.join(os.path.dirname(__file__), "..", "odin_sched", "sim", "profiles", "plan-times.json")
+    entry = {"command": f"python benchmarks/plan_time.py --gaussians {gaussians} --cameras {cameras} "
+                        f"--width {width} --height {height} " + " ".join(map(str, gpu_counts)),
+             "scene": f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, "
+                      "window 10, batch = P",
+             "gaussians": gaussians, "load_average": loads, "wall_seconds": walls, "plan_by_gpus": measured}
+    kept = []
+    if os.path.exists(path):
+        with open(path) as f:
+            kept = [e for e in json.load(f)["measurements"] if e["gaussians"] != gaussians]
     with open(path, "w") as f:
-        json.dump({"command": f"python benchmarks/plan_time.py --gaussians {gaussians} --cameras {cameras} "
-                              f"--width {width} --height {height} " + " ".join(map(str, gpu_counts)),
-                   "scene": f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, "
-                            "window 10, batch = P",
-                   "load_average": loads, "wall_seconds": walls, "plan_by_gpus": measured}, f, indent=1)
+        json.dump({"measurements": sorted(kept + [entry], key=lambda e: e["gaussians"])}, f, indent=1)
     print(f"wrote {path}")
 
 
