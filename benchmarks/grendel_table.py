@@ -128,15 +128,16 @@ def rasterizer(scenes: dict) -> None:
     low, high = (PAPER_FORWARD_SECONDS * (1 + r) for r in (min(GSPLAT_BACKWARD_RATIOS), max(GSPLAT_BACKWARD_RATIOS)))
     print(f"published (not fitted): forward {PAPER_FORWARD_SECONDS * 1e3:.2f} ms (3DGS paper, A6000, Mip360 mean), "
           f"forward + backward {low * 1e3:.1f}-{high * 1e3:.1f} ms (x 1 + gsplat's backward/forward)")
-    print("scene    | Mpixels | tile pairs (M) | pixels ms | pairs ms | projection ms | fitted fwd+bwd ms | / published")
+    print("scene    | Mpixels | tile pairs (M) | pixels ms | pairs ms | projection ms | fitted fwd+bwd ms "
+          "| / published")
     totals = []
     for name in MIP360:
         scene = scenes[name]
         pixels, pairs = scene.views.features[scene.train_ids, 1:3].mean(axis=0)
         px, pr = profile.image[2] * pixels, profile.image[3] * pairs
         projection = profile.render_rows * scene.total_gaussians
-        total = float(profile.image_seconds(scene.views.features[scene.train_ids], np.full(len(scene.train_ids),
-                                                                                         scene.total_gaussians)).mean())
+        rows = np.full(len(scene.train_ids), scene.total_gaussians)
+        total = float(profile.image_seconds(scene.views.features[scene.train_ids], rows).mean())
         totals.append(total)
         print(f"{name:<8} | {pixels / 1e6:7.2f} | {pairs / 1e6:14.1f} | {px * 1e3:9.2f} | {pr * 1e3:8.2f} "
               f"| {projection * 1e3:13.3f} | {total * 1e3:17.2f} | {total / high:.2f}-{total / low:.2f}")

@@ -32,7 +32,8 @@ def report(label: str, gpus: list, results: dict, planning: dict) -> None:
         plan_o, plan_b = planning["odin"][i], planning["barrier"][i]
         exposed = hidden_vs_grendel(o.comm, o.wait - plan_o / p, b.comm, b.wait - plan_b / p)
         print(f"{p:>4} | {o.steps_per_second:8.2f} | {b.steps_per_second:8.2f} | {o.ceiling_steps_per_second:8.2f} "
-              f"| {o.steps_per_second / o.ceiling_steps_per_second:.3f} | {o.steps_per_second / b.steps_per_second:.3f} "
+              f"| {o.steps_per_second / o.ceiling_steps_per_second:.3f} "
+              f"| {o.steps_per_second / b.steps_per_second:.3f} "
               f"| {o.compute.sum():7.2f} | {o.comm.sum():.2f} / {b.comm.sum():.2f} "
               f"| {o.wait.sum():.2f} / {b.wait.sum():.2f} | {plan_o:.2f} / {plan_b:.2f} "
               f"| {hidden_fraction(o, b):+.3f} | {exposed:+.3f}", flush=True)
