@@ -10,7 +10,13 @@ side: minutes, images/s and the two speed-ups over 1 GPU (target: each within 25
 projection per Gaussian held, Adam per Gaussian held and a fixed time per step) to the three published
 times of three scenes (``FIT_SCENES``); the other four scenes' speed-ups are predictions.
 
-Run from the repository root: ``python benchmarks/grendel_table.py [--fit] [--steps N]``.
+``--rasterizer`` prints what the fitted profile charges one image (forward + backward, one A100) on each
+preset beside the published speed of the reference rasterizer that was not fitted: the 3DGS paper's
+(Kerbl et al. 2023, Table 1) 134 frames/s forward on Mip-NeRF 360 (mean of its 9 scenes, RTX A6000),
+times 1 + the backward/forward time ratio of 1.7-1.8 from gsplat's published profile (ROCm docs,
+"Profiling the GSplat library", batch 1, RGB: 349-380 frames/s forward, 174-210 backward).
+
+Run from the repository root: ``python benchmarks/grendel_table.py [--fit | --rasterizer] [--steps N]``.
 """
 import argparse
 import os
@@ -107,16 +113,53 @@ def table(scenes: dict, steps: int) -> None:
     print(f"largest speed-up error {worst:.0%} (target: within 25 %): {'met' if worst <= 0.25 else 'NOT met'}")
 
 
+#: 3DGS paper, Table 1, Ours-30K on Mip-NeRF 360: 134 frames/s (forward only, RTX A6000)
+PAPER_FORWARD_SECONDS = 1 / 134
+#: gsplat's published profile (batch 1, RGB; packed/unpacked, sparse gradient or not): forward and
+#: backward frames/s; backward takes this many times the forward's time
+GSPLAT_BACKWARD_RATIOS = (376.8 / 209.9, 380.2 / 173.7, 349.3 / 206.0)
+
+
+def rasterizer(scenes: dict) -> None:
+    """Per preset: mean pixels and tile pairs per training image and the fitted ``a100-nvlink`` charge
+    for its forward + backward (``image_seconds``, plus the projection of all Gaussians), against the
+    published forward times x (1 + backward/forward)."""
+    profile = load_profile("a100-nvlink")
+    low, high = (PAPER_FORWARD_SECONDS * (1 + r) for r in (min(GSPLAT_BACKWARD_RATIOS), max(GSPLAT_BACKWARD_RATIOS)))
+    print(f"published (not fitted): forward {PAPER_FORWARD_SECONDS * 1e3:.2f} ms (3DGS paper, A6000, Mip360 mean), "
+          f"forward + backward {low * 1e3:.1f}-{high * 1e3:.1f} ms (x 1 + gsplat's backward/forward)")
+    print("scene    | Mpixels | tile pairs (M) | pixels ms | pairs ms | projection ms | fitted fwd+bwd ms "
+          "| / published")
+    totals = []
+    for name in MIP360:
+        scene = scenes[name]
+        pixels, pairs = scene.views.features[scene.train_ids, 1:3].mean(axis=0)
+        px, pr = profile.image[2] * pixels, profile.image[3] * pairs
+        projection = profile.render_rows * scene.total_gaussians
+        rows = np.full(len(scene.train_ids), scene.total_gaussians)
+        total = float(profile.image_seconds(scene.views.features[scene.train_ids], rows).mean())
+        totals.append(total)
+        print(f"{name:<8} | {pixels / 1e6:7.2f} | {pairs / 1e6:14.1f} | {px * 1e3:9.2f} | {pr * 1e3:8.2f} "
+              f"| {projection * 1e3:13.3f} | {total * 1e3:17.2f} | {total / high:.2f}-{total / low:.2f}")
+    mean = float(np.mean(totals))
+    print(f"mean of the seven: {mean * 1e3:.2f} ms, {mean / high:.2f}-{mean / low:.2f} x the published estimate")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fit", action="store_true", help="fit a100-nvlink's image step to the 1-GPU column")
+    parser.add_argument("--rasterizer", action="store_true",
+                        help="the fitted per-image charge against the reference rasterizer's published speed")
     parser.add_argument("--steps", type=int, default=40, help="simulated steps per set-up")
     args = parser.parse_args()
     t0 = time.time()
     scenes = {name: preset_scene(name, generated=GENERATED) for name in MIP360}
     print(f"scenes: {', '.join(f'{n} {PRESETS[n].width}x{PRESETS[n].height} {PRESETS[n].gaussians / 1e6:.1f}M' for n in MIP360)}"
           f" (load average {os.getloadavg()[0]:.1f})")
-    fit(scenes, args.steps) if args.fit else table(scenes, args.steps)
+    if args.rasterizer:
+        rasterizer(scenes)
+    else:
+        fit(scenes, args.steps) if args.fit else table(scenes, args.steps)
     print(f"{time.time() - t0:.0f} s")
 
 

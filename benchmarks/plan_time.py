@@ -2,11 +2,12 @@
 
 A generated ``city`` (default: 1,000,000 Gaussians, 2,000 cameras at 256 x 192; the trainer's 16 cells
 per rank, window 10, batch = P), planned on one process as the simulator plans it.
-Writes ``odin_sched/sim/profiles/plan-times.json``: the processor seconds (load-robust; the wall
-seconds and load average beside them) are the sharded profiles' ``plan_by_gpus``
-(``odin_sched/sim/costmodel.py``). Run from the repository root:
-``python benchmarks/plan_time.py [--gaussians G --cameras C --width W --height H] [P ...]``
-(default P: 4 8 16 32 64 128).
+Adds (or replaces) this scene size's entry in ``odin_sched/sim/profiles/plan-times.json``: the processor
+seconds (load-robust; the wall seconds and load average beside them) are the sharded profiles'
+``plan_by_gpus`` for scenes of about that size (``odin_sched/sim/costmodel.py`` takes the entry nearest
+the simulated scene's Gaussian count). Run from the repository root:
+``python benchmarks/plan_time.py [--gaussians G --cameras C --width W --height H] [--out PATH] [P ...]``
+(default P: 4 8 16 32 64 128; ``--out``: write the entry to another file, leaving the profiles' alone).
 """
 import argparse
 import json
@@ -21,9 +22,10 @@ from odin_sched.training.step import BatchSettings
 from odin_sched.training.train import scene_extent, visible_cells_of_cameras
 
 WINDOW = OdinOptions.window
+PLAN_TIMES = os.path.join(os.path.dirname(__file__), "..", "odin_sched", "sim", "profiles", "plan-times.json")
 
 
-def main(gpu_counts, gaussians, cameras, width, height):
+def main(gpu_counts, gaussians, cameras, width, height, path=PLAN_TIMES):
     scene = metadata_scene("city", gaussians, cameras, width, height)
     extent = scene_extent(scene.viewmats)
     measured, walls, loads = [], [], []
@@ -43,13 +45,17 @@ def main(gpu_counts, gaussians, cameras, width, height):
         measured.append((gpus, round(cpu, 3)))  # processor seconds: what load on this machine does not inflate
         walls.append(round(wall, 3))
         loads.append(load)
-    path = os.path.join(os.path.dirname(__file__), "..", "odin_sched", "sim", "profiles", "plan-times.json")
+    entry = {"command": f"python benchmarks/plan_time.py --gaussians {gaussians} --cameras {cameras} "
+                        f"--width {width} --height {height} " + " ".join(map(str, gpu_counts)),
+             "scene": f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, "
+                      "window 10, batch = P",
+             "gaussians": gaussians, "load_average": loads, "wall_seconds": walls, "plan_by_gpus": measured}
+    kept = []
+    if os.path.exists(path):
+        with open(path) as f:
+            kept = [e for e in json.load(f)["measurements"] if e["gaussians"] != gaussians]
     with open(path, "w") as f:
-        json.dump({"command": f"python benchmarks/plan_time.py --gaussians {gaussians} --cameras {cameras} "
-                              f"--width {width} --height {height} " + " ".join(map(str, gpu_counts)),
-                   "scene": f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, "
-                            "window 10, batch = P",
-                   "load_average": loads, "wall_seconds": walls, "plan_by_gpus": measured}, f, indent=1)
+        json.dump({"measurements": sorted(kept + [entry], key=lambda e: e["gaussians"])}, f, indent=1)
     print(f"wrote {path}")
 
 
@@ -60,5 +66,6 @@ if __name__ == "__main__":
     parser.add_argument("--cameras", type=int, default=2000)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--height", type=int, default=192)
+    parser.add_argument("--out", default=PLAN_TIMES)
     a = parser.parse_args()
-    main(a.gpus, a.gaussians, a.cameras, a.width, a.height)
+    main(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.out)

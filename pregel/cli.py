@@ -688,7 +688,8 @@ def _add_simulate(sub) -> None:
 
     p = sub.add_parser("simulate", help="simulate distributed training on many GPUs with the runtime's scheduler",
                        description="Plan and run odin, barrier and odin-fast training on virtual GPUs with the "
-                                   "runtime's planning and firing code, a SimPy clock and a measured cost model.")
+                                   "runtime's planning and firing code, a SimPy clock and a measured cost model, "
+                                   "and Grendel-GS's step (grendel) on the same batches.")
     p.add_argument("--layout", choices=("city", "objects", *PRESETS), default=defaults.layout,
                    help="metadata-only generated scene: a layout at --gaussians/--cameras/--width/--height, or a "
                         "real capture's preset (its size, images and Gaussians; odin_sched/sim/presets.py)")

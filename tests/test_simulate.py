@@ -159,7 +159,7 @@ def test_several_windows_report_each_mode_at_its_fastest(tmp_path):
     from pregel.cli import main
 
     scene = metadata_scene("city", 3000, 40, 64, 48)
-    profile = load_profile("h200-ib")
+    profile = load_profile("h200-ib", 3000)  # as `pregel simulate` loads it for this scene
     best = scaling(scene, profile, [2], 6, windows=(1, 3))
     for mode in MODES:
         runs = {w: simulate(scene, profile, mode, 2, 6, 2, window=w) for w in (1, 3)}
@@ -418,6 +418,20 @@ def test_window_memory_against_a_loop():
     assert np.array_equal(held, expected)
     assert state_bytes(3) == 740 + 236
     assert all(win.plan.rank[i] in (0, 1) for i in range(steps.num_images)) and len(reads) > 0
+
+
+def test_sharded_profiles_plan_at_the_measured_size_nearest_the_scene():
+    from odin_sched.sim.costmodel import PROFILE_DIR
+
+    with open(os.path.join(PROFILE_DIR, "plan-times.json")) as f:
+        measured = {e["gaussians"]: [tuple(x) for x in e["plan_by_gpus"]] for e in json.load(f)["measurements"]}
+    assert 100_000 in measured and 1_000_000 in measured  # the aerial city and issue 20's city
+    for size, times in measured.items():
+        for near in (size * 0.8, size * 1.2):
+            assert list(load_profile("a100-nvlink", near).plan_by_gpus) == times
+    assert list(load_profile("h200-ib", 40_000_000).plan_by_gpus) == measured[max(measured)]
+    assert list(load_profile("h200-ib", 10).plan_by_gpus) == measured[min(measured)]
+    assert load_profile("h200-kernels", 1_000_000).plan_by_gpus == ()  # not sharded: plans on the critical path
 
 
 def test_sharded_window_ends_move_metadata_and_hide_planning():

@@ -21,8 +21,9 @@
   gather of the model; window w + 1 is planned while w runs, so only what its planning takes beyond
   window w's run is exposed (the first window's planning, before training starts, is not charged). The planning is ``plan_by_gpus``: the host
   processor seconds of the runtime's ``plan_window`` per window at P ranks, measured on this machine
-  by ``benchmarks/plan_time.py`` for a city scene (``profiles/plan-times.json``: the scene, command,
-  wall seconds and load average; without the file: 0).
+  by ``benchmarks/plan_time.py`` for city scenes of several sizes, the one nearest the simulated scene's
+  Gaussian count (``profiles/plan-times.json``: each scene, command, wall seconds and load average;
+  without the file: 0).
 * Planning a window (on the critical path of our runtime, run by the engine on P ranks over MPI)
   costs ``plan_seconds``, measured per window in the calibration runs (a small scene: larger windows
   plan longer, so this underestimates planning at scale). On ranks that outnumber the cores it takes
@@ -207,16 +208,18 @@ def _scaled_to_h200(profile: CostProfile) -> CostProfile:
 H200_IB = _scaled_to_h200(A100_NVLINK)
 
 
-def load_profile(name: str) -> CostProfile:
+def load_profile(name: str, gaussians: int = 1_000_000) -> CostProfile:
     """The profile ``name``: 'a100-nvlink', 'h200-ib', 'h200-kernels', or 'cpu-here' (measured here,
-    ``profiles/cpu-here.json``)."""
+    ``profiles/cpu-here.json``). The sharded profiles plan as measured for the scene size in
+    ``profiles/plan-times.json`` nearest (in log) to ``gaussians``."""
     builtin = {p.name: p for p in (A100_NVLINK, H200_IB, H200_KERNELS)}
     if name in builtin:
         profile = builtin[name]
         plans = os.path.join(PROFILE_DIR, "plan-times.json")
         if profile.sharded and os.path.exists(plans):  # measured by benchmarks/plan_time.py
             with open(plans) as f:
-                profile = replace(profile, plan_by_gpus=tuple(tuple(x) for x in json.load(f)["plan_by_gpus"]))
+                entry = min(json.load(f)["measurements"], key=lambda e: abs(math.log(e["gaussians"] / gaussians)))
+            profile = replace(profile, plan_by_gpus=tuple(tuple(x) for x in entry["plan_by_gpus"]))
         return profile
     if name == "cpu-here":
         path = os.path.join(PROFILE_DIR, "cpu-here.json")

@@ -716,8 +716,8 @@ def run(config: SimulateConfig) -> dict:
     if unknown or not config.modes:
         raise InputError(f"SimulateConfig.modes must be some of {', '.join(SIM_MODES)}, got {','.join(config.modes)!r}")
     check_outputs([("out", config.out)], inputs=[config.scene])
-    try:  # GPUs share the processors of shared_cores, not this machine's
-        profile = replace(load_profile(config.profile), cores=config.shared_cores)
+    try:  # refused before any work; loaded again below with the planning measured nearest the scene's size
+        load_profile(config.profile)
     except (OSError, ValueError) as err:
         raise InputError(f"SimulateConfig.profile {config.profile}: {err}") from None
     if config.scene is not None:
@@ -740,6 +740,8 @@ def run(config: SimulateConfig) -> dict:
         made = min(config.gaussians, PRESET_GENERATED) if grendel_only else config.gaussians
         scene = standing_for(metadata_scene(config.layout, made, config.cameras, config.width, config.height,
                                             config.seed), config.gaussians)
+    # GPUs share the processors of shared_cores, not this machine's; planning as measured at this size
+    profile = replace(load_profile(config.profile, scene.total_gaussians), cores=config.shared_cores)
     gpus, windows = list(config.gpus), tuple(config.window)
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,

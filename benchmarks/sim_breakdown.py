@@ -1,0 +1,69 @@
+"""Where the simulated GPU time of odin and barrier goes, with the planning charged as measured and free.
+
+Issue 20's check: a generated ``city`` (default 1,000,000 Gaussians, 2,000 cameras at 256 x 192), 40
+steps, window 10, batch = GPUs, ``h200-ib``, 8 to 128 GPUs. Each mode is simulated twice: with the
+profile as ``pregel simulate`` loads it (planning per window as measured by ``benchmarks/plan_time.py``
+for this size, only what outlasts the previous window waiting) and with planning free, so that the
+window runs alone show what the scheduling does. Per run: steps/s, the ceiling, odin / ceiling, the
+GPU-seconds computing, communicating and waiting summed over GPUs, of the waiting those spent on
+exposed planning, and two hidden fractions: ``hidden`` = 1 - wait_odin / wait_barrier (the
+simulator's ``/hidden_fraction``) and ``exposed`` = 1 - (comm + wait)_odin / (comm + wait)_barrier
+(communication and waiting that odin does not expose; planning left out of both).
+
+Run from the repository root: ``python benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME]
+[P ...]``.
+"""
+import argparse
+import dataclasses
+import os
+
+from odin_sched.sim.costmodel import load_profile
+from odin_sched.sim.grendel import hidden_vs_grendel
+from odin_sched.sim.simulate import hidden_fraction, metadata_scene, scaling, standing_for
+
+STEPS, WINDOW = 40, 10
+
+
+def report(label: str, gpus: list, results: dict, planning: dict) -> None:
+    print(f"{label}: GPUs | odin st/s | barrier st/s | ceiling st/s | odin / ceiling | odin / barrier | "
+          "compute GPU-s | comm odin / barrier | wait odin / barrier | of it planning | hidden | exposed")
+    for i, p in enumerate(gpus):
+        o, b = results["odin"][i], results["barrier"][i]
+        plan_o, plan_b = planning["odin"][i], planning["barrier"][i]
+        exposed = hidden_vs_grendel(o.comm, o.wait - plan_o / p, b.comm, b.wait - plan_b / p)
+        print(f"{p:>4} | {o.steps_per_second:8.2f} | {b.steps_per_second:8.2f} | {o.ceiling_steps_per_second:8.2f} "
+              f"| {o.steps_per_second / o.ceiling_steps_per_second:.3f} "
+              f"| {o.steps_per_second / b.steps_per_second:.3f} "
+              f"| {o.compute.sum():7.2f} | {o.comm.sum():.2f} / {b.comm.sum():.2f} "
+              f"| {o.wait.sum():.2f} / {b.wait.sum():.2f} | {plan_o:.2f} / {plan_b:.2f} "
+              f"| {hidden_fraction(o, b):+.3f} | {exposed:+.3f}", flush=True)
+
+
+def main(gpus, gaussians, cameras, width, height, name):
+    profile = load_profile(name, gaussians)
+    scene = standing_for(metadata_scene("city", gaussians, cameras, width, height, 0), gaussians)
+    print(f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, {STEPS} steps, window "
+          f"{WINDOW}, batch = GPUs, {name}; planning per window {dict(profile.plan_by_gpus)} s "
+          f"(load average {os.getloadavg()[0]:.1f})")
+    free = dataclasses.replace(profile, plan_by_gpus=())
+    runs = {label: scaling(scene, prof, gpus, STEPS, modes=("odin", "barrier"), windows=(WINDOW,))
+            for label, prof in (("planning charged", profile), ("planning free", free))}
+    windows = -(-STEPS // WINDOW)
+    # the windows' runs do not depend on the planning charge: the difference in waiting is the planning
+    waited = {m: [c.wait.sum() - f.wait.sum() for c, f in zip(runs["planning charged"][m], runs["planning free"][m])]
+              for m in ("odin", "barrier")}
+    report("planning charged", gpus, runs["planning charged"], waited)
+    report("planning free", gpus, runs["planning free"], {m: [0.0] * len(gpus) for m in waited})
+    print(f"({windows} windows; the first is planned before training starts)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("gpus", type=int, nargs="*", default=[8, 16, 32, 64, 128])
+    parser.add_argument("--gaussians", type=int, default=1_000_000)
+    parser.add_argument("--cameras", type=int, default=2000)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--height", type=int, default=192)
+    parser.add_argument("--profile", default="h200-ib")
+    a = parser.parse_args()
+    main(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)
