@@ -172,7 +172,7 @@ def gather_reduce(indptr, indices, x, op: str, weights=None, *, ghosts=None, che
 
     out = np.zeros((num_rows,) + x.shape[1:], dtype=x.dtype)
     if x.ndim == 1:  # scalar rows: joined at little cost, for a kernel 15x faster than one reading two arrays
-        x = x if ghosts is None else np.concatenate([x, ghosts])
+        x = x if ghosts is None or not len(ghosts) else np.concatenate([x, ghosts])
         _gather_reduce_1d_cpu(indptr, indices, x, weights, code, out)
     else:
         _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, code, out)
