@@ -193,8 +193,6 @@ def plan_window(comm, means: np.ndarray, scales: np.ndarray, cameras, batches: n
     return replace(window, cell_of=cell_of, member_indptr=indptr, members=members), schedule
 
 
-
-
 @dataclass
 class Planned:
     """A window's plan and how it was made: from the metadata of batch ``base`` (the plan's margin covers
