@@ -1,4 +1,7 @@
-"""Host seconds of planning one window (``odin_sched.odin.trainer.plan_window``) at P virtual ranks.
+"""Host seconds of planning one window at P virtual ranks, as the sharded runtime plans it: from the
+cells' metadata (``odin_sched.odin.planner.plan_cells``: visibility of cells x cameras, the step graph, its
+schedule). Cells persist across windows, so cutting them (``kd_cells``, once at start) and their
+bounds (computed by the owners) are not part of a window's planning and are not timed.
 
 A generated ``city`` (default: 1,000,000 Gaussians, 2,000 cameras at 256 x 192; the trainer's 16 cells
 per rank, window 10, batch = P), planned on one process as the simulator plans it.
@@ -14,7 +17,10 @@ import json
 import os
 import time
 
-from odin_sched.odin.trainer import OdinOptions, PlanConfig, plan_window
+from odin_sched.odin.planner import plan_cells
+from odin_sched.odin.shard import owners_by_count
+from odin_sched.odin.trainer import OdinOptions, PlanConfig
+from odin_sched.scenes.cells import cell_bounds, kd_cells
 from odin_sched.sim.simulate import _local_comm, metadata_scene
 from odin_sched.scenes.visibility import window_margin
 from odin_sched.training.image_order import spread_batches
@@ -36,9 +42,12 @@ def main(gpu_counts, gaussians, cameras, width, height, path=PLAN_TIMES):
         batches = spread_batches(scene.train_ids, WINDOW, gpus, 0, sees)
         lrs = settings.lrs(extent, 1)
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, WINDOW)
+        config = PlanConfig(OdinOptions.CELLS_PER_RANK * gpus, gpus, 0)
+        cells = min(config.num_cells, len(scene.means))
+        bounds = cell_bounds(scene.means, scene.scales, kd_cells(scene.means, cells), cells)
+        owner = owners_by_count(bounds.count, gpus)
         load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
-        plan_window(_local_comm(), scene.means, scene.scales, scene, batches, 0, WINDOW, margin,
-                    PlanConfig(OdinOptions.CELLS_PER_RANK * gpus, gpus, 0))
+        plan_cells(_local_comm(), bounds, owner, scene, batches, 0, WINDOW, margin, config)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(f"P = {gpus:>3}: {wall:.2f} s wall, {cpu:.2f} s processor per window (load average {load:.1f})",
               flush=True)
