@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "mpi_scripts"))
 from sharded_checkpoint import IDENTITY, SCALARS, model  # noqa: E402
-from tests_support import the_error_of_every_rank  # noqa: E402
+from tests_support import densified_model, the_error_of_every_rank  # noqa: E402
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "sharded_checkpoint.py")
@@ -77,32 +77,19 @@ def test_training_state_round_trips_through_a_sharded_checkpoint(tmp_path):
     import torch
 
     from odin_sched.training.checkpoint import install_columns, state_columns
-    from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_round
     from odin_sched.training.optim import VisibleAdam, default_lrs
     from pregel.comm import Comm
     from pregel.sharded_checkpoint import ShardedCheckpointer
 
-    gen = torch.Generator().manual_seed(0)
     g = 40
-    params = {"means": torch.randn(g, 3, generator=gen), "scales": torch.randn(g, 3, generator=gen) - 3,
-              "quats": torch.randn(g, 4, generator=gen), "opacities": torch.randn(g, generator=gen) + 2,
-              "sh0": torch.randn(g, 1, 3, generator=gen), "shN": torch.randn(g, 3, 3, generator=gen)}
-    opt, accum = VisibleAdam(params, default_lrs(1.0)), GradAccumulator(g)
-    for p in opt.params.values():
-        p.grad = torch.randn(p.shape, generator=gen)
-    opt.step(torch.rand(g, generator=gen) < 0.7)
-    accum.add(torch.rand(g, generator=gen), torch.ones(g, dtype=torch.bool), torch.full((g,), 3))
-    config = DensifyConfig(interval=1, start=0, stop=10, grad_threshold=0.5, percent_dense=0.05)
-    accum = densify_round(opt, accum, 1, 10, 1, 1.0, config, 3)
-    accum.add(torch.rand(opt.num_gaussians, generator=gen), torch.ones(opt.num_gaussians, dtype=torch.bool),
-              torch.full((opt.num_gaussians,), 2))
+    opt, accum = densified_model(g)
     assert opt.ids.max() > g  # densified: ids beyond the initial ones
     comm = Comm()
     ShardedCheckpointer(comm, IDENTITY, tmp_path / "ck").save_rows(5, state_columns(opt, accum), {"step": 5})
     rows, scalars = ShardedCheckpointer(comm, IDENTITY, resume=tmp_path / "ck").load_rows(
         lambda small: np.ones(len(small["ids"]), bool))
     reverse = {name: value[::-1] for name, value in rows.items()}
-    fresh = VisibleAdam(params, default_lrs(1.0))
+    fresh = VisibleAdam({name: p.detach() for name, p in opt.params.items()}, default_lrs(1.0))
     restored = install_columns(fresh, reverse, with_accum=True)
     order = torch.argsort(opt.ids)
     back = torch.argsort(fresh.ids)

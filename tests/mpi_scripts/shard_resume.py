@@ -15,9 +15,9 @@ import torch
 
 from odin_sched.odin.shard import FullState, Shard
 from odin_sched.training.checkpoint import TrainCheckpointer, TrainState
-from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_round
-from odin_sched.training.optim import VisibleAdam, default_lrs
+from odin_sched.training.optim import default_lrs
 from pregel.comm import Comm
+from tests_support import densified_model  # noqa: E402  (tests/mpi_scripts is on sys.path)
 
 IDENTITY = {"job": {"test": "shard resume"}}
 CELLS = 6
@@ -25,20 +25,7 @@ CELLS = 6
 
 def whole_model() -> FullState:
     """A model after an Adam step and a densification round (so ids differ from rows), with statistics."""
-    gen = torch.Generator().manual_seed(0)
-    g = 60
-    params = {"means": torch.randn(g, 3, generator=gen), "scales": torch.randn(g, 3, generator=gen) - 3,
-              "quats": torch.randn(g, 4, generator=gen), "opacities": torch.randn(g, generator=gen) + 2,
-              "sh0": torch.randn(g, 1, 3, generator=gen), "shN": torch.randn(g, 3, 3, generator=gen)}
-    opt, accum = VisibleAdam(params, default_lrs(1.0)), GradAccumulator(g)
-    for p in opt.params.values():
-        p.grad = torch.randn(p.shape, generator=gen)
-    opt.step(torch.rand(g, generator=gen) < 0.7)
-    accum.add(torch.rand(g, generator=gen), torch.ones(g, dtype=torch.bool), torch.full((g,), 3))
-    config = DensifyConfig(interval=1, start=0, stop=10, grad_threshold=0.5, percent_dense=0.05)
-    accum = densify_round(opt, accum, 1, 10, 1, 1.0, config, 3)
-    accum.add(torch.rand(opt.num_gaussians, generator=gen), torch.ones(opt.num_gaussians, dtype=torch.bool),
-              torch.full((opt.num_gaussians,), 2))
+    opt, accum = densified_model(60)
     assert not torch.equal(opt.ids, torch.arange(opt.num_gaussians))
     return FullState(opt, accum)
 
