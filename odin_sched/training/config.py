@@ -3,6 +3,10 @@ the same name (``--batch-size`` sets ``batch_size``) and its defaults are these.
 imports so that the command line reads its defaults from here."""
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the annotation only: importing it at run time would pull in torch
+    from odin_sched.training.densify import DensifyConfig
 
 
 @dataclass
