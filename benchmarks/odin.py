@@ -64,7 +64,7 @@ def parallelism_table(scene_path, ranks, args):
     """Work / critical path of the first window's dependency graph for B = 1, P and 4P, planned by the
     trainer's own ``plan_window`` (on this one process, for P ranks)."""
     from odin_sched.odin.depgraph import parallelism
-    from odin_sched.odin.trainer import PIXEL_COST, PlanConfig, plan_window
+    from odin_sched.odin.planner import PIXEL_COST, PlanConfig, plan_window
     from odin_sched.training.train import TrainConfig, prepare
     from odin_sched.scenes.visibility import window_margin
     from pregel.comm import Comm

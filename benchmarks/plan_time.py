@@ -17,9 +17,9 @@ import json
 import os
 import time
 
-from odin_sched.odin.planner import plan_cells
+from odin_sched.odin.planner import PlanConfig, plan_cells
 from odin_sched.odin.shard import owners_by_count
-from odin_sched.odin.trainer import OdinOptions, PlanConfig
+from odin_sched.odin.trainer import OdinOptions
 from odin_sched.scenes.cells import cell_bounds, kd_cells
 from odin_sched.sim.simulate import _local_comm, metadata_scene
 from odin_sched.scenes.visibility import window_margin

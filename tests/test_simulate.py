@@ -295,7 +295,7 @@ def test_shared_cores_slow_ranks_that_outnumber_them():
 def _small_window():
     """A planned window (6 batches of 4 images, 12 cells, 2 ranks) of a small city, and its scene."""
     from odin_sched.training.image_order import spread_batches
-    from odin_sched.odin.trainer import PlanConfig, plan_window
+    from odin_sched.odin.planner import PlanConfig, plan_window
     from odin_sched.sim.simulate import _local_comm
     from odin_sched.training.step import BatchSettings
     from odin_sched.training.train import scene_extent, visible_cells_of_cameras
@@ -370,7 +370,7 @@ def test_image_rows_count_the_gaussians_of_the_cells_read():
 def test_messages_and_gathers_weigh_the_sh_coefficients():
     """A Gaussian's parameters are 59 floats at SH degree 3 (3 + 3 + 4 + 1 + 16 x 3), 14 at degree 0: the
     step graph's messages, the window-end gather and the simulated communication follow."""
-    from odin_sched.odin.trainer import StepMessages
+    from odin_sched.odin.program import StepMessages
     from odin_sched.sim.simulate import gather_bytes
     from odin_sched.training.step import param_columns
 

@@ -61,8 +61,8 @@ from odin_sched.odin.depgraph import write_schedule
 from odin_sched.odin.migration import migrate, rebalance, split_cells
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.owner_densify import densify_owned
-from odin_sched.odin.planner import PIXEL_COST, Planned, PlanConfig, Window, WindowPlanner, plan_window  # noqa: F401
-from odin_sched.odin.program import CellInputs, EvalViews, ImageInputs, StepMessages, TrainingSteps  # noqa: F401
+from odin_sched.odin.planner import Planned, Window, WindowPlanner
+from odin_sched.odin.program import CellInputs, EvalViews, ImageInputs, TrainingSteps
 from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT
@@ -133,8 +133,6 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | 
     return None
 
 
-
-
 @dataclass
 class RankMetrics:
     """Time and traffic of one rank over the whole run."""
@@ -147,7 +145,7 @@ class RankMetrics:
     images: int = 0
     messages_sent: int = 0
     bytes_sent: int = 0
-    peak_rss_bytes: int = 0    # the process's peak resident set (the operating system's ru_maxrss)
+    peak_rss_bytes: int = 0    # the process's peak resident set (pregel.memory.peak_rss_bytes)
     model_bytes: int = 0       # peak bytes of Gaussian state held: owned state plus the window's cached cells
     window_end_bytes: int = 0  # bytes sent at window ends (losses, violation counts, cell metadata)
     spans: list = field(default_factory=list)

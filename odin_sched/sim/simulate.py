@@ -1,9 +1,9 @@
 """A discrete-event simulator of distributed training that runs the runtime's own scheduling code.
 
 What decides what runs where and when is the runtime's: every window is planned by
-``odin_sched.odin.trainer.plan_window`` (cells, conservative visibility, step graph, ``relax_reads`` in
+``odin_sched.odin.planner.plan_window`` (cells, conservative visibility, step graph, ``relax_reads`` in
 odin-fast mode, levels / priorities / assignment by ``plan_schedule`` for ``gpus`` virtual ranks), the
-messages are those of ``odin_sched.odin.trainer.StepMessages``, and every virtual rank fires its vertices
+messages are those of ``odin_sched.odin.program.StepMessages``, and every virtual rank fires its vertices
 through ``pregel.dataflow.Firing`` (the ready queue, pending counts and routing that ``run_dataflow``
 uses over MPI). Only the transport and the clock differ: SimPy processes (one per virtual GPU) take
 a vertex's cost from the cost model (``odin_sched.sim.costmodel``) as virtual time and hand each message
@@ -30,7 +30,9 @@ from odin_sched.sim.presets import PRESETS, published_grendel_steps
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.modes import MODES
-from odin_sched.odin.trainer import OdinOptions, PlanConfig, StepMessages, plan_window
+from odin_sched.odin.planner import PlanConfig, plan_window
+from odin_sched.odin.program import StepMessages
+from odin_sched.odin.trainer import OdinOptions
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE, check_sh_degree
 from odin_sched.training.step import BatchSettings, param_columns
 from odin_sched.sim.config import SimulateConfig
