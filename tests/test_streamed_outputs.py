@@ -13,7 +13,6 @@ import pytest
 from PIL import Image
 from plyfile import PlyData
 
-from odin_sched.scenes.ply import write_ply
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene, write_scene
 from odin_sched.scenes.sh import sh0_to_rgb
@@ -62,10 +61,27 @@ def oracle(model):
                                             width=scene.width, height=scene.height, heldout=heldout_mask(scene),
                                             ids=ids[order], metrics={"loss": loss},
                                             attrs={"steps": 7, "mode": "test"}))
-    write_ply(folder / "oracle.ply", **gaussians, sh=sh)
+    write_reference_ply(folder / "oracle.ply", gaussians, sh)
     truth = scene.images[np.flatnonzero(heldout_mask(scene))[0]] / 255.0
     both = np.concatenate([np.clip(view, 0, 1), truth], axis=1)
     return folder / "oracle.h5", folder / "oracle.ply", np.round(both * 255).astype(np.uint8)
+
+
+def write_reference_ply(path, gaussians: dict, sh: np.ndarray) -> None:
+    """The 3DGS reference layout written by plyfile (as the reference's ``save_ply`` does): x y z, normals
+    nx ny nz (zeros), f_dc_0..2, f_rest_* channel-major, opacity, scale_0..2, rot_0..3, all float32."""
+    from plyfile import PlyData, PlyElement
+
+    g, rest = len(sh), sh[:, 1:].transpose(0, 2, 1).reshape(len(sh), -1)
+    columns = [("x", gaussians["means"][:, 0]), ("y", gaussians["means"][:, 1]), ("z", gaussians["means"][:, 2]),
+               *((n, np.zeros(g)) for n in ("nx", "ny", "nz")), *((f"f_dc_{i}", sh[:, 0, i]) for i in range(3)),
+               *((f"f_rest_{i}", rest[:, i]) for i in range(rest.shape[1])), ("opacity", gaussians["opacities"]),
+               *((f"scale_{i}", gaussians["scales"][:, i]) for i in range(3)),
+               *((f"rot_{i}", gaussians["quats"][:, i]) for i in range(4))]
+    vertices = np.empty(g, dtype=[(name, "<f4") for name, _ in columns])
+    for name, values in columns:  # a loop over the 62 properties
+        vertices[name] = values
+    PlyData([PlyElement.describe(vertices, "vertex")]).write(str(path))
 
 
 def h5_contents(path) -> dict:
