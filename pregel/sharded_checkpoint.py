@@ -41,6 +41,10 @@ class ShardedCheckpointer(CheckpointFolder):
     """Writes checkpoints of row-sharded state into ``directory`` and restores the newest in ``resume``
     (see the module docstring); construct it on every rank (collective), as ``CheckpointFolder``."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.checked_parts = set()  # SHA-256 of the parts resumed from whose files were checked
+
     def save_rows(self, step: int, rows: dict, scalars, fields: dict | None = None) -> None:
         """Write the checkpoint after ``step`` (collective): this rank's ``rows`` (name -> array [n, ...],
         NumPy or torch, the same names, dtypes and trailing shapes on every rank), rank 0's ``scalars``
@@ -68,41 +72,50 @@ class ShardedCheckpointer(CheckpointFolder):
                          "columns": layout, **(fields or {})})
         comm.barrier()
 
-    def load_rows(self, select, keys=("ids",), chunk_bytes: int = CHUNK_BYTES) -> tuple:
+    def load_rows(self, select, keys=("ids",), chunk_bytes: int = CHUNK_BYTES, columns=None) -> tuple:
         """This rank's rows of the checkpoint resumed from and its global values (collective): returns
         (rows: name -> NumPy array [m, ...], in the saved parts' order, scalars). ``select(small)``, with
         ``small`` the chunk's columns ``keys`` (name -> [c, ...]), gives the bool mask [c] of the rows to
-        keep; rows are read ``chunk_bytes`` at a time. A bad part raises one InputError on every rank."""
+        keep; rows are read ``chunk_bytes`` at a time. ``columns``: the names returned (default all); only
+        they and ``keys`` are read from the parts. Each part's hash is checked once per checkpointer. A bad
+        part raises one InputError on every rank."""
         problem, result = None, None
         try:
-            result = self._load_rows(select, keys, chunk_bytes)
+            result = self._load_rows(select, keys, chunk_bytes, columns)
         except InputError as err:
             problem = err
         self.comm.agree(problem)
         return result
 
-    def _load_rows(self, select, keys, chunk_bytes: int) -> tuple:
+    def _load_rows(self, select, keys, chunk_bytes: int, columns) -> tuple:
         step_dir, manifest = self.resume_from, self.manifest
         parts = manifest["parts"]
         if not parts or parts[0]["file"] != GLOBAL or "columns" not in manifest:
             raise InputError.at(step_dir / MANIFEST, None, "not a sharded checkpoint (no global part or columns)")
         for part in parts[1:]:
-            check_part(step_dir, part)
+            if part["sha256"] not in self.checked_parts:
+                check_part(step_dir, part)
+                self.checked_parts.add(part["sha256"])
         scalars = unpack_state(self.read_part(0))
         layout = [(name, np.dtype(dtype), tuple(tail)) for name, dtype, tail in manifest["columns"]]
-        missing = [key for key in keys if key not in [name for name, _, _ in layout]]
+        names = [name for name, _, _ in layout]
+        missing = [key for key in (*keys, *(columns or ())) if key not in names]
         if missing:
             raise InputError.at(step_dir / MANIFEST, None, f"checkpoint has no column {', '.join(missing)}")
-        kept = {name: [] for name, _, _ in layout}
-        row_bytes = sum(dtype.itemsize * int(np.prod(tail, dtype=np.int64)) for _, dtype, tail in layout)
+        returned = names if columns is None else list(columns)
+        read = [i for i, name in enumerate(names) if name in returned or name in keys]
+        kept = {name: [] for name in returned}
+        row_bytes = sum(layout[i][1].itemsize * int(np.prod(layout[i][2], dtype=np.int64)) for i in read)
         chunk = max(1, chunk_bytes // max(1, row_bytes))
         for part in parts[1:]:
-            for columns in _read_columns(step_dir / part["file"], layout, chunk):
-                mask = np.asarray(select({key: columns[key] for key in keys}), dtype=bool)
+            for chunk_columns in _read_columns(step_dir / part["file"], layout, chunk, read):
+                mask = np.asarray(select({key: chunk_columns[key] for key in keys}), dtype=bool)
                 for name in kept:
-                    kept[name].append(columns[name][mask])
-        rows = {name: np.concatenate(values) if values else np.empty((0,) + tail, dtype)
-                for (name, dtype, tail), values in zip(layout, kept.values())}
+                    kept[name].append(chunk_columns[name][mask])
+        rows = {}
+        for name, dtype, tail in layout:
+            if name in kept:
+                rows[name] = np.concatenate(kept[name]) if kept[name] else np.empty((0,) + tail, dtype)
         return rows, scalars
 
 
@@ -129,13 +142,15 @@ def _write_columns(step_dir: Path, name: str, columns: list) -> dict:
     return {"file": name, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
-def _read_columns(path: Path, layout: list, chunk: int):
-    """Yield the columns of a part ``chunk`` rows at a time (dict name -> array [c, ...]), each column
-    read sequentially from its own member of the npz."""
+def _read_columns(path: Path, layout: list, chunk: int, read: list):
+    """Yield the columns ``read`` (indices into ``layout``) of a part ``chunk`` rows at a time (dict
+    name -> array [c, ...]), each column read sequentially from its own member of the npz (the others
+    are not read)."""
     try:
         with zipfile.ZipFile(path) as zf:
             handles, count = [], None
-            for i, (name, dtype, tail) in enumerate(layout):
+            for i in read:
+                name, dtype, tail = layout[i]
                 handle = zf.open(f"col{i}.npy")
                 version = np.lib.format.read_magic(handle)
                 shape, fortran, stored = (np.lib.format.read_array_header_1_0(handle) if version == (1, 0)
@@ -148,7 +163,8 @@ def _read_columns(path: Path, layout: list, chunk: int):
             for start in range(0, count or 0, chunk):  # a loop over chunks of rows, not over rows
                 rows = min(chunk, count - start)
                 columns = {}
-                for (name, dtype, tail), handle in zip(layout, handles):
+                for i, handle in zip(read, handles):
+                    name, dtype, tail = layout[i]
                     size = rows * int(np.prod(tail, dtype=np.int64))
                     data = handle.read(size * dtype.itemsize)
                     columns[name] = np.frombuffer(data, dtype, size).reshape((rows,) + tail)

@@ -163,14 +163,14 @@ class TrainCheckpointer(ShardedCheckpointer):
 
     def whole_model_means(self) -> np.ndarray:
         """The means [G, 3] float32 of the whole model of the checkpoint resumed from, by row (collective;
-        reads every part, keeps two small columns)."""
+        reads only the row and means columns of every part)."""
         seen = []
 
         def note(small):
             seen.append((small[ROW], small["params/means"]))
             return np.zeros(len(small[ROW]), bool)
 
-        self.load_rows(note, keys=(ROW, "params/means"))
+        self.load_rows(note, keys=(ROW, "params/means"), columns=(ROW, "params/means"))
         rows = np.concatenate([np.empty(0, np.int64)] + [row for row, _ in seen])
         means = np.concatenate([np.empty((0, 3), np.float32)] + [m for _, m in seen])
         out = np.empty_like(means)
