@@ -12,6 +12,7 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLA
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -860,6 +861,25 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     exit_on_interrupt(args.command)
     keep_freed_memory()
+    try:
+        return _main(args)
+    finally:
+        if argv is None:  # this process's own command line: it ends when main returns
+            _skip_collection_at_exit()
+
+
+def _skip_collection_at_exit() -> None:
+    """Exclude every object alive now from the garbage collector (``gc.freeze``), so that the
+    interpreter's collection at exit does not traverse them: after ``pregel run pagerank`` on 1M
+    vertices that collection took 0.1-0.15 s of the command's 1.3 s. The process ends next and its
+    memory with it; ``atexit`` functions, HDF5's closing of open files and MPI's finalisation run as
+    before. What no longer happens is the finalisation of objects kept alive only by reference cycles
+    (every command closes its own files before it returns)."""
+    gc.freeze()
+
+
+def _main(args) -> int:
+    """``main`` after parsing: run ``args.command``; the exit status."""
     try:
         try:
             check_outputs(**FILES[args.command](args))

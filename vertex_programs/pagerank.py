@@ -33,7 +33,7 @@ class PageRank(VertexProgram):
         self.alpha, self.tol, self.max_supersteps = alpha, tol, max_iter
 
     def summary(self, values) -> list[str]:
-        top = np.argsort(-values, kind="stable")[:self.TOP]
+        top = largest(values, self.TOP)
         return ["top vertices: " + ", ".join(f"{v} ({values[v]:.6f})" for v in top)]
 
     def warnings(self, stopped_by: str) -> list[str]:
@@ -66,3 +66,15 @@ class PageRank(VertexProgram):
 
     def master(self, ctx, aggregates) -> bool:
         return aggregates["change"] < ctx.num_vertices * self.tol
+
+
+def largest(values: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the ``k`` largest of ``values`` [N] (float, no NaN), largest first, ties by ascending id:
+    ``np.argsort(-values, kind="stable")[:k]`` in O(N) (a partition, then a sort of the candidates;
+    the full sort took 0.1 s of ``pregel run pagerank`` at N = 1M)."""
+    if 0 < k < len(values):
+        threshold = np.partition(values, len(values) - k)[len(values) - k]  # the k-th largest
+        candidates = np.flatnonzero(values >= threshold)  # ascending ids; at least k of them
+    else:
+        candidates = np.arange(len(values))
+    return candidates[np.argsort(-values[candidates], kind="stable")[:k]]

@@ -1,0 +1,133 @@
+"""What a command pays for besides its work: the modules it imports, whether it starts MPI, the garbage
+collection at exit, and the summary's ranking.
+
+A command run as a process of its own (no launcher in its environment) must not import what it does
+not use (``UNUSED_BY_RUN``), nor initialise MPI; under ``mpiexec`` it must. Each is checked in a fresh
+interpreter, reading its ``sys.modules`` after the command; the result file is checked against
+networkx. The times these save are measured by benchmarks/pagerank.py, never here.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import h5py
+import networkx as nx
+import numpy as np
+import pytest
+
+from pregel import comm as comm_module
+from pregel.convert import to_networkx
+from pregel.generate import generate_graph
+from pregel.graph_io import GraphData, read_graph, write_graph
+from vertex_programs.pagerank import largest
+
+BIN = os.path.dirname(sys.executable)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: modules ``pregel run pagerank`` does not use: MPI at one process started alone, and the training,
+#: simulation, viewing, plotting, table-reading and GNN stacks
+UNUSED_BY_RUN = ("mpi4py.MPI", "torch", "matplotlib", "selenium", "pandas", "pyarrow", "networkx", "simpy",
+                 "odin_sched.training.train", "odin_sched.odin.trainer", "odin_sched.sim.simulate",
+                 "odin_sched.view.server", "vertex_programs.gnn", "pregel.plot", "pregel.tables")
+#: after the command: the listed modules it imported, and how many objects ``gc.freeze`` left out
+CHILD = """
+import gc, json, sys
+from pregel.cli import main
+listed = json.loads(sys.argv[1])
+sys.argv = ["pregel"] + sys.argv[2:]
+code = main()
+print(json.dumps({"code": code, "imported": [m for m in listed if m in sys.modules],
+                  "frozen": gc.get_freeze_count()}))
+"""
+
+
+def _alone_env() -> dict:
+    """This environment without any launcher's variables (as a shell that was not started by mpiexec)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(comm_module.LAUNCHER_PREFIXES)}
+    return dict(env, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    indptr, indices = generate_graph("powerlaw", 300, 4, seed=3)
+    path = tmp_path_factory.mktemp("fixed_costs") / "g.h5"
+    write_graph(path, GraphData(indptr, indices))
+    return path
+
+
+def _expected_pagerank(path) -> np.ndarray:
+    ranks = nx.pagerank(to_networkx(read_graph(path)), tol=1e-10)
+    return np.array([ranks[v] for v in range(len(ranks))])
+
+
+def test_run_pagerank_alone_imports_neither_mpi_nor_unused_stacks_and_skips_the_exit_collection(graph, tmp_path):
+    out = tmp_path / "pr.h5"
+    result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(UNUSED_BY_RUN), "run", "pagerank",
+                             "--graph", str(graph), "--out", str(out), "--tol", "1e-10", "--quiet"],
+                            capture_output=True, text=True, timeout=120, env=_alone_env())
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0 and report["imported"] == []
+    assert report["frozen"] > 0, "the command line's main leaves its objects out of the exit collection"
+    with h5py.File(out) as f:
+        assert np.abs(f["values"][:] - _expected_pagerank(graph)).sum() < 1e-8
+
+
+def test_main_called_in_a_process_that_goes_on_freezes_nothing(graph, tmp_path):
+    """``main(argv)`` (a library call, as the tests make) must leave the caller's garbage collection alone."""
+    code = ("import gc, sys; from pregel.cli import main; "
+            "code = main(['inspect', sys.argv[1]]); print(code, gc.get_freeze_count())")
+    result = subprocess.run([sys.executable, "-c", code, str(graph)], capture_output=True, text=True,
+                            timeout=120, env=_alone_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "0 0"
+
+
+def test_under_mpiexec_every_rank_uses_mpi(graph, tmp_path):
+    out = tmp_path / "pr.h5"
+    mpiexec = shutil.which("mpiexec", path=BIN)
+    result = subprocess.run([mpiexec, "-n", "2", sys.executable, "-c", CHILD, json.dumps(["mpi4py.MPI"]), "run",
+                             "pagerank", "--graph", str(graph), "--out", str(out), "--tol", "1e-10", "--quiet"],
+                            capture_output=True, text=True, timeout=120, env=_alone_env())
+    assert result.returncode == 0, result.stderr
+    reports = [json.loads(r) for r in re.findall(r"\{[^{}]*\}", result.stdout)]  # ranks' lines may run together
+    assert [r["imported"] for r in reports] == [["mpi4py.MPI"]] * 2
+    with h5py.File(out) as f:
+        assert f.attrs["ranks"] == 2
+        assert np.abs(f["values"][:] - _expected_pagerank(graph)).sum() < 1e-8
+
+
+@pytest.mark.parametrize("variable", ["PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID"])
+def test_a_launchers_variable_means_a_launcher_started_the_process(monkeypatch, variable):
+    for name in list(os.environ):
+        if name.startswith(comm_module.LAUNCHER_PREFIXES):
+            monkeypatch.delenv(name)
+    assert not comm_module.started_by_launcher()
+    monkeypatch.setenv(variable, "0")
+    assert comm_module.started_by_launcher()
+
+
+def test_a_process_started_alone_initialises_mpi_only_when_asked_for_more_than_rank_and_size():
+    code = ("import sys; from pregel.comm import Comm; c = Comm(); c.barrier(); c.agree(None); "
+            "rows = c.gather_rows(c.allgather_rows([[1, 2]])); before = 'mpi4py.MPI' in sys.modules; "
+            "limit = c.tag_limit; print(c.rank, c.size, rows.tolist(), before, 'mpi4py.MPI' in sys.modules, "
+            "limit >= 32767)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env=_alone_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "1", "[[1,", "2]]", "False", "True", "True"]
+
+
+@pytest.mark.parametrize("k", [0, 1, 5, 37, 400, 1000])
+def test_largest_equals_a_stable_full_sort_with_ties(k):
+    rng = np.random.default_rng(k)
+    values = rng.integers(0, 20, size=400) / 7.0  # many ties, at the cut too
+    np.testing.assert_array_equal(largest(values, k), np.argsort(-values, kind="stable")[:k])
+
+
+def test_largest_of_hand_worked_values():
+    values = np.array([0.1, 0.3, 0.2, 0.3, 0.05, 0.3])
+    assert largest(values, 2).tolist() == [1, 3]  # three tied at 0.3: the lowest ids first
+    assert largest(values, 4).tolist() == [1, 3, 5, 2]
