@@ -4,8 +4,6 @@ pipe, or in a log) one plain line every ``LINE_SECONDS``, never a stream of carr
 import sys
 import time
 
-from tqdm import tqdm
-
 
 class Progress:
     """``update(done, note)`` after each unit of work; ``close()`` at the end.
@@ -19,8 +17,13 @@ class Progress:
     def __init__(self, limit, enabled: bool, unit: str = "superstep"):
         self.enabled, self.limit, self.unit = enabled, limit, unit
         self.terminal = enabled and sys.stderr.isatty()
-        # no tqdm object off a terminal: creating one sets up a multiprocessing lock (about 6 ms)
-        self.bar = tqdm(total=limit, desc=f"{unit}s", unit=unit, leave=False) if self.terminal else None
+        # no tqdm off a terminal: importing it (about 10 ms) and creating a bar, which sets up a
+        # multiprocessing lock (about 6 ms), are for a terminal's bar alone
+        self.bar = None
+        if self.terminal:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=limit, desc=f"{unit}s", unit=unit, leave=False)
         self.started = self.last_line = time.perf_counter()
 
     def update(self, done: int, note: str = "") -> None:

@@ -26,9 +26,9 @@ from vertex_programs.pagerank import largest
 
 BIN = os.path.dirname(sys.executable)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: modules ``pregel run pagerank`` does not use: MPI at one process started alone, and the training,
-#: simulation, viewing, plotting, table-reading and GNN stacks
-UNUSED_BY_RUN = ("mpi4py.MPI", "torch", "matplotlib", "selenium", "pandas", "pyarrow", "networkx", "simpy",
+#: modules ``pregel run pagerank`` does not use: MPI at one process started alone, tqdm off a terminal,
+#: and the training, simulation, viewing, plotting, table-reading and GNN stacks
+UNUSED_BY_RUN = ("mpi4py.MPI", "tqdm", "torch", "matplotlib", "selenium", "pandas", "pyarrow", "networkx", "simpy",
                  "odin_sched.training.train", "odin_sched.odin.trainer", "odin_sched.sim.simulate",
                  "odin_sched.view.server", "vertex_programs.gnn", "pregel.plot", "pregel.tables")
 #: after the command: the listed modules it imported, and how many objects ``gc.freeze`` left out
@@ -132,3 +132,24 @@ def test_largest_of_hand_worked_values():
     values = np.array([0.1, 0.3, 0.2, 0.3, 0.05, 0.3])
     assert largest(values, 2).tolist() == [1, 3]  # three tied at 0.3: the lowest ids first
     assert largest(values, 4).tolist() == [1, 3, 5, 2]
+
+
+def test_progress_imports_tqdm_only_for_a_terminals_bar(monkeypatch):
+    import io
+
+    from tqdm import tqdm
+
+    from pregel.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert Progress(3, enabled=True).bar is None  # a pipe or a log: plain lines, no bar
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    progress = Progress(3, enabled=True)
+    assert isinstance(progress.bar, tqdm)
+    progress.update(2)
+    assert progress.bar.n == 2
+    progress.close()
