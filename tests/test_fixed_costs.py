@@ -128,6 +128,12 @@ def test_largest_equals_a_stable_full_sort_with_ties(k):
     np.testing.assert_array_equal(largest(values, k), np.argsort(-values, kind="stable")[:k])
 
 
+def test_largest_with_nans_equals_the_full_sort():
+    values = np.array([0.2, np.nan, 0.5, 0.1, np.nan, 0.5])
+    for k in range(7):
+        np.testing.assert_array_equal(largest(values, k), np.argsort(-values, kind="stable")[:k])
+
+
 def test_largest_of_hand_worked_values():
     values = np.array([0.1, 0.3, 0.2, 0.3, 0.05, 0.3])
     assert largest(values, 2).tolist() == [1, 3]  # three tied at 0.3: the lowest ids first

@@ -69,12 +69,13 @@ class PageRank(VertexProgram):
 
 
 def largest(values: np.ndarray, k: int) -> np.ndarray:
-    """Ids of the ``k`` largest of ``values`` [N] (float, no NaN), largest first, ties by ascending id:
+    """Ids of the ``k`` largest of ``values`` [N] (float), largest first, ties by ascending id:
     ``np.argsort(-values, kind="stable")[:k]`` in O(N) (a partition, then a sort of the candidates;
-    the full sort took 0.1 s of ``pregel run pagerank`` at N = 1M)."""
+    the full sort took 0.1 s of ``pregel run pagerank`` at N = 1M). With NaNs among the k largest
+    it sorts them all, as that expression does."""
+    candidates = np.arange(len(values))
     if 0 < k < len(values):
         threshold = np.partition(values, len(values) - k)[len(values) - k]  # the k-th largest
-        candidates = np.flatnonzero(values >= threshold)  # ascending ids; at least k of them
-    else:
-        candidates = np.arange(len(values))
+        above = np.flatnonzero(values >= threshold)  # ascending ids; at least k of them unless NaN
+        candidates = above if len(above) >= k else candidates
     return candidates[np.argsort(-values[candidates], kind="stable")[:k]]
