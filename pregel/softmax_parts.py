@@ -60,15 +60,23 @@ class SoftmaxParts:
         return SoftmaxParts(m, s, acc)
 
     def with_self(self, logits: np.ndarray, values: np.ndarray) -> "SoftmaxParts":
-        """Every row merged with one more message of its own: logits [n, H], values [n, H, C]."""
+        """Every row merged with one more message of its own: logits [n, H], values [n, H, C].
+        In place (``s`` and ``acc`` are overwritten, head by head: no [n, H, C] temporary); returns self."""
         m = np.maximum(self.m, logits)  # one message per row: no repeated rows, no ufunc.at
         safe = np.where(np.isfinite(m), m, 0)
         old, new = _scale(self.m, safe), _scale(logits, safe)
-        return SoftmaxParts(m, self.s * old + new, self.acc * old[:, :, None] + values * new[:, :, None])
+        self.s *= old
+        self.s += new
+        for h in range(self.acc.shape[1]):
+            self.acc[:, h] *= old[:, h, None]
+            self.acc[:, h] += values[:, h] * new[:, h, None]
+        self.m = m
+        return self
 
     def normalized(self) -> np.ndarray:
-        """``acc / s`` [n, H, C], 0 for rows without messages."""
-        return self.acc / np.where(self.s > 0, self.s, 1)[:, :, None]
+        """``acc / s`` [n, H, C], 0 for rows without messages: ``acc`` divided in place."""
+        self.acc /= np.where(self.s > 0, self.s, 1)[:, :, None]
+        return self.acc
 
     def to_rows(self) -> np.ndarray:
         """Flat rows [n, 2H + H·C] for the wire."""
