@@ -48,16 +48,19 @@ class SoftmaxParts:
         return cls(m, s, acc)
 
     def merged(self, rows: np.ndarray, other: "SoftmaxParts") -> "SoftmaxParts":
-        """These parts with ``other`` (k rows) merged into rows ``rows`` [k] (repeats allowed)."""
+        """These parts with ``other`` (k rows) merged into rows ``rows`` [k] (repeats allowed).
+        In place (``m``, ``s`` and ``acc`` are overwritten); returns self."""
         m = self.m.copy()
         np.maximum.at(m, rows, other.m)
         safe = np.where(np.isfinite(m), m, 0)
-        s = self.s * _scale(self.m, safe)
-        acc = self.acc * _scale(self.m, safe)[:, :, None]
+        scale = _scale(self.m, safe)
+        self.s *= scale
+        self.acc *= scale[:, :, None]
         factor = _scale(other.m, safe[rows])
-        np.add.at(s, rows, other.s * factor)
-        np.add.at(acc, rows, other.acc * factor[:, :, None])
-        return SoftmaxParts(m, s, acc)
+        np.add.at(self.s, rows, other.s * factor)
+        np.add.at(self.acc, rows, other.acc * factor[:, :, None])
+        self.m = m
+        return self
 
     def with_self(self, logits: np.ndarray, values: np.ndarray) -> "SoftmaxParts":
         """Every row merged with one more message of its own: logits [n, H], values [n, H, C].

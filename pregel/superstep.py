@@ -240,7 +240,7 @@ class Superstep:
         if self.combiner is None:
             return self._messages(inc.extended(own), sent_ext, inc)
         if self.combiner == "softmax":
-            return self._softmax(inc.extended(own), sent_ext, inc)
+            return self._softmax(own, sent_ext, inc)
         if self.combiner == "mean" and not self.per_edge and sent_ext is None and not len(inc.direct_ids):
             # every in-edge sent and nothing else arrives: the kernel divides by the row's edge count
             weights = g.in_weights if self.program.weighted else None
@@ -271,15 +271,17 @@ class Superstep:
             count[rows] += direct_count
         return finish_gather(gathered, count, op, np)
 
-    def _softmax(self, ext, sent_ext, inc):
+    def _softmax(self, own, sent_ext, inc):
         g = self.graph
         fused = None
         if sent_ext is None and self.dst_values is not None:  # the program's one-pass gather, if any
-            fused = self.program.fused_softmax(self.ctx, ext, self.dst_values, g.in_indptr, g.in_indices,
-                                               self.edges.ext_ids, g.owned)
+            ghosts = inc.ghost_values if len(inc.ghost_values) else None  # read where they lie: no copy
+            fused = self.program.fused_softmax(self.ctx, own, self.dst_values, g.in_indptr, g.in_indices,
+                                               self.edges.ext_ids, g.owned, ghosts=ghosts)
         if fused is not None:
             parts = SoftmaxParts(*fused)
         else:
+            ext = inc.extended(own)
             logits, vals = self._edge_values(ext[g.in_indices], *self.edges.dst_side, source_side=False)
             if sent_ext is not None:
                 logits = np.where(sent_ext[g.in_indices][:, None], logits, -np.inf)
