@@ -12,7 +12,8 @@ models (64 -> 64 -> 16; SAGE, and GAT with 4 heads, as ``gnn_inference.py``) by,
 * a sample check: ``--sample`` random vertices (default 1,000) scored by PyG on their 2-hop
   subgraph (``torch_geometric.utils.k_hop_subgraph``), against the engine's rows at P = 2.
 
-Every job runs under an address-space cap (``--cap-gb`` per job, RLIMIT_AS, split evenly over the
+Before each job the graph file is read through once, untimed, so that every method finds it in the
+page cache. Every job runs under an address-space cap (``--cap-gb`` per job, RLIMIT_AS, split evenly over the
 processes of an ``mpiexec`` job), so a method that does not fit fails with a MemoryError (reported
 with its time and peak RSS) instead of the kernel's OOM killer; a run starts only when
 ``/proc/meminfo`` shows ``--min-free-gb`` available.
@@ -41,6 +42,15 @@ from gnn_inference import _launch, h5_values, load_pyg_layers, pyg_worker, write
 
 KINDS = ("sage", "gat")
 SEED = 0
+
+
+def warm_page_cache(path: str, block: int = 64 << 20) -> None:
+    """Read ``path`` through once (untimed), so that every method reads the graph from the page
+    cache rather than the first one paying for the disk."""
+    buffer = bytearray(block)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buffer):
+            pass
 
 
 def available_gb() -> float:
@@ -119,6 +129,7 @@ def run(folder: str, name: str, worker: str, kind: str, ranks, cap_gb: float, mi
     cap = int(cap_gb * 2**30 / (ranks or 1))
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))  # the soft limit: inherited by the job's processes
+    warm_page_cache(os.path.join(folder, "graph.h5"))
     print(f"  {name} ({free:.0f} GB available, load average {os.getloadavg()[0]:.1f}) ...", flush=True)
     try:
         result = _launch(folder, worker, kind, ranks, **({"script": script} if script else {}))
@@ -147,7 +158,7 @@ def main():
     parser.add_argument("--no-edge-index", action="store_true", help="skip PyG's edge_index path")
     parser.add_argument("--no-sparse", action="store_true", help="skip PyG's sparse-CSR path")
     parser.add_argument("--sample", type=int, default=1000, help="vertices checked on their 2-hop subgraphs")
-    parser.add_argument("--cap-gb", type=float, default=18.0, help="address-space cap of every job")
+    parser.add_argument("--cap-gb", type=float, default=20.0, help="address-space cap of every job")
     parser.add_argument("--min-free-gb", type=float, default=16.0, help="available memory a run waits for")
     parser.add_argument("--worker", nargs=3, metavar=("KIND", "FOLDER", "LAYER"), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
-from pregel.edge_order import count_rows, group_by_row, row_ids, stable_order
+from pregel.edge_order import ascending_columns, count_rows, group_by_row, is_ascending, row_ids, stable_order
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -198,8 +198,11 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
         row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
         edges.source_side[:len(row_degree)] = row_degree > threshold
     if comm.size > 1:
-        edges = _send_edges(comm, edges, np.where(edges.source_side, partition.owner(edges.src),
-                                                  partition.owner(edges.dst)))
+        ranks = partition.owner(edges.dst)
+        if edges.source_side.any():
+            ranks[edges.source_side] = partition.owner(edges.src[edges.source_side])
+        edges = _send_edges(comm, edges, ranks)
+        del ranks
     local = _LocalEdges(comm, partition, len(owned), edges)
     in_hubs = np.zeros(0, np.int64)
     if hubs.partial_gather:
@@ -339,6 +342,10 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
     if comm.size == 1:  # one rank owns every vertex, at its global id
         columns = src.astype(np.int32 if n < 2**31 else np.int64, copy=False)
         return columns, np.zeros(0, np.int64), np.zeros(1, np.int64)
+    if isinstance(partition, RangePartition) and is_ascending(src):  # as loaded: no sort needed
+        lo, hi = partition.bounds[comm.rank:comm.rank + 2]
+        columns, ghost_ids = ascending_columns(src, int(lo), int(hi))  # ascending ids: grouped by owner
+        return columns, ghost_ids, np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
     is_local = partition.owner(src) == comm.rank
     remote_ids, remote_pos = np.unique(src[~is_local].astype(np.int64), return_inverse=True)
     remote_owner = partition.owner(remote_ids)

@@ -48,6 +48,11 @@ def count_rows(rows: np.ndarray, num_rows: int) -> np.ndarray:
     return counts
 
 
+def is_ascending(keys: np.ndarray) -> bool:
+    """Whether ``keys`` [E] (any integer dtype) never decrease."""
+    return bool(_ascending(np.ascontiguousarray(keys)))
+
+
 @njit(cache=True)
 def _ascending(keys):
     """Whether keys [E] never decrease (stops at the first descent)."""
@@ -116,3 +121,44 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     out_weights = None if weights is None else np.empty_like(weights)
     _scatter_to_rows(np.ascontiguousarray(rows), indptr, columns, weights, out_columns, out_weights)
     return indptr, out_columns, out_weights
+
+
+@njit(cache=True)
+def _count_remote(src, lo, hi):
+    """Distinct ids of ascending src [E] outside [lo, hi)."""
+    count, previous = 0, -1
+    for e in range(src.shape[0]):
+        s = src[e]
+        if (s < lo or s >= hi) and s != previous:
+            count += 1
+            previous = s
+    return count
+
+
+@njit(cache=True)
+def _fill_columns(src, lo, hi, columns, remote_ids):
+    """columns[e] = src[e] - lo inside [lo, hi), else hi - lo + (rank of src[e] among the distinct
+    outside ids, which are written to remote_ids in ascending order). src: [E] ascending."""
+    n, k, previous = hi - lo, -1, -1
+    for e in range(src.shape[0]):
+        s = src[e]
+        if lo <= s < hi:
+            columns[e] = s - lo
+        else:
+            if s != previous:
+                k += 1
+                remote_ids[k] = s
+                previous = s
+            columns[e] = n + k
+
+
+def ascending_columns(src: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns of edges with ascending global sources ``src`` [E] (int32/int64) in the extended space
+    of a rank owning ``[lo, hi)``: ``src - lo`` for owned sources, ``hi - lo + j`` for the ``j``-th
+    distinct other source; one pass, no sort (``np.unique`` of the other sources, ``return_inverse``).
+    Returns (columns [E] int32, int64 beyond 2**31 columns; remote_ids [g] int64 ascending)."""
+    src = np.ascontiguousarray(src)
+    remote_ids = np.empty(_count_remote(src, lo, hi), dtype=np.int64)
+    columns = np.empty(len(src), dtype=np.int32 if hi - lo + len(remote_ids) < 2**31 else np.int64)
+    _fill_columns(src, np.int64(lo), np.int64(hi), columns, remote_ids)
+    return columns, remote_ids

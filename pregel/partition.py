@@ -12,6 +12,11 @@ data then move to their owners, so any partitioner can be plugged in by giving `
 """
 
 import numpy as np
+from numba import njit
+
+from kernels._numba_start import import_numba_numpy_support
+
+import_numba_numpy_support()
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -48,8 +53,11 @@ class RangePartition:
         self.size = len(self.bounds) - 1
 
     def owner(self, ids: np.ndarray) -> np.ndarray:
-        """Owning rank of each global id: [k] int64 -> [k] int64."""
-        return np.searchsorted(self.bounds, ids, side="right") - 1
+        """Owning rank of each global id in ``[0, bounds[-1])``: [k] int32/int64 -> [k] int32
+        (``np.searchsorted(bounds, ids, side="right") - 1`` in one pass, without converting ids)."""
+        out = np.empty(len(ids), dtype=np.int32)
+        _range_owner(np.ascontiguousarray(ids), self.bounds, out)
+        return out
 
     def owned(self, rank: int) -> np.ndarray:
         """Global ids owned by ``rank``, ascending: [n_r] int64."""
@@ -57,9 +65,9 @@ class RangePartition:
 
     def local_index(self, ids: np.ndarray, rank: int) -> np.ndarray:
         """Positions [k] in ``owned(rank)`` of global integer ids [k] that ``rank`` owns: ``ids``
-        itself (any integer dtype) when ``rank`` owns from 0, do not write into it; else int64."""
+        itself (any integer dtype) when ``rank`` owns from 0, do not write into it; else of the ids' dtype."""
         ids = np.asarray(ids)
-        return ids if self.bounds[rank] == 0 else ids - self.bounds[rank]
+        return ids if self.bounds[rank] == 0 else ids - int(self.bounds[rank])  # keeps int32 ids int32
 
 
 class HashPartition:
@@ -73,9 +81,9 @@ class HashPartition:
         self._owned = {}
 
     def owner(self, ids: np.ndarray) -> np.ndarray:
-        """Owning rank of each global id: [k] int64 -> [k] int64."""
+        """Owning rank of each global id: [k] int64 -> [k] int32."""
         mixed = np.asarray(ids, dtype=np.uint64) * _GOLDEN
-        return ((mixed >> np.uint64(32)) % np.uint64(self.size)).astype(np.int64)
+        return ((mixed >> np.uint64(32)) % np.uint64(self.size)).astype(np.int32)
 
     def owned(self, rank: int, chunk: int = 1 << 22) -> np.ndarray:
         """Global ids owned by ``rank``, ascending: [n_r] int64 (computed once, in chunks of ids)."""
@@ -90,6 +98,23 @@ class HashPartition:
     def local_index(self, ids: np.ndarray, rank: int) -> np.ndarray:
         """Positions [k] in ``owned(rank)`` of global ids [k] that ``rank`` owns."""
         return np.searchsorted(self.owned(rank), ids)
+
+
+@njit(cache=True)
+def _range_owner(ids, bounds, out):
+    """out[k] = the r with bounds[r] <= ids[k] < bounds[r + 1] (a binary search over the P + 1 bounds).
+    ids: [k] int32/int64; bounds: [P + 1] int64 ascending; out: [k] int32."""
+    last = bounds.shape[0] - 2
+    for k in range(ids.shape[0]):
+        v = ids[k]
+        lo, hi = 0, last
+        while lo < hi:  # the largest r <= last with bounds[r] <= v
+            mid = (lo + hi + 1) // 2
+            if bounds[mid] <= v:
+                lo = mid
+            else:
+                hi = mid - 1
+        out[k] = lo
 
 
 PARTITIONERS = ("range", "hash")

@@ -112,13 +112,15 @@ class VertexProgram:
         softmax combiner). Used only when ``per_edge`` is true."""
         return src_values
 
-    def fused_softmax(self, ctx: "Context", ext, dst_values, indptr, indices, ext_ids, row_ids):
+    def fused_softmax(self, ctx: "Context", ext, dst_values, indptr, indices, ext_ids, row_ids, ghosts=None):
         """Optional one-pass gather for the softmax combiner: ``(m, s, acc)`` partial softmax sums
         ([n, H], [n, H], [n, H, C]; see ``pregel.softmax_parts``) of the destination-side edges in
         CSR ``indptr`` [n + 1] / ``indices`` [E] (rows of ``ext`` [n + g, k], the owned then ghost
         message rows, whose global ids are ``ext_ids``; ``row_ids`` [n] the owned ids), from
         ``dst_values`` [n, k']; the same as ``edge_message`` followed by the softmax, without
-        per-edge arrays. None (the default): the engine calls ``edge_message`` on every edge."""
+        per-edge arrays. With ``ghosts`` [g, k] (not None), ``ext`` holds the n owned rows only and
+        the ghost rows are ``ghosts``. None (the default): the engine calls ``edge_message`` on
+        every edge."""
         return None
 
     def destination_values(self, ctx: "Context", state):

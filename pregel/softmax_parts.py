@@ -48,27 +48,38 @@ class SoftmaxParts:
         return cls(m, s, acc)
 
     def merged(self, rows: np.ndarray, other: "SoftmaxParts") -> "SoftmaxParts":
-        """These parts with ``other`` (k rows) merged into rows ``rows`` [k] (repeats allowed)."""
+        """These parts with ``other`` (k rows) merged into rows ``rows`` [k] (repeats allowed).
+        In place (``m``, ``s`` and ``acc`` are overwritten); returns self."""
         m = self.m.copy()
         np.maximum.at(m, rows, other.m)
         safe = np.where(np.isfinite(m), m, 0)
-        s = self.s * _scale(self.m, safe)
-        acc = self.acc * _scale(self.m, safe)[:, :, None]
+        scale = _scale(self.m, safe)
+        self.s *= scale
+        self.acc *= scale[:, :, None]
         factor = _scale(other.m, safe[rows])
-        np.add.at(s, rows, other.s * factor)
-        np.add.at(acc, rows, other.acc * factor[:, :, None])
-        return SoftmaxParts(m, s, acc)
+        np.add.at(self.s, rows, other.s * factor)
+        np.add.at(self.acc, rows, other.acc * factor[:, :, None])
+        self.m = m
+        return self
 
     def with_self(self, logits: np.ndarray, values: np.ndarray) -> "SoftmaxParts":
-        """Every row merged with one more message of its own: logits [n, H], values [n, H, C]."""
+        """Every row merged with one more message of its own: logits [n, H], values [n, H, C].
+        In place (``s`` and ``acc`` are overwritten, head by head: no [n, H, C] temporary); returns self."""
         m = np.maximum(self.m, logits)  # one message per row: no repeated rows, no ufunc.at
         safe = np.where(np.isfinite(m), m, 0)
         old, new = _scale(self.m, safe), _scale(logits, safe)
-        return SoftmaxParts(m, self.s * old + new, self.acc * old[:, :, None] + values * new[:, :, None])
+        self.s *= old
+        self.s += new
+        for h in range(self.acc.shape[1]):
+            self.acc[:, h] *= old[:, h, None]
+            self.acc[:, h] += values[:, h] * new[:, h, None]
+        self.m = m
+        return self
 
     def normalized(self) -> np.ndarray:
-        """``acc / s`` [n, H, C], 0 for rows without messages."""
-        return self.acc / np.where(self.s > 0, self.s, 1)[:, :, None]
+        """``acc / s`` [n, H, C], 0 for rows without messages: ``acc`` divided in place."""
+        self.acc /= np.where(self.s > 0, self.s, 1)[:, :, None]
+        return self.acc
 
     def to_rows(self) -> np.ndarray:
         """Flat rows [n, 2H + H·C] for the wire."""

@@ -140,15 +140,26 @@ class Superstep:
         counts = (np.diff(g.part_indptr) if sent_edge is None else
                   np.bincount(rows_of_edges, weights=sent_edge, minlength=len(g.part_dst)).astype(np.int64))
         if self.combiner == "softmax":
-            logits, vals = self._edge_values(values[g.part_src], *self.edges.src_side, source_side=True)
-            if sent_edge is not None:
-                logits = np.where(sent_edge[:, None], logits, -np.inf)
-            rows = SoftmaxParts.of_rows(g.part_indptr, logits, vals).to_rows()
+            rows = self._source_softmax(values, sent_edge)
         else:
             rows = self._reduce_edges(g.part_indptr, g.part_src, values, senders, self.edges.src_side,
                                       source_side=True)
         keep = counts > 0
         return g.part_dst[keep], rows[keep], counts[keep]
+
+    def _source_softmax(self, values, sent_edge):
+        """Partial softmax rows [h, 2H + H·C] of the source-side hub rows: the program's one-pass
+        gather when it has one and every owned vertex sent (no per-edge arrays), else per edge."""
+        g, fused = self.graph, None
+        if sent_edge is None and self.hub_dst_values is not None:
+            fused = self.program.fused_softmax(self.ctx, values, self.hub_dst_values, g.part_indptr, g.part_src,
+                                               g.owned, g.part_dst)
+        if fused is not None:
+            return SoftmaxParts(*fused).to_rows()
+        logits, vals = self._edge_values(values[g.part_src], *self.edges.src_side, source_side=True)
+        if sent_edge is not None:
+            logits = np.where(sent_edge[:, None], logits, -np.inf)
+        return SoftmaxParts.of_rows(g.part_indptr, logits, vals).to_rows()
 
     def _combine_direct(self, parts, values):
         """Concatenate (ids, rows, counts) parts; pre-reduce per destination with the combiner."""
@@ -229,7 +240,7 @@ class Superstep:
         if self.combiner is None:
             return self._messages(inc.extended(own), sent_ext, inc)
         if self.combiner == "softmax":
-            return self._softmax(inc.extended(own), sent_ext, inc)
+            return self._softmax(own, sent_ext, inc)
         if self.combiner == "mean" and not self.per_edge and sent_ext is None and not len(inc.direct_ids):
             # every in-edge sent and nothing else arrives: the kernel divides by the row's edge count
             weights = g.in_weights if self.program.weighted else None
@@ -260,15 +271,17 @@ class Superstep:
             count[rows] += direct_count
         return finish_gather(gathered, count, op, np)
 
-    def _softmax(self, ext, sent_ext, inc):
+    def _softmax(self, own, sent_ext, inc):
         g = self.graph
         fused = None
         if sent_ext is None and self.dst_values is not None:  # the program's one-pass gather, if any
-            fused = self.program.fused_softmax(self.ctx, ext, self.dst_values, g.in_indptr, g.in_indices,
-                                               self.edges.ext_ids, g.owned)
+            ghosts = inc.ghost_values if len(inc.ghost_values) else None  # read where they lie: no copy
+            fused = self.program.fused_softmax(self.ctx, own, self.dst_values, g.in_indptr, g.in_indices,
+                                               self.edges.ext_ids, g.owned, ghosts=ghosts)
         if fused is not None:
             parts = SoftmaxParts(*fused)
         else:
+            ext = inc.extended(own)
             logits, vals = self._edge_values(ext[g.in_indices], *self.edges.dst_side, source_side=False)
             if sent_ext is not None:
                 logits = np.where(sent_ext[g.in_indices][:, None], logits, -np.inf)

@@ -50,3 +50,23 @@ def test_by_hand_one_row():
     np.testing.assert_allclose(m, [[-0.75]])
     np.testing.assert_allclose(s, [[1.0]])
     np.testing.assert_allclose(acc, [[[3.0, 4.0]]])
+
+
+def test_ghost_rows_read_where_they_lie():
+    """ext split into owned rows and ghosts (no copy) gives the twin's result on the whole array."""
+    rng = np.random.default_rng(8)
+    heads, channels = 2, 3
+    indptr, indices, ext, dst, ext_ids, row_ids = _case(rng, 40, 70, heads, channels, np.float32)
+    indices[::3] = np.repeat(np.arange(40), np.diff(indptr))[::3]  # self-loops to skip
+    got = attention_gather(indptr, indices, ext[:40], dst, heads, channels, 0.2, ext_ids, row_ids, True,
+                           ghosts=ext[40:])
+    want = _attention_gather(indptr, indices, ext, dst, heads, channels, 0.2, ext_ids, row_ids, True)
+    for a, b in zip(got, want):
+        assert np.array_equal(np.isinf(a), np.isinf(b))
+        np.testing.assert_allclose(np.where(np.isinf(a), 0, a), np.where(np.isinf(b), 0, b), rtol=1e-5, atol=1e-6)
+    whole = attention_gather(indptr, indices, ext, dst, heads, channels, 0.2, ext_ids, row_ids, True)
+    for a, b in zip(got, whole):  # the same arithmetic, read from two arrays
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="ghosts"):
+        attention_gather(indptr, indices, ext[:40], dst, heads, channels, 0.2, ext_ids, row_ids, True,
+                         ghosts=ext[40:].astype(np.float64))

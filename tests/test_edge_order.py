@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pregel.edge_order import count_rows, group_by_row, row_ids, stable_order
+from pregel.edge_order import ascending_columns, count_rows, group_by_row, is_ascending, row_ids, stable_order
 
 
 @pytest.mark.parametrize("sorted_keys", [True, False])
@@ -43,3 +43,24 @@ def test_stable_order_matches_stable_argsort():
     order, counts = stable_order(keys, 4)
     np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
     np.testing.assert_array_equal(counts, np.bincount(keys, minlength=4))
+
+
+def test_ascending_columns_match_unique_inverse():
+    """The one-pass columns of ascending sources against np.unique(return_inverse) of the others."""
+    rng = np.random.default_rng(6)
+    src = np.sort(rng.integers(0, 1000, 5000)).astype(np.int32)
+    lo, hi = 300, 550
+    columns, remote_ids = ascending_columns(src, lo, hi)
+    owned = (src >= lo) & (src < hi)
+    expected_ids, inverse = np.unique(src[~owned].astype(np.int64), return_inverse=True)
+    np.testing.assert_array_equal(remote_ids, expected_ids)
+    np.testing.assert_array_equal(columns[owned], src[owned] - lo)
+    np.testing.assert_array_equal(columns[~owned], hi - lo + inverse)
+    assert columns.dtype == np.int32 and remote_ids.dtype == np.int64
+    empty_columns, empty_ids = ascending_columns(np.zeros(0, np.int64), 0, 5)
+    assert empty_columns.shape == (0,) and empty_ids.shape == (0,)
+
+
+def test_is_ascending():
+    assert is_ascending(np.array([1, 1, 2, 7], np.int32)) and is_ascending(np.zeros(0, np.int64))
+    assert not is_ascending(np.array([1, 3, 2]))

@@ -98,6 +98,18 @@ def test_model_runs_twice(graph, loaded):
     np.testing.assert_allclose(first, second, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["gat_concat", "gat_slope_residual_nobias"])
+def test_gat_message_in_blocks_matches_pyg(graph, loaded, name, monkeypatch):
+    """GAT's message written a few rows at a time (blocks smaller than the graph) gives PyG's output."""
+    import vertex_programs.gnn.gat as gat
+
+    monkeypatch.setattr(gat, "MESSAGE_ROWS", 7)
+    layers, activation = _build(name)
+    expected, _ = pyg_forward(layers, activation, graph)
+    assert graph.num_nodes > 7
+    assert np.abs(run(loaded["hubs"], GNNModel(layers, activation)).values - expected).max() <= TOLERANCE
+
+
 def test_combiner_follows_the_layer(loaded):
     """The engine reads combiner / per_edge before message: they must be the current layer's."""
     layers, _ = build_model("mixed")  # GAT (softmax, per edge), SAGE max, GCN sum

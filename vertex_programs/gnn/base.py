@@ -71,7 +71,7 @@ class GNNLayer(ABC):
         """Per-edge messages of E edges (only for layers with ``per_edge``)."""
         return src_values
 
-    def fused_softmax(self, ext, dst_values, indptr, indices, ext_ids, row_ids):
+    def fused_softmax(self, ext, dst_values, indptr, indices, ext_ids, row_ids, ghosts=None):
         """For softmax layers: ``(m, s, acc)`` of the gather in one pass (see
         ``VertexProgram.fused_softmax``), or None to have ``edge_message`` called per edge."""
         return None

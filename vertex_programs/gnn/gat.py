@@ -7,6 +7,10 @@ from kernels.attention_gather import attention_gather
 from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
 
 
+#: rows of x transformed at a time by ``GATLayer.message`` (bounds its temporaries to a few MB)
+MESSAGE_ROWS = 1 << 16
+
+
 class GATLayer(GNNLayer):
     """Per head h: x'_i = Σ_{j→i} α_ij · (x_j W)_h, then concat (or mean) over heads, + bias.
 
@@ -40,12 +44,19 @@ class GATLayer(GNNLayer):
                              f"/ {tuple(att_dst.shape)} do not match")
 
     def message(self, ctx, x):
+        """Sent rows [n, H·C + H] = [x W | α_src], written block of rows by block (no [n, H, C]
+        temporaries); the cache keeps x W and α_src as views of them, and α_dst [n, H]."""
         n, heads, channels = len(x), self.heads, self.channels
-        h = (x @ self.weight.T).reshape(n, heads, channels)
-        alpha_src = (h * self.att_src).sum(-1)
-        alpha_dst = (h * self.att_dst).sum(-1)
-        sent = torch.cat([h.reshape(n, heads * channels), alpha_src], dim=1)
-        return sent, (h, alpha_src, alpha_dst)
+        split = heads * channels
+        sent = torch.empty((n, split + heads), dtype=x.dtype, device=x.device)
+        alpha_dst = torch.empty((n, heads), dtype=x.dtype, device=x.device)
+        for start in range(0, n, MESSAGE_ROWS):
+            stop = min(start + MESSAGE_ROWS, n)
+            h = (x[start:stop] @ self.weight.T).reshape(stop - start, heads, channels)
+            sent[start:stop, :split] = h.reshape(stop - start, split)
+            sent[start:stop, split:] = (h * self.att_src).sum(-1)
+            alpha_dst[start:stop] = (h * self.att_dst).sum(-1)
+        return sent, (sent[:, :split].reshape(n, heads, channels), sent[:, split:], alpha_dst)
 
     def destination_values(self, ctx, cache):
         return cache[2]
@@ -57,20 +68,22 @@ class GATLayer(GNNLayer):
             logits[ctx.edge_src == ctx.edge_dst] = -np.inf
         return logits, src_values[:, :split].reshape(-1, self.heads, self.channels)
 
-    def fused_softmax(self, ext, dst_values, indptr, indices, ext_ids, row_ids):
+    def fused_softmax(self, ext, dst_values, indptr, indices, ext_ids, row_ids, ghosts=None):
         """The gather of ``edge_message`` + softmax in one kernel pass (``kernels.attention_gather``)."""
         return attention_gather(indptr, indices, ext, dst_values, self.heads, self.channels,
-                                self.negative_slope, ext_ids, row_ids, self.add_self_loops)
+                                self.negative_slope, ext_ids, row_ids, self.add_self_loops, ghosts=ghosts)
 
     def apply(self, ctx, x, cache, parts):
         h, alpha_src, alpha_dst = cache
         if self.add_self_loops:
             parts = parts.with_self(self._leaky((alpha_src + alpha_dst).numpy()), h.numpy())
-        out = as_tensor(parts.normalized())
+        out = as_tensor(parts.normalized())  # this layer's own rows: added to in place
         out = out.reshape(len(x), self.heads * self.channels) if self.concat else out.mean(dim=1)
         if self.res_weight is not None:
-            out = out + x @ self.res_weight.T
-        return out if self.bias is None else out + self.bias
+            out += x @ self.res_weight.T
+        if self.bias is not None:
+            out += self.bias
+        return out
 
     def _leaky(self, values: np.ndarray) -> np.ndarray:
         return np.where(values > 0, values, values * np.float32(self.negative_slope))

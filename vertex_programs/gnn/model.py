@@ -125,8 +125,8 @@ class GNNModel(VertexProgram):
     def edge_message(self, ctx, src_values, dst_values, weights):
         return self.layers[self._layer].edge_message(ctx, src_values, dst_values)
 
-    def fused_softmax(self, ctx, ext, dst_values, indptr, indices, ext_ids, row_ids):
-        return self.layers[self._layer].fused_softmax(ext, dst_values, indptr, indices, ext_ids, row_ids)
+    def fused_softmax(self, ctx, ext, dst_values, indptr, indices, ext_ids, row_ids, ghosts=None):
+        return self.layers[self._layer].fused_softmax(ext, dst_values, indptr, indices, ext_ids, row_ids, ghosts)
 
     def apply(self, ctx, state, gathered):
         x = self.layers[self._layer].apply(ctx, state["x"], self._cache, gathered)
