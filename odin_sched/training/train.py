@@ -282,28 +282,36 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     culling = Culling() if config.cull else None
     for step in range(resumed.step + 1, steps + 1):
         opt.lrs = setup.settings.lrs(setup.extent, step)
+        batch = setup.batches[step - 1]
         params = {name: p.detach() for name, p in opt.params.items()}
+        kept = culling.kept_rows(params, opt.ids, scene, batch) if culling else [None] * len(batch)
+        union = None if culling is None else torch.unique(torch.cat(kept))  # [u] ascending: the batch's rows
+        params = restricted(params, union)  # the batch's sums and Adam step run on these rows alone
         total = {name: torch.zeros_like(p) for name, p in params.items()}
-        seen = torch.zeros(opt.num_gaussians, dtype=torch.bool, device=dev)
+        seen = torch.zeros(len(params["means"]), dtype=torch.bool, device=dev)
         image_losses = []
         degree = setup.active_sh_degree(step)
-        batch = setup.batches[step - 1]
-        kept = culling.kept_rows(params, opt.ids, scene, batch) if culling else [None] * len(batch)
         for cam, rows in zip(batch, kept):
-            result = image_gradients(render, restricted(params, rows), *camera(scene, int(cam), dev), scene.width,
+            local = None if rows is None else torch.searchsorted(union, rows)
+            result = image_gradients(render, restricted(params, local), *camera(scene, int(cam), dev), scene.width,
                                      scene.height, setup.targets[int(cam)], ssim_weight, densify is not None, degree)
-            add_image(total, seen, accum, result, rows)
+            add_image(total, seen, result, local)
+            if densify and rows is None:
+                accum.add(result.screen_norm, result.visible, result.radii)
+            elif densify:
+                accum.add_rows(rows, result.screen_norm, result.visible, result.radii)
             image_losses.append(result.loss)
         losses[step - 1] = batch_loss(image_losses)
         idx = torch.nonzero(seen).squeeze(1)
-        opt.step_rows(idx, {name: g[idx] for name, g in batch_gradient(total, batch_size).items()})
+        grads = {name: g[idx] for name, g in batch_gradient(total, batch_size).items()}
+        opt.step_rows(idx if union is None else union[idx], grads)
         if densify:
             accum = densify_round(opt, accum, step, steps, batch_size, setup.extent, densify, seed)
         evaluated = step % eval_every == 0 or step == steps
         if evaluated:
             psnr_steps.append(step)
             value, view = evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree,
-                                   culling and culling.kept_rows(opt.params, opt.ids, scene, setup.test_ids))
+                                   culling.kept_rows(opt.params, opt.ids, scene, setup.test_ids) if culling else None)
             psnr_values.append(value)
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
         if status is not None:
@@ -324,22 +332,18 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     return result
 
 
-def add_image(total: dict, seen: torch.Tensor, accum, result, rows) -> None:
-    """Add one image's ``result`` (``image_gradients`` of the Gaussians ``rows`` [g], or of all when None)
-    to the batch's gradient sums ``total`` (name -> [G, ...]), its visibility ``seen`` [G] bool and the
-    densification statistics ``accum`` (a ``GradAccumulator``, or None)."""
+def add_image(total: dict, seen: torch.Tensor, result, rows) -> None:
+    """Add one image's ``result`` (``image_gradients`` of the rows ``rows`` [g] of ``total``, or of all of
+    them when None) to the batch's gradient sums ``total`` (name -> [n, ...]) and visibility ``seen`` [n]
+    bool."""
     if rows is None:
         for name in total:
             total[name] += result.grads[name]
         seen |= result.visible
-        if accum is not None:
-            accum.add(result.screen_norm, result.visible, result.radii)
         return
     for name in total:
         total[name][rows] += result.grads[name]
     seen[rows] |= result.visible
-    if accum is not None:
-        accum.add_rows(rows, result.screen_norm, result.visible, result.radii)
 
 
 def batch_loss(image_losses) -> float:
