@@ -15,6 +15,8 @@ from SfM points) or from a 3DGS PLY, and trains against the images of the traini
 * view-dependent colour by spherical harmonics up to degree ``sh_degree`` (``odin_sched.scenes.sh``), the
   active degree raised by one every 1,000 images as in 3DGS;
 * densification and opacity resets (``odin_sched.training.densify``) on the reference's schedule, or none;
+* culling (``odin_sched.training.culling``; ``TrainConfig.cull``, default on): an image renders only the
+  Gaussians that can touch it, with the same pixels and gradients as rendering all of them;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
 * on the CPU, or with ``device='cuda'`` on this process's GPU (``render_device``): the Gaussians,
   their Adam state and the images live there, and rendering, the loss, the backward pass, visible Adam
