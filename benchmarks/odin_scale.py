@@ -3,8 +3,10 @@ side by side in one run, each a whole ``pregel train`` command (start-up, traini
 
 For each model size (default 2,000,000 and 200,000 Gaussians), a generated `city` scene (48 cameras at
 64 x 48 by default) is trained from a PLY of its own Gaussians (``--init-ply``) for 4 steps with window
-2 (``--sh-degree``, default 3 as ``pregel train``'s): one process with B = 2 and B = 3, and ``mpiexec -n P``
-with B = P in both distributed modes.
+2 (``--sh-degree``, default 3 as ``pregel train``'s): one process with B = 2 and B = 3 (culling: an image
+renders only the Gaussians that can touch it, as an odin image step does), one process with B = 2 and
+``--no-cull`` (every Gaussian rendered for every image, for reference), and ``mpiexec -n P`` with B = P
+in both distributed modes.
 Reported per run, from the trained file's ``/metrics/per_rank`` where the trainer records it ("n/a"
 where a column does not exist): images/s of training, peak RSS per rank (``peak_rss_bytes``), the
 largest process's peak RSS (``getrusage`` of the command's children, always measured), Gaussian state
@@ -80,9 +82,11 @@ def make_inputs(folder: str, gaussians: int, args) -> tuple:
     return scene, ply
 
 
-def train_command(args, scene, ply, out, batch, mode=None, ranks=1) -> list:
+def train_command(args, scene, ply, out, batch, mode=None, ranks=1, cull=True) -> list:
     command = [PREGEL, "train", "--scene", scene, "--init-ply", ply, "--steps", str(args.steps), "--batch-size",
                str(batch), "--out", out, "--seed", "0", "--sh-degree", str(args.sh_degree)]
+    if not cull:
+        command.append("--no-cull")
     if mode is not None:
         command = [MPIEXEC, "-n", str(ranks)] + command + ["--mode", mode, "--window", str(args.window)]
     return command
@@ -132,14 +136,16 @@ def main():
               "| model GB/rank | window-end bytes/rank/window | plan s/window/rank |")
         print("|---|---|---|---|---|---|---|---|---|")
         results = {}
-        for name, batch, mode, p in ([("one process", b, None, 1) for b in sorted(set(ranks))]
-                                     + [(f"{mode} P={p}", p, mode, p) for mode in ("odin", "barrier") for p in ranks]):
-            out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{p}_b{batch}.h5")
-            wall, rss = run(train_command(args, scene, ply, out, batch, mode, p))
+        runs = ([("one process", b, None, 1, True) for b in sorted(set(ranks))]
+                + [("one process, --no-cull", min(ranks), None, 1, False)]
+                + [(f"{mode} P={p}", p, mode, p, True) for mode in ("odin", "barrier") for p in ranks])
+        for name, batch, mode, p, cull in runs:
+            out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{p}_b{batch}{'' if cull else '_nocull'}.h5")
+            wall, rss = run(train_command(args, scene, ply, out, batch, mode, p, cull))
             data = read_run(out)
             cols, attrs = data["columns"], data["attrs"]
             images_per_s = attrs["steps_per_second"] * batch
-            results[(mode, p, batch)] = dict(images=images_per_s, rss=rss, cols=cols, cells=attrs.get("cells"))
+            results[(mode if cull else "no-cull", p, batch)] = dict(images=images_per_s, rss=rss, cols=cols, cells=attrs.get("cells"))
             print(f"| {name} | {batch} | {images_per_s:.2f} | {wall:.1f} | {rss / 1e9:.2f} | "
                   f"{per_rank(cols, 'peak_rss_bytes', 1e9, '{:.2f}')} | "
                   f"{per_rank(cols, 'model_bytes', 1e9, '{:.2f}') if mode else f'{one_model / 1e9:.2f} (computed)'} | "
@@ -167,6 +173,10 @@ def print_targets(results: dict, ranks: list, one_model: int, windows: int, args
     print(f"| window-end bytes per rank per window, odin P={p3} | {end} | <= {budget:,} "
           f"({CELL_BYTES} x {odin3['cells']} cells + {IMAGE_BYTES} x {args.window * p3} images) |")
     print(f"| images/s, odin P={p2} / one process (B={p2}) | {speedup:.2f} | >= {SPEEDUP} |")
+    print(f"| images/s, odin P={p2} / barrier P={p2} | {odin2['images'] / results[('barrier', p2, p2)]['images']:.2f} "
+          f"| (reported) |")
+    print(f"| images/s, one process / one process --no-cull (B={p2}) | "
+          f"{results[(None, 1, p2)]['images'] / results[('no-cull', 1, p2)]['images']:.2f} | (reported) |")
     print(f"| images/s, odin P={p3} / one process (B={p3}) | "
           f"{odin3['images'] / single['images']:.2f} | (reported) |")
 

@@ -534,6 +534,9 @@ def _add_train(sub) -> None:
                    help="shuffled: seeded permutations of the training cameras; spread: the same, but "
                         "consecutive batches see different parts of the scene where possible (default: "
                         "shuffled for B = 1, spread otherwise)")
+    p.add_argument("--cull", action=argparse.BooleanOptionalAction, default=defaults.cull,
+                   help="one process: each image renders only the Gaussians that can touch it, the same pixels "
+                        "and gradients as rendering all (default on; --no-cull: render all of them)")
     p.add_argument("--mode", choices=MODES, default=None,
                    help="distributed execution (default with more than one rank: odin, barrier-free; barrier: "
                         "the synchronous baseline with a global barrier per batch; odin-fast: odin where an "

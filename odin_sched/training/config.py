@@ -30,6 +30,8 @@ class TrainConfig:
     device: str = "cpu"                     # 'cpu', or 'cuda': each rank trains on its GPU
     sh_degree: int = 3                      # largest SH degree of the colour (0..3; odin_sched.scenes.sh), the
                                             # active degree one higher every 1,000 images (3DGS's default 3)
+    cull: bool = True                       # one process: an image renders only the Gaussians that can touch
+                                            # it (odin_sched.training.culling; the same pixels and gradients)
     progress: bool = True                   # a progress bar (rank 0)
     status: bool = False                    # write the dashboard's status file beside ``out`` (odin_sched.view)
 

@@ -15,6 +15,8 @@ from SfM points) or from a 3DGS PLY, and trains against the images of the traini
 * view-dependent colour by spherical harmonics up to degree ``sh_degree`` (``odin_sched.scenes.sh``), the
   active degree raised by one every 1,000 images as in 3DGS;
 * densification and opacity resets (``odin_sched.training.densify``) on the reference's schedule, or none;
+* culling (``odin_sched.training.culling``; ``TrainConfig.cull``, default on): an image renders only the
+  Gaussians that can touch it, with the same pixels and gradients as rendering all of them;
 * PSNR on the held-out cameras (``/cameras/heldout``, else every 8th) every ``eval_every`` steps;
 * on the CPU, or with ``device='cuda'`` on this process's GPU (``render_device``): the Gaussians,
   their Adam state and the images live there, and rendering, the loss, the backward pass, visible Adam
@@ -36,6 +38,7 @@ import numpy as np
 import torch
 
 from odin_sched.training.config import TrainConfig
+from odin_sched.training.culling import Culling, restricted
 from odin_sched.training.densify import GradAccumulator, densify_round
 from odin_sched.training.image_order import IMAGE_ORDERS, ORDER_CELLS, ORDER_WINDOW, BatchOrder, resolved_order
 from odin_sched.training.metrics import psnr
@@ -102,12 +105,14 @@ def _render_view(render, params, scene, cam, sh_degree: int):
 
 
 @torch.no_grad()
-def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict, sh_degree: int) -> tuple:
+def evaluate(render, params: dict, scene: Scene, cams: np.ndarray, targets: dict, sh_degree: int,
+             kept: list | None = None) -> tuple:
     """(Mean PSNR (dB) over the cameras ``cams`` at SH degree ``sh_degree``, the first camera's view
-    [H, W, 3] clamped to [0, 1]); targets maps camera -> image tensor [H, W, 3]."""
+    [H, W, 3] clamped to [0, 1]); targets maps camera -> image tensor [H, W, 3]; kept: the rows [g] each
+    camera renders (``Culling.kept_rows``), or None for all of them."""
     values, first = [], None
-    for c in cams:
-        view = _render_view(render, params, scene, c, sh_degree)[0].clamp(0, 1)
+    for c, rows in zip(cams, kept or [None] * len(cams)):
+        view = _render_view(render, restricted(params, rows), scene, c, sh_degree)[0].clamp(0, 1)
         values.append(psnr(view, targets[c]).item())
         first = view if first is None else first
     return float(np.mean(values)), first
@@ -276,31 +281,39 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     status = TrainStatus(config.out, "single", 1, steps, batch_size, config.scene) if config.status else None
     bar = Progress(steps, enabled=progress, unit="step")
     view = None  # the first held-out view at the last evaluation [H, W, 3]
+    culling = Culling() if config.cull else None
     for step in range(resumed.step + 1, steps + 1):
         opt.lrs = setup.settings.lrs(setup.extent, step)
+        batch = setup.batches[step - 1]
         params = {name: p.detach() for name, p in opt.params.items()}
+        kept = culling.kept_rows(params, opt.ids, scene, batch) if culling else [None] * len(batch)
+        union = None if culling is None else torch.unique(torch.cat(kept))  # [u] ascending: the batch's rows
+        params = restricted(params, union)  # the batch's sums and Adam step run on these rows alone
         total = {name: torch.zeros_like(p) for name, p in params.items()}
-        seen = torch.zeros(opt.num_gaussians, dtype=torch.bool, device=dev)
+        seen = torch.zeros(len(params["means"]), dtype=torch.bool, device=dev)
         image_losses = []
         degree = setup.active_sh_degree(step)
-        for cam in setup.batches[step - 1]:
-            result = image_gradients(render, params, *camera(scene, int(cam), dev), scene.width, scene.height,
-                                     setup.targets[int(cam)], ssim_weight, densify is not None, degree)
-            for name in total:
-                total[name] += result.grads[name]
-            seen |= result.visible
-            image_losses.append(result.loss)
-            if densify:
+        for cam, rows in zip(batch, kept):
+            local = None if rows is None else torch.searchsorted(union, rows)
+            result = image_gradients(render, restricted(params, local), *camera(scene, int(cam), dev), scene.width,
+                                     scene.height, setup.targets[int(cam)], ssim_weight, densify is not None, degree)
+            add_image(total, seen, result, local)
+            if densify and rows is None:
                 accum.add(result.screen_norm, result.visible, result.radii)
+            elif densify:
+                accum.add_rows(rows, result.screen_norm, result.visible, result.radii)
+            image_losses.append(result.loss)
         losses[step - 1] = batch_loss(image_losses)
         idx = torch.nonzero(seen).squeeze(1)
-        opt.step_rows(idx, {name: g[idx] for name, g in batch_gradient(total, batch_size).items()})
+        grads = {name: g[idx] for name, g in batch_gradient(total, batch_size).items()}
+        opt.step_rows(idx if union is None else union[idx], grads)
         if densify:
             accum = densify_round(opt, accum, step, steps, batch_size, setup.extent, densify, seed)
         evaluated = step % eval_every == 0 or step == steps
         if evaluated:
             psnr_steps.append(step)
-            value, view = evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree)
+            value, view = evaluate(render, opt.params, scene, setup.test_ids, setup.targets, degree,
+                                   culling.kept_rows(opt.params, opt.ids, scene, setup.test_ids) if culling else None)
             psnr_values.append(value)
             bar.write(f"step {step}: held-out PSNR {psnr_values[-1]:.2f} dB, {opt.num_gaussians} Gaussians")
         if status is not None:
@@ -319,6 +332,20 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
         view = heldout_view(render, params_of(opt), setup, steps)
     write_outputs(None, setup, params_of(opt), opt.ids, result, config, "single", 1, view)
     return result
+
+
+def add_image(total: dict, seen: torch.Tensor, result, rows) -> None:
+    """Add one image's ``result`` (``image_gradients`` of the rows ``rows`` [g] of ``total``, or of all of
+    them when None) to the batch's gradient sums ``total`` (name -> [n, ...]) and visibility ``seen`` [n]
+    bool."""
+    if rows is None:
+        for name in total:
+            total[name] += result.grads[name]
+        seen |= result.visible
+        return
+    for name in total:
+        total[name][rows] += result.grads[name]
+    seen[rows] |= result.visible
 
 
 def batch_loss(image_losses) -> float:
