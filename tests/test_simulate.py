@@ -452,3 +452,29 @@ def test_sharded_window_ends_move_metadata_and_hide_planning():
     long = simulate(scene, dataclasses.replace(base, plan_by_gpus=((2, 10.0),)), "odin", 2, 4, 4, window=2)
     first = (run.seconds - 0.0) / 2  # both windows do the same kind of work: about half the run each
     assert long.seconds == pytest.approx(run.seconds + 10.0 - first, rel=0.05)
+
+
+def test_traced_messages_arrive_after_their_sender_and_before_their_reader():
+    """The first window's traced arrivals: one per (reading rank, sending vertex) pair of the plan's
+    edges across ranks (counted here from the graph), none before the sender's compute ended plus the
+    link's latency, and every vertex starts only after its remote inputs arrived."""
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    run = simulate(scene, H200_IB, "odin", 4, 4, 4, window=4, trace=True)
+    plan, steps = run.traced.plan, run.traced.steps
+    src = np.repeat(np.arange(plan.graph.num_nodes), np.diff(plan.graph.indptr))
+    dst = np.asarray(plan.graph.indices)
+    remote = plan.rank[src] != plan.rank[dst]
+    expected = {(int(plan.rank[v]), int(u)) for u, v in zip(src[remote], dst[remote])}
+    got = [(int(r), int(u)) for r, u, _ in run.arrivals]
+    assert len(got) == len(set(got)) and set(got) == expected and len(expected) > 0
+    start, end = {}, {}
+    for spans in run.spans:
+        for kind, t0, t1, v in spans:
+            if kind == "compute":
+                start[v], end[v] = t0, t1
+    arrived = {(int(r), int(u)): t for r, u, t in run.arrivals}
+    for u, v in zip(src[remote], dst[remote]):
+        t = arrived[int(plan.rank[v]), int(u)]
+        assert t >= end[u] + H200_IB.node_latency - 1e-12
+        assert start[v] >= t - 1e-12
+    assert set(range(steps.num_images)) <= set(start)  # every image computed (spans of positive length)

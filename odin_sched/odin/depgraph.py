@@ -103,6 +103,15 @@ class StepGraph:
                                                               2 * self.version_batch + 1)])
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """The distinct values [u] of ``values`` [n] (integers), ascending: ``np.unique`` by a sort and a
+    mask (NumPy 2's ``np.unique`` hashes integers, tens of times slower on the planner's edge keys)."""
+    values = np.sort(np.asarray(values).ravel())
+    keep = np.ones(len(values), bool)
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
 def _version_key(cell, batch, num_batches):
     """Sort key of versions: by cell, then batch (initial first)."""
     return cell * (num_batches + 1) + batch + 1
@@ -130,9 +139,9 @@ def build_step_graph(batches: np.ndarray, visible: np.ndarray) -> StepGraph:
     # (image, cell) pairs, by image then cell
     pair_image, pair_cell = np.nonzero(visible[camera])
     pair_batch = image_batch[pair_image]
-    touched = np.unique(_version_key(pair_cell, pair_batch, num_batches))
-    touched_cells = np.unique(pair_cell)
-    keys = np.union1d(touched, _version_key(touched_cells, -1, num_batches))
+    touched_cells = sorted_unique(pair_cell)
+    keys = sorted_unique(np.concatenate([_version_key(pair_cell, pair_batch, num_batches),
+                                         _version_key(touched_cells, -1, num_batches)]))
     version_cell, version_batch = keys // (num_batches + 1), keys % (num_batches + 1) - 1
     writes = num_images + np.searchsorted(keys, _version_key(pair_cell, pair_batch, num_batches))
     reads = writes - 1  # the previous version of the same cell (the initial one at worst)

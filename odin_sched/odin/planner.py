@@ -22,7 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
-from odin_sched.odin.depgraph import StepGraph, build_step_graph
+from odin_sched.odin.depgraph import StepGraph, build_step_graph, sorted_unique
 from odin_sched.odin.schedule import Schedule, plan_schedule
 from odin_sched.odin.shard import owners_by_count
 from odin_sched.odin.staleness import STALE_IMPACT, relax_reads
@@ -119,7 +119,7 @@ def publish_before_compute(steps: StepGraph, rank: np.ndarray) -> GraphData:
         dst.append(order[starts + np.arange(counts.sum())])
     g = steps.graph
     old_src = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
-    keys = np.unique(np.concatenate([old_src * g.num_nodes + g.indices, *(s * g.num_nodes + d for s, d in zip(src, dst))]))
+    keys = sorted_unique(np.concatenate([old_src * g.num_nodes + g.indices, *(s * g.num_nodes + d for s, d in zip(src, dst))]))
     indptr, indices = edges_to_csr(g.num_nodes, keys // g.num_nodes, keys % g.num_nodes)
     return GraphData(indptr, indices, directed=True)
 

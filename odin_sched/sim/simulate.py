@@ -184,6 +184,8 @@ class SimResult:
     stale_reads: int = 0
     max_staleness_seen: int = 0
     spans: list = field(default_factory=list)  # per rank: [(kind, start, end, vertex)] of the first window
+    traced: object = None  # with trace: the first window's plan (a ``planner.Window``)
+    arrivals: np.ndarray | None = None  # with trace: [m, 3] (rank, source vertex, seconds) of its messages
     bound_seconds: float = 0.0  # no schedule of these windows can take less (see ``simulate``)
     window: int = OdinOptions.window  # batches per planning window
     bytes_sent: float = 0.0  # bytes between GPUs (grendel: its all-to-alls)
@@ -237,6 +239,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     totals["compute"] += warmup
     clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
     memory, reads, last_window = np.zeros(gpus), set(), 0.0
+    traced = arrivals = None
     for start in range(0, steps, window):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1)
@@ -282,9 +285,10 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         clock += end + gather
         bound += gather
         last_window = end + gather
-        spans = spans or run.spans
+        if run.spans and not spans:
+            spans, traced, arrivals = run.spans, win, np.asarray(run.arrivals, np.float64).reshape(-1, 3)
     return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
-                     work / path if path else 0.0, stale, worst, spans, bound, window,
+                     work / path if path else 0.0, stale, worst, spans, traced, arrivals, bound, window,
                      memory_bytes=float(memory.max()))
 
 
@@ -428,6 +432,7 @@ class _WindowRun:
                         for r in range(gpus)]
         self.compute, self.comm, self.wait, self.end = (np.zeros(gpus) for _ in range(4))
         self.spans = [[] for _ in range(gpus)] if trace else []
+        self.arrivals = []  # traced: (rank, source vertex, seconds) of every message received
 
     def _span(self, rank, kind, t0, t1, vertex=-1):
         if self.spans and t1 > t0:
@@ -464,6 +469,8 @@ class _WindowRun:
         wake = [env.event() for _ in range(self.gpus)]
 
         def arrive(dst, g):
+            if self.spans:
+                self.arrivals.append((dst, int(np.searchsorted(r.vertex_groups, g, side="right")) - 1, env.now))
             self.firings[dst].received(g, None)
             if not wake[dst].triggered:
                 wake[dst].succeed()
