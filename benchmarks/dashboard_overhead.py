@@ -19,6 +19,9 @@ sets up, trains and writes its outputs as ``pregel train`` does. Measured per ru
                 ``_report_due`` and ``_report``) on the training thread
     writer_s    the status writer thread's processor time (``time.thread_time`` in that thread):
                 binning the loss curve, JSON, PNG encoding, writing (no fsync)
+    server_s    the server's processor time answering requests (``time.thread_time`` of each request's
+                thread; its accept loop, which wakes twice a second, is not in it)
+    client_cpu_s  the polling client's (or the browser's) processor time, in processes of their own
     nivcsw      involuntary context switches of the training process (it wanted a core and had to wait)
     load        /proc/loadavg before the pair
 
@@ -39,13 +42,14 @@ import json
 import os
 import resource
 import socket
+import socketserver
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
-from scipy.stats import binom
+from scipy.stats import binom, spearmanr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLL_S = 0.5
@@ -83,7 +87,7 @@ def child(trainer: str, on: bool, scene: str, out: str, steps: int, port: int) -
     from pregel.comm import Comm
 
     torch.set_num_threads(1)
-    hooks = {"seconds": 0.0, "depth": 0, "writer": 0.0}
+    hooks = {"seconds": 0.0, "depth": 0, "writer": 0.0, "server": 0.0}
 
     def timed(method):
         def wrapper(*args, **kwargs):
@@ -107,6 +111,16 @@ def child(trainer: str, on: bool, scene: str, out: str, steps: int, port: int) -
     DistributedTrainer._report = timed(DistributedTrainer._report)
     DistributedTrainer._report_due = timed(DistributedTrainer._report_due)
     TrainStatus.close = closing(TrainStatus.close)
+
+    def answering(process_request_thread):  # the server's thread for one request: its processor time
+        def wrapper(*args):
+            try:
+                process_request_thread(*args)
+            finally:
+                hooks["server"] += time.thread_time()
+        return wrapper
+
+    socketserver.ThreadingMixIn.process_request_thread = answering(socketserver.ThreadingMixIn.process_request_thread)
     if on:  # as pregel train --dashboard (pregel.cli._start_dashboard)
         serve_in_background(make_server(dashboard_routes(os.path.dirname(out)), port=port))
     config = TrainConfig(scene, steps, out, eval_every=100, progress=False, status=on)
@@ -118,7 +132,7 @@ def child(trainer: str, on: bool, scene: str, out: str, steps: int, port: int) -
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"train_s": result.wall_time_s, "train_cpu_s": time.process_time() - cpu,
             "cpu_s": usage.ru_utime + usage.ru_stime, "hooks_s": hooks["seconds"], "writer_s": hooks["writer"],
-            "nivcsw": usage.ru_nivcsw}
+            "server_s": hooks["server"], "nivcsw": usage.ru_nivcsw}
 
 
 # --- the pairs (the parent)
@@ -298,14 +312,26 @@ def report(path: str) -> None:
         on_train = np.array([r["on"]["train_s"] for r in group])
         for key, what in (("hooks_s", "status hooks on the training thread"),
                           ("writer_s", "status writer thread's processor time"),
+                          ("server_s", "server threads' processor time"),
                           ("client_cpu_s", f"the client's ({client}) processor time")):
             share = np.array([r["on"].get(key, np.nan) for r in group]) / on_train
             print(f"  {what}: median {1000 * np.median([r['on'].get(key, np.nan) for r in group]):.1f} ms a run, "
                   f"{100 * np.median(share):.2f} % of the training wall time (max {100 * share.max():.2f} %)")
-        for side in ("off", "on"):
-            sw = np.array([r[side]["nivcsw"] for r in group])
-            print(f"  involuntary context switches {side}: median {np.median(sw):.0f}", end="")
-        print()
+        spread(group, load)
+
+
+def spread(group: list, load: np.ndarray) -> None:
+    """Where the runs' own spread comes from: the off runs' coefficient of variation, wall against
+    processor time, the rank correlation with the load, the time outside the training loop."""
+    off = {key: np.array([r["off"][key] for r in group]) for key in ("train_s", "train_cpu_s", "command_s", "nivcsw")}
+    cv = {key: 100 * np.std(v) / np.mean(v) for key, v in off.items()}
+    rho = spearmanr(load, off["train_s"])[0] if len(group) > 2 else np.nan
+    outside = off["command_s"] - off["train_s"]
+    print(f"  off runs: training wall CV {cv['train_s']:.1f} %, training CPU CV {cv['train_cpu_s']:.1f} %, "
+          f"wall / CPU median {np.median(off['train_s'] / off['train_cpu_s']):.3f}; Spearman(load, training wall) "
+          f"{rho:+.2f}; outside the loop {np.median(outside):.2f} s (range {outside.min():.2f}-{outside.max():.2f}); "
+          f"involuntary context switches median {np.median(off['nivcsw']):.0f} off, "
+          f"{np.median([r['on']['nivcsw'] for r in group]):.0f} on")
 
 
 def main() -> None:
