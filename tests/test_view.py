@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from types import SimpleNamespace
 
@@ -163,7 +164,7 @@ def test_status_writes_only_when_due_and_dashboard_serves_the_newest(tmp_path, m
     from odin_sched.training import status as status_module
 
     clock = [100.0]
-    monkeypatch.setattr(status_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(status_module, "time", SimpleNamespace(perf_counter=lambda: clock[0], thread_time=time.thread_time))
     status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 2, "s.h5")
     losses = np.linspace(1, 0, 10)
     status.update(3, losses, [], [], 5, 1.5)
@@ -199,6 +200,23 @@ def test_status_writer_keeps_the_newest_status_and_a_replaced_view(tmp_path):
     status.close()
     assert json.loads((tmp_path / "a.status.json").read_text())["step"] == 3
     assert (tmp_path / "a.status.png").read_bytes() == b"B"
+
+
+def test_status_writer_counts_its_processor_time(tmp_path):
+    burned = []
+
+    def view(path):  # runs on the writer thread: 50 ms of that thread's processor time
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < 0.05:
+            pass
+        burned.append(time.thread_time() - t0)
+        open(path, "wb").write(b"A")
+
+    processor = time.process_time()
+    status = TrainStatus(tmp_path / "a.h5", "single", 1, 10, 1, "s.h5")
+    status.update(1, np.ones(10), [], [], 5, 1.0, force=True, view=view)
+    status.close()  # the main thread only waits meanwhile
+    assert burned[0] <= status.writer_seconds <= time.process_time() - processor
 
 
 def test_a_crashed_run_still_writes_its_last_status(tmp_path):

@@ -90,11 +90,18 @@ function render(s) {
   }
 }
 
+let lastText = null;  // the status last drawn: the file changes at most every 2 s, the page polls every 0.5 s
+
 async function poll() {
   try {
-    const s = await (await fetch("status.json", {cache: "no-store"})).json();
-    if (s.run) render(s);
+    const text = await (await fetch("status.json", {cache: "no-store"})).text();
+    if (text !== lastText) {  // drawn only when it changed (drawing is most of the browser's work)
+      const s = JSON.parse(text);
+      if (s.run) render(s);
+      lastText = text;
+    }
   } catch (err) {
+    lastText = null;  // drawn again (its state too) once the server answers
     show("state", "server not reachable: showing the last state");
   }
   setTimeout(poll, POLL_MS);
