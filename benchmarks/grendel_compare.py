@@ -111,7 +111,7 @@ def reach(parts: list) -> str:
     """Per scene: the largest ceiling / grendel (over profiles and batches) at the GPU counts of Odin's
     targets, and whether any schedule of odin's windows could reach each target."""
     heads = [f"ceiling ÷ grendel at {p} (target {t}×)" for p, t in TARGETS.items()]
-    lines = ["| scene | Gaussians (generated) | " + " | ".join(heads) + " | processor s | peak RSS GB |",
+    lines = ["| scene | Gaussians (generated) | " + " | ".join(heads) + " | processor s | peak RSS GiB |",
              "|" + " --- |" * (4 + len(TARGETS))]
     for scene in dict.fromkeys(p["scene"] for p in parts):
         mine = [p for p in parts if p["scene"] == scene]
