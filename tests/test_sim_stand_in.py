@@ -51,7 +51,7 @@ def test_odin_refuses_a_scene_that_stands_for_a_fraction_per_gaussian():
 
 def test_a_preset_stand_in_generates_a_multiple_of_the_cells_standing_for_a_whole_number_each():
     preset = PRESETS["rubble"]
-    scene = preset_scene("rubble", generated=20_000, cells=1024)
+    scene = preset_scene("rubble", generated=20_000, multiple_of=1024)
     f = -(-preset.gaussians // 20_000)
     assert scene.stands_for == f and len(scene.means) % 1024 == 0 and len(scene.means) <= 20_000
     assert scene.total_gaussians == len(scene.means) * f

@@ -154,9 +154,9 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
 
 def standing_for(scene: SimScene, gaussians: int, visible: float = 0.0) -> SimScene:
     """``scene`` whose Gaussians each stand for gaussians / len(scene.means): the cost features and the
-    projected sample's weight scaled up (enough for grendel, whose costs come from the features; odin's
-    plan needs every Gaussian). With ``visible`` > 0 the share in view per image is scaled to that mean
-    (its spread over cameras stays the scene's)."""
+    projected sample's weight scaled up (grendel's costs come from the features; odin's cells count each
+    Gaussian that many times, which must then be a whole number: ``cells``). With ``visible`` > 0 the
+    share in view per image is scaled to that mean (its spread over cameras stays the scene's)."""
     factor = gaussians / len(scene.means)
     if visible:
         factor *= visible * len(scene.means) / scene.views.features[scene.train_ids, 0].mean()
@@ -166,12 +166,12 @@ def standing_for(scene: SimScene, gaussians: int, visible: float = 0.0) -> SimSc
     return replace(scene, views=views, gaussians=gaussians)
 
 
-def preset_scene(name: str, seed: int = 0, generated: int | None = None, cells: int = 0) -> SimScene:
+def preset_scene(name: str, seed: int = 0, generated: int | None = None, multiple_of: int = 0) -> SimScene:
     """The metadata scene of preset ``name`` (``presets.PRESETS``); with ``generated`` < the preset's
     Gaussians, only that many are generated and each stands for several (``standing_for``): the
-    preset's count over ``generated`` (grendel's costs need only the features), or with ``cells`` > 0
-    a whole number f of them, the generated count the largest multiple of ``cells`` with f times it
-    at most the preset's (a stand-in that odin's cells, a divisor of ``cells``, plan exactly as that
+    preset's count over ``generated`` (grendel's costs need only the features), or with ``multiple_of``
+    > 0 a whole number f of them, the generated count the largest multiple of ``multiple_of`` with f
+    times it at most the preset's (a stand-in that odin's cells, a divisor of it, plan exactly as that
     scene of each Gaussian repeated f times: ``cells``), each Gaussian 1 / sqrt(f) the size the layout
     gives it (the size of the layout's Gaussians when f times as many cover its surfaces), before its
     camera views are projected."""
@@ -180,9 +180,9 @@ def preset_scene(name: str, seed: int = 0, generated: int | None = None, cells: 
     preset = PRESETS[name]
     made, total = min(preset.gaussians, generated or preset.gaussians), preset.gaussians
     shrink = 1.0
-    if cells and made < total:
+    if multiple_of and made < total:
         factor = -(-total // made)
-        made, shrink = total // factor // cells * cells, factor ** -0.5
+        made, shrink = total // factor // multiple_of * multiple_of, factor ** -0.5
         total = made * factor
     scene = metadata_scene(preset.layout, made, preset.cameras, preset.width, preset.height, seed, shrink=shrink)
     return standing_for(scene, total, preset.visible)
@@ -728,7 +728,7 @@ def odin_preset(name: str, gpus, cells_per_gpu: int, seed: int = 0, generated: i
 
     if generated is None and PRESETS[name].gaussians > STAND_IN_ABOVE:
         generated = STAND_IN_GENERATED
-    return preset_scene(name, seed, generated, cells=math.lcm(ORDER_CELLS, *(cells_per_gpu * p for p in gpus)))
+    return preset_scene(name, seed, generated, multiple_of=math.lcm(ORDER_CELLS, *(cells_per_gpu * p for p in gpus)))
 
 #: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
 MAX_TABLE_BYTES = 2 ** 31
