@@ -70,6 +70,9 @@ def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, ste
     rows = []
     for gpus in gpu_counts:
         batch = multiple * gpus
+        if batch > len(scene.train_ids):  # stump: 109 training images, no batch of 128
+            print(f"{name}: batch {batch} is more than the {len(scene.train_ids)} training images, not run")
+            continue
         run = {m: simulate(scene, profile, m, gpus, steps, batch) for m in MODES}
         o, g = run["odin"], run["grendel"]
         rows.append({"gpus": gpus, "batch": batch,
