@@ -1,7 +1,8 @@
 """A discrete-event simulator of distributed training that runs the runtime's own scheduling code.
 
-What decides what runs where and when is the runtime's: every window is planned by
-``odin_sched.odin.planner.plan_window`` (cells, conservative visibility, step graph, ``relax_reads`` in
+What decides what runs where and when is the runtime's: the scene's k-d cells are cut once (cells
+persist, as the sharded runtime's do; ``cells``) and every window is planned from their metadata by
+``odin_sched.odin.planner.plan_cells`` (conservative visibility, step graph, ``relax_reads`` in
 odin-fast mode, levels / priorities / assignment by ``plan_schedule`` for ``gpus`` virtual ranks), the
 messages are those of ``odin_sched.odin.program.StepMessages``, and every virtual rank fires its vertices
 through ``pregel.dataflow.Firing`` (the ready queue, pending counts and routing that ``run_dataflow``
@@ -30,13 +31,15 @@ from odin_sched.sim.presets import PRESETS, published_grendel_steps
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.modes import MODES
-from odin_sched.odin.planner import PlanConfig, plan_window
+from odin_sched.odin.planner import PlanConfig, plan_cells
+from odin_sched.odin.shard import owners_by_count
 from odin_sched.odin.program import StepMessages
 from odin_sched.odin.trainer import OdinOptions
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE, check_sh_degree
 from odin_sched.training.step import BatchSettings, param_columns
 from odin_sched.sim.config import SimulateConfig
 from odin_sched.training.train import TrainConfig, prepare, scene_extent, visible_cells_of_cameras
+from odin_sched.scenes.cells import cell_bounds, kd_cells
 from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 from odin_sched.scenes.visibility import window_margin
 from pregel.dataflow import Firing, Routes
@@ -69,7 +72,7 @@ def window_memory(win, gpus: int, sh_degree: int, previous: set) -> tuple:
     """([P] bytes each rank holds in window ``win``: its owned cells' state and read-only parameters of
     the remote cells its images read in this window and the one before (``previous``: that window's
     (rank, cell) reads), this window's reads)."""
-    steps, sizes = win.steps, np.diff(win.member_indptr)
+    steps, sizes = win.steps, win.count
     image_rank = win.plan.rank[:steps.num_images]
     cells = steps.version_cell[steps.version_index(steps.image_reads)]
     ranks = np.repeat(image_rank, np.diff(steps.image_reads_indptr))
@@ -107,10 +110,21 @@ class SimScene:
     train_ids: np.ndarray
     views: CameraViews
     gaussians: int = 0  # Gaussians the scene stands for (0: len(means)); metadata presets project fewer
+    cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # cells, orders: made once
 
     @property
     def total_gaussians(self) -> int:
         return self.gaussians or len(self.means)
+
+    @property
+    def stands_for(self) -> int:
+        """Gaussians each generated one stands for in odin's cells (``cells``): total / generated, which
+        must be a whole number for modes other than grendel."""
+        factor, rest = divmod(self.total_gaussians, len(self.means))
+        if rest:
+            raise ValueError(f"a scene of {len(self.means):,} Gaussians cannot stand for {self.total_gaussians:,} "
+                             "in cells (not a whole number each)")
+        return factor
 
     @property
     def features(self) -> np.ndarray:
@@ -119,9 +133,10 @@ class SimScene:
 
 
 def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, height: int = 192,
-                   seed: int = 0, sample: float | None = None) -> SimScene:
-    """A generated layout as metadata only (no images): the ground-truth Gaussians are the model.
-    Features are projected from a subsample of about 20,000 Gaussians unless ``sample`` is given."""
+                   seed: int = 0, sample: float | None = None, shrink: float = 1.0) -> SimScene:
+    """A generated layout as metadata only (no images): the ground-truth Gaussians are the model, each
+    ``shrink`` times its generated size. Features are projected from a subsample of about 20,000
+    Gaussians unless ``sample`` is given."""
     from odin_sched.scenes.scene_gen import LAYOUTS, scene_geometry
 
     if layout not in LAYOUTS:
@@ -129,6 +144,8 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
     if gaussians < 16 or cameras < 2:
         raise InputError(f"`gaussians` must be >= 16 and `cameras` >= 2, got {gaussians} and {cameras}")
     gauss, viewmats, Ks = scene_geometry(gaussians, cameras, width, height, np.random.default_rng(seed), layout)
+    if shrink != 1.0:
+        gauss["scales"] += np.float32(np.log(shrink))  # log scales
     sample = min(1.0, 20000 / gaussians) if sample is None else sample
     views = camera_views(gauss["means"], gauss["scales"], gauss["quats"], viewmats, Ks, width, height, sample)
     train_ids = np.flatnonzero(np.arange(cameras) % HOLDOUT_EVERY != 0)
@@ -137,9 +154,9 @@ def metadata_scene(layout: str, gaussians: int, cameras: int, width: int = 256, 
 
 def standing_for(scene: SimScene, gaussians: int, visible: float = 0.0) -> SimScene:
     """``scene`` whose Gaussians each stand for gaussians / len(scene.means): the cost features and the
-    projected sample's weight scaled up (enough for grendel, whose costs come from the features; odin's
-    plan needs every Gaussian). With ``visible`` > 0 the share in view per image is scaled to that mean
-    (its spread over cameras stays the scene's)."""
+    projected sample's weight scaled up (grendel's costs come from the features; odin's cells count each
+    Gaussian that many times, which must then be a whole number: ``cells``). With ``visible`` > 0 the
+    share in view per image is scaled to that mean (its spread over cameras stays the scene's)."""
     factor = gaussians / len(scene.means)
     if visible:
         factor *= visible * len(scene.means) / scene.views.features[scene.train_ids, 0].mean()
@@ -149,15 +166,26 @@ def standing_for(scene: SimScene, gaussians: int, visible: float = 0.0) -> SimSc
     return replace(scene, views=views, gaussians=gaussians)
 
 
-def preset_scene(name: str, seed: int = 0, generated: int | None = None) -> SimScene:
+def preset_scene(name: str, seed: int = 0, generated: int | None = None, multiple_of: int = 0) -> SimScene:
     """The metadata scene of preset ``name`` (``presets.PRESETS``); with ``generated`` < the preset's
-    Gaussians, only that many are generated and each stands for several (``standing_for``)."""
+    Gaussians, only that many are generated and each stands for several (``standing_for``): the
+    preset's count over ``generated`` (grendel's costs need only the features), or with ``multiple_of``
+    > 0 a whole number f of them, the generated count the largest multiple of ``multiple_of`` with f
+    times it at most the preset's (a stand-in that odin's cells, a divisor of it, plan exactly as that
+    scene of each Gaussian repeated f times: ``cells``), each Gaussian 1 / sqrt(f) the size the layout
+    gives it (the size of the layout's Gaussians when f times as many cover its surfaces), before its
+    camera views are projected."""
     if name not in PRESETS:
         raise InputError(f"`layout` must be one of city, objects, {', '.join(PRESETS)}, got {name!r}")
     preset = PRESETS[name]
-    made = min(preset.gaussians, generated or preset.gaussians)
-    scene = metadata_scene(preset.layout, made, preset.cameras, preset.width, preset.height, seed)
-    return standing_for(scene, preset.gaussians, preset.visible)
+    made, total = min(preset.gaussians, generated or preset.gaussians), preset.gaussians
+    shrink = 1.0
+    if multiple_of and made < total:
+        factor = -(-total // made)
+        made, shrink = total // factor // multiple_of * multiple_of, factor ** -0.5
+        total = made * factor
+    scene = metadata_scene(preset.layout, made, preset.cameras, preset.width, preset.height, seed, shrink=shrink)
+    return standing_for(scene, total, preset.visible)
 
 
 def scene_of_setup(setup) -> SimScene:
@@ -206,6 +234,20 @@ class SimResult:
         return float(self.wait.sum() / (self.gpus * self.seconds))
 
 
+def cells(scene: SimScene, num_cells: int) -> tuple:
+    """The scene's k-d cells, cut once per cell count as the sharded runtime's persist: (cell_of [G] int32
+    of every generated Gaussian, their ``CellBounds`` with each count times ``scene.stands_for``). A
+    scene of n Gaussians standing for f each, n a multiple of the cells, plans and costs as the scene
+    of each Gaussian repeated f times (``kd_cells`` splits at whole multiples of f there)."""
+    key = ("cells", num_cells)
+    if key not in scene.cache:
+        count = min(num_cells, len(scene.means))
+        cell_of = kd_cells(scene.means, count)
+        bounds = cell_bounds(scene.means, scene.scales, cell_of, count)
+        scene.cache[key] = cell_of, replace(bounds, count=bounds.count * scene.stands_for)
+    return scene.cache[key]
+
+
 def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps: int, batch_size: int,
              window: int = OdinOptions.window, cells_per_gpu: int = OdinOptions.CELLS_PER_RANK,
              max_staleness: int = 1, seed: int = 0,
@@ -219,9 +261,11 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     comm = _local_comm()
     settings = BatchSettings(batch_size)
     extent = scene_extent(scene.viewmats)
-    sees = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width, scene.height,
-                                    settings, extent)
-    batches = spread_batches(scene.train_ids, steps, batch_size, seed, sees)  # the trainer's order for B > 1
+    key = ("sees", batch_size)
+    if key not in scene.cache:  # the same for every mode and GPU count
+        scene.cache[key] = visible_cells_of_cameras(scene.means, scene.scales, scene.viewmats, scene.Ks, scene.width,
+                                                    scene.height, settings, extent)
+    batches = spread_batches(scene.train_ids, steps, batch_size, seed, scene.cache[key])  # the trainer's order
     if mode == "grendel":
         run = simulate_grendel(scene.views, scene.total_gaussians, batches, profile, gpus, seed,
                                state_bytes=state_bytes(sh_degree))
@@ -240,14 +284,17 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
     memory, reads, last_window = np.zeros(gpus), set(), 0.0
     traced = arrivals = None
+    cell_of, bounds = cells(scene, cells_per_gpu * gpus)
+    owner = owners_by_count(bounds.count, gpus)
     for start in range(0, steps, window):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1)
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
         t0 = time.perf_counter()
-        win, _ = plan_window(comm, scene.means, scene.scales, scene, batches, start, stop, margin,
-                             PlanConfig(cells_per_gpu * gpus, gpus, staleness, cost_weights=weights,
-                                        sh_degree=sh_degree))
+        win, _ = plan_cells(comm, bounds, owner, scene, batches, start, stop, margin,
+                            PlanConfig(bounds.num_cells, gpus, staleness, cost_weights=weights, sh_degree=sh_degree),
+                            initial_reads=False)
+        win = replace(win, cell_of=cell_of)
         planned = time.perf_counter() - t0
         plan_total += planned
         stale += int(np.count_nonzero(win.staleness))
@@ -279,7 +326,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         if profile.sharded:  # owners exchange metadata only
             moved = METADATA_CELL_BYTES * len(win.owner) + METADATA_IMAGE_BYTES * win.steps.num_images
         else:
-            moved = gather_bytes(sh_degree) * len(scene.means)
+            moved = gather_bytes(sh_degree) * scene.total_gaussians
         gather = profile.allgather_seconds(moved, gpus) + profile.barrier_seconds(gpus)
         totals["comm"] += gather
         clock += end + gather
@@ -301,7 +348,7 @@ def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.G
     GPUs / batch, as grendel pays it), cell versions by their cell's size and whether their batch's
     cameras have any of its Gaussians on screen (initial versions: 0)."""
     steps = win.steps
-    rows = np.diff(win.member_indptr)[steps.version_cell]
+    rows = win.count[steps.version_cell]
     writes = steps.version_index(steps.image_writes)
     camera_of_write = np.repeat(steps.image_camera, np.diff(steps.image_writes_indptr))
     seen = np.zeros(len(rows), bool)
@@ -426,7 +473,7 @@ class _WindowRun:
 
     def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool, columns: int):
         self.plan, self.cost, self.profile, self.gpus = win.plan, cost, profile, gpus
-        program = StepMessages(win.steps, np.diff(win.member_indptr), columns)
+        program = StepMessages(win.steps, win.count, columns)
         self.routes = Routes(win.plan, program, gpus)
         self.firings = [Firing(win.plan, program, copy.copy(self.routes).select(r), r, gpus, carry=False)
                         for r in range(gpus)]
@@ -585,7 +632,7 @@ def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch
 def write_results(path, gpu_counts, results: dict, profile: CostProfile, attrs: dict) -> None:
     """The simulate result file: /gpus, /steps_per_second/{mode}, /wait_fraction/{mode}, /window/{mode},
     /memory_per_gpu/{mode} (bytes; with a sharded profile or grendel), /plan_seconds_per_window/{mode}
-    (this machine's wall time of ``plan_window``; 0 for grendel),
+    (this machine's wall time of ``plan_cells``; 0 for grendel),
     /speedup_vs_barrier, /hidden_fraction, /ceiling_steps_per_second, /ceiling_vs_barrier, /parallelism,
     /stale_reads, /max_staleness_seen, and with grendel: /speedup_vs_grendel/{mode} for the other modes,
     /hidden_vs_grendel (odin), and for a Mip360 preset with batch = GPUs /published_grendel/{gpus,
@@ -675,6 +722,20 @@ def format_table(gpu_counts, results: dict) -> str:
 
 #: Gaussians generated for a scene simulated in grendel mode alone (each stands for several)
 PRESET_GENERATED = 400_000
+#: a preset of more Gaussians is simulated with odin's modes as a stand-in of about STAND_IN_GENERATED
+STAND_IN_ABOVE, STAND_IN_GENERATED = 8_000_000, 2_000_000
+
+
+def odin_preset(name: str, gpus, cells_per_gpu: int, seed: int = 0, generated: int | None = None) -> SimScene:
+    """The scene of preset ``name`` for odin's modes at the GPU counts ``gpus``: all of it, or a stand-in
+    of about ``generated`` Gaussians (default: STAND_IN_GENERATED for a preset of more than STAND_IN_ABOVE)
+    whose generated count is a multiple of every cell count (``cells_per_gpu`` x GPUs, and the image
+    order's ``ORDER_CELLS``), so that its cells plan exactly as its Gaussians repeated (``cells``)."""
+    from odin_sched.training.image_order import ORDER_CELLS
+
+    if generated is None and PRESETS[name].gaussians > STAND_IN_ABOVE:
+        generated = STAND_IN_GENERATED
+    return preset_scene(name, seed, generated, multiple_of=math.lcm(ORDER_CELLS, *(cells_per_gpu * p for p in gpus)))
 
 #: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
 MAX_TABLE_BYTES = 2 ** 31
@@ -739,8 +800,9 @@ def run(config: SimulateConfig) -> dict:
         preset = PRESETS[config.layout]
         check_sizes(preset.gaussians, preset.cameras, preset.cameras - -(-preset.cameras // HOLDOUT_EVERY),
                     config.gpus, config.batch_size, config.cells_per_gpu)
-        scene = preset_scene(config.layout, config.seed,
-                             generated=PRESET_GENERATED if tuple(config.modes) == ("grendel",) else None)
+        scene = (preset_scene(config.layout, config.seed, generated=PRESET_GENERATED)
+                 if tuple(config.modes) == ("grendel",) else odin_preset(config.layout, config.gpus,
+                                                                         config.cells_per_gpu, config.seed))
     else:
         train_cameras = config.cameras - -(-config.cameras // HOLDOUT_EVERY)  # as metadata_scene holds out
         check_sizes(config.gaussians, config.cameras, train_cameras, config.gpus, config.batch_size,

@@ -1,0 +1,183 @@
+"""Odin against Grendel-GS, the comparison Odin's paper makes, on every preset of ``pregel simulate``.
+
+For each scene (the seven Mip-NeRF 360 presets and the aerial ``rubble``), each profile (``a100-nvlink``,
+``h200-ib``), batch = GPUs and 2 x GPUs, and 4, 8, 16, 32 and 64 GPUs, it simulates ``odin``, ``barrier``
+and ``grendel`` (``odin_sched.sim.simulate.simulate``, the same code as ``pregel simulate``) and writes one
+markdown table: images/s of each mode, odin / grendel, odin / barrier, ceiling / grendel (the most any
+schedule of odin's windows could gain over Grendel), hidden vs grendel (1 - odin's exposed GPU-seconds /
+Grendel's), odin's wait fraction, and the share of the cells each training image reads (the planner's
+predicted visibility, ``predict_visible_cells`` within the first window's margin: what every image of a
+window waits for). A second table gives, per scene, the ceiling over Grendel at 8 and 64 GPUs against
+Odin's published 1.22x and 1.89x.
+
+A preset is simulated as ``pregel simulate`` does (``odin_preset``): one of more than 8 million Gaussians
+(rubble: 40.4 M) as a stand-in of about 2 million (or of about ``--generate`` for any larger preset),
+each standing for a whole number of them; it plans and costs exactly as the scene of each generated
+Gaussian repeated that many times (tests/test_sim_stand_in.py).
+
+Resumable: each (scene, profile, batch) is written to ``DIR/SCENE_PROFILE_bK.json`` when done (with its
+processor seconds and peak RSS) and skipped when there; the tables are made from every file of the
+scenes asked for. Run one scene at a time under the shared lock, e.g.::
+
+    for s in counter bicycle; do flock /tmp/heavy.lock nice -n 19 timeout 3600 \\
+        python benchmarks/grendel_compare.py --scenes $s --dir results/grendel_compare; done
+    python benchmarks/grendel_compare.py --table-only --dir results/grendel_compare --out table.md
+
+The process caps its own address space (``--max-gb``, default 6) so a run too large fails with
+MemoryError instead of calling the OOM killer.
+"""
+import argparse
+import json
+import os
+import resource
+import time
+
+from odin_sched.odin.trainer import OdinOptions
+from odin_sched.scenes.visibility import predict_visible_cells, window_margin
+from odin_sched.sim.costmodel import load_profile
+from odin_sched.sim.grendel import hidden_vs_grendel
+from odin_sched.sim.presets import MIP360, PRESETS
+from odin_sched.sim.simulate import cells, odin_preset, simulate
+from odin_sched.training.step import BatchSettings
+from odin_sched.training.train import scene_extent
+
+SCENES = (*MIP360, "rubble")
+PROFILES = ("a100-nvlink", "h200-ib")
+GPUS = (4, 8, 16, 32, 64)
+MODES = ("odin", "barrier", "grendel")
+TARGETS = {8: 1.22, 64: 1.89}  # Odin's published speed-ups over Grendel-GS
+COLUMNS = ("scene", "profile", "batch", "GPUs", "odin", "barrier", "grendel", "odin ÷ grendel", "odin ÷ barrier",
+           "ceiling ÷ grendel", "hidden vs grendel", "odin wait", "cells read per image")
+
+
+def read_share(scene, gpus: int, batch: int) -> float:
+    """Mean share of the 16 x ``gpus`` cells that a training image reads: the planner's predicted
+    visibility of the cells (``predict_visible_cells``) within the first window's motion margin."""
+    settings, extent = BatchSettings(batch), scene_extent(scene.viewmats)
+    lrs = settings.lrs(extent, 1)
+    margin = window_margin(lrs["means"], lrs["scales"], settings.betas, OdinOptions.window)
+    _, bounds = cells(scene, OdinOptions.CELLS_PER_RANK * gpus)
+    visible = predict_visible_cells(bounds, scene.viewmats[scene.train_ids], scene.Ks[scene.train_ids],
+                                    scene.width, scene.height, margin)
+    return float(visible.mean())
+
+
+def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, steps: int) -> dict:
+    """Simulate every mode at each GPU count with batch = ``multiple`` x GPUs: {rows: [dict per GPU count],
+    processor_seconds, peak_rss_mb, gaussians, generated}."""
+    t0 = time.process_time()
+    profile = load_profile(profile_name, scene.total_gaussians)
+    rows = []
+    for gpus in gpu_counts:
+        batch = multiple * gpus
+        if batch > len(scene.train_ids):  # stump: 109 training images, no batch of 128
+            print(f"{name}: batch {batch} is more than the {len(scene.train_ids)} training images, not run")
+            continue
+        run = {m: simulate(scene, profile, m, gpus, steps, batch) for m in MODES}
+        o, g = run["odin"], run["grendel"]
+        rows.append({"gpus": gpus, "batch": batch,
+                     **{f"{m}_images_per_s": run[m].steps_per_second * batch for m in MODES},
+                     "ceiling_images_per_s": o.ceiling_steps_per_second * batch,
+                     "hidden_vs_grendel": hidden_vs_grendel(o.comm, o.wait, g.comm, g.wait),
+                     **{f"{m}_wait": run[m].wait_fraction for m in MODES},
+                     "read_share": read_share(scene, gpus, batch)})
+        print(f"{name} {profile_name} batch {batch} GPUs {gpus}: "
+              + ", ".join(f"{m} {rows[-1][f'{m}_images_per_s']:.1f}" for m in MODES)
+              + f" images/s, ceiling {rows[-1]['ceiling_images_per_s']:.1f}", flush=True)
+    return {"scene": name, "profile": profile_name, "multiple": multiple, "steps": steps, "rows": rows,
+            "gaussians": scene.total_gaussians, "generated": len(scene.means),
+            "processor_seconds": time.process_time() - t0,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "load_average": os.getloadavg()}
+
+
+def part_path(directory: str, scene: str, profile: str, multiple: int) -> str:
+    return os.path.join(directory, f"{scene}_{profile}_b{multiple}.json")
+
+
+def table(parts: list) -> str:
+    """The markdown table of all rows of ``parts`` (scene, profile, batch, GPUs order)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    for part in parts:
+        for r in part["rows"]:
+            g = r["grendel_images_per_s"]
+            cells_ = [part["scene"], part["profile"], f"{part['multiple']} x GPUs", r["gpus"],
+                      *(f"{r[f'{m}_images_per_s']:.0f}" for m in MODES), f"{r['odin_images_per_s'] / g:.2f}",
+                      f"{r['odin_images_per_s'] / r['barrier_images_per_s']:.2f}",
+                      f"{r['ceiling_images_per_s'] / g:.2f}", f"{r['hidden_vs_grendel']:.2f}",
+                      f"{r['odin_wait']:.3f}", f"{r['read_share']:.2f}"]
+            lines.append("| " + " | ".join(str(c) for c in cells_) + " |")
+    return "\n".join(lines)
+
+
+def reach(parts: list) -> str:
+    """Per scene: the largest ceiling / grendel (over profiles and batches) at the GPU counts of Odin's
+    targets, and whether any schedule of odin's windows could reach each target."""
+    heads = [f"ceiling ÷ grendel at {p} (target {t}×)" for p, t in TARGETS.items()]
+    lines = ["| scene | Gaussians (generated) | " + " | ".join(heads) + " | processor s | peak RSS GiB |",
+             "|" + " --- |" * (4 + len(TARGETS))]
+    for scene in dict.fromkeys(p["scene"] for p in parts):
+        mine = [p for p in parts if p["scene"] == scene]
+        cols = []
+        for gpus, target in TARGETS.items():
+            ratios = [r["ceiling_images_per_s"] / r["grendel_images_per_s"] for p in mine for r in p["rows"]
+                      if r["gpus"] == gpus]
+            if not ratios:
+                cols.append("not run")
+                continue
+            verdict = "out of reach" if max(ratios) < target else "within reach"
+            cols.append(f"{min(ratios):.2f}–{max(ratios):.2f}: {verdict}")
+        generated = f"{mine[0]['gaussians']:,}" + (f" ({mine[0]['generated']:,})"
+                                                    if mine[0]["generated"] != mine[0]["gaussians"] else "")
+        seconds = sum(p["processor_seconds"] for p in mine)
+        rss = max(p["peak_rss_mb"] for p in mine) / 1024
+        lines.append(f"| {scene} | {generated} | " + " | ".join(cols) + f" | {seconds:.0f} | {rss:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scenes", default=",".join(SCENES), help="comma-separated presets")
+    parser.add_argument("--profiles", default=",".join(PROFILES))
+    parser.add_argument("--gpus", default=",".join(map(str, GPUS)))
+    parser.add_argument("--batches", default="1,2", help="batch sizes as multiples of the GPUs")
+    parser.add_argument("--steps", type=int, default=20, help="batches simulated per run")
+    parser.add_argument("--generate", type=int,
+                        help="a preset with more Gaussians is generated as a stand-in of about this many "
+                             "(default: pregel simulate's, 2 million for a preset of more than 8 million)")
+    parser.add_argument("--dir", default="grendel_compare", help="where each part's JSON is kept")
+    parser.add_argument("--out", help="also write the markdown tables here")
+    parser.add_argument("--table-only", action="store_true", help="simulate nothing; tables of the parts there")
+    parser.add_argument("--max-gb", type=float, default=6.0, help="address-space cap of this process")
+    args = parser.parse_args()
+    cap = int(args.max_gb * 2 ** 30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    scenes, profiles = args.scenes.split(","), args.profiles.split(",")
+    unknown = [s for s in scenes if s not in PRESETS]
+    if unknown:
+        raise SystemExit(f"grendel_compare: unknown scene(s) {','.join(unknown)}; presets: {', '.join(PRESETS)}")
+    gpu_counts = [int(x) for x in args.gpus.split(",")]
+    multiples = [int(x) for x in args.batches.split(",")]
+    os.makedirs(args.dir, exist_ok=True)
+    for name in ([] if args.table_only else scenes):
+        todo = [(p, k) for p in profiles for k in multiples if not os.path.exists(part_path(args.dir, name, p, k))]
+        if not todo:
+            continue
+        scene = odin_preset(name, gpu_counts, OdinOptions.CELLS_PER_RANK, generated=args.generate)
+        for profile, k in todo:
+            part = run_part(scene, name, profile, k, gpu_counts, args.steps)
+            path = part_path(args.dir, name, profile, k)
+            with open(path + ".tmp", "w") as f:
+                json.dump(part, f, indent=1)
+            os.replace(path + ".tmp", path)
+    parts = [json.load(open(part_path(args.dir, s, p, k))) for s in scenes for p in profiles for k in multiples
+             if os.path.exists(part_path(args.dir, s, p, k))]
+    text = table(parts) + "\n\n" + reach(parts) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
