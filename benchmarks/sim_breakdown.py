@@ -41,7 +41,7 @@ def report(label: str, gpus: list, results: dict, planning: dict) -> None:
 
 def main(gpus, gaussians, cameras, width, height, name):
     profile = load_profile(name, gaussians)
-    scene = standing_for(metadata_scene("city", gaussians, cameras, width, height, 0), gaussians)
+    scene = city_scene(gaussians, cameras, width, height)
     print(f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, {STEPS} steps, window "
           f"{WINDOW}, batch = GPUs, {name}; planning per window {dict(profile.plan_by_gpus)} s "
           f"(load average {os.getloadavg()[0]:.1f})")
@@ -57,13 +57,23 @@ def main(gpus, gaussians, cameras, width, height, name):
     print(f"({windows} windows; the first is planned before training starts)")
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def city_scene_arguments(description: str) -> argparse.Namespace:
+    """The command line of the 1M-city simulator benchmarks: GPU counts, scene size, profile."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("gpus", type=int, nargs="*", default=[8, 16, 32, 64, 128])
     parser.add_argument("--gaussians", type=int, default=1_000_000)
     parser.add_argument("--cameras", type=int, default=2000)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--height", type=int, default=192)
     parser.add_argument("--profile", default="h200-ib")
-    a = parser.parse_args()
+    return parser.parse_args()
+
+
+def city_scene(gaussians: int, cameras: int, width: int, height: int):
+    """The generated aerial city these benchmarks simulate (metadata only, standing for ``gaussians``)."""
+    return standing_for(metadata_scene("city", gaussians, cameras, width, height, 0), gaussians)
+
+
+if __name__ == "__main__":
+    a = city_scene_arguments(__doc__.split("\n")[0])
     main(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)

@@ -13,14 +13,14 @@ and the busiest rank's work), the waiting per rank, those delays, and the waits 
 input that came last. Run from the repository root:
 ``python benchmarks/sim_timeline.py [--gaussians G --cameras C --profile NAME] [P ...]``.
 """
-import argparse
 import dataclasses
 
 import numpy as np
 
 from odin_sched.odin.depgraph import critical_path
 from odin_sched.sim.costmodel import load_profile
-from odin_sched.sim.simulate import metadata_scene, simulate, standing_for
+from odin_sched.sim.simulate import simulate
+from sim_breakdown import city_scene, city_scene_arguments  # benchmarks/, the script's own folder
 
 WINDOW = 10
 
@@ -80,7 +80,7 @@ def _late_inputs(start, end, there, src, dst, rank, steps) -> tuple:
 
 def main(gpus, gaussians, cameras, width, height, name):
     profile = dataclasses.replace(load_profile(name, gaussians), plan_by_gpus=())
-    scene = standing_for(metadata_scene("city", gaussians, cameras, width, height, 0), gaussians)
+    scene = city_scene(gaussians, cameras, width, height)
     print(f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, window {WINDOW}, batch = GPUs, "
           f"{name}, the first window traced (ms)")
     print("GPUs | makespan | heaviest path (messages free) | busiest rank's work | wait per rank mean / max | "
@@ -99,12 +99,5 @@ def main(gpus, gaussians, cameras, width, height, name):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("gpus", type=int, nargs="*", default=[8, 16, 32, 64, 128])
-    parser.add_argument("--gaussians", type=int, default=1_000_000)
-    parser.add_argument("--cameras", type=int, default=2000)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--height", type=int, default=192)
-    parser.add_argument("--profile", default="h200-ib")
-    a = parser.parse_args()
+    a = city_scene_arguments(__doc__.split("\n")[0])
     main(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)
