@@ -20,7 +20,7 @@ import time
 from odin_sched.odin.planner import PlanConfig, plan_cells
 from odin_sched.odin.shard import owners_by_count
 from odin_sched.odin.trainer import OdinOptions
-from odin_sched.scenes.cells import cell_bounds, kd_cells
+from odin_sched.scenes.cells import cut_cells
 from odin_sched.sim.simulate import _local_comm, metadata_scene
 from odin_sched.scenes.visibility import window_margin
 from odin_sched.training.image_order import spread_batches
@@ -43,8 +43,7 @@ def main(gpu_counts, gaussians, cameras, width, height, path=PLAN_TIMES):
         lrs = settings.lrs(extent, 1)
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, WINDOW)
         config = PlanConfig(OdinOptions.CELLS_PER_RANK * gpus, gpus, 0)
-        cells = min(config.num_cells, len(scene.means))
-        bounds = cell_bounds(scene.means, scene.scales, kd_cells(scene.means, cells), cells)
+        _, bounds = cut_cells(scene.means, scene.scales, config.num_cells)
         owner = owners_by_count(bounds.count, gpus)
         load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
         plan_cells(_local_comm(), bounds, owner, scene, batches, 0, WINDOW, margin, config)

@@ -29,26 +29,6 @@ CELLS = (16, 64)
 BATCH_SIZES = (1, 2, 4, 8)
 
 
-def kd_cells(means: np.ndarray, num_cells: int) -> np.ndarray:
-    """Cell [G] of each mean [G, 3]: ``log2(num_cells)`` rounds of splitting every cell at the
-    median of its widest axis (vectorised over cells)."""
-    cell = np.zeros(len(means), np.int64)
-    for level in range(int(np.log2(num_cells))):
-        count = 2 ** level
-        lo = np.full((count, 3), np.inf)
-        hi = np.full((count, 3), -np.inf)
-        np.minimum.at(lo, cell, means)
-        np.maximum.at(hi, cell, means)
-        axis = np.argmax(hi - lo, axis=1)
-        order = np.lexsort((means[np.arange(len(means)), axis[cell]], cell))
-        sizes = np.bincount(cell, minlength=count)
-        first = np.cumsum(sizes) - sizes
-        position = np.empty(len(means), np.int64)
-        position[order] = np.arange(len(means)) - first[cell[order]]
-        cell = 2 * cell + (position >= sizes[cell] // 2)
-    return cell
-
-
 def visibility(scene) -> np.ndarray:
     """visible [C, G] bool: the Gaussians each camera's render marks visible."""
     import torch
@@ -69,6 +49,7 @@ def prepare(folder: str, gaussians: int, cameras: int, images: int) -> None:
     """Scene, visibility, cells and window, saved to ``folder``/window.npz; prints the table."""
     from odin_sched.odin.depgraph import build_step_graph, critical_path, parallelism
     from odin_sched.scenes.scene_gen import generate_scene
+    from odin_sched.scenes.cells import kd_cells
 
     started = time.perf_counter()
     scene = generate_scene(gaussians, cameras, 64, 48, layout="city")
@@ -82,7 +63,7 @@ def prepare(folder: str, gaussians: int, cameras: int, images: int) -> None:
     print("| K | B | vertices | edges | cells seen per image | longest path (edges) | parallelism |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for num_cells in CELLS:
-        cell = kd_cells(scene.means.astype(np.float64), num_cells)
+        cell = kd_cells(scene.means.astype(np.float64), num_cells).astype(np.int64)
         in_cell = np.zeros((len(cell), num_cells))
         in_cell[np.arange(len(cell)), cell] = 1.0
         sees = visible.astype(float) @ in_cell  # [C, K] visible Gaussians per cell

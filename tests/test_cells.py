@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from odin_sched.scenes.cells import cell_bounds, cell_members, kd_cells
+from odin_sched.scenes.cells import cell_bounds, cell_members, cut_cells, kd_cells
 
 
 def random_means(g, seed=0):
@@ -96,3 +96,17 @@ def test_cell_bounds_with_empty_cells():
     assert members.tolist() == [0, 1, 9, 2, 3, 4, 5, 6, 7, 8]
     with pytest.raises(ValueError):
         cell_members(cell_of, 5)
+
+
+def test_cut_cells_one_cell_per_gaussian_when_cells_outnumber_them():
+    """Asked for more cells than Gaussians, every Gaussian gets a cell of its own: each box is that
+    Gaussian's mean and its largest scale is exp of its largest log-scale (worked by hand)."""
+    rng = np.random.default_rng(3)
+    means = rng.normal(size=(5, 3))
+    log_scales = rng.normal(size=(5, 3))
+    cell_of, bounds = cut_cells(means, log_scales, 64)
+    assert sorted(cell_of.tolist()) == [0, 1, 2, 3, 4]
+    np.testing.assert_array_equal(bounds.count, np.ones(5))
+    np.testing.assert_allclose(bounds.lo[cell_of], means)
+    np.testing.assert_allclose(bounds.hi[cell_of], means)
+    np.testing.assert_allclose(bounds.max_sigma[cell_of], np.exp(log_scales.max(axis=1)), rtol=1e-6)

@@ -26,7 +26,7 @@ from odin_sched.odin.depgraph import StepGraph, build_step_graph, sorted_unique
 from odin_sched.odin.schedule import Schedule, plan_schedule
 from odin_sched.odin.shard import owners_by_count
 from odin_sched.odin.staleness import STALE_IMPACT, relax_reads
-from odin_sched.scenes.cells import CellBounds, cell_bounds, cell_members, kd_cells
+from odin_sched.scenes.cells import CellBounds, cell_members, cut_cells
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
 from odin_sched.scenes.visibility import Margin, predict_visible_cells, window_margin
 from odin_sched.training.densify import due_after
@@ -184,10 +184,8 @@ def plan_window(comm, means: np.ndarray, scales: np.ndarray, cameras, batches: n
     cells of the means, owned by contiguous ranges balanced by count (``owners_by_count``), then
     ``plan_cells`` from their bounds, every rank holding the window-start model (no initial reads). The
     simulator (``odin_sched.sim.simulate``) plans for many virtual GPUs with it on one process."""
-    cells = min(config.num_cells, len(means))
-    cell_of = kd_cells(means, cells)
-    bounds = cell_bounds(means, scales, cell_of, cells)
-    indptr, members = cell_members(cell_of, cells)
+    cell_of, bounds = cut_cells(means, scales, config.num_cells)
+    indptr, members = cell_members(cell_of, bounds.num_cells)
     window, schedule = plan_cells(comm, bounds, owners_by_count(bounds.count, config.num_ranks), cameras, batches,
                                   start, stop, margin, config, initial_reads=False)
     return replace(window, cell_of=cell_of, member_indptr=indptr, members=members), schedule

@@ -97,3 +97,14 @@ def cell_bounds(means: np.ndarray, log_scales: np.ndarray, cell_of: np.ndarray, 
         largest_log = np.asarray(log_scales, np.float64)[members].max(axis=1)
         max_sigma[full] = np.exp(np.maximum.reduceat(largest_log, starts))
     return CellBounds(lo=lo, hi=hi, max_sigma=max_sigma, count=count.astype(np.int64))
+
+
+def cut_cells(means: np.ndarray, log_scales: np.ndarray, num_cells: int) -> tuple:
+    """``num_cells`` balanced k-d cells of the means (at most one per Gaussian) and their bounds.
+
+    means, log_scales: np.ndarray  # [G, 3]
+    Returns (cell_of [G] int32 (``kd_cells``), ``CellBounds`` of min(num_cells, G) cells (``cell_bounds``))
+    """
+    cells = min(num_cells, len(means))
+    cell_of = kd_cells(means, cells)
+    return cell_of, cell_bounds(means, log_scales, cell_of, cells)

@@ -20,7 +20,7 @@
   violation count (``simulate.METADATA_CELL_BYTES``, ``METADATA_IMAGE_BYTES``) and a barrier, not a
   gather of the model; window w + 1 is planned while w runs, so only what its planning takes beyond
   window w's run is exposed (the first window's planning, before training starts, is not charged). The planning is ``plan_by_gpus``: the host
-  processor seconds of the runtime's ``plan_window`` per window at P ranks, measured on this machine
+  processor seconds of the runtime's ``plan_cells`` (planning from cell metadata) per window at P ranks, measured on this machine
   by ``benchmarks/plan_time.py`` for city scenes of several sizes, the one nearest the simulated scene's
   Gaussian count (``profiles/plan-times.json``: each scene, command, wall seconds and load average;
   without the file: 0).

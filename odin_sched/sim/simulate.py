@@ -39,7 +39,7 @@ from odin_sched.scenes.sh import DEFAULT_SH_DEGREE, check_sh_degree
 from odin_sched.training.step import BatchSettings, param_columns
 from odin_sched.sim.config import SimulateConfig
 from odin_sched.training.train import TrainConfig, prepare, scene_extent, visible_cells_of_cameras
-from odin_sched.scenes.cells import cell_bounds, kd_cells
+from odin_sched.scenes.cells import cut_cells
 from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 from odin_sched.scenes.visibility import window_margin
 from pregel.dataflow import Firing, Routes
@@ -241,9 +241,7 @@ def cells(scene: SimScene, num_cells: int) -> tuple:
     of each Gaussian repeated f times (``kd_cells`` splits at whole multiples of f there)."""
     key = ("cells", num_cells)
     if key not in scene.cache:
-        count = min(num_cells, len(scene.means))
-        cell_of = kd_cells(scene.means, count)
-        bounds = cell_bounds(scene.means, scene.scales, cell_of, count)
+        cell_of, bounds = cut_cells(scene.means, scene.scales, num_cells)
         scene.cache[key] = cell_of, replace(bounds, count=bounds.count * scene.stands_for)
     return scene.cache[key]
 

@@ -124,11 +124,10 @@ def visible_cells_of_cameras(means: np.ndarray, scales: np.ndarray, viewmats: np
     camera (viewmats [C, 4, 4], Ks [C, 3, 3]) may see within a window of ``ORDER_WINDOW`` batches (the
     distributed trainer's prediction with its default window; fixed here so that the order depends on
     the scene, the seed and B only)."""
-    from odin_sched.scenes.cells import cell_bounds, kd_cells
+    from odin_sched.scenes.cells import cut_cells
     from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 
-    cells = min(ORDER_CELLS, len(means))
-    bounds = cell_bounds(means, scales, kd_cells(means, cells), cells)
+    _, bounds = cut_cells(means, scales, ORDER_CELLS)
     lrs = settings.lrs(extent, 1)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, ORDER_WINDOW)
     return predict_visible_cells(bounds, viewmats, Ks, width, height, margin)
