@@ -8,7 +8,9 @@ window runs alone show what the scheduling does. Per run: steps/s, the ceiling, 
 GPU-seconds computing, communicating and waiting summed over GPUs, of the waiting those spent on
 exposed planning, and two hidden fractions: ``hidden`` = 1 - wait_odin / wait_barrier (the
 simulator's ``/hidden_fraction``) and ``exposed`` = 1 - (comm + wait)_odin / (comm + wait)_barrier
-(communication and waiting that odin does not expose; planning left out of both).
+(communication and waiting that odin does not expose; planning left out of both), and the cells that
+migrated between owners at window ends (the simulator's densification model and the runtime's
+``rebalance``, ``odin_sched.sim.simulate.densified_counts``), their bytes and seconds per window.
 
 Run from the repository root: ``python benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME]
 [P ...]``.
@@ -26,7 +28,9 @@ STEPS, WINDOW = 40, 10
 
 def report(label: str, gpus: list, results: dict, planning: dict) -> None:
     print(f"{label}: GPUs | odin st/s | barrier st/s | ceiling st/s | odin / ceiling | odin / barrier | "
-          "compute GPU-s | comm odin / barrier | wait odin / barrier | of it planning | hidden | exposed")
+          "compute GPU-s | comm odin / barrier | wait odin / barrier | of it planning | hidden | exposed | "
+          "cells moved | migration MB / window | migration ms / window (share of odin's run)")
+    windows = -(-STEPS // WINDOW)
     for i, p in enumerate(gpus):
         o, b = results["odin"][i], results["barrier"][i]
         plan_o, plan_b = planning["odin"][i], planning["barrier"][i]
@@ -36,7 +40,9 @@ def report(label: str, gpus: list, results: dict, planning: dict) -> None:
               f"| {o.steps_per_second / b.steps_per_second:.3f} "
               f"| {o.compute.sum():7.2f} | {o.comm.sum():.2f} / {b.comm.sum():.2f} "
               f"| {o.wait.sum():.2f} / {b.wait.sum():.2f} | {plan_o:.2f} / {plan_b:.2f} "
-              f"| {hidden_fraction(o, b):+.3f} | {exposed:+.3f}", flush=True)
+              f"| {hidden_fraction(o, b):+.3f} | {exposed:+.3f} | {o.migrated_cells} "
+              f"| {o.migration_bytes / 1e6 / windows:.1f} | {1e3 * o.migration_seconds / windows:.2f} "
+              f"({o.migration_seconds / o.seconds:.3f})", flush=True)
 
 
 def main(gpus, gaussians, cameras, width, height, name):

@@ -478,3 +478,71 @@ def test_traced_messages_arrive_after_their_sender_and_before_their_reader():
         assert t >= end[u] + H200_IB.node_latency - 1e-12
         assert start[v] >= t - 1e-12
     assert set(range(steps.num_images)) <= set(start)  # every image computed (spans of positive length)
+
+
+def test_migration_bytes_and_seconds_counted_by_hand():
+    """Four cells of 10, 20, 30, 40 Gaussians on two ranks of one node; cell 0 moves 0 -> 1 and cell 3
+    1 -> 0: 50 Gaussians of 52 words (SH degree 0 with statistics: 8 integer words, 3 x 14, 2), one
+    message each way; each rank's busiest link carries cell 3's 40 x 208 bytes, plus one latency."""
+    from odin_sched.odin.migration import row_words
+    from odin_sched.sim.simulate import migration_cost
+
+    row_bytes = 4 * row_words(14, True)
+    assert row_bytes == 208
+    counts, owner, new = np.array([10, 20, 30, 40]), np.array([0, 0, 1, 1]), np.array([1, 0, 1, 0])
+    seconds, nbytes = migration_cost(H200_IB, counts, owner, new, row_bytes, 2)
+    assert nbytes == 50 * 208
+    assert seconds == pytest.approx(40 * 208 / H200_IB.node_bandwidth + H200_IB.node_latency, rel=1e-12)
+    assert migration_cost(H200_IB, counts, owner, owner, row_bytes, 2) == (0.0, 0.0)
+
+
+def test_densified_counts_by_hand():
+    from odin_sched.sim.simulate import densified_counts
+
+    counts, seen = np.array([100, 100, 200]), np.array([0, 10, 0])
+    grown = np.array([100, 100 * np.exp(0.5), 200])  # growth 0.05 per image that sees the cell
+    assert np.array_equal(densified_counts(counts, seen, 0.05, 400), np.rint(grown * 400 / grown.sum()))
+    assert np.array_equal(densified_counts(counts, seen, 0.0, 400), counts)
+
+
+def test_simulated_cells_migrate_by_the_runtime_rule():
+    """With cells growing fast, the simulator moves cells at window ends by ``rebalance`` (the runtime's
+    rule with its default tolerance): replaying its windows' counts through ``rebalance`` gives the same
+    moves, each charged at the bytes ``migrate`` sends; without growth nothing moves."""
+    from odin_sched.odin.migration import rebalance, row_words
+    from odin_sched.odin.trainer import OdinOptions
+    from odin_sched.sim.simulate import densified_counts, migration_cost
+
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    profile = dataclasses.replace(H200_IB, plan_by_gpus=())
+    run = simulate(scene, profile, "odin", 4, 8, 4, window=2, densify_growth=0.2)
+    still = simulate(scene, profile, "odin", 4, 8, 4, window=2, densify_growth=0.0)
+    assert run.migrated_cells > 0 and still.migrated_cells == 0 and still.migration_bytes == 0
+    # the replay: the runtime's rule on counts densified by what each planned window's images saw
+    from odin_sched.odin.planner import PlanConfig, plan_cells
+    from odin_sched.odin.shard import owners_by_count
+    from odin_sched.sim.simulate import _local_comm, cells
+    from odin_sched.training.image_order import spread_batches
+    from odin_sched.training.step import BatchSettings
+    from odin_sched.training.train import scene_extent
+    from odin_sched.scenes.visibility import window_margin
+
+    settings, extent = BatchSettings(4), scene_extent(scene.viewmats)
+    batches = spread_batches(scene.train_ids, 8, 4, 0, scene.cache[("sees", 4)])
+    per_visible = scene.features[:, 2].sum() / max(scene.features[:, 0].sum(), 1.0)
+    weights = (profile.image[0], profile.image[1] + profile.image[3] * per_visible, profile.image[2])
+    _, bounds = cells(scene, OdinOptions.CELLS_PER_RANK * 4)
+    owner, total, moved, nbytes = owners_by_count(bounds.count, 4), int(bounds.count.sum()), 0, 0.0
+    for start in range(0, 8, 2):
+        lrs = settings.lrs(extent, start + 1)
+        margin = window_margin(lrs["means"], lrs["scales"], settings.betas, 2)
+        win, _ = plan_cells(_local_comm(), bounds, owner, scene, batches, start, start + 2, margin,
+                            PlanConfig(bounds.num_cells, 4, 0, cost_weights=weights, sh_degree=3), initial_reads=False)
+        new = rebalance(bounds.count, owner, 4, 1.25)
+        moved += int(np.count_nonzero(new != owner))
+        nbytes += migration_cost(profile, bounds.count, owner, new, 4 * row_words(59, True), 4)[1]
+        owner = new
+        seen = np.bincount(win.steps.version_cell[win.steps.version_index(win.steps.image_writes)],
+                           minlength=len(owner))
+        bounds = dataclasses.replace(bounds, count=densified_counts(bounds.count, seen, 0.2, total))
+    assert (run.migrated_cells, run.migration_bytes) == (moved, nbytes)
