@@ -15,8 +15,13 @@ allgather of the model; planning counts when the profile says so
 (``CostProfile.planning_seconds``: the measured ``plan_seconds`` per window, slower when the ranks
 outnumber the processors).
 
-Not simulated: densification and evaluation (the runtime does both at window boundaries, the same
-in every mode), and contention inside the network beyond the two ends of a link.
+A rank fires its ready cell versions between an image's forward and backward pass, as the runtime's
+rank loop serves them there (``StepMessages.servable``; the image's cost split at the profile's
+``forward_share``). With a sharded profile, cells grow by a densification model and whole cells migrate
+between owners at window ends by the runtime's rule (``simulate``).
+
+Not simulated: evaluation, the densification rounds' own work (the same in every mode), and contention
+inside the network beyond the two ends of a link.
 """
 import copy
 import math
@@ -539,6 +544,7 @@ class _WindowRun:
 
     def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool, columns: int):
         self.plan, self.cost, self.profile, self.gpus = win.plan, cost, profile, gpus
+        self.images = win.steps.num_images
         program = StepMessages(win.steps, win.count, columns)
         self.routes = Routes(win.plan, program, gpus)
         self.firings = [Firing(win.plan, program, copy.copy(self.routes).select(r), r, gpus, carry=False)
@@ -600,14 +606,26 @@ class _WindowRun:
 
         cpu = Processors(env, self.profile, self.gpus)
 
+        def fire(me, u, seconds, remote):
+            yield from self._compute(env, cpu, me, u, seconds, remote)
+            for g in remote:
+                send(me, g)
+
         def rank(me):
             f = self.firings[me]
             while not f.done:
                 if f.ready:
                     u, seconds, remote = self._fire(me)
-                    yield from self._compute(env, cpu, me, u, seconds, remote)
-                    for g in remote:
-                        send(me, g)
+                    if u < self.images:  # the runtime's serving point: after the forward pass, the rank
+                        # fires its ready cell versions (``StepMessages.servable``), then the backward pass
+                        forward = seconds * self.profile.forward_share
+                        yield from self._compute(env, cpu, me, u, forward, [])
+                        seconds -= forward
+                        served = f.pop_servable()
+                        while served is not None:
+                            yield from fire(me, *self._fire(me, served))
+                            served = f.pop_servable()
+                    yield from fire(me, u, seconds, remote)
                 else:
                     t0 = env.now
                     wake[me] = env.event()
