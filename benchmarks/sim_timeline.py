@@ -6,7 +6,8 @@ traced, and splits every hop of the step graph's remote chain image -> cell vers
   * gradient transit: an image's gradient message from its end to its arrival at the cell's owner
     (latency, bytes / bandwidth and the queue of the two links);
   * owner delay: from the last gradient's arrival to the version's start (the owner was busy with an
-    image: a rank fires one vertex at a time, and an image is not interrupted);
+    image: a rank fires one vertex at a time, and serves cell versions only at an image's serving point,
+    between its forward and backward pass);
   * version transit: the version's broadcast from its end to each reader's arrival.
 It prints the window's makespan against its bounds (the heaviest path with messages free, the ceiling's,
 and the busiest rank's work), the waiting per rank, those delays, and the waits before images by the
@@ -32,8 +33,8 @@ def timeline(run) -> dict:
     start, end = np.full(num, np.nan), np.full(num, np.nan)
     for spans in run.spans:
         for kind, t0, t1, v in spans:
-            if kind == "compute":
-                start[v], end[v] = t0, t1
+            if kind == "compute":  # an image computes in two spans, around its serving point
+                start[v], end[v] = np.fmin(start[v], t0), t1
     rank = win.plan.rank
     arrived = {(int(r), int(u)): t for r, u, t in run.arrivals}
     g = win.plan.graph
