@@ -30,11 +30,12 @@ def timeline(run) -> dict:
     """The first window's delays of a traced ``SimResult`` (odin): arrays of seconds, see the module."""
     win, steps = run.traced, run.traced.steps
     num = steps.num_vertices
-    start, end = np.full(num, np.nan), np.full(num, np.nan)
+    start, end, cost = np.full(num, np.nan), np.full(num, np.nan), np.zeros(num)
     for spans in run.spans:
         for kind, t0, t1, v in spans:
             if kind == "compute":  # an image computes in two spans, around its serving point
                 start[v], end[v] = np.fmin(start[v], t0), t1
+                cost[v] += t1 - t0
     rank = win.plan.rank
     arrived = {(int(r), int(u)): t for r, u, t in run.arrivals}
     g = win.plan.graph
@@ -48,7 +49,6 @@ def timeline(run) -> dict:
     versions = np.flatnonzero(~steps.is_image(np.arange(num)) & (win.plan.phase >= 0))
     remote = rank[src] != rank[dst]
     from_image = steps.is_image(src)
-    cost = np.nan_to_num(end - start)
     return {"makespan": float(np.nanmax(end)), "path": critical_path(steps, cost),
             "busiest": float(np.bincount(rank, cost).max()),
             "wait": np.array([sum(t1 - t0 for kind, t0, t1, _ in spans if kind == "wait") for spans in run.spans]),
