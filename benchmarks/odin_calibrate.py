@@ -54,11 +54,15 @@ def spans(trace_path):
     with open(trace_path) as f:
         events = sorted(json.load(f)["traceEvents"], key=lambda e: e.get("ts", 0))
     cams, rendered, image_s, first, cells, version_s, stepped, ranks_seen = [], [], [], [], [], [], [], set()
+    at = {}  # (rank, label) -> its image's index: an image computes in two spans (around its serving point)
     for e in events:
         if e.get("cat") != "compute" or "label" not in e.get("args", {}):
             continue
         label = e["args"]["label"]
-        if label.startswith("image "):
+        if label.startswith("image ") and (e["tid"], label) in at:
+            image_s[at[e["tid"], label]] += e["dur"] * 1e-6
+        elif label.startswith("image "):
+            at[e["tid"], label] = len(image_s)
             cams.append(int(label.split("camera ")[1].split(",")[0]))
             rendered.append(int(label.split("renders ")[1].split()[0]))
             image_s.append(e["dur"] * 1e-6)

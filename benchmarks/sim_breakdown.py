@@ -8,10 +8,13 @@ window runs alone show what the scheduling does. Per run: steps/s, the ceiling, 
 GPU-seconds computing, communicating and waiting summed over GPUs, of the waiting those spent on
 exposed planning, and two hidden fractions: ``hidden`` = 1 - wait_odin / wait_barrier (the
 simulator's ``/hidden_fraction``) and ``exposed`` = 1 - (comm + wait)_odin / (comm + wait)_barrier
-(communication and waiting that odin does not expose; planning left out of both).
+(communication and waiting that odin does not expose; planning left out of both), and the cells that
+migrated between owners at window ends (the simulator's densification model and the runtime's
+``rebalance``, ``odin_sched.sim.simulate.densified_counts``), their bytes and seconds per window.
 
-Run from the repository root: ``python benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME]
-[P ...]``.
+With ``--what-if``, odin alone (planning free) as simulated, with the links free, and with the serving
+point at an image's end instead (``what_if``). Run from the repository root: ``python
+benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME] [--what-if] [P ...]``.
 """
 import argparse
 import dataclasses
@@ -19,14 +22,16 @@ import os
 
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import hidden_vs_grendel
-from odin_sched.sim.simulate import hidden_fraction, metadata_scene, scaling, standing_for
+from odin_sched.sim.simulate import hidden_fraction, metadata_scene, scaling, simulate, standing_for
 
 STEPS, WINDOW = 40, 10
 
 
 def report(label: str, gpus: list, results: dict, planning: dict) -> None:
     print(f"{label}: GPUs | odin st/s | barrier st/s | ceiling st/s | odin / ceiling | odin / barrier | "
-          "compute GPU-s | comm odin / barrier | wait odin / barrier | of it planning | hidden | exposed")
+          "compute GPU-s | comm odin / barrier | wait odin / barrier | of it planning | hidden | exposed | "
+          "cells moved | migration MB / window | migration ms / window (share of odin's run)")
+    windows = -(-STEPS // WINDOW)
     for i, p in enumerate(gpus):
         o, b = results["odin"][i], results["barrier"][i]
         plan_o, plan_b = planning["odin"][i], planning["barrier"][i]
@@ -36,7 +41,9 @@ def report(label: str, gpus: list, results: dict, planning: dict) -> None:
               f"| {o.steps_per_second / b.steps_per_second:.3f} "
               f"| {o.compute.sum():7.2f} | {o.comm.sum():.2f} / {b.comm.sum():.2f} "
               f"| {o.wait.sum():.2f} / {b.wait.sum():.2f} | {plan_o:.2f} / {plan_b:.2f} "
-              f"| {hidden_fraction(o, b):+.3f} | {exposed:+.3f}", flush=True)
+              f"| {hidden_fraction(o, b):+.3f} | {exposed:+.3f} | {o.migrated_cells} "
+              f"| {o.migration_bytes / 1e6 / windows:.1f} | {1e3 * o.migration_seconds / windows:.2f} "
+              f"({o.migration_seconds / o.seconds:.3f})", flush=True)
 
 
 def main(gpus, gaussians, cameras, width, height, name):
@@ -57,6 +64,23 @@ def main(gpus, gaussians, cameras, width, height, name):
     print(f"({windows} windows; the first is planned before training starts)")
 
 
+def what_if(gpus, gaussians, cameras, width, height, name):
+    """Odin (planning free) with what limits it taken away one at a time: as simulated, with the links
+    free (no latency, bandwidth or sender overhead), and with the serving point at an image's end
+    (``forward_share`` 1: cell versions wait for the whole image)."""
+    scene = city_scene(gaussians, cameras, width, height)
+    base = dataclasses.replace(load_profile(name, gaussians), plan_by_gpus=())
+    variants = {"as simulated": base,
+                "links free": dataclasses.replace(base, latency=0.0, bandwidth=1e18, node_latency=0.0,
+                                                  node_bandwidth=1e18, overhead=0.0),
+                "serving at image end": dataclasses.replace(base, forward_share=1.0)}
+    print("what if (planning free): GPUs | " + " | ".join(f"{v} st/s, / ceiling" for v in variants))
+    for p in gpus:
+        runs = [simulate(scene, prof, "odin", p, STEPS, p, window=WINDOW) for prof in variants.values()]
+        print(f"{p:>4} | " + " | ".join(f"{r.steps_per_second:.1f}, {r.steps_per_second / r.ceiling_steps_per_second:.3f}"
+                                        for r in runs), flush=True)
+
+
 def city_scene_arguments(description: str) -> argparse.Namespace:
     """The command line of the 1M-city simulator benchmarks: GPU counts, scene size, profile."""
     parser = argparse.ArgumentParser(description=description)
@@ -66,6 +90,8 @@ def city_scene_arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--height", type=int, default=192)
     parser.add_argument("--profile", default="h200-ib")
+    parser.add_argument("--what-if", action="store_true", help="sim_breakdown: odin with the links free and "
+                        "with the serving point at an image's end, instead of the breakdown")
     return parser.parse_args()
 
 
@@ -76,4 +102,4 @@ def city_scene(gaussians: int, cameras: int, width: int, height: int):
 
 if __name__ == "__main__":
     a = city_scene_arguments(__doc__.split("\n")[0])
-    main(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)
+    (what_if if a.what_if else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)

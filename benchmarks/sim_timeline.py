@@ -6,7 +6,8 @@ traced, and splits every hop of the step graph's remote chain image -> cell vers
   * gradient transit: an image's gradient message from its end to its arrival at the cell's owner
     (latency, bytes / bandwidth and the queue of the two links);
   * owner delay: from the last gradient's arrival to the version's start (the owner was busy with an
-    image: a rank fires one vertex at a time, and an image is not interrupted);
+    image: a rank fires one vertex at a time, and serves cell versions only at an image's serving point,
+    between its forward and backward pass);
   * version transit: the version's broadcast from its end to each reader's arrival.
 It prints the window's makespan against its bounds (the heaviest path with messages free, the ceiling's,
 and the busiest rank's work), the waiting per rank, those delays, and the waits before images by the
@@ -29,11 +30,12 @@ def timeline(run) -> dict:
     """The first window's delays of a traced ``SimResult`` (odin): arrays of seconds, see the module."""
     win, steps = run.traced, run.traced.steps
     num = steps.num_vertices
-    start, end = np.full(num, np.nan), np.full(num, np.nan)
+    start, end, cost = np.full(num, np.nan), np.full(num, np.nan), np.zeros(num)
     for spans in run.spans:
         for kind, t0, t1, v in spans:
-            if kind == "compute":
-                start[v], end[v] = t0, t1
+            if kind == "compute":  # an image computes in two spans, around its serving point
+                start[v], end[v] = np.fmin(start[v], t0), t1
+                cost[v] += t1 - t0
     rank = win.plan.rank
     arrived = {(int(r), int(u)): t for r, u, t in run.arrivals}
     g = win.plan.graph
@@ -47,7 +49,6 @@ def timeline(run) -> dict:
     versions = np.flatnonzero(~steps.is_image(np.arange(num)) & (win.plan.phase >= 0))
     remote = rank[src] != rank[dst]
     from_image = steps.is_image(src)
-    cost = np.nan_to_num(end - start)
     return {"makespan": float(np.nanmax(end)), "path": critical_path(steps, cost),
             "busiest": float(np.bincount(rank, cost).max()),
             "wait": np.array([sum(t1 - t0 for kind, t0, t1, _ in spans if kind == "wait") for spans in run.spans]),

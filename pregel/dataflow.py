@@ -7,7 +7,9 @@ A ``DataflowProgram`` says what each vertex sends (``payload_size``, ``broadcast
 
 - ``"dataflow"``: one receive per incoming message is posted at the start; a rank fires its ready
   vertex of highest priority, sends the outputs at once (non-blocking) and blocks only when no
-  local vertex is ready, so it never waits for ranks it does not depend on;
+  local vertex is ready, so it never waits for ranks it does not depend on. A fire may call
+  ``ctx.serve()`` part way (its serving point): the rank then takes in arrived messages and fires its
+  ready *servable* vertices (``DataflowProgram.servable``) before the fire goes on;
 - ``"bsp"``: phase by phase, each rank fires its vertices of the phase, then all ranks meet at a
   barrier and exchange the phase's messages in one Alltoallv.
 
@@ -54,6 +56,11 @@ class DataflowProgram:
         (once per destination rank); False if it sends one payload per out-edge."""
         return np.ones(len(vertices), dtype=bool)
 
+    def servable(self, vertices: np.ndarray) -> np.ndarray:
+        """[k] bool: whether vertex ``vertices[j]`` may fire at another fire's serving point
+        (``DataflowContext.serve``), inside that fire (default: none may)."""
+        return np.zeros(len(vertices), dtype=bool)
+
     def fire(self, ctx, vertex: int, inputs: dict):
         """Compute ``vertex``; ``inputs`` maps each in-neighbour to its read-only float32 payload.
 
@@ -79,13 +86,20 @@ class DataflowPlan:
     phase: np.ndarray
 
 
+def _nothing_to_serve() -> None:
+    return None
+
+
 @dataclass
 class DataflowContext:
-    """What ``fire`` knows about the run: this rank, the number of ranks and the plan."""
+    """What ``fire`` knows about the run: this rank, the number of ranks and the plan; and ``serve``, which
+    a fire may call part way to let the rank take in arrived messages and fire its ready servable
+    vertices first (``DataflowProgram.servable``; dataflow mode; a no-op in BSP mode)."""
 
     rank: int
     size: int
     plan: DataflowPlan
+    serve: object = _nothing_to_serve
 
 
 class Span(NamedTuple):
@@ -335,6 +349,8 @@ class Firing:
         self.plan, self.program, self.routes, self.rank, self.carry = plan, program, routes, rank, carry
         self.ctx = DataflowContext(rank, size, plan)
         self.local = np.flatnonzero(plan.rank == rank)
+        self.servable = np.zeros(len(plan.rank), bool)
+        self.servable[self.local] = program.servable(self.local)
         self.missing, self.uses = routes.missing.copy(), routes.uses.copy()
         self.held = {}  # group -> its payload array, or a local per-edge group's fire output (dict)
         self.ready = []  # heap of (-priority, vertex)
@@ -350,6 +366,16 @@ class Firing:
     def pop(self) -> int:
         """The ready vertex to fire next (there must be one)."""
         return heapq.heappop(self.ready)[1]
+
+    def pop_servable(self) -> int | None:
+        """The ready servable vertex to fire next at a serving point (highest priority, ties by lowest id),
+        or None when no ready vertex is servable."""
+        best = min((entry for entry in self.ready if self.servable[entry[1]]), default=None)
+        if best is None:
+            return None
+        self.ready.remove(best)
+        heapq.heapify(self.ready)
+        return best[1]
 
     def bsp_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """BSP mode: (phases [F], the local vertices in firing order [n], the end of each phase's
@@ -433,35 +459,31 @@ class _Run:
     def __init__(self, comm, plan, program, routes: Routes, clock: _Clock):
         self.comm, self.plan, self.program, self.routes, self.clock = comm, plan, program, routes, clock
         self.firing = Firing(plan, program, routes, comm.rank, comm.size)
+        self.receives, self.sends = _Requests(), _Requests()  # items: (group, buffer); buffers kept alive
+        self.next_send_check = SEND_CHECK
+        self.firing_now = None  # [vertex, when its current compute span began] of the fire under way
 
     # ------------------------------------------------------------------ the two modes
 
     def dataflow(self) -> None:
-        """Fire ready vertices by priority, send at once, block only when nothing is ready."""
+        """Fire ready vertices by priority, send at once, block only when nothing is ready; a fire's
+        serving point (``_serve``) fires the ready servable vertices."""
         r, comm, clock, firing = self.routes, self.comm, self.clock, self.firing
-        receives, sends = _Requests(), _Requests()  # items: (group, buffer); buffers kept alive
+        receives = self.receives
         for g in r.incoming.tolist():
             buffer = np.empty(r.group_size[g], dtype=np.float32)
             receives.add(comm.irecv(buffer, int(r.group_source_rank[g]), int(r.tag[g])), (g, buffer))
-        next_poll, next_send_check = 0.0, SEND_CHECK
+        firing.ctx.serve = self._serve
+        next_poll = 0.0
         while not firing.done:
             if receives and time.perf_counter() >= next_poll:
                 t0 = time.perf_counter()
-                arrived = receives.completed(comm.testsome(receives.requests))
-                self._arrived(arrived)
-                clock.add("recv", t0, keep=bool(arrived))
+                self._poll(t0)
                 t1 = time.perf_counter()
                 next_poll = t1 + POLL_SPACING * (t1 - t0)
             if firing.ready:
                 u = firing.pop()
-                out = self._fire(u)
-                t0 = time.perf_counter()
-                for g, payload in firing.route(u, out):
-                    sends.add(comm.isend(payload, int(r.group_rank[g]), int(r.tag[g])), payload)
-                if len(sends.requests) >= next_send_check:
-                    sends.completed(comm.testsome(sends.requests))
-                    next_send_check = 2 * len(sends.requests) + SEND_CHECK
-                clock.add("send", t0, u)
+                self._send(u, self._fire(u))
             else:
                 assert receives, "no ready vertex and no message to wait for"
                 t0 = time.perf_counter()
@@ -471,8 +493,41 @@ class _Run:
                 self._arrived(receives.completed(done))
                 clock.add("recv", t0)
         t0 = time.perf_counter()
-        comm.waitall(sends.requests)
+        comm.waitall(self.sends.requests)
         clock.add("wait", t0)
+
+    def _poll(self, t0: float) -> None:
+        """Take in the messages that have arrived (a look at the open receives), timed from ``t0``."""
+        arrived = self.receives.completed(self.comm.testsome(self.receives.requests)) if self.receives else []
+        self._arrived(arrived)
+        self.clock.add("recv", t0, keep=bool(arrived))
+
+    def _send(self, u: int, out) -> None:
+        """Route ``u``'s output ``out`` and send its messages to other ranks (non-blocking)."""
+        r, comm, sends = self.routes, self.comm, self.sends
+        t0 = time.perf_counter()
+        for g, payload in self.firing.route(u, out):
+            sends.add(comm.isend(payload, int(r.group_rank[g]), int(r.tag[g])), payload)
+        if len(sends.requests) >= self.next_send_check:
+            sends.completed(comm.testsome(sends.requests))
+            self.next_send_check = 2 * len(sends.requests) + SEND_CHECK
+        self.clock.add("send", t0, u)
+
+    def _serve(self) -> None:
+        """The serving point of the fire under way: take in arrived messages, then fire every ready servable
+        vertex (``Firing.pop_servable``) and send its outputs, before that fire goes on; its compute span
+        ends here and a second begins after. A servable vertex's own fire serves nothing."""
+        outer = self.firing_now
+        if outer is None or outer[0] is None:
+            return
+        self.clock.add("compute", outer[1], outer[0])  # the fire so far
+        self.firing_now = [None, 0.0]  # the served fires serve nothing
+        self._poll(time.perf_counter())
+        u = self.firing.pop_servable()
+        while u is not None:
+            self._send(u, self._fire(u))
+            u = self.firing.pop_servable()
+        self.firing_now = [outer[0], time.perf_counter()]
 
     def bsp(self) -> None:
         """Phase by phase: fire, meet at a barrier, exchange the phase's messages in one Alltoallv."""
@@ -513,11 +568,14 @@ class _Run:
     # ------------------------------------------------------------------ shared steps
 
     def _fire(self, v: int):
-        """Run ``program.fire`` on ``v`` with its inputs (timed as compute)."""
+        """Run ``program.fire`` on ``v`` with its inputs (timed as compute; a serving point inside it splits
+        the span, ``_serve``)."""
         inputs = self.firing.inputs(v)
-        t0 = time.perf_counter()
+        outer = self.firing_now
+        self.firing_now = [v if outer is None else None, time.perf_counter()]
         out = self.program.fire(self.firing.ctx, v, inputs)
-        self.clock.add("compute", t0, v)
+        self.clock.add("compute", self.firing_now[1], v)
+        self.firing_now = outer
         return out
 
     def _arrived(self, arrived: list) -> None:

@@ -272,3 +272,40 @@ def test_per_edge_vertex_must_return_one_payload_per_out_neighbour():
     message = r"per-edge vertex 0 must return .* out-neighbours \[1, 2\], got \[1\]"
     with pytest.raises(ValueError, match=message):
         run_dataflow(Comm(), plan, PerEdge({1: np.zeros(2, np.float32)}))
+
+
+class _Serving(DataflowProgram):
+    """Vertex 0 calls ``ctx.serve()`` part way; vertices 1 and 3 are servable (1 ready at the start,
+    3 once 1 has fired); every fire is logged."""
+
+    def __init__(self):
+        self.log = []
+
+    def servable(self, vertices):
+        return np.isin(vertices, [1, 3])
+
+    def fire(self, ctx, vertex, inputs):
+        self.log.append(f"{vertex} begins")
+        if vertex in (0, 2):
+            ctx.serve()
+        self.log.append(f"{vertex} ends")
+        return np.zeros(0, np.float32)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_fire_serves_the_ready_servable_vertices_at_its_serving_point(mode):
+    """0 -> 2 and 1 -> 3, priorities 0 > 1 > 3 > 2. In dataflow mode 0's serving point fires 1, then 3
+    (ready once 1 fired), inside 0's fire; 2's serves nothing; 0's compute is two spans. BSP mode
+    serves nothing: phase by phase."""
+    plan = DataflowPlan(GraphData(np.array([0, 1, 2, 2, 2]), np.array([2, 3])), np.zeros(4, np.int64),
+                        np.array([10.0, 5.0, 0.0, 1.0]), np.array([0, 0, 1, 1]))
+    program = _Serving()
+    result = run_dataflow(Comm(), plan, program, mode, trace=True)
+    if mode == "dataflow":
+        assert program.log == ["0 begins", "1 begins", "1 ends", "3 begins", "3 ends", "0 ends", "2 begins", "2 ends"]
+        spans = [(s.vertex, s.start, s.end) for s in result.spans if s.kind == "compute"]
+        assert [v for v, _, _ in spans] == [0, 1, 3, 0, 2, 2]  # every serving point splits its span
+        assert all(a[2] <= b[1] for a, b in zip(spans, spans[1:]))  # no compute span overlaps another
+    else:
+        assert program.log == ["0 begins", "0 ends", "1 begins", "1 ends", "3 begins", "3 ends", "2 begins", "2 ends"]
+    assert result.fired == 4

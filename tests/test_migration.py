@@ -50,3 +50,23 @@ def test_rebalance_leaves_balanced_owners_alone():
     owner = np.array([0, 0, 1, 1])
     assert np.array_equal(rebalance(counts, owner, 2, 1.0), owner)
     assert np.array_equal(rebalance(np.array([30, 10, 10, 10]), np.array([0, 0, 1, 1]), 2, 1.0), [0, 1, 1, 1])
+
+
+@pytest.mark.parametrize("keep_stats", [False, True])
+def test_row_words_are_the_width_of_the_rows_migrate_sends(keep_stats):
+    """``row_words`` (what the simulator charges per moved Gaussian) against the runtime's own packing."""
+    import torch
+
+    from odin_sched.odin.migration import row_words
+    from odin_sched.odin.shard import Shard
+    from odin_sched.training.densify import GradAccumulator
+    from odin_sched.training.optim import VisibleAdam
+    from odin_sched.training.step import param_columns
+
+    for degree in (0, 3):
+        g, coeffs = 5, (degree + 1) ** 2 - 1
+        params = {"means": torch.zeros(g, 3), "scales": torch.zeros(g, 3), "quats": torch.zeros(g, 4),
+                  "opacities": torch.zeros(g), "sh0": torch.zeros(g, 1, 3), "shN": torch.zeros(g, coeffs, 3)}
+        opt = VisibleAdam(params, dict.fromkeys(params, 0.1))
+        shard = Shard(0, np.array([0, g]), np.arange(g), np.array([0]), opt, GradAccumulator(g) if keep_stats else None)
+        assert shard.packed().shape[1] == row_words(param_columns(degree), keep_stats)

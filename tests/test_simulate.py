@@ -18,7 +18,8 @@ from odin_sched.sim.costmodel import H200_IB, H200_KERNELS, fit_costs, load_prof
 from odin_sched.odin.depgraph import build_step_graph
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import write_scene
-from odin_sched.sim.simulate import MODES, metadata_scene, scaling, scene_of_setup, simulate
+from odin_sched.odin.shard import owners_by_count
+from odin_sched.sim.simulate import MODES, cells, metadata_scene, scaling, scene_of_setup, simulate
 from odin_sched.odin.staleness import relax_reads
 from odin_sched.training.train import TrainConfig, prepare
 
@@ -47,8 +48,8 @@ def _image_order(trace):
                   and str(e.get("args", {}).get("label", "")).startswith("image ")]
     ranks = {}
     for e in sorted(events, key=lambda e: e["ts"]):
-        ranks.setdefault(e["tid"], []).append(e["args"]["vertex"])
-    return ranks
+        ranks.setdefault(e["tid"], {}).setdefault(e["args"]["vertex"])  # an image's two spans: once
+    return {rank: list(order) for rank, order in ranks.items()}
 
 
 @pytest.mark.parametrize("mode", ["barrier", "odin"])
@@ -58,7 +59,7 @@ def test_simulated_schedule_equals_runtime(scene_file, tmp_path, mode):
     real = _image_order(trace)
     sim = simulate(scene_of_setup(prepare(TrainConfig(scene_file, STEPS, batch_size=B, eval_every=STEPS))), H200_IB, mode, 2, STEPS, B,
                    trace=True)
-    simulated = {r: [v for kind, _, _, v in spans if kind == "compute" and v < STEPS * B]
+    simulated = {r: list(dict.fromkeys(v for kind, _, _, v in spans if kind == "compute" and v < STEPS * B))
                  for r, spans in enumerate(sim.spans)}
     for rank in (0, 1):
         if mode == "barrier":  # the phase order is fixed: the same sequence
@@ -470,11 +471,142 @@ def test_traced_messages_arrive_after_their_sender_and_before_their_reader():
     start, end = {}, {}
     for spans in run.spans:
         for kind, t0, t1, v in spans:
-            if kind == "compute":
-                start[v], end[v] = t0, t1
+            if kind == "compute":  # an image computes in two spans, around its serving point
+                start.setdefault(v, t0)
+                end[v] = t1
     arrived = {(int(r), int(u)): t for r, u, t in run.arrivals}
     for u, v in zip(src[remote], dst[remote]):
         t = arrived[int(plan.rank[v]), int(u)]
         assert t >= end[u] + H200_IB.node_latency - 1e-12
         assert start[v] >= t - 1e-12
     assert set(range(steps.num_images)) <= set(start)  # every image computed (spans of positive length)
+
+
+def _plan(scene, bounds, owner, gpus, batch_size, start, stop, initial_reads):
+    """The window [start, stop) of ``scene`` (steps of ``batch_size``, 8 in all) planned as ``simulate``
+    plans it on ``h200-ib`` (``initial_reads``: as the runtime does, its images reading the window-start
+    versions)."""
+    from odin_sched.odin.planner import PlanConfig, plan_cells
+    from odin_sched.scenes.visibility import window_margin
+    from odin_sched.sim.simulate import _local_comm
+    from odin_sched.training.image_order import spread_batches
+    from odin_sched.training.step import BatchSettings
+    from odin_sched.training.train import scene_extent
+
+    settings, extent = BatchSettings(batch_size), scene_extent(scene.viewmats)
+    batches = spread_batches(scene.train_ids, 8, batch_size, 0, scene.cache[("sees", batch_size)])
+    per_visible = scene.features[:, 2].sum() / max(scene.features[:, 0].sum(), 1.0)
+    weights = (H200_IB.image[0], H200_IB.image[1] + H200_IB.image[3] * per_visible, H200_IB.image[2])
+    lrs = settings.lrs(extent, start + 1)
+    margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
+    win, _ = plan_cells(_local_comm(), bounds, owner, scene, batches, start, stop, margin,
+                        PlanConfig(bounds.num_cells, gpus, 0, cost_weights=weights, sh_degree=3),
+                        initial_reads=initial_reads)
+    return win
+
+
+def test_migration_bytes_and_seconds_counted_by_hand():
+    """Four cells of 10, 20, 30, 40 Gaussians on two ranks of one node; cell 0 moves 0 -> 1 and cell 3
+    1 -> 0: 50 Gaussians of 52 words (SH degree 0 with statistics: 8 integer words, 3 x 14, 2), one
+    message each way; each rank's busiest link carries cell 3's 40 x 208 bytes, plus one latency."""
+    from odin_sched.odin.migration import row_words
+    from odin_sched.sim.simulate import migration_cost
+
+    row_bytes = 4 * row_words(14, True)
+    assert row_bytes == 208
+    counts, owner, new = np.array([10, 20, 30, 40]), np.array([0, 0, 1, 1]), np.array([1, 0, 1, 0])
+    seconds, nbytes = migration_cost(H200_IB, counts, owner, new, row_bytes, 2)
+    assert nbytes == 50 * 208
+    assert seconds == pytest.approx(40 * 208 / H200_IB.node_bandwidth + H200_IB.node_latency, rel=1e-12)
+    assert migration_cost(H200_IB, counts, owner, owner, row_bytes, 2) == (0.0, 0.0)
+
+
+def test_densified_counts_by_hand():
+    from odin_sched.sim.simulate import densified_counts
+
+    counts, seen = np.array([100, 100, 200]), np.array([0, 10, 0])
+    grown = np.array([100, 100 * np.exp(0.5), 200])  # growth 0.05 per image that sees the cell
+    assert np.array_equal(densified_counts(counts, seen, 0.05, 400), np.rint(grown * 400 / grown.sum()))
+    assert np.array_equal(densified_counts(counts, seen, 0.0, 400), counts)
+
+
+def test_simulated_cells_migrate_by_the_runtime_rule():
+    """With cells growing fast, the simulator moves cells at window ends by ``rebalance`` (the runtime's
+    rule with its default tolerance): replaying its windows' counts through ``rebalance`` gives the same
+    moves, each charged at the bytes ``migrate`` sends; without growth nothing moves."""
+    from odin_sched.odin.migration import rebalance, row_words
+    from odin_sched.odin.trainer import OdinOptions
+    from odin_sched.sim.simulate import densified_counts, migration_cost
+
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    profile = dataclasses.replace(H200_IB, plan_by_gpus=())
+    run = simulate(scene, profile, "odin", 4, 8, 4, window=2, densify_growth=0.2)
+    still = simulate(scene, profile, "odin", 4, 8, 4, window=2, densify_growth=0.0)
+    assert run.migrated_cells > 0 and still.migrated_cells == 0 and still.migration_bytes == 0
+    # the replay: the runtime's rule on counts densified by what each planned window's images saw
+    _, bounds = cells(scene, OdinOptions.CELLS_PER_RANK * 4)
+    owner, total, moved, nbytes = owners_by_count(bounds.count, 4), int(bounds.count.sum()), 0, 0.0
+    for start in range(0, 8, 2):
+        win = _plan(scene, bounds, owner, 4, 4, start, start + 2, False)
+        new = rebalance(bounds.count, owner, 4, 1.25)
+        moved += int(np.count_nonzero(new != owner))
+        nbytes += migration_cost(profile, bounds.count, owner, new, 4 * row_words(59, True), 4)[1]
+        owner = new
+        seen = np.bincount(win.steps.version_cell[win.steps.version_index(win.steps.image_writes)],
+                           minlength=len(owner))
+        bounds = dataclasses.replace(bounds, count=densified_counts(bounds.count, seen, 0.2, total))
+    assert (run.migrated_cells, run.migration_bytes) == (moved, nbytes)
+
+
+def test_no_version_of_a_cell_an_image_reads_can_be_served_while_it_runs():
+    """``StepMessages.servable``'s argument, against networkx on a planned window (odin mode): every
+    version of every cell an image reads is an ancestor of the image or a descendant of it, so none is
+    ready while the image runs."""
+    import networkx as nx
+
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    simulate(scene, H200_IB, "odin", 3, 6, 3, window=6)  # made the batches' visibility
+    bounds = cells(scene, 48)[1]
+    win = _plan(scene, bounds, owners_by_count(bounds.count, 3), 3, 3, 0, 6, True)  # as the runtime plans
+    steps, plan = win.steps, win.plan
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(plan.graph.num_nodes))
+    graph.add_edges_from(zip(np.repeat(np.arange(plan.graph.num_nodes), np.diff(plan.graph.indptr)).tolist(),
+                             np.asarray(plan.graph.indices).tolist()))
+    versions_of = {}
+    for v in range(steps.num_versions):
+        versions_of.setdefault(int(steps.version_cell[v]), []).append(int(steps.version_vertex(v)))
+    checked = 0
+    for image in range(steps.num_images):
+        related = nx.ancestors(graph, image) | nx.descendants(graph, image)
+        reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
+        for cell in steps.version_cell[steps.version_index(reads)].tolist():
+            assert set(versions_of[cell]) <= related, (image, cell)
+            checked += 1
+    assert checked > 0
+
+
+def test_owners_serve_cell_versions_between_an_images_forward_and_backward():
+    """In the simulated runs every image computes in two spans, the first ``forward_share`` of its cost;
+    a rank's cell versions fired between them are the ones served, and they happen (some version runs
+    inside an image); without the split (forward share 1, the serving point at the image's end) the
+    runs wait more."""
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    run = simulate(scene, H200_IB, "odin", 4, 8, 4, window=8, trace=True)
+    images = run.traced.steps.num_images
+    served = 0
+    for spans in run.spans:
+        computes = [(v, t0, t1) for kind, t0, t1, v in spans if kind == "compute"]
+        parts = {}
+        for v, t0, t1 in computes:
+            parts.setdefault(v, []).append(t1 - t0)
+        assert all(len(parts[v]) == 2 for v in parts if v < images)
+        assert all(len(parts[v]) == 1 for v in parts if v >= images)
+        for v in (v for v in parts if v < images):
+            forward, backward = parts[v]
+            assert forward / (forward + backward) == pytest.approx(H200_IB.forward_share, rel=1e-6)
+        for (a, _, _), (b, _, _), (c, _, _) in zip(computes, computes[1:], computes[2:]):
+            served += int(a < images and b >= images and c == a)
+    assert served > 0
+    late = simulate(scene, dataclasses.replace(H200_IB, forward_share=1.0), "odin", 4, 8, 4, window=8)
+    assert late.wait.sum() > run.wait.sum()

@@ -21,6 +21,14 @@ from odin_sched.scenes.cells import kd_cells
 MIGRATION_TAG = 7
 
 
+def row_words(columns: int, keep_stats: bool) -> int:
+    """float32 words per Gaussian of ``Shard.packed`` rows, what ``migrate`` sends: the row in the model, step
+    count and id (int64, two words each), the parameters and both Adam moments (``columns`` each,
+    ``odin_sched.training.step.param_columns``), and with densification statistics their count (int64),
+    accumulated norm and largest radius (float32). At SH degree 3 (59 columns) with statistics: 187."""
+    return 2 * (4 if keep_stats else 3) + 3 * columns + (2 if keep_stats else 0)
+
+
 def rebalance(counts: np.ndarray, owner: np.ndarray, size: int, tolerance: float) -> np.ndarray:
     """New owners [K] of cells with ``counts`` [K] now owned by ``owner`` [K] (ranks in [0, size)): while the
     heaviest rank's load exceeds ``tolerance`` times the mean, its largest cell whose move to the lightest

@@ -46,6 +46,18 @@ class StepMessages(DataflowProgram):
     def broadcasts(self, vertices: np.ndarray) -> np.ndarray:
         return ~self.steps.is_image(vertices)
 
+    def servable(self, vertices: np.ndarray) -> np.ndarray:
+        """Cell versions: an owner updates its cells between an image's forward and backward pass
+        (``TrainingSteps._image``'s serving point), so a remote reader does not wait for the owner's whole
+        image. Safe: an image renders from its own copies of its cells' parameters (its inputs) and
+        writes nothing but its gradient blocks, and a version touches only its own cell's optimizer and
+        accumulator rows, which no image reads; so every fire computes what it would at any other time.
+        Nor can a served version be of a cell the image reads, outside odin-fast: each version of such
+        a cell c is an ancestor of the image (the version it reads, (c, b_prev), and those before it)
+        or needs the image's own gradient (its (c, b), and every later one through the images reading
+        (c, b)), so it is not ready while the image runs (tests/test_simulate.py)."""
+        return ~self.steps.is_image(vertices)
+
     def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         from_image = self.steps.is_image(src)
         version = self.steps.version_index(np.where(from_image, dst, src))
@@ -134,7 +146,7 @@ class TrainingSteps(StepMessages):
 
     def fire(self, ctx, vertex: int, inputs: dict):
         if self.steps.is_image(vertex):
-            return self._image(vertex, inputs)
+            return self._image(vertex, inputs, ctx.serve)
         return self._version(self.steps.version_index(vertex), inputs)
 
     def _index(self, rows: np.ndarray) -> torch.Tensor:
@@ -142,7 +154,9 @@ class TrainingSteps(StepMessages):
         return torch.from_numpy(rows).to(self.staging.device)
 
     # --- image step
-    def _image(self, image: int, inputs: dict) -> dict:
+    def _image(self, image: int, inputs: dict, serve) -> dict:
+        """Image ``image``'s step from its cells' ``inputs``; ``serve`` is called between its forward and
+        backward pass (the rank's serving point, ``servable``)."""
         steps, staging, given, shard = self.steps, self.staging, self.images, self.cells.shard
         reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
         cells = steps.version_cell[steps.version_index(reads)]
@@ -152,7 +166,7 @@ class TrainingSteps(StepMessages):
         scene = given.scene
         result = image_gradients(given.render, params, *camera(scene, cam, staging.device), scene.width,
                                  scene.height, given.targets[cam], given.ssim_weight, given.screen_norms,
-                                 given.sh_degrees[int(steps.image_batch[image])])
+                                 given.sh_degrees[int(steps.image_batch[image])], between=serve)
         self.image_losses[image] = result.loss
         none = torch.zeros(len(sorted_rows), device=staging.device)
         packed = staging.to_host(torch.cat(

@@ -11,6 +11,8 @@
   cost by one of them, drawn at random, so that images vary as much as measured (the imbalance a
   barrier waits for), not only as much as the fit predicts. Each rank's first image also loads the
   kernels from numba's cache: that warm-up (``warmup_seconds``) is fitted apart and charged once.
+* An image's cost splits at ``forward_share`` (``FORWARD_SHARE``) into its forward and backward pass;
+  between them its rank serves its ready cell versions (``simulate``).
 * A cell version (visible Adam on one cell) costs ``v0 + v_row · rows``, fitted the same way, when
   its batch's images saw some of its Gaussians, else ``version_unseen`` (the gradients are summed but
   no Gaussian is stepped): conservative visibility makes images report to cells they turn out not to
@@ -56,6 +58,12 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 PROFILE_DIR = os.path.join(os.path.dirname(__file__), "profiles")
+#: the share of an image step's cost before its backward pass, where a rank serves its ready cell
+#: versions (``odin_sched.odin.program.StepMessages.servable``): gsplat's published profile (ROCm docs,
+#: "Profiling the GSplat library", batch 1, RGB) has the backward take 1.7-1.8 times the forward, so the
+#: forward is 1 / (1 + 1.75) of the two; the rest of an image's cost (loss, the fixed time per step) is
+#: taken to split alike
+FORWARD_SHARE = 1.0 / 2.75
 FEATURES = ("visible", "pixels", "pairs")
 
 
@@ -88,6 +96,7 @@ class CostProfile:
     step_seconds: float = 0.0  # grendel: fixed seconds per training step on every GPU (its Python loop)
     sharded: bool = False  # odin, barrier: charge the sharded runtime's window ends and planning (below)
     plan_by_gpus: tuple = ()  # ((P, seconds), ...) measured planning per window at P ranks (sharded)
+    forward_share: float = FORWARD_SHARE  # of an image's cost, the part before its serving point (below)
 
     def sharded_planning_seconds(self, gpus: int) -> float:
         """Seconds of one window's planning at ``gpus`` ranks: ``plan_by_gpus`` interpolated linearly in

@@ -15,8 +15,13 @@ allgather of the model; planning counts when the profile says so
 (``CostProfile.planning_seconds``: the measured ``plan_seconds`` per window, slower when the ranks
 outnumber the processors).
 
-Not simulated: densification and evaluation (the runtime does both at window boundaries, the same
-in every mode), and contention inside the network beyond the two ends of a link.
+A rank fires its ready cell versions between an image's forward and backward pass, as the runtime's
+rank loop serves them there (``StepMessages.servable``; the image's cost split at the profile's
+``forward_share``). With a sharded profile, cells grow by a densification model and whole cells migrate
+between owners at window ends by the runtime's rule (``simulate``).
+
+Not simulated: evaluation, the densification rounds' own work (the same in every mode), and contention
+inside the network beyond the two ends of a link.
 """
 import copy
 import math
@@ -30,6 +35,7 @@ from odin_sched.sim.grendel import hidden_vs_grendel, simulate_grendel
 from odin_sched.sim.presets import PRESETS, published_grendel_steps
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
+from odin_sched.odin.migration import rebalance, row_words
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.planner import PlanConfig, plan_cells
 from odin_sched.odin.shard import owners_by_count
@@ -60,6 +66,45 @@ def gather_bytes(sh_degree: int) -> int:
 #: the sharded runtime's window end (issue 20's bounds): bytes per cell of metadata (box of means grown
 #: by the largest scale, Gaussian count, predicted cost) and per image (loss, violation count)
 METADATA_CELL_BYTES, METADATA_IMAGE_BYTES = 64, 16
+
+#: the densification model of the sharded runtime's windows: each window, a cell's count grows by the factor
+#: exp(DENSIFY_GROWTH x the window's images that see it), the rate per image of the project's own
+#: densification on a real capture (README, "Real captures end to end": maupertuis, 1,039 -> 36,583
+#: Gaussians over the rounds of images 600-1,500 with the defaults, ln(35.2) / 900 = 4.0e-3); then all
+#: counts are scaled back to the scene's total (the simulated scene stands for the model at its size:
+#: what densification adds where the images look, pruning takes evenly)
+DENSIFY_GROWTH = 4.0e-3
+
+
+def densified_counts(counts: np.ndarray, seen: np.ndarray, growth: float, total: int) -> np.ndarray:
+    """[K] int64 Gaussians per cell after a window's densification: ``counts`` [K] each times
+    exp(``growth`` x ``seen`` [K], the window's images that see the cell), rounded, scaled to ``total``."""
+    grown = np.asarray(counts, np.float64) * np.exp(growth * np.asarray(seen, np.float64))
+    return np.rint(grown * total / max(grown.sum(), 1.0)).astype(np.int64)
+
+
+def exchange_seconds(profile: CostProfile, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, gpus: int) -> float:
+    """Seconds of point-to-point messages of ``nbytes`` [m] from ranks ``src`` [m] to ``dst`` [m], all sent
+    at once: the busiest rank's bytes in or out over its links, plus one latency per peer it talks to."""
+    if len(src) == 0:
+        return 0.0
+    latency, bandwidth = profile.link(src, dst)
+    seconds = np.asarray(nbytes, np.float64) / bandwidth
+    busy = np.maximum(np.bincount(src, seconds, gpus), np.bincount(dst, seconds, gpus))
+    peers = np.bincount(np.unique(np.asarray(src) * gpus + dst) // gpus, minlength=gpus)
+    return float((busy + peers * latency.max()).max())
+
+
+def migration_cost(profile: CostProfile, counts: np.ndarray, owner: np.ndarray, new_owner: np.ndarray,
+                   row_bytes: int, gpus: int) -> tuple[float, float]:
+    """(seconds, bytes) of moving every cell whose owner changes from ``owner`` [K] to ``new_owner`` [K]
+    as ``migration.migrate`` moves them: one message per pair of ranks carrying its cells' ``counts`` [K]
+    Gaussians of ``row_bytes`` each, all pairs at once (``exchange_seconds``)."""
+    moving = np.flatnonzero(np.asarray(new_owner) != np.asarray(owner))
+    pairs, at = np.unique(owner[moving] * gpus + new_owner[moving], return_inverse=True)
+    nbytes = np.bincount(at.reshape(-1), weights=np.asarray(counts, np.float64)[moving] * row_bytes,
+                         minlength=len(pairs))
+    return exchange_seconds(profile, pairs // gpus, pairs % gpus, nbytes, gpus), float(nbytes.sum())
 
 
 def state_bytes(sh_degree: int) -> int:
@@ -218,6 +263,9 @@ class SimResult:
     window: int = OdinOptions.window  # batches per planning window
     bytes_sent: float = 0.0  # bytes between GPUs (grendel: its all-to-alls)
     memory_bytes: float = 0.0  # the most bytes of model state one GPU holds (owned + cached; buffers)
+    migration_bytes: float = 0.0  # bytes of cells moved between owners at window ends (sharded profiles)
+    migration_seconds: float = 0.0  # seconds those moves took, on the critical path
+    migrated_cells: int = 0  # cells moved
 
     @property
     def steps_per_second(self) -> float:
@@ -249,11 +297,16 @@ def cells(scene: SimScene, num_cells: int) -> tuple:
 def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps: int, batch_size: int,
              window: int = OdinOptions.window, cells_per_gpu: int = OdinOptions.CELLS_PER_RANK,
              max_staleness: int = 1, seed: int = 0,
-             trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE) -> SimResult:
+             trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells,
     Gaussians of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and
-    gathers). Every mode trains the same batches."""
+    gathers). Every mode trains the same batches. With a sharded profile, each window end runs the
+    runtime's ``OdinTrainer._reshape`` on the cells' counts: ``rebalance`` (the runtime's default
+    ``max_imbalance``; cells never split, its default ``split_above``), the moved cells' state charged
+    as ``migrate`` sends it (``migration_cost``), and after a move the next window planned anew, all its
+    planning waited for (the plan made ahead is dropped), as the runtime does; then the counts densify
+    (``densified_counts`` with ``densify_growth``; 0: cells never grow)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
     comm = _local_comm()
@@ -284,6 +337,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     traced = arrivals = None
     cell_of, bounds = cells(scene, cells_per_gpu * gpus)
     owner = owners_by_count(bounds.count, gpus)
+    total, row_bytes, replan = int(bounds.count.sum()), 4 * row_words(param_columns(sh_degree), True), False
+    migrated = {"bytes": 0.0, "seconds": 0.0, "cells": 0}
     for start in range(0, steps, window):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1)
@@ -306,7 +361,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
             # first window is planned before training starts: a start-up cost, not the steady state's)
             held, reads = window_memory(win, gpus, sh_degree, reads)
             memory = np.maximum(memory, held)
-            exposed = max(0.0, profile.sharded_planning_seconds(gpus) - last_window) if start else 0.0
+            planning = profile.sharded_planning_seconds(gpus)
+            exposed = planning if replan else max(0.0, planning - last_window) if start else 0.0
             clock += exposed
             bound += exposed
             totals["wait"] += exposed
@@ -330,11 +386,28 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         clock += end + gather
         bound += gather
         last_window = end + gather
+        if profile.sharded:  # the runtime's window end: cells rebalanced by count, then densified
+            new_owner = rebalance(bounds.count, owner, gpus, OdinOptions.max_imbalance)
+            moving, moved_bytes = migration_cost(profile, bounds.count, owner, new_owner, row_bytes, gpus)
+            replan = bool(np.any(new_owner != owner))
+            if replan:  # the moved cells' new metadata exchanged
+                moving += profile.allgather_seconds(METADATA_CELL_BYTES * len(owner), gpus)
+            migrated["bytes"] += moved_bytes
+            migrated["seconds"] += moving
+            migrated["cells"] += int(np.count_nonzero(new_owner != owner))
+            totals["comm"] += moving
+            clock += moving
+            bound += moving
+            owner = new_owner
+            seen = np.bincount(win.steps.version_cell[win.steps.version_index(win.steps.image_writes)],
+                               minlength=len(owner))
+            bounds = replace(bounds, count=densified_counts(bounds.count, seen, densify_growth, total))
         if run.spans and not spans:
             spans, traced, arrivals = run.spans, win, np.asarray(run.arrivals, np.float64).reshape(-1, 3)
     return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
                      work / path if path else 0.0, stale, worst, spans, traced, arrivals, bound, window,
-                     memory_bytes=float(memory.max()))
+                     memory_bytes=float(memory.max()), migration_bytes=migrated["bytes"],
+                     migration_seconds=migrated["seconds"], migrated_cells=migrated["cells"])
 
 
 def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator,
@@ -471,6 +544,7 @@ class _WindowRun:
 
     def __init__(self, win, cost: np.ndarray, profile: CostProfile, gpus: int, trace: bool, columns: int):
         self.plan, self.cost, self.profile, self.gpus = win.plan, cost, profile, gpus
+        self.images = win.steps.num_images
         program = StepMessages(win.steps, win.count, columns)
         self.routes = Routes(win.plan, program, gpus)
         self.firings = [Firing(win.plan, program, copy.copy(self.routes).select(r), r, gpus, carry=False)
@@ -532,14 +606,26 @@ class _WindowRun:
 
         cpu = Processors(env, self.profile, self.gpus)
 
+        def fire(me, u, seconds, remote):
+            yield from self._compute(env, cpu, me, u, seconds, remote)
+            for g in remote:
+                send(me, g)
+
         def rank(me):
             f = self.firings[me]
             while not f.done:
                 if f.ready:
                     u, seconds, remote = self._fire(me)
-                    yield from self._compute(env, cpu, me, u, seconds, remote)
-                    for g in remote:
-                        send(me, g)
+                    if u < self.images:  # the runtime's serving point: after the forward pass, the rank
+                        # fires its ready cell versions (``StepMessages.servable``), then the backward pass
+                        forward = seconds * self.profile.forward_share
+                        yield from self._compute(env, cpu, me, u, forward, [])
+                        seconds -= forward
+                        served = f.pop_servable()
+                        while served is not None:
+                            yield from fire(me, *self._fire(me, served))
+                            served = f.pop_servable()
+                    yield from fire(me, u, seconds, remote)
                 else:
                     t0 = env.now
                     wake[me] = env.event()
@@ -604,16 +690,9 @@ class _WindowRun:
     def _alltoallv(self, groups: np.ndarray) -> float:
         """Seconds of an Alltoallv of the messages ``groups``: the busiest rank's bytes in or out over
         its links, plus one latency per peer it talks to."""
-        if groups.size == 0:
-            return 0.0
         r = self.routes
-        src, dst = r.group_source_rank[groups], r.group_rank[groups]
-        latency, bandwidth = self.profile.link(src, dst)
-        seconds = 4.0 * r.group_size[groups] / bandwidth
-        busy = np.maximum(np.bincount(src, seconds, self.gpus), np.bincount(dst, seconds, self.gpus))
-        pairs = np.unique(src * self.gpus + dst)
-        peers = np.bincount(pairs // self.gpus, minlength=self.gpus)
-        return float((busy + peers * latency.max()).max())
+        return exchange_seconds(self.profile, r.group_source_rank[groups], r.group_rank[groups],
+                                4.0 * r.group_size[groups], self.gpus)
 
 
 def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch_size: int | None = None,

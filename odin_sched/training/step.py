@@ -89,15 +89,19 @@ class ImageGradients:
 
 
 def image_gradients(render, params: dict, viewmat: torch.Tensor, K: torch.Tensor, width: int, height: int,
-                    target: torch.Tensor, ssim_weight: float, densify: bool, sh_degree: int) -> ImageGradients:
+                    target: torch.Tensor, ssim_weight: float, densify: bool, sh_degree: int,
+                    between=None) -> ImageGradients:
     """Render the Gaussians ``params`` (dict name -> float32 tensor [g, ...], in global id order) from one
     camera with SH degree ``sh_degree`` and back-propagate the loss (1 - w) L1 + w (1 - SSIM) against
-    ``target`` [H, W, 3]."""
+    ``target`` [H, W, 3]; ``between`` (if given) is called after the forward pass and the loss, before
+    the backward pass."""
     leaves = {name: value.detach().requires_grad_(True) for name, value in params.items()}
     image, visible, radii = render(**render_args(leaves, sh_degree), viewmat=viewmat, K=K, width=width, height=height,
                                    with_radii=True)
     l1 = torch.abs(image - target).mean()
     loss = (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim(image, target)) if ssim_weight else l1
+    if between is not None:
+        between()
     loss.backward()
     grads = {name: leaf.grad for name, leaf in leaves.items()}
     if not densify:
