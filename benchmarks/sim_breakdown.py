@@ -81,7 +81,7 @@ def what_if(gpus, gaussians, cameras, width, height, name):
                                         for r in runs), flush=True)
 
 
-def city_scene_arguments(description: str) -> argparse.Namespace:
+def city_scene_parser(description: str) -> argparse.ArgumentParser:
     """The command line of the 1M-city simulator benchmarks: GPU counts, scene size, profile."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("gpus", type=int, nargs="*", default=[8, 16, 32, 64, 128])
@@ -90,9 +90,7 @@ def city_scene_arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--height", type=int, default=192)
     parser.add_argument("--profile", default="h200-ib")
-    parser.add_argument("--what-if", action="store_true", help="sim_breakdown: odin with the links free and "
-                        "with the serving point at an image's end, instead of the breakdown")
-    return parser.parse_args()
+    return parser
 
 
 def city_scene(gaussians: int, cameras: int, width: int, height: int):
@@ -101,5 +99,8 @@ def city_scene(gaussians: int, cameras: int, width: int, height: int):
 
 
 if __name__ == "__main__":
-    a = city_scene_arguments(__doc__.split("\n")[0])
+    parser = city_scene_parser(__doc__.split("\n")[0])
+    parser.add_argument("--what-if", action="store_true", help="odin with the links free and with the serving "
+                        "point at an image's end, instead of the breakdown")
+    a = parser.parse_args()
     (what_if if a.what_if else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)

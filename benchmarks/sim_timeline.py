@@ -21,7 +21,7 @@ import numpy as np
 from odin_sched.odin.depgraph import critical_path
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.simulate import simulate
-from sim_breakdown import city_scene, city_scene_arguments  # benchmarks/, the script's own folder
+from sim_breakdown import city_scene, city_scene_parser  # benchmarks/, the script's own folder
 
 WINDOW = 10
 
@@ -100,5 +100,5 @@ def main(gpus, gaussians, cameras, width, height, name):
 
 
 if __name__ == "__main__":
-    a = city_scene_arguments(__doc__.split("\n")[0])
+    a = city_scene_parser(__doc__.split("\n")[0]).parse_args()
     main(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)
