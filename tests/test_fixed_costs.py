@@ -1,5 +1,5 @@
-"""What a command pays for besides its work: the modules it imports, whether it starts MPI, the garbage
-collection at exit, and the summary's ranking.
+"""What a command pays for besides its work: the modules it imports, whether it starts MPI, numba's
+set-up, the garbage collection at exit, and the summary's ranking.
 
 A command run as a process of its own (no launcher in its environment) must not import what it does
 not use (``UNUSED_BY_RUN``), nor initialise MPI; under ``mpiexec`` it must. Each is checked in a fresh
@@ -73,6 +73,32 @@ def test_run_pagerank_alone_imports_neither_mpi_nor_unused_stacks_and_skips_the_
     assert report["frozen"] > 0, "the command line's main leaves its objects out of the exit collection"
     with h5py.File(out) as f:
         assert np.abs(f["values"][:] - _expected_pagerank(graph)).sum() < 1e-8
+
+
+#: numba's registries (and SciPy's BLAS, which its NumPy support would check for): a run whose kernels come
+#: from the cache needs none of them; a compile loads the registries but not SciPy's linear algebra
+NUMBA_REGISTRIES = ("numba.np.arraymath", "numba.typed.typeddict", "numba.cpython.setobj",
+                    "numba.np.random.generator_methods", "numba.np.polynomial.polynomial_core")
+
+
+def test_cached_kernels_load_without_numbas_registries_and_a_cache_miss_compiles_without_scipy(graph, tmp_path):
+    """Two runs on an empty numba cache: the first compiles every kernel (registries loaded, SciPy's
+    linear algebra not), the second loads them all from the cache without the registries; both
+    results equal networkx's."""
+    env = dict(_alone_env(), NUMBA_CACHE_DIR=str(tmp_path / "numba_cache"))
+    listed = json.dumps(NUMBA_REGISTRIES + ("scipy.linalg",))
+    imported = []
+    for run in ("compiled", "cached"):
+        out = tmp_path / f"{run}.h5"
+        result = subprocess.run([sys.executable, "-c", CHILD, listed, "run", "pagerank", "--graph", str(graph),
+                                 "--out", str(out), "--tol", "1e-10", "--quiet"],
+                                capture_output=True, text=True, timeout=600, env=env)
+        assert result.returncode == 0, result.stderr
+        imported.append(json.loads(result.stdout.strip().splitlines()[-1])["imported"])
+        with h5py.File(out) as f:
+            assert np.abs(f["values"][:] - _expected_pagerank(graph)).sum() < 1e-8
+    assert imported == [list(NUMBA_REGISTRIES), []]
+    assert any((tmp_path / "numba_cache").rglob("*.nbc")), "the first run filled the cache"
 
 
 def test_main_called_in_a_process_that_goes_on_leaves_its_garbage_collection_alone(graph, tmp_path):
