@@ -857,7 +857,7 @@ def _mpi_world():
     return mpi4py.COMM_WORLD.Get_rank(), mpi4py.COMM_WORLD.Get_size()
 
 
-#: whether ``main`` is running this process's own command line (the process ends when it returns)
+#: whether ``main`` is running this process's own command line (the process ends with it)
 _OWN_PROCESS = False
 
 
