@@ -12,9 +12,9 @@ exposes ``__cuda_array_interface__``) and the CPU version otherwise. This packag
 from ``pregel``, ``vertex_programs`` or ``odin_sched``.
 """
 
-from kernels._numba_start import import_numba_numpy_support
+from kernels._numba_start import start as start_numba
 
-import_numba_numpy_support()
+start_numba()
 
 from kernels.gather import gather_reduce  # noqa: E402
 from kernels.scatter import scatter_reduce  # noqa: E402

@@ -11,9 +11,9 @@ within each row.
 import numpy as np
 from numba import njit
 
-from kernels._numba_start import import_numba_numpy_support
+from kernels._numba_start import start as start_numba
 
-import_numba_numpy_support()
+start_numba()
 
 
 @njit(cache=True)

@@ -14,9 +14,9 @@ data then move to their owners, so any partitioner can be plugged in by giving `
 import numpy as np
 from numba import njit
 
-from kernels._numba_start import import_numba_numpy_support
+from kernels._numba_start import start as start_numba
 
-import_numba_numpy_support()
+start_numba()
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 

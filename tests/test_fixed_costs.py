@@ -1,5 +1,5 @@
-"""What a command pays for besides its work: the modules it imports, whether it starts MPI, the garbage
-collection at exit, and the summary's ranking.
+"""What a command pays for besides its work: the modules it imports, whether it starts MPI, numba's
+set-up, the garbage collection at exit, and the summary's ranking.
 
 A command run as a process of its own (no launcher in its environment) must not import what it does
 not use (``UNUSED_BY_RUN``), nor initialise MPI; under ``mpiexec`` it must. Each is checked in a fresh
@@ -31,15 +31,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNUSED_BY_RUN = ("mpi4py.MPI", "tqdm", "torch", "matplotlib", "selenium", "pandas", "pyarrow", "networkx", "simpy",
                  "odin_sched.training.train", "odin_sched.odin.trainer", "odin_sched.sim.simulate",
                  "odin_sched.view.server", "vertex_programs.gnn", "pregel.plot", "pregel.tables")
-#: after the command: the listed modules it imported, and how many objects ``gc.freeze`` left out
+#: at the command's exit (an ``atexit`` function): the listed modules it imported, and how many objects
+#: ``gc.freeze`` left out; an object of ``__main__`` says whether the interpreter's teardown freed it
 CHILD = """
-import gc, json, sys
+import atexit, gc, json, os, sys
 from pregel.cli import main
 listed = json.loads(sys.argv[1])
 sys.argv = ["pregel"] + sys.argv[2:]
-code = main()
-print(json.dumps({"code": code, "imported": [m for m in listed if m in sys.modules],
-                  "frozen": gc.get_freeze_count()}))
+
+
+class Marker:
+    def __del__(self):
+        os.write(2, b"torn down\\n")
+
+
+marker = Marker()
+atexit.register(lambda: print(json.dumps({"imported": [m for m in listed if m in sys.modules],
+                                          "frozen": gc.get_freeze_count()})))
+sys.exit(main())
 """
 
 
@@ -69,10 +78,37 @@ def test_run_pagerank_alone_imports_neither_mpi_nor_unused_stacks_and_skips_the_
                             capture_output=True, text=True, timeout=120, env=_alone_env())
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["code"] == 0 and report["imported"] == []
+    assert report["imported"] == []
     assert report["frozen"] > 0, "the command line's main leaves its objects out of the exit collection"
+    assert "torn down" not in result.stderr, "the process ends after its atexit functions, without the teardown"
     with h5py.File(out) as f:
         assert np.abs(f["values"][:] - _expected_pagerank(graph)).sum() < 1e-8
+
+
+#: numba's registries (and SciPy's BLAS, which its NumPy support would check for): a run whose kernels come
+#: from the cache needs none of them; a compile loads the registries but not SciPy's linear algebra
+NUMBA_REGISTRIES = ("numba.np.arraymath", "numba.typed.typeddict", "numba.cpython.setobj",
+                    "numba.np.random.generator_methods", "numba.np.polynomial.polynomial_core")
+
+
+def test_cached_kernels_load_without_numbas_registries_and_a_cache_miss_compiles_without_scipy(graph, tmp_path):
+    """Two runs on an empty numba cache: the first compiles every kernel (registries loaded, SciPy's
+    linear algebra not), the second loads them all from the cache without the registries; both
+    results equal networkx's."""
+    env = dict(_alone_env(), NUMBA_CACHE_DIR=str(tmp_path / "numba_cache"))
+    listed = json.dumps(NUMBA_REGISTRIES + ("scipy.linalg",))
+    imported = []
+    for run in ("compiled", "cached"):
+        out = tmp_path / f"{run}.h5"
+        result = subprocess.run([sys.executable, "-c", CHILD, listed, "run", "pagerank", "--graph", str(graph),
+                                 "--out", str(out), "--tol", "1e-10", "--quiet"],
+                                capture_output=True, text=True, timeout=600, env=env)
+        assert result.returncode == 0, result.stderr
+        imported.append(json.loads(result.stdout.strip().splitlines()[-1])["imported"])
+        with h5py.File(out) as f:
+            assert np.abs(f["values"][:] - _expected_pagerank(graph)).sum() < 1e-8
+    assert imported == [list(NUMBA_REGISTRIES), []]
+    assert any((tmp_path / "numba_cache").rglob("*.nbc")), "the first run filled the cache"
 
 
 def test_main_called_in_a_process_that_goes_on_leaves_its_garbage_collection_alone(graph, tmp_path):
@@ -98,6 +134,44 @@ def test_under_mpiexec_every_rank_uses_mpi(graph, tmp_path):
     with h5py.File(out) as f:
         assert f.attrs["ranks"] == 2
         assert np.abs(f["values"][:] - _expected_pagerank(graph)).sum() < 1e-8
+
+
+#: ``end_process(3)`` after an ``atexit`` function and a buffered line, in a process that holds
+#: ``sys.argv[1]``: nothing, an open HDF5 file or a running thread; after it returns, the process
+#: prints "returned" and ends on its own (status 0)
+END_PROCESS = """
+import atexit, os, sys, threading, time
+import h5py
+from pregel.quick_exit import end_process
+
+
+class Marker:
+    def __del__(self):
+        os.write(2, b"torn down\\n")
+
+
+marker = Marker()
+atexit.register(lambda: print("atexit ran"))
+holding = sys.argv[1]
+if holding == "file":
+    f = h5py.File(sys.argv[2], "r")
+elif holding == "thread":
+    threading.Thread(target=time.sleep, args=(1.0,)).start()
+print("buffered", end=" ")
+end_process(3)
+print("returned")
+"""
+
+
+@pytest.mark.parametrize("holding", ["nothing", "file", "thread"])
+def test_end_process_skips_the_teardown_unless_a_file_is_open_or_a_thread_runs(graph, holding):
+    result = subprocess.run([sys.executable, "-c", END_PROCESS, holding, str(graph)], capture_output=True, text=True,
+                            timeout=60, env=_alone_env())
+    if holding == "nothing":
+        assert (result.returncode, result.stdout, result.stderr) == (3, "buffered atexit ran\n", "")
+    else:  # the interpreter's own exit: atexit functions after the rest, and the teardown
+        assert (result.returncode, result.stdout) == (0, "buffered returned\natexit ran\n")
+        assert "torn down" in result.stderr
 
 
 @pytest.mark.parametrize("variable", ["PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID"])
