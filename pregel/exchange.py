@@ -10,7 +10,9 @@ What rank ``r`` sends to rank ``q`` in one superstep, packed into one byte block
   destination on ``r``: global ids, then per-message counts (for ``mean``), then the rows.
 
 The header ``(ghost rows, slots present, direct rows, ghost dtype code, ghost row width, direct
-dtype code, direct row width)`` goes first, so each side knows every block's layout. Rows are
+dtype code, direct row width, ghost offset, shared-window flags)`` goes first, so each side knows
+every block's layout; the last two are the row at which the receiver keeps the sender's ghost rows
+and the receiver's ``pregel.shared_rows`` flags. Rows are
 float32 or float64, ``[F]`` or scalar (width 0); every rank that sends must send the same kind of
 ghost row (and of direct row: partial softmax rows are wider than the messages).
 
@@ -20,14 +22,19 @@ each row once on each side: the sender takes its rows in plan order straight int
 buffer (``Incoming.ext``): a gather that reads the owned and ghost rows where they lie (the mean,
 sum, max and min gathers) never touches its owned part, so those pages are never resident; other
 gathers have the owned rows copied in front once (``Incoming.extended``), then read it as it is (no
-unpacking, no concatenation). The direct messages (partial aggregates of hubs) follow in a second
-``Alltoallv``. Every rank sees every rank's header, so all of them choose this split exchange or
-the single packed one alike.
+unpacking, no concatenation). When all ranks run on one machine, the rows go instead straight from
+the sender's message array into the receiver's segment of a shared-memory window
+(``pregel.shared_rows``: one copy, no ``Alltoallv``), and the gathers read them there. The direct
+messages (partial aggregates of hubs) follow in a second ``Alltoallv``. Every rank sees every
+rank's header, so all of them choose the shared window, this split exchange or the single packed
+one alike.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from pregel.shared_rows import BUSY, GROW, shared_rows
 
 _ID = np.dtype(np.int64)
 WIRE_DTYPES = (None, np.dtype(np.float32), np.dtype(np.float64))  # header code -> dtype
@@ -88,8 +95,10 @@ class Incoming:
         return self.ext
 
 
-def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
-    """Send ``out`` along the exchange plan of ``graph`` and receive this rank's messages."""
+def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True) -> Incoming:
+    """Send ``out`` along the exchange plan of ``graph`` and receive this rank's messages
+    (``shared``: through the shared-memory window when the ranks are on one machine; the same on
+    every rank)."""
     comm, size = graph.comm, graph.comm.size
     ghost_kind = _row_kind(out.values, always=True)
     direct_kind = _row_kind(out.direct_values, always=False)
@@ -102,26 +111,33 @@ def exchange(graph, out: Outgoing, with_counts: bool) -> Incoming:
         fields = [out.direct_ids[picked]] + ([out.direct_counts[picked]] if with_counts else [])
         direct.append(_to_bytes(fields + [out.direct_values[picked]]))
 
-    header = np.zeros((size, 7), dtype=np.int64)
+    header = np.zeros((size, 9), dtype=np.int64)
     header[:, 3:5] = _encode(ghost_kind)
     header[:, 5:7] = _encode(direct_kind)
     header[:, 2] = np.diff(direct_offsets)
     rows_only = out.values is not None and out.senders is None
-    if rows_only:  # the rows in plan order, taken at once
+    if rows_only:
         header[:, 0] = graph.send_counts
-        rows = np.take(out.values, graph.send_index, axis=0)
-        row_bytes = graph.send_counts * (out.values[:1].nbytes if len(out.values) else 0)
+        row_bytes = graph.send_counts * _row_bytes(*_encode(ghost_kind))
     else:
         blocks = _slot_blocks(graph, out, header)
+    window = shared_rows(comm) if shared and size > 1 else None
+    header[:, 7] = np.cumsum(graph.ghost_counts) - graph.ghost_counts
+    header[:, 8] = BUSY  # no shared window this time, unless this rank has one and may take rows into it
+    if window is not None and rows_only:
+        header[:, 8] = window.flags(graph.num_ghosts * _row_bytes(*_encode(ghost_kind)))
     recv_header = comm.alltoall_counts(header)
     recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
     direct_bytes = np.array([len(b) for b in direct], dtype=np.int64)
     if size > 1 and not recv_header[:, 1].any():  # every rank sends rows only: split exchange
-        incoming = _split_exchange(graph, out, rows, row_bytes, direct, direct_bytes, recv_header,
-                                   with_counts, ghost_kind, direct_kind)
+        if (recv_header[:, 8] & BUSY).any():
+            window = None  # some rank has no window, or still reads the rows of an earlier exchange
+        incoming = _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header,
+                                   with_counts, ghost_kind, direct_kind, window)
         block_bytes = row_bytes + direct_bytes
     else:
-        if rows_only:
+        if rows_only:  # the rows in plan order, taken at once
+            rows = np.take(out.values, graph.send_index, axis=0)
             blocks = np.split(_flat_bytes(rows), np.cumsum(row_bytes)[:-1])
         send = [np.concatenate([blocks[q], direct[q]]) for q in range(size)]
         block_bytes = np.array([len(b) for b in send], dtype=np.int64)
@@ -151,22 +167,30 @@ def _slot_blocks(graph, out: Outgoing, header) -> list:
     return blocks
 
 
-def _split_exchange(graph, out, rows, row_bytes, direct, direct_bytes, recv_header, with_counts,
-                    ghost_kind, direct_kind) -> Incoming:
-    """Two ``Alltoallv``: the rows straight into the ghost part of a [n + g] buffer whose owned part
-    is filled only if a gather asks for it (``Incoming.extended``), and the direct messages (empty
-    ones too: every rank takes part)."""
-    comm, n = graph.comm, graph.num_local
+def _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header, with_counts,
+                    ghost_kind, direct_kind, window) -> Incoming:
+    """The rows, then the direct messages by ``Alltoallv`` (empty ones too: every rank takes part).
+    The rows go through the shared ``window`` (``pregel.shared_rows.SharedRows``) when there is one,
+    else by ``Alltoallv`` straight into the ghost part of a [n + g] buffer whose owned part is
+    filled only if a gather asks for it (``Incoming.extended``)."""
+    comm, n, g = graph.comm, graph.num_local, graph.num_ghosts
     dtype, row_shape = _agreed_kind(ghost_kind, recv_header, 3, "message rows")
     if not np.array_equal(recv_header[:, 0], graph.ghost_counts):
         raise ValueError("exchange plan mismatch: a rank sent another number of rows than this rank has ghosts")
-    ext = np.empty((n + graph.num_ghosts,) + row_shape, dtype)
-    width = ext[:1].nbytes if len(ext) else 0
-    comm.alltoallv_bytes(_flat_bytes(rows), row_bytes, _flat_bytes(ext[n:]), graph.ghost_counts * width)
-    recv_direct = np.array([_block_bytes((0, 0, *h[2:]), with_counts) for h in recv_header], dtype=np.int64)
+    width = _row_bytes(*_encode((dtype, row_shape)))
+    if window is not None:
+        if (recv_header[:, 8] & GROW).any():
+            window.grow(g * width)
+        ext, ghosts = None, window.transfer(out.values, graph.send_index, graph.send_counts, recv_header[:, 7], g)
+    else:
+        rows = np.take(out.values, graph.send_index, axis=0)
+        ext = np.empty((n + g,) + row_shape, dtype)
+        ghosts = ext[n:]
+        comm.alltoallv_bytes(_flat_bytes(rows), row_bytes, _flat_bytes(ghosts), graph.ghost_counts * width)
+    recv_direct = np.array([_block_bytes((0, 0, *h[2:7]), with_counts) for h in recv_header], dtype=np.int64)
     payload = comm.alltoallv_known(np.concatenate(direct), direct_bytes, recv_direct)
     ids, values, counts = _read_direct(payload, recv_header, recv_direct, with_counts, direct_kind, None)
-    return Incoming(ext[n:], None, dtype, row_shape, ids, values, counts, 0, 0, 0, 0, ext)
+    return Incoming(ghosts, None, dtype, row_shape, ids, values, counts, 0, 0, 0, 0, ext)
 
 
 def _flat_bytes(array: np.ndarray) -> np.ndarray:
@@ -199,7 +223,7 @@ def _row_bytes(code, width) -> int:
 
 
 def _block_bytes(header_row, with_counts) -> int:
-    k, has_slots, m, ghost_code, ghost_width, direct_code, direct_width = (int(v) for v in header_row)
+    k, has_slots, m, ghost_code, ghost_width, direct_code, direct_width = (int(v) for v in header_row[:7])
     return (k * (_row_bytes(ghost_code, ghost_width) + has_slots * _ID.itemsize)
             + m * (_row_bytes(direct_code, direct_width) + _ID.itemsize * (1 + with_counts)))
 
