@@ -18,6 +18,7 @@ from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.scenes.scene_io import Scene
 from odin_sched.scenes.sh import render_args
+from odin_sched.training.culling import box_cells, kept_by_cells
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam
@@ -28,6 +29,9 @@ from pregel.dataflow import DataflowProgram
 #: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm,
 #: screen radius (pixels)
 GRAD_EXTRA = 3
+#: Gaussians per culling sub-cell in an image step (the single process's 16^3 grid holds about 500 a
+#: cell at 2,000,000 Gaussians)
+SUB_CELL_GAUSSIANS = 500
 
 
 class StepMessages(DataflowProgram):
@@ -113,6 +117,48 @@ def gathered_params(shard: Shard, cells: np.ndarray, blocks: list, staging: Host
     return params, rows[order], order
 
 
+def received(payload, cell: int, columns: int) -> np.ndarray:
+    """A cell's parameters as they arrived: the host array [g_c, columns] float32 (no copy)."""
+    if payload is None:
+        raise RuntimeError(f"cell {int(cell)}'s parameters did not arrive")
+    return np.asarray(payload).reshape(-1, columns)
+
+
+class CellCulling:
+    """Which rows of the cells an image step reads can touch its image: the single process's conservative
+    test (``odin_sched.training.culling.kept_by_cells``, zero motion margin), on sub-cells of each cell (a
+    uniform grid over the cell's means, about ``SUB_CELL_GAUSSIANS`` each, made the first time the cell is
+    read and kept for the window) with their bounds taken from the parameters the image renders. Every
+    Gaussian with a screen radius > 0 is kept, so rendering only the kept rows gives the image, the loss
+    and their gradients bit for bit (a culled Gaussian's would be exactly zero)."""
+
+    def __init__(self):
+        self.sub = {}  # cell -> (sub-cell [g_c] int64, sub-cells per axis cubed)
+
+    def _sub_cells(self, cell: int, means: np.ndarray) -> tuple:
+        if cell not in self.sub:
+            per_axis = max(1, round((len(means) / SUB_CELL_GAUSSIANS) ** (1.0 / 3.0)))
+            self.sub[cell] = box_cells(means, per_axis), per_axis ** 3
+        return self.sub[cell]
+
+    def kept(self, cells: np.ndarray, blocks: list, sh_degree: int, scene: Scene, cam: int) -> list:
+        """For each of ``cells`` [k] with parameters ``blocks`` ([g_c, columns] host arrays, ``pack_params`` at
+        SH degree ``sh_degree``), the rows [kept_c] int64 (ascending, into the block) that may have a
+        screen radius > 0 in camera ``cam`` of ``scene``."""
+        parts = [unpack_params(b, sh_degree) for b in blocks]
+        offset, grouped = 0, []
+        for cell, part in zip(cells, parts):
+            sub, count = self._sub_cells(int(cell), part["means"])
+            grouped.append(sub + offset)
+            offset += count
+        means = torch.from_numpy(np.concatenate([np.empty((0, 3), np.float32), *(p["means"] for p in parts)]))
+        log_scales = torch.from_numpy(np.concatenate([np.empty((0, 3), np.float32), *(p["scales"] for p in parts)]))
+        cell_of = torch.from_numpy(np.concatenate([np.empty(0, np.int64), *grouped]))
+        mask = kept_by_cells(means, log_scales, cell_of, offset, scene, [cam])[0].numpy()
+        starts = np.cumsum([0] + [len(b) for b in blocks])
+        return [np.flatnonzero(mask[starts[i]:starts[i + 1]]) for i in range(len(blocks))]
+
+
 class TrainingSteps(StepMessages):
     """The training step as a dataflow program over a window's step graph (one instance per rank).
 
@@ -131,6 +177,7 @@ class TrainingSteps(StepMessages):
         self.window, self.images, self.cells, self.staging = window, images, cells, staging
         self.image_losses = {}  # image -> its loss
         self.updated = {}       # cell version -> Gaussians its Adam step moved (for the timeline)
+        self.culling = CellCulling()
 
     def fire(self, ctx, vertex: int, inputs: dict):
         if self.steps.is_image(vertex):
@@ -146,24 +193,35 @@ class TrainingSteps(StepMessages):
         steps, staging, given, shard = self.steps, self.staging, self.images, self.cells.shard
         reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
         cells = steps.version_cell[steps.version_index(reads)]
-        params, sorted_rows, _ = gathered_params(shard, cells, [inputs.get(v) for v in reads], staging,
-                                                 self.columns, self.cells.sh_degree)
+        blocks = [received(inputs.get(v), c, self.columns) for v, c in zip(reads, cells)]
         cam = int(steps.image_camera[image])
         scene = given.scene
+        kept = self.culling.kept(cells, blocks, self.cells.sh_degree, scene, cam)  # per cell, its rows that can touch the image
+        rows = np.concatenate([np.empty(0, np.int64), *(shard.cell_rows(c)[k] for c, k in zip(cells, kept))])
+        order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
+        block = staging.to_device(np.concatenate([np.empty((0, self.columns), np.float32),
+                                                  *(b[k] for b, k in zip(blocks, kept))]), self.columns)
+        params = unpack_params(block[torch.from_numpy(order).to(staging.device)], self.cells.sh_degree)
         result = image_gradients(given.render, params, *camera(scene, cam, staging.device), scene.width,
                                  scene.height, given.targets[cam], given.ssim_weight, given.screen_norms,
                                  given.sh_degrees[int(steps.image_batch[image])])
         self.image_losses[image] = result.loss
-        none = torch.zeros(len(sorted_rows), device=staging.device)
+        none = torch.zeros(len(rows), device=staging.device)
         packed = staging.to_host(torch.cat(
             [pack_params(result.grads), result.visible[:, None].to(torch.float32),
              (result.screen_norm if result.screen_norm is not None else none)[:, None],
              (result.radii.to(torch.float32) if result.radii is not None else none)[:, None]], dim=1))
+        position = np.empty(len(rows), np.int64)  # each kept row's place in the rendered (id) order
+        position[order] = np.arange(len(rows))
+        starts = np.cumsum([0] + [len(k) for k in kept])
+        read_of = {int(c): i for i, c in enumerate(cells)}
         writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
         out = {}
         for target, cell in zip(writes, steps.version_cell[steps.version_index(writes)]):  # ascending by cell
-            positions = np.searchsorted(sorted_rows, shard.cell_rows(cell))
-            out[int(target)] = np.ascontiguousarray(packed[positions]).reshape(-1)
+            i = read_of[int(cell)]
+            grads = np.zeros((len(blocks[i]), packed.shape[1]), np.float32)  # culled rows: exactly zero
+            grads[kept[i]] = packed[position[starts[i]:starts[i + 1]]]
+            out[int(target)] = grads.reshape(-1)
         return out
 
     # --- cell version: the window-start parameters, or the visible-Adam step of one batch on one cell
