@@ -128,8 +128,9 @@ def test_an_odin_image_step_keeps_every_gaussian_the_rasterizer_projects_or_bins
     blocks = [pack_params(model, torch.from_numpy(r)).numpy() for r in rows]
     scene = SimpleNamespace(viewmats=viewmats, Ks=Ks, width=WIDTH, height=HEIGHT)
     culling, projected, culled = CellCulling(), 0, 0
+    shard = SimpleNamespace(members=np.concatenate(slabs))  # only what the sub-cells are kept for
     for cam in range(4):
-        kept = culling.kept(cells, blocks, 0, scene, cam)
+        kept = culling.kept(shard, cells, blocks, 0, scene, cam)
         read = np.concatenate(rows)
         mean2d, _, depth, radius = project(*(model[k].numpy()[read] for k in ("means", "scales", "quats")),
                                            viewmats[cam], Ks[cam], WIDTH, HEIGHT)

@@ -62,7 +62,7 @@ from odin_sched.odin.migration import migrate, rebalance, split_cells
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.owner_densify import densify_owned
 from odin_sched.odin.planner import Planned, Window, WindowPlanner
-from odin_sched.odin.program import CellInputs, EvalViews, ImageInputs, TrainingSteps
+from odin_sched.odin.program import CellCulling, CellInputs, EvalViews, ImageInputs, TrainingSteps
 from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT
@@ -310,6 +310,7 @@ class DistributedTrainer:
         self.checkpoint = checkpoint  # an odin_sched.training.checkpoint.TrainCheckpointer or None
         self.render = render or cpu_render
         self.staging = staging or HostStaging("cpu", staged=False)
+        self.culling = CellCulling()  # which rows of the cells an image reads can touch it
         self.num_cells = options.resolved_cells(comm.size)
         self.seed = config.seed  # densification draws are keyed by (seed, step, Gaussian id)
         self.planner = WindowPlanner(Comm(MPI.COMM_SELF), setup, self.steps, options, comm.size, self.densify,
@@ -425,7 +426,7 @@ class DistributedTrainer:
         program = TrainingSteps(
             window,
             ImageInputs(setup.scene, setup.targets, self.render, self.ssim_weight, self.densify is not None,
-                        sh_degrees),
+                        sh_degrees, self.culling),
             CellInputs(self.shard, self.densify is not None, lrs, batch_size, setup.sh_degree),
             self.staging)
         self.record.held(self.shard.state_bytes() + cached_bytes(window, self.comm.rank, program.columns))
@@ -489,7 +490,7 @@ class DistributedTrainer:
                                         Margin(0.0, 0.0))
         plan, cells = eval_plan(visible, self.shard.owner, self.comm.size)
         program = EvalViews(cams, cells, self.shard, scene, setup.targets, self.render, setup.active_sh_degree(stop),
-                            setup.sh_degree, self.staging)
+                            setup.sh_degree, self.staging, self.culling)
         run_dataflow(self.comm, plan, program, mode="bsp" if self.options.mode == "barrier" else "dataflow")
         self.view = program.first_view
         rows = self.comm.allgather_rows(np.array(sorted(program.psnr.items()), np.float64).reshape(-1, 2))
