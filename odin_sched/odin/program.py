@@ -1,7 +1,8 @@
 """A window's training steps as a dataflow program (``pregel.dataflow``) over its step graph.
 
-Image steps render with the cells they read and send each cell its gradient; cell versions take the
-visible-Adam step of one batch on one cell and send the new parameters to the next readers. A window's
+Image steps render the rows of the cells they read that can touch their image (``CellCulling``) and send
+each cell its gradient; cell versions take the visible-Adam step of one batch on one cell and send the
+new parameters to the next readers. A window's
 *initial* cell versions fire on the cells' owners at once and send the owners' parameters, point to
 point, to the ranks whose images read them: that is how the last version of a cell in one window
 reaches its readers in the next, and the only way parameters cross ranks (``Shard``: nobody else holds

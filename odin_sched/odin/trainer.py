@@ -16,8 +16,9 @@ plan whose premise failed is dropped and made again (never run).
 A window runs as a dataflow program (``odin_sched.odin.program.TrainingSteps``) on
 ``pregel.dataflow``: each cell's owner sends the cell's parameters point to point to the ranks whose
 images read it (the last version of the previous window), an image step fires on its rank once the
-versions of all its cells have arrived, renders its image with only those cells' Gaussians and sends
-each cell its share of the gradient; a cell version fires on the owner once every image of its batch
+versions of all its cells have arrived, renders its image with only those of the cells' Gaussians that
+can touch it (``odin_sched.odin.program.CellCulling``) and sends each cell its share of the gradient; a
+cell version fires on the owner once every image of its batch
 that sees the cell has reported, sums their gradients in batch order, takes the visible-Adam step and
 sends the new parameters straight to the ranks of the next batch's images that read the cell. The
 window ends with one metadata-sized exchange (``odin_sched.odin.window_end``): images' losses,
