@@ -2,8 +2,8 @@
 side by side in one run, each a whole ``pregel train`` command (start-up, training, writing).
 
 For each model size (default 2,000,000 and 200,000 Gaussians), a generated `city` scene (48 cameras at
-64 x 48 by default) is trained from a PLY of its own Gaussians (``--init-ply``) for 4 steps with window
-2 (``--sh-degree``, default 3 as ``pregel train``'s): one process with B = 2 and B = 3 (culling: an image
+64 x 48 by default) is trained from a PLY of its own Gaussians (``--init-ply``) for 12 steps with window
+4 (``--sh-degree``, default 3 as ``pregel train``'s): one process with B = 2 and B = 3 (culling: an image
 renders only the Gaussians that can touch it, as an odin image step does), one process with B = 2 and
 ``--no-cull`` (every Gaussian rendered for every image, for reference), and ``mpiexec -n P`` with B = P
 in both distributed modes.
@@ -116,8 +116,8 @@ def main():
     parser.add_argument("--cameras", type=int, default=48)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--height", type=int, default=48)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--window", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--window", type=int, default=4)
     parser.add_argument("--sh-degree", type=int, default=3, help="pregel train's --sh-degree (its default 3)")
     parser.add_argument("--dir", default="benchmarks/odin_scale_out")
     args = parser.parse_args()

@@ -114,6 +114,9 @@ def test_plan_from_exchanged_metadata_equals_the_plan_from_the_gaussians(city):
     means, scales = (full.opt.params[n].detach().numpy() for n in ("means", "scales"))
     parts = [s.metadata() for s in shards]
     bounds = exchange_metadata(GatheredComm(parts), parts[0], shards[0].owner)
+    lo, hi, sigma, count = brute_force(means, scales, kd_cells(means, 10), 10)  # the owners' metadata
+    assert np.array_equal(bounds.count, count) and np.array_equal(bounds.lo, lo) and np.array_equal(bounds.hi, hi)
+    assert np.allclose(bounds.max_sigma, sigma, rtol=1e-6, atol=0)
     local = Comm(MPI.COMM_SELF)
     batches = np.arange(12).reshape(6, 2) % len(city.viewmats)
     margin = Margin(0.05, 0.01)

@@ -21,7 +21,9 @@ from odin_sched.scenes.cells import cell_bounds
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import read_scene, write_scene
-from odin_sched.training.culling import Culling, grid_cells, step_bounds
+from odin_sched.odin.program import CellCulling
+from odin_sched.training.culling import Culling, box_cells, grid_cells, step_bounds
+from odin_sched.training.step import pack_params
 from odin_sched.training.train import TrainConfig, train
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "mpi_scripts"))
@@ -108,6 +110,49 @@ def near_image(means, viewmat, K) -> np.ndarray:
     inside = (u > -6) & (u < WIDTH + 6) & (v > -6) & (v < HEIGHT + 6)
     outside = (u < 0) | (u > WIDTH) | (v < 0) | (v > HEIGHT)
     return np.flatnonzero((z > 0.05) & inside & outside)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_an_odin_image_step_keeps_every_gaussian_the_rasterizer_projects_or_bins(seed, monkeypatch):
+    # the distributed image step's culling (odin_sched.odin.program.CellCulling): the rows of the cells it
+    # reads (here 7 slabs of the model along a random axis, as parameter blocks), cut into sub-cells of
+    # about 40 Gaussians
+    monkeypatch.setattr("odin_sched.odin.program.SUB_CELL_GAUSSIANS", 40)
+    rng = np.random.default_rng(10 + seed)
+    viewmats, Ks = random_cameras(rng, 4)
+    model = random_model(rng, viewmats[0], Ks[0], 3000)
+    model.update(opacities=torch.zeros(3000), sh0=torch.zeros(3000, 1, 3), shN=torch.zeros(3000, 0, 3))
+    slabs = np.array_split(np.argsort(model["means"][:, seed % 3].numpy(), kind="stable"), 7)
+    cells = rng.permutation(7)[:5]  # the cells an image reads, in no particular order
+    rows = [np.sort(slabs[c]) for c in cells]
+    blocks = [pack_params(model, torch.from_numpy(r)).numpy() for r in rows]
+    scene = SimpleNamespace(viewmats=viewmats, Ks=Ks, width=WIDTH, height=HEIGHT)
+    culling, projected, culled = CellCulling(), 0, 0
+    shard = SimpleNamespace(members=np.concatenate(slabs))  # only what the sub-cells are kept for
+    for cam in range(4):
+        kept = culling.kept(shard, cells, blocks, 0, scene, cam)
+        read = np.concatenate(rows)
+        mean2d, _, depth, radius = project(*(model[k].numpy()[read] for k in ("means", "scales", "quats")),
+                                           viewmats[cam], Ks[cam], WIDTH, HEIGHT)
+        _, ids = bin_tiles(torch.from_numpy(mean2d), torch.from_numpy(radius), torch.from_numpy(depth), WIDTH, HEIGHT)
+        kept_ids = np.concatenate([r[k] for r, k in zip(rows, kept)])
+        assert all(np.all(np.diff(k) > 0) for k in kept)  # ascending, no repeats
+        assert np.isin(read[radius > 0], kept_ids).all(), f"camera {cam}: culled a Gaussian of radius > 0"
+        assert np.isin(read[ids.numpy()], kept_ids).all(), f"camera {cam}: culled a Gaussian in a tile's list"
+        projected, culled = projected + np.count_nonzero(radius > 0), culled + len(read) - len(kept_ids)
+    assert projected > 300 and culled > 150  # the cameras see plenty, the sub-cells cut some away (203-919)
+    assert all(len(np.unique(sub)) > 1 for sub, _ in culling.sub.values())  # cells were cut into sub-cells
+
+
+def test_box_cells_cut_the_box_of_the_means_evenly():
+    # points at the centres of a 3 x 3 x 3 lattice of unit boxes spanning [0, 3]^3, plus its two corners
+    centres = np.stack(np.meshgrid(*[np.arange(3) + 0.5] * 3, indexing="ij"), axis=-1).reshape(-1, 3)
+    means = np.concatenate([centres, [[0.0, 0.0, 0.0], [3.0, 3.0, 3.0]]]).astype(np.float32)
+    cell = box_cells(means, 3)
+    expected = (np.floor(centres[:, 0]) * 9 + np.floor(centres[:, 1]) * 3 + np.floor(centres[:, 2])).astype(np.int64)
+    np.testing.assert_array_equal(cell, np.concatenate([expected, [0, 26]]))
+    assert box_cells(np.zeros((0, 3), np.float32), 4).shape == (0,)
+    np.testing.assert_array_equal(box_cells(np.ones((5, 3), np.float32), 4), np.zeros(5))  # a point-sized box
 
 
 def test_step_bounds_equal_numpy_cell_bounds():

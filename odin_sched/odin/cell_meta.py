@@ -25,17 +25,23 @@ def owned_metadata(means: np.ndarray, log_scales: np.ndarray, cell_of: np.ndarra
     if len(cell_of) and (position.max(initial=0) >= len(cells) or np.any(cells[position] != cell_of)):
         raise ValueError("owned_metadata: a Gaussian's cell is not among the given cells")
     order = np.argsort(position, kind="stable")
-    count = np.bincount(position, minlength=len(cells))
-    starts = np.concatenate([[0], np.cumsum(count)[:-1]])
+    return grouped_metadata(np.asarray(means, np.float32)[order], np.asarray(log_scales, np.float32)[order],
+                            np.bincount(position, minlength=len(cells)))
+
+
+def grouped_metadata(means: np.ndarray, log_scales: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """``owned_metadata`` of k cells whose Gaussians come cell after cell: means, log_scales [g, 3] float32,
+    count [k] int of each cell (sum g)."""
+    starts = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
     full = np.flatnonzero(count > 0)
-    rows = np.zeros((len(cells), META_COLUMNS), np.float32)
+    rows = np.zeros((len(count), META_COLUMNS), np.float32)
     rows[:, 6] = -np.inf
     if full.size:
-        means, largest = np.asarray(means, np.float32)[order], np.asarray(log_scales, np.float32).max(axis=1)[order]
+        largest = np.maximum(np.maximum(log_scales[:, 0], log_scales[:, 1]), log_scales[:, 2])
         rows[full, 0:3] = np.minimum.reduceat(means, starts[full], axis=0)
         rows[full, 3:6] = np.maximum.reduceat(means, starts[full], axis=0)
         rows[full, 6] = np.maximum.reduceat(largest, starts[full])
-    rows[:, 7] = count.astype(np.int32).view(np.float32)
+    rows[:, 7] = np.asarray(count).astype(np.int32).view(np.float32)
     return rows
 
 

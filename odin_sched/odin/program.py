@@ -1,7 +1,8 @@
 """A window's training steps as a dataflow program (``pregel.dataflow``) over its step graph.
 
-Image steps render with the cells they read and send each cell its gradient; cell versions take the
-visible-Adam step of one batch on one cell and send the new parameters to the next readers. A window's
+Image steps render the rows of the cells they read that can touch their image (``CellCulling``) and send
+each cell its gradient; cell versions take the visible-Adam step of one batch on one cell and send the
+new parameters to the next readers. A window's
 *initial* cell versions fire on the cells' owners at once and send the owners' parameters, point to
 point, to the ranks whose images read them: that is how the last version of a cell in one window
 reaches its readers in the next, and the only way parameters cross ranks (``Shard``: nobody else holds
@@ -18,6 +19,7 @@ from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.scenes.scene_io import Scene
 from odin_sched.scenes.sh import render_args
+from odin_sched.training.culling import box_cells, kept_by_cells
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam
@@ -28,6 +30,9 @@ from pregel.dataflow import DataflowProgram
 #: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm,
 #: screen radius (pixels)
 GRAD_EXTRA = 3
+#: Gaussians per culling sub-cell in an image step (the single process's 16^3 grid holds about 500 a
+#: cell at 2,000,000 Gaussians)
+SUB_CELL_GAUSSIANS = 500
 
 
 class StepMessages(DataflowProgram):
@@ -68,11 +73,77 @@ class StepMessages(DataflowProgram):
         return np.where(from_image, rows * (self.columns + GRAD_EXTRA), params).astype(np.int64)
 
 
+def received(payload, cell: int, columns: int) -> np.ndarray:
+    """A cell's parameters as they arrived: the host array [g_c, columns] float32 (no copy)."""
+    if payload is None:
+        raise RuntimeError(f"cell {int(cell)}'s parameters did not arrive")
+    return np.asarray(payload).reshape(-1, columns)
+
+
+class CellCulling:
+    """Which rows of the cells an image reads can touch the image: the single process's conservative test
+    (``odin_sched.training.culling.kept_by_cells``, zero motion margin) on sub-cells of each cell (a uniform
+    grid over the cell's means, about ``SUB_CELL_GAUSSIANS`` each, made the first time the cell is read
+    and kept while the cells keep their members), with their bounds taken from the parameters the image
+    renders. Every Gaussian with a screen radius > 0 is kept, so rendering only the kept rows gives the
+    image, the loss and their gradients bit for bit (a culled Gaussian's would be exactly zero). One per
+    rank, for the whole run."""
+
+    def __init__(self):
+        self.members = None  # the Shard.members the sub-cells were made for
+        self.sub = {}        # cell -> (sub-cell [g_c] int64, number of sub-cells)
+
+    def _sub_cells(self, cell: int, means: np.ndarray) -> tuple:
+        if cell not in self.sub or len(self.sub[cell][0]) != len(means):
+            per_axis = max(1, round((len(means) / SUB_CELL_GAUSSIANS) ** (1.0 / 3.0)))
+            self.sub[cell] = box_cells(means, per_axis), per_axis ** 3
+        return self.sub[cell]
+
+    def kept(self, shard: Shard, cells: np.ndarray, blocks: list, sh_degree: int, scene: Scene, cam: int) -> list:
+        """For each of ``cells`` [k] of ``shard`` with parameters ``blocks`` ([g_c, columns] host arrays,
+        ``pack_params`` at SH degree ``sh_degree``), the rows [kept_c] int64 (ascending, into the block) that
+        may have a screen radius > 0 in camera ``cam`` of ``scene``."""
+        if shard.members is not self.members:
+            self.members, self.sub = shard.members, {}
+        if not blocks:
+            return []
+        parts = [unpack_params(b, sh_degree) for b in blocks]
+        offset, grouped = 0, []
+        for cell, part in zip(cells, parts):
+            sub, count = self._sub_cells(int(cell), part["means"])
+            grouped.append(sub + offset)
+            offset += count
+        means = torch.from_numpy(np.concatenate([np.empty((0, 3), np.float32), *(p["means"] for p in parts)]))
+        log_scales = torch.from_numpy(np.concatenate([np.empty((0, 3), np.float32), *(p["scales"] for p in parts)]))
+        cell_of = torch.from_numpy(np.concatenate([np.empty(0, np.int64), *grouped]))
+        mask = kept_by_cells(means, log_scales, cell_of, offset, scene, [cam])[0].numpy()
+        starts = np.cumsum([0] + [len(b) for b in blocks])
+        return [np.flatnonzero(mask[starts[i]:starts[i + 1]]) for i in range(len(blocks))]
+
+    def gather(self, shard: Shard, cells: np.ndarray, blocks: list, staging: HostStaging, sh_degree: int,
+               scene: Scene, cam: int) -> tuple[dict, np.ndarray, list]:
+        """What camera ``cam`` renders of ``cells`` [k] (``blocks`` as in ``kept``): the parameters of the kept
+        rows in global id order (name -> tensor [n, ...] on the staging's device; only those rows are
+        copied), the place [n] of each kept row (cell after cell, ascending within a cell) in that order,
+        and the kept rows of each cell (``kept``)."""
+        kept = self.kept(shard, cells, blocks, sh_degree, scene, cam)
+        rows = np.concatenate([np.empty(0, np.int64), *(shard.cell_rows(c)[k] for c, k in zip(cells, kept))])
+        order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
+        columns = param_columns(sh_degree)
+        block = staging.to_device(np.concatenate([np.empty((0, columns), np.float32),
+                                                  *(b[k] for b, k in zip(blocks, kept))]), columns)
+        params = unpack_params(block[torch.from_numpy(order).to(staging.device)], sh_degree)
+        position = np.empty(len(rows), np.int64)
+        position[order] = np.arange(len(rows))
+        return params, position, kept
+
+
 @dataclass
 class ImageInputs:
     """What an image step reads besides its cells: the scene's cameras, the target images [H, W, 3] by
     camera, the rasterizer, the loss's SSIM weight, whether to return screen-space gradient norms
-    (for densification), and the SH degree rendered in each batch of the window ([stop - start])."""
+    (for densification), the SH degree rendered in each batch of the window ([stop - start]) and the
+    rank's ``CellCulling``."""
 
     scene: Scene
     targets: dict
@@ -80,6 +151,7 @@ class ImageInputs:
     ssim_weight: float
     screen_norms: bool
     sh_degrees: list
+    culling: CellCulling
 
 
 @dataclass
@@ -107,22 +179,6 @@ def cell_block(shard: Shard, cell: int, staging: HostStaging) -> np.ndarray:
     """The owner's parameters of ``cell`` as a flat host payload [g_c x columns] float32."""
     rows = torch.from_numpy(shard.local(shard.cell_rows(cell))).to(staging.device)
     return staging.to_host(pack_params(shard.opt.params, rows)).reshape(-1)
-
-
-def gathered_params(shard: Shard, cells: np.ndarray, blocks: list, staging: HostStaging, columns: int,
-                    sh_degree: int) -> tuple[dict, np.ndarray, np.ndarray]:
-    """The parameters of ``cells`` [k] from their payloads ``blocks`` (one per cell), in global id order,
-    as name -> tensor [g, ...]; also the global ids [g] in that order and the order [g] that sorts the
-    cells' concatenated rows by id."""
-    rows = np.concatenate([np.empty(0, np.int64), *(shard.cell_rows(c) for c in cells)])
-    parts = [torch.zeros(0, columns, device=staging.device)]
-    for cell, payload in zip(cells, blocks):
-        if payload is None:
-            raise RuntimeError(f"cell {int(cell)}'s parameters did not arrive")
-        parts.append(staging.to_device(payload, columns))
-    order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
-    params = unpack_params(torch.cat(parts)[torch.from_numpy(order).to(staging.device)], sh_degree)
-    return params, rows[order], order
 
 
 class TrainingSteps(StepMessages):
@@ -160,24 +216,28 @@ class TrainingSteps(StepMessages):
         steps, staging, given, shard = self.steps, self.staging, self.images, self.cells.shard
         reads = steps.image_reads[steps.image_reads_indptr[image]:steps.image_reads_indptr[image + 1]]
         cells = steps.version_cell[steps.version_index(reads)]
-        params, sorted_rows, _ = gathered_params(shard, cells, [inputs.get(v) for v in reads], staging,
-                                                 self.columns, self.cells.sh_degree)
+        blocks = [received(inputs.get(v), c, self.columns) for v, c in zip(reads, cells)]
         cam = int(steps.image_camera[image])
         scene = given.scene
+        params, position, kept = given.culling.gather(shard, cells, blocks, staging, self.cells.sh_degree, scene, cam)
         result = image_gradients(given.render, params, *camera(scene, cam, staging.device), scene.width,
                                  scene.height, given.targets[cam], given.ssim_weight, given.screen_norms,
                                  given.sh_degrees[int(steps.image_batch[image])], between=serve)
         self.image_losses[image] = result.loss
-        none = torch.zeros(len(sorted_rows), device=staging.device)
+        none = torch.zeros(len(position), device=staging.device)
         packed = staging.to_host(torch.cat(
             [pack_params(result.grads), result.visible[:, None].to(torch.float32),
              (result.screen_norm if result.screen_norm is not None else none)[:, None],
              (result.radii.to(torch.float32) if result.radii is not None else none)[:, None]], dim=1))
+        starts = np.cumsum([0] + [len(k) for k in kept])
+        read_of = {int(c): i for i, c in enumerate(cells)}
         writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
         out = {}
         for target, cell in zip(writes, steps.version_cell[steps.version_index(writes)]):  # ascending by cell
-            positions = np.searchsorted(sorted_rows, shard.cell_rows(cell))
-            out[int(target)] = np.ascontiguousarray(packed[positions]).reshape(-1)
+            i = read_of[int(cell)]
+            grads = np.zeros((len(blocks[i]), packed.shape[1]), np.float32)  # culled rows: exactly zero
+            grads[kept[i]] = packed[position[starts[i]:starts[i + 1]]]
+            out[int(target)] = grads.reshape(-1)
         return out
 
     # --- cell version: the window-start parameters, or the visible-Adam step of one batch on one cell
@@ -209,12 +269,14 @@ class EvalViews(DataflowProgram):
     """Held-out evaluation as a dataflow program: vertices [0, T) are the views (``cameras`` [T]), vertex
     T + j is cell ``cells[j]``, with an edge to every view that may see it. A cell fires on its owner
     and broadcasts its parameters; a view renders the cells it reads (in global id order) at SH degree
-    ``sh_degree`` and keeps its PSNR in ``psnr`` {view: dB} (and view 0's image in ``first_view``)."""
+    ``sh_degree`` (only their rows that can touch the view: ``culling``, the rank's ``CellCulling``) and
+    keeps its PSNR in ``psnr`` {view: dB} (and view 0's image in ``first_view``)."""
 
     def __init__(self, cameras: np.ndarray, cells: np.ndarray, shard: Shard, scene: Scene, targets: dict, render,
-                 sh_degree: int, max_degree: int, staging: HostStaging):
+                 sh_degree: int, max_degree: int, staging: HostStaging, culling: CellCulling):
         self.cameras, self.cells, self.shard, self.scene, self.targets = cameras, cells, shard, scene, targets
         self.render, self.sh_degree, self.max_degree, self.staging = render, sh_degree, max_degree, staging
+        self.culling = culling
         self.columns = param_columns(max_degree)
         self.psnr = {}
         self.first_view = None  # view 0's image [H, W, 3], on the rank that rendered it
@@ -229,9 +291,10 @@ class EvalViews(DataflowProgram):
         if vertex >= views:
             return cell_block(self.shard, int(self.cells[vertex - views]), self.staging)
         sources = sorted(inputs)
-        params, _, _ = gathered_params(self.shard, self.cells[np.asarray(sources, np.int64) - views],
-                                       [inputs[s] for s in sources], self.staging, self.columns, self.max_degree)
+        cells = self.cells[np.asarray(sources, np.int64) - views]
+        blocks = [received(inputs[s], c, self.columns) for s, c in zip(sources, cells)]
         cam = int(self.cameras[vertex])
+        params, _, _ = self.culling.gather(self.shard, cells, blocks, self.staging, self.max_degree, self.scene, cam)
         viewmat, K = camera(self.scene, cam, self.staging.device)
         image, _ = self.render(**render_args(params, self.sh_degree), viewmat=viewmat, K=K, width=self.scene.width,
                                height=self.scene.height)

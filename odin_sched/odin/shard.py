@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from odin_sched.odin.cell_meta import owned_metadata
+from odin_sched.odin.cell_meta import grouped_metadata
 from odin_sched.scenes.cells import cell_members, kd_cells
 from odin_sched.training.checkpoint import install_columns
 from odin_sched.training.densify import GradAccumulator
@@ -78,8 +78,10 @@ class Shard:
         counts = np.diff(indptr)[self.owned_cells]
         cell_of = np.repeat(self.owned_cells, counts)
         by_cell = np.concatenate([np.empty(0, np.int64), *(self.cell_rows(c) for c in self.owned_cells)])
+        self.owned_by_cell = np.searchsorted(self.owned_ids, by_cell)  # [g] owned rows, cell after cell
+        self.owned_counts = counts                                       # [k] Gaussians of each owned cell
         self.owned_cell_of = np.empty(len(by_cell), np.int64)  # [g] cell of each owned row
-        self.owned_cell_of[np.searchsorted(self.owned_ids, by_cell)] = cell_of
+        self.owned_cell_of[self.owned_by_cell] = cell_of
 
     @classmethod
     def from_full(cls, rank: int, size: int, state: FullState, num_cells: int) -> "Shard":
@@ -153,8 +155,8 @@ class Shard:
 
     def metadata(self) -> np.ndarray:
         """The metadata rows [k, META_COLUMNS] of the owned cells (``odin_sched.odin.cell_meta``)."""
-        return owned_metadata(self.opt.params["means"].detach().cpu().numpy(),
-                              self.opt.params["scales"].detach().cpu().numpy(), self.owned_cell_of, self.owned_cells)
+        means, log_scales = (self.opt.params[k].detach().cpu().numpy()[self.owned_by_cell] for k in ("means", "scales"))
+        return grouped_metadata(means, log_scales, self.owned_counts)
 
     def state_bytes(self) -> int:
         """Bytes of the owned Gaussians' state: parameters, moments, step counts, accumulators."""

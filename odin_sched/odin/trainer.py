@@ -16,8 +16,9 @@ plan whose premise failed is dropped and made again (never run).
 A window runs as a dataflow program (``odin_sched.odin.program.TrainingSteps``) on
 ``pregel.dataflow``: each cell's owner sends the cell's parameters point to point to the ranks whose
 images read it (the last version of the previous window), an image step fires on its rank once the
-versions of all its cells have arrived, renders its image with only those cells' Gaussians and sends
-each cell its share of the gradient; a cell version fires on the owner once every image of its batch
+versions of all its cells have arrived, renders its image with only those of the cells' Gaussians that
+can touch it (``odin_sched.odin.program.CellCulling``) and sends each cell its share of the gradient; a
+cell version fires on the owner once every image of its batch
 that sees the cell has reported, sums their gradients in batch order, takes the visible-Adam step and
 sends the new parameters straight to the ranks of the next batch's images that read the cell. The
 window ends with one metadata-sized exchange (``odin_sched.odin.window_end``): images' losses,
@@ -62,7 +63,7 @@ from odin_sched.odin.migration import migrate, rebalance, split_cells
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.owner_densify import densify_owned
 from odin_sched.odin.planner import Planned, Window, WindowPlanner
-from odin_sched.odin.program import CellInputs, EvalViews, ImageInputs, TrainingSteps
+from odin_sched.odin.program import CellCulling, CellInputs, EvalViews, ImageInputs, TrainingSteps
 from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT
@@ -310,6 +311,7 @@ class DistributedTrainer:
         self.checkpoint = checkpoint  # an odin_sched.training.checkpoint.TrainCheckpointer or None
         self.render = render or cpu_render
         self.staging = staging or HostStaging("cpu", staged=False)
+        self.culling = CellCulling()  # which rows of the cells an image reads can touch it
         self.num_cells = options.resolved_cells(comm.size)
         self.seed = config.seed  # densification draws are keyed by (seed, step, Gaussian id)
         self.planner = WindowPlanner(Comm(MPI.COMM_SELF), setup, self.steps, options, comm.size, self.densify,
@@ -425,7 +427,7 @@ class DistributedTrainer:
         program = TrainingSteps(
             window,
             ImageInputs(setup.scene, setup.targets, self.render, self.ssim_weight, self.densify is not None,
-                        sh_degrees),
+                        sh_degrees, self.culling),
             CellInputs(self.shard, self.densify is not None, lrs, batch_size, setup.sh_degree),
             self.staging)
         self.record.held(self.shard.state_bytes() + cached_bytes(window, self.comm.rank, program.columns))
@@ -489,7 +491,7 @@ class DistributedTrainer:
                                         Margin(0.0, 0.0))
         plan, cells = eval_plan(visible, self.shard.owner, self.comm.size)
         program = EvalViews(cams, cells, self.shard, scene, setup.targets, self.render, setup.active_sh_degree(stop),
-                            setup.sh_degree, self.staging)
+                            setup.sh_degree, self.staging, self.culling)
         run_dataflow(self.comm, plan, program, mode="bsp" if self.options.mode == "barrier" else "dataflow")
         self.view = program.first_view
         rows = self.comm.allgather_rows(np.array(sorted(program.psnr.items()), np.float64).reshape(-1, 2))

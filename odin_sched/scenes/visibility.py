@@ -183,8 +183,11 @@ def motion_within_margin(start_means: np.ndarray, start_log_scales: np.ndarray, 
     Returns np.ndarray  # [G] bool: ||end - start|| <= margin.means and every log-scale grew by at
     most margin.log_scale (computed in float64)
     """
-    move = np.linalg.norm(np.asarray(end_means, np.float64) - np.asarray(start_means, np.float64), axis=1)
-    growth = (np.asarray(end_log_scales, np.float64) - np.asarray(start_log_scales, np.float64)).max(axis=1)
+    step = np.subtract(end_means, start_means, dtype=np.float64)
+    step *= step
+    move = np.sqrt(step[:, 0] + step[:, 1] + step[:, 2])  # the Euclidean norm, summed in column order
+    growth = np.subtract(end_log_scales, start_log_scales, dtype=np.float64)
+    growth = np.maximum(np.maximum(growth[:, 0], growth[:, 1]), growth[:, 2])
     return (move <= margin.means) & (growth <= margin.log_scale)
 
 

@@ -84,12 +84,40 @@ class Culling:
         if self.cell_of is None or ids is not self.ids or len(self.cell_of) != len(means):
             self.ids = ids
             self.cell_of = torch.from_numpy(grid_cells(means.cpu().numpy(), self.per_axis)).to(means.device)
-        bounds = step_bounds(means, log_scales, self.cell_of, self.num_cells)
-        cameras = np.asarray(cameras, np.int64)
-        visible = predict_visible_cells(bounds, scene.viewmats[cameras], scene.Ks[cameras], scene.width,
-                                        scene.height, NO_MOTION)
-        visible = torch.from_numpy(visible).to(means.device)
-        return [torch.nonzero(cells[self.cell_of]).squeeze(1) for cells in visible]
+        kept = kept_by_cells(means, log_scales, self.cell_of, self.num_cells, scene, cameras)
+        return [torch.nonzero(rows).squeeze(1) for rows in kept]
+
+
+def kept_by_cells(means: torch.Tensor, log_scales: torch.Tensor, cell_of: torch.Tensor, num_cells: int, scene,
+                  cameras) -> torch.Tensor:
+    """Which Gaussians may have a screen radius > 0 in each camera: those of the cells (``cell_of`` [g] int64
+    in [0, num_cells), any grouping) that the conservative test predicts visible, with the cells' bounds
+    taken from these parameters (``step_bounds``; means, log_scales [g, 3] float32).
+
+    cameras: [n] ids into the scene's viewmats [C, 4, 4], Ks [C, 3, 3] (and its width, height)
+    Returns torch.Tensor  # [n, g] bool on the means' device
+    """
+    bounds = step_bounds(means, log_scales, cell_of, num_cells)
+    cameras = np.asarray(cameras, np.int64)
+    visible = predict_visible_cells(bounds, scene.viewmats[cameras], scene.Ks[cameras], scene.width,
+                                    scene.height, NO_MOTION)
+    return torch.from_numpy(visible).to(means.device)[:, cell_of]
+
+
+def box_cells(means: np.ndarray, per_axis: int) -> np.ndarray:
+    """Cell of every Gaussian in a uniform per_axis^3 grid over the box of the means (O(G); for the
+    compact cells of a k-d cut, where quantiles are not needed).
+
+    means: np.ndarray   # [G, 3] finite
+    Returns np.ndarray  # [G] int64 in [0, per_axis^3)
+    """
+    means = np.asarray(means, np.float64)
+    if len(means) == 0:
+        return np.zeros(0, np.int64)
+    lo, hi = means.min(axis=0), means.max(axis=0)
+    slab = np.floor((means - lo) * (per_axis / np.maximum(hi - lo, 1e-30))).astype(np.int64)
+    slab = np.clip(slab, 0, per_axis - 1)
+    return (slab[:, 0] * per_axis + slab[:, 1]) * per_axis + slab[:, 2]
 
 
 def restricted(params: dict, rows) -> dict:
