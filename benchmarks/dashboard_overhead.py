@@ -1,38 +1,57 @@
 """Training speed with the dashboard on against off, for the single-process and the Odin trainer.
 
-Off: no status file (``TrainConfig.status=False``), no server. On: what ``pregel train --dashboard``
-adds: the status file written as the trainers write it, the dashboard server serving it from a thread
-of the training process, and a client in a process of its own (as the browser is) polling it as the
-page does: ``/status.json`` every 0.5 s, ``/heldout.png`` when a new one was written. The client is
-started before the run and is idle until the server answers, so its start-up is not counted.
+Off: no status file, nobody polling. On: what ``pregel train --dashboard`` adds: the status file written
+as the trainers write it, the dashboard server serving it from a thread of the training process, and a
+client in a process of its own (as the browser is) polling it as the page does: ``/status.json`` every
+0.5 s, ``/heldout.png`` when a new one was written. Two designs:
 
-Every run is a command of its own (``python THIS --child ...``; Odin under ``mpiexec -n 1``), which
+``--design within`` (the default): on and off alternate inside ONE training run, so what varies from
+run to run on a shared machine (memory placement, the host's state: the same run's processor time varies
+~6 % between runs here) is the same for both. After a warm-up (on) of half an evaluation period, the run
+is ``--pairs`` pairs of blocks of ``--block`` steps (default: the evaluation period, so that each block
+holds one evaluation, in its middle); one block of each pair is on and the other off, which one first
+drawn from ``--seed``. Each block's training-loop wall time is taken at the trainers' status hooks (one
+process: after every step's ``TrainStatus.update``; Odin: at every window's start, ``_report_due``, and
+the run's end); per pair, on/off - 1 of the seconds per step. Off blocks are what a run without the
+dashboard does: no status handed over (Odin: ``trainer.status`` is None, so no tracing, gathering or
+broadcast), the client not polling (it reads a one-byte flag file each 0.5 s). The server is up in both
+(its idle cost: ``--switch server``, the same blocks with no status file and nobody polling, the server's
+accept loop stopped in off blocks). While off, the status file's 2 s clock stands still, so that on
+blocks get the writes of a run always on. Pairs whose steps change the active SH degree (every 1,000
+images: a step's cost changes there) are dropped. The hooks are the benchmark's own (``BlockSwitch``,
+``switched_status``, ``switch_odin``; tests/test_dashboard_overhead.py), not the product's.
+
+``--design pairs``: ``--pairs`` pairs of whole runs, one off (``TrainConfig.status=False``, no server)
+and one on, back to back, the order alternating; each pair holds ``--lock`` (flock) for its two runs.
+
+Every run is a command of its own (``python THIS --child ...``; Odin under ``mpiexec -n RANKS``), which
 sets up, trains and writes its outputs as ``pregel train`` does. Measured per run:
 
-    train_s     the training loop's wall time (the trainers' ``wall_time_s``): training speed, what
-                the 2 % target is about
-    command_s   the whole command's wall time, from start to exit (imports, set-up, writing the
+    train_s     the training loop's wall time (the trainers' ``wall_time_s``)
+    command_s   pairs: the whole command's wall time, from start to exit (imports, set-up, writing the
                 outputs; for Odin also mpiexec's start-up)
     cpu_s       the training process's processor time, all threads (training, Odin's planning thread,
                 the status writer and the server)
     hooks_s     wall time inside the trainers' status hooks (``TrainStatus.update``, Odin's
-                ``_report_due`` and ``_report``) on the training thread
+                ``_report_due`` and ``_report``) on the training thread (within: by block state)
     writer_s    the status writer thread's processor time (``time.thread_time`` in that thread):
                 binning the loss curve, JSON, PNG encoding, writing (no fsync)
     server_s    the server's processor time answering requests (``time.thread_time`` of each request's
                 thread; its accept loop, which wakes twice a second, is not in it)
+    within: blocks (each block's steps, seconds and state), writes_s / requests_s (the writer's and the
+                request threads' busy wall time inside on and inside off blocks: what spills from an on
+                block into an off one), server_thread_s (the accept loop's processor time, schedstat)
     client_cpu_s  the polling client's (or the browser's) processor time, in processes of their own
     nivcsw      involuntary context switches of the training process (it wanted a core and had to wait)
-    load        /proc/loadavg before the pair
+    load        /proc/loadavg before (and after) the pair or the run
 
-Design for a shared machine: ``--pairs`` pairs, one off and one on run back to back, the order
-alternating from pair to pair; each pair holds the lock file ``--lock`` (flock) for just its two runs,
-so other users' heavy runs can go between pairs but not inside one. Each pair appends its two runs to
-``--results`` (JSON lines), so a run cut short keeps its pairs and ``--report`` summarises the file.
-Reported per trainer: the median of the paired relative differences on/off - 1 with a distribution-free
-confidence interval for it (order statistics of the binomial sign test; 95.9 % at 20 pairs).
+Reported: the median of the paired relative differences on/off - 1 with a distribution-free confidence
+interval for it (order statistics of the binomial sign test), and (within) their mean with a 95 % t
+interval. Results are appended to ``--results`` (JSON lines); ``--report`` summarises the file.
 
-    python benchmarks/dashboard_overhead.py --trainer single --steps 1000 --pairs 20 [--lock /tmp/heavy.lock]
+    flock /tmp/heavy.lock python benchmarks/dashboard_overhead.py --trainer single --pairs 40
+    flock /tmp/heavy.lock python benchmarks/dashboard_overhead.py --trainer odin --ranks 2 --pairs 20
+    python benchmarks/dashboard_overhead.py --design pairs --trainer single --steps 1000 --pairs 20 --lock /tmp/heavy.lock
     python benchmarks/dashboard_overhead.py --report [--results FILE]
 """
 import argparse
@@ -55,7 +74,8 @@ from scipy.stats import t as t_dist
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLL_S = 0.5
-EVAL_EVERY = 100  # held-out PSNR (and so a held-out PNG with the dashboard on) every 100 steps
+EVAL_EVERY = 100  # pairs: held-out PSNR (and so a held-out PNG with the dashboard on) every 100 steps
+BLOCK = 4 * 21    # within: steps a block, four passes over the 21 training cameras of the scene (24, every 8th held out)
 RUN_TIMEOUT_S = 900
 
 # the page's polling (dashboard.js), in a process of its own as the browser is: the status every POLL_S
@@ -319,7 +339,8 @@ def child_within(spec: dict) -> dict | None:
             server.service_actions = switch.gate.wait  # off: the accept loop sleeps here, as if not started
         server_thread = serve_in_background(server)
         server_cpu0 = thread_cpu(server_thread)
-    config = TrainConfig(spec["scene"], switch.steps, spec["out"], eval_every=EVAL_EVERY, progress=False, status=True)
+    config = TrainConfig(spec["scene"], switch.steps, spec["out"], eval_every=spec["block"], progress=False,
+                         status=True)
     cpu = time.process_time()
     if spec["trainer"] == "single":
         status_class = switched_status(switch)
@@ -328,7 +349,7 @@ def child_within(spec: dict) -> dict | None:
         result = single.train(config)
     else:
         switch_odin(switch, writes)
-        result = train_distributed(comm, config, OdinOptions(mode="odin"))
+        result = train_distributed(comm, config, OdinOptions(mode="odin", window=spec["window"]))
     if comm.rank != 0:
         return None
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -470,8 +491,8 @@ def run_within(args) -> None:
         f.write(b"\0")
     port = free_port()
     spec = {"trainer": args.trainer, "switch": args.switch, "scene": scene, "out": os.path.join(work, "ab.h5"),
-            "port": port, "flag": flag, "block": args.block, "warmup": args.warmup, "pairs": args.pairs,
-            "seed": args.seed}
+            "port": port, "flag": flag, "block": args.block, "warmup": args.block // 2, "pairs": args.pairs,
+            "seed": args.seed, "window": args.window}
     command = [sys.executable, os.path.abspath(__file__), "--child-within", json.dumps(spec)]
     if args.trainer == "odin":
         command = ["mpiexec", "-n", str(args.ranks)] + command
@@ -654,10 +675,13 @@ def main() -> None:
     parser.add_argument("--switch", choices=("dashboard", "server"), default="dashboard",
                         help="within: switch the status file and the polling (the server up throughout), or "
                              "the idle server (no status file, nobody polling)")
-    parser.add_argument("--block", type=int, default=EVAL_EVERY,
-                        help="within: steps a block (default: the evaluation period, so that each block, "
-                             "after the warm-up's half period, holds one evaluation in its middle)")
-    parser.add_argument("--warmup", type=int, default=EVAL_EVERY // 2, help="within: steps before the blocks")
+    parser.add_argument("--block", type=int, default=BLOCK,
+                        help="within: steps a block, also the evaluation period (after a warm-up of half a "
+                             "block, each block holds one evaluation, in its middle); default: four passes over "
+                             "the scene's 21 training cameras, so that every block trains on the same images")
+    parser.add_argument("--window", type=int, default=BLOCK // 6,
+                        help="within, Odin: batches a planning window (default: a divisor of half a block, so "
+                             "that windows end at block boundaries)")
     parser.add_argument("--seed", type=int, default=0, help="within: which block of each pair is on")
     parser.add_argument("--steps", type=int, default=1000, help="pairs: steps a run")
     parser.add_argument("--pairs", type=int, default=20, help="pairs of runs, or of blocks (within)")
@@ -665,7 +689,8 @@ def main() -> None:
     parser.add_argument("--client", choices=("poller", "chromium"), default="poller",
                         help="the page's client in on runs: a process polling as the page does, or the page in "
                              "headless Chromium on this machine")
-    parser.add_argument("--lock", default=None, help="a lock file each pair holds (flock), e.g. /tmp/heavy.lock")
+    parser.add_argument("--lock", default=None,
+                        help="a lock file (flock) held by each pair of runs, or by the within-run run")
     parser.add_argument("--dir", default=None, help="the scene and outputs' folder (default: a new temporary one)")
     parser.add_argument("--results", default="dashboard_overhead.jsonl", help="JSON lines, one a pair (appended)")
     parser.add_argument("--report", action="store_true", help="only summarise --results")
