@@ -70,6 +70,7 @@ import time
 
 import numpy as np
 from scipy.stats import binom, spearmanr
+from scipy.stats import norm
 from scipy.stats import t as t_dist
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -537,6 +538,21 @@ def block_pairs(row: dict, max_degree: int = 3) -> tuple[np.ndarray, int]:
     return np.array(rates).reshape(-1, 2), dropped
 
 
+def hodges_lehmann_ci(values, confidence: float = 0.95) -> tuple[float, float, float]:
+    """(estimate, low, high): the Hodges-Lehmann estimate of the centre of ``values`` [n] (the median of
+    the n (n + 1) / 2 Walsh averages) and the distribution-free confidence interval of the Wilcoxon
+    signed-rank test for it (symmetric differences; the normal approximation of the rank statistic's
+    critical value, fine from n = 20), order statistics k and M + 1 - k of the Walsh averages."""
+    v = np.asarray(values, np.float64)
+    n = len(v)
+    i, j = np.triu_indices(n)
+    walsh = np.sort((v[i] + v[j]) / 2)
+    m = len(walsh)
+    k = int(np.floor(m / 2 - norm.ppf(0.5 + confidence / 2) * np.sqrt(n * (n + 1) * (2 * n + 1) / 24))) + 1
+    k = min(max(k, 1), m)
+    return float(np.median(walsh)), float(walsh[k - 1]), float(walsh[m - k])
+
+
 def report_within(rows: list) -> None:
     """Print the within-run paired statistics of every (trainer, ranks, switch, block) group."""
     groups = {}
@@ -549,13 +565,15 @@ def report_within(rows: list) -> None:
         n = len(d)
         m, lo, hi, cover = median_ci(d)
         mean, half = d.mean(), t_dist.ppf(0.975, n - 1) * d.std(ddof=1) / np.sqrt(n)
+        hl, hl_lo, hl_hi = hodges_lehmann_ci(d)
         load = [r["load"][0] for r in group] + [r["load_after"][0] for r in group]
         print(f"within-run, {trainer}, {ranks} rank(s), switching the {switch}: {len(group)} run(s), {n} pairs of "
               f"{block}-step blocks ({sum(k for _, k in pairs)} dropped: SH degree change); 1-min load "
               f"{min(load):.2f}-{max(load):.2f}; {1000 * np.median(rates[:, 1]):.2f} ms a step off")
         print(f"  on/off - 1 per pair: median {100 * m:+.2f} %, {100 * cover:.1f} % CI [{100 * lo:+.2f}, "
               f"{100 * hi:+.2f}] %; mean {100 * mean:+.2f} %, 95 % t CI [{100 * (mean - half):+.2f}, "
-              f"{100 * (mean + half):+.2f}] %; off blocks' CV {100 * np.std(rates[:, 1]) / np.mean(rates[:, 1]):.1f} %")
+              f"{100 * (mean + half):+.2f}] %; Hodges-Lehmann {100 * hl:+.2f} %, 95 % Wilcoxon CI [{100 * hl_lo:+.2f}, "
+              f"{100 * hl_hi:+.2f}] %; SD {100 * d.std(ddof=1):.1f} %; off blocks' CV {100 * np.std(rates[:, 1]) / np.mean(rates[:, 1]):.1f} %")
         on_s = sum(b["seconds"] for r in group for b in r["blocks"] if b["on"])
         off_s = sum(b["seconds"] for r in group for b in r["blocks"] if not b["on"])
         parts = {"status hooks, on": sum(r["hooks_s"].get("on", 0.0) for r in group) / on_s,

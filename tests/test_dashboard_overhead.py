@@ -125,3 +125,18 @@ def test_trainers_hand_over_their_status_only_in_on_blocks(bench, trainer, scene
         assert marked[:-1] == list(range(0, switch.steps, 2))  # every window's start, then the end
     else:
         assert marked == list(range(1, switch.steps + 1))
+
+
+@pytest.mark.parametrize("n", [20, 37, 200])
+def test_hodges_lehmann_interval_inverts_scipys_wilcoxon_test(bench, n):
+    from scipy.stats import wilcoxon
+
+    d = np.random.default_rng(n).standard_t(3, n) * 0.05 + 0.01
+    estimate, low, high = bench.hodges_lehmann_ci(d)
+
+    def p(shift):  # the signed-rank test of d - shift (normal approximation, as the interval's)
+        return wilcoxon(d - shift, method="approx", correction=False).pvalue
+
+    assert p(estimate) > 0.9
+    for bound, inward in ((low, 1), (high, -1)):  # the interval is the shifts the test does not reject at 5 %
+        assert p(bound + inward * 1e-9) >= 0.05 - 1e-12 and p(bound - inward * 1e-9) < 0.05
