@@ -38,7 +38,7 @@ sets up, trains and writes its outputs as ``pregel train`` does. Measured per ru
                 binning the loss curve, JSON, PNG encoding, writing (no fsync)
     server_s    the server's processor time answering requests (``time.thread_time`` of each request's
                 thread; its accept loop, which wakes twice a second, is not in it)
-    within: blocks (each block's steps, seconds and state), writes_s / requests_s (the writer's and the
+    within: blocks (each block's steps, seconds and state), stretches (every step's or window's), writes_s / requests_s (the writer's and the
                 request threads' busy wall time inside on and inside off blocks: what spills from an on
                 block into an off one), server_thread_s (the accept loop's processor time, schedstat)
     client_cpu_s  the polling client's (or the browser's) processor time, in processes of their own
@@ -355,7 +355,10 @@ def child_within(spec: dict) -> dict | None:
         return None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     on, off = switch.stretches(True), switch.stretches(False)
-    return {"blocks": switch.blocks(), "train_s": result.wall_time_s, "train_cpu_s": time.process_time() - cpu,
+    marks = np.array([(done, t, on) for done, _, t, on in switch.marks], np.float64).reshape(-1, 3)
+    stretches = {"done": marks[1:, 0].astype(int).tolist(), "seconds": np.diff(marks[:, 1]).round(7).tolist(),
+                 "on": marks[:-1, 2].astype(bool).tolist()}  # every stretch (step or window) after the first mark
+    return {"blocks": switch.blocks(), "stretches": stretches, "train_s": result.wall_time_s, "train_cpu_s": time.process_time() - cpu,
             "cpu_s": usage.ru_utime + usage.ru_stime, "hooks_s": hooks["hooks"], "writer_s": hooks["writer"],
             "server_s": hooks["server"], "server_thread_s": thread_cpu(server_thread) - server_cpu0,
             "writes_s": {"on": overlap(hooks["writes"], on), "off": overlap(hooks["writes"], off)},
