@@ -76,7 +76,6 @@ from scipy.stats import t as t_dist
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLL_S = 0.5
 EVAL_EVERY = 100  # pairs: held-out PSNR (and so a held-out PNG with the dashboard on) every 100 steps
-BLOCK = 4 * 21    # within: steps a block, four passes over the 21 training cameras of the scene (24, every 8th held out)
 RUN_TIMEOUT_S = 900
 
 # the page's polling (dashboard.js), in a process of its own as the browser is: the status every POLL_S
@@ -195,13 +194,16 @@ class BlockSwitch:
     ``upcoming``. On a change of state ``mark`` sets ``flag`` (a writable one-byte buffer the polling
     client reads), sets or clears ``gate`` (a ``threading.Event`` the idle server waits on) and pauses
     the status file's clock (``status.last_write`` moves on by the time spent off), so that "on"
-    blocks see the writes and polls of a run with the dashboard always on. ``clock``: seconds."""
+    blocks see the writes and polls of a run with the dashboard always on. ``evaluated(seconds)`` notes
+    the time of a held-out evaluation in the running stretch (the same work on and off, taken out of
+    the block's time by the report). ``clock``: seconds."""
 
     def __init__(self, block: int, warmup: int, pairs: int, seed: int, clock=time.perf_counter):
         self.block, self.warmup, self.pairs, self.clock = block, warmup, pairs, clock
         self.first_on = np.random.default_rng(seed).permutation(np.arange(pairs) % 2 == 0)  # [pairs] bool
         self.marks = []                   # (done, upcoming, time, on) per mark
-        self.on, self.off_since = True, None
+        self.evaluation = {}              # block -> seconds of held-out evaluation in it
+        self.on, self.off_since, self.upcoming = True, None, 0
         self.flag, self.gate, self.status = None, None, None
 
     @property
@@ -226,6 +228,7 @@ class BlockSwitch:
         now = self.clock()
         on = self.on if upcoming is None else self.on_for(upcoming)
         self.marks.append((done, upcoming, now, on))
+        self.upcoming = upcoming
         if on != self.on:
             if on and self.status is not None:
                 self.status.last_write += now - self.off_since  # the status file's clock stood still while off
@@ -237,9 +240,16 @@ class BlockSwitch:
             self.on = on
         return on
 
+    def evaluated(self, seconds: float) -> None:
+        """Note ``seconds`` of held-out evaluation in the running stretch."""
+        if self.upcoming is not None:
+            j = self.block_of(self.upcoming)
+            self.evaluation[j] = self.evaluation.get(j, 0.0) + seconds
+
     def blocks(self) -> list:
-        """Every block's {block, on, steps, seconds, first, last} from the marks (the stretch between two
-        marks belongs to the block of its last step); the warm-up and an unclosed stretch are left out."""
+        """Every block's {block, on, steps, seconds, evaluation_s, first, last} from the marks (the stretch
+        between two marks belongs to the block of its last step); the warm-up and an unclosed stretch are
+        left out."""
         out = {}
         for (done, upcoming, t0, on), (done1, _, t1, _) in zip(self.marks, self.marks[1:]):
             j = self.block_of(done1)
@@ -247,7 +257,7 @@ class BlockSwitch:
                 continue
             b = out.setdefault(j, {"block": j, "on": on, "steps": 0, "seconds": 0.0, "first": done + 1, "last": done1})
             b["steps"], b["seconds"], b["last"] = b["steps"] + done1 - done, b["seconds"] + t1 - t0, done1
-        return [out[j] for j in sorted(out)]
+        return [{**out[j], "evaluation_s": self.evaluation.get(j, 0.0)} for j in sorted(out)]
 
     def stretches(self, on: bool) -> list:
         """(start, end) times of the marked stretches in state ``on`` after the warm-up."""
@@ -296,6 +306,21 @@ def switch_odin(switch: BlockSwitch, writes: bool = True) -> None:
     DistributedTrainer._report_due, DistributedTrainer.run = switched_report_due, marked_run
 
 
+def timed_evaluations(switch: BlockSwitch, owner, name: str) -> None:
+    """Have ``owner.name`` (a trainer's held-out evaluation: ``train.evaluate``, Odin's ``_evaluate``)
+    tell ``switch`` its wall time."""
+    method = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        t0 = switch.clock()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            switch.evaluated(switch.clock() - t0)
+
+    setattr(owner, name, timed)
+
+
 def thread_cpu(thread: threading.Thread) -> float:
     """Processor seconds of a live thread of this process so far (Linux schedstat, nanoseconds)."""
     with open(f"/proc/self/task/{thread.native_id}/schedstat") as f:
@@ -316,7 +341,7 @@ def child_within(spec: dict) -> dict | None:
     import torch
 
     sys.path.insert(0, ROOT)
-    from odin_sched.odin.trainer import OdinOptions, train_distributed
+    from odin_sched.odin.trainer import DistributedTrainer, OdinOptions, train_distributed
     from odin_sched.training import train as single
     from odin_sched.training.config import TrainConfig
     from odin_sched.view.server import dashboard_routes, make_server, serve_in_background
@@ -340,16 +365,18 @@ def child_within(spec: dict) -> dict | None:
             server.service_actions = switch.gate.wait  # off: the accept loop sleeps here, as if not started
         server_thread = serve_in_background(server)
         server_cpu0 = thread_cpu(server_thread)
-    config = TrainConfig(spec["scene"], switch.steps, spec["out"], eval_every=spec["block"], progress=False,
+    config = TrainConfig(spec["scene"], switch.steps, spec["out"], eval_every=spec["eval_every"], progress=False,
                          status=True)
     cpu = time.process_time()
     if spec["trainer"] == "single":
         status_class = switched_status(switch)
         status_class.writes = writes
         single.TrainStatus = status_class
+        timed_evaluations(switch, single, "evaluate")
         result = single.train(config)
     else:
         switch_odin(switch, writes)
+        timed_evaluations(switch, DistributedTrainer, "_evaluate")
         result = train_distributed(comm, config, OdinOptions(mode="odin", window=spec["window"]))
     if comm.rank != 0:
         return None
@@ -495,7 +522,8 @@ def run_within(args) -> None:
         f.write(b"\0")
     port = free_port()
     spec = {"trainer": args.trainer, "switch": args.switch, "scene": scene, "out": os.path.join(work, "ab.h5"),
-            "port": port, "flag": flag, "block": args.block, "warmup": args.block // 2, "pairs": args.pairs,
+            "port": port, "flag": flag, "block": args.block, "warmup": args.warmup, "pairs": args.pairs,
+            "eval_every": args.eval_every,
             "seed": args.seed, "window": args.window}
     command = [sys.executable, os.path.abspath(__file__), "--child-within", json.dumps(spec)]
     if args.trainer == "odin":
@@ -524,9 +552,10 @@ def run_within(args) -> None:
         f.write(json.dumps(row) + "\n")
 
 
-def block_pairs(row: dict, max_degree: int = 3) -> tuple[np.ndarray, int]:
-    """([pairs, 2] seconds per step of each pair's (on, off) block, pairs dropped) of a within-run row;
-    a pair whose steps change the active SH degree (a step's cost changes there) is dropped."""
+def block_pairs(row: dict, evaluation: bool = False, max_degree: int = 3) -> tuple[np.ndarray, int]:
+    """([pairs, 2] seconds per step of each pair's (on, off) block, pairs dropped) of a within-run row,
+    without the blocks' held-out evaluation time unless ``evaluation``; a pair whose steps change the
+    active SH degree (a step's cost changes there) is dropped."""
     from odin_sched.scenes.sh import active_sh_degree
 
     blocks = row["blocks"]
@@ -537,7 +566,8 @@ def block_pairs(row: dict, max_degree: int = 3) -> tuple[np.ndarray, int]:
             continue
         on, off = (a, b) if a["on"] else (b, a)
         assert on["on"] and not off["on"], "a pair holds one block on and one off"
-        rates.append((on["seconds"] / on["steps"], off["seconds"] / off["steps"]))
+        rates.append([(x["seconds"] - (0.0 if evaluation else x.get("evaluation_s", 0.0))) / x["steps"]
+                      for x in (on, off)])
     return np.array(rates).reshape(-1, 2), dropped
 
 
@@ -557,26 +587,30 @@ def hodges_lehmann_ci(values, confidence: float = 0.95) -> tuple[float, float, f
 
 
 def report_within(rows: list) -> None:
-    """Print the within-run paired statistics of every (trainer, ranks, switch, block) group."""
+    """Print the within-run paired statistics of every (trainer, ranks, switch, block) group: on/off - 1
+    of the seconds per step, from the pairs' log ratios (median, mean, Hodges-Lehmann, with intervals)."""
     groups = {}
     for row in rows:
         groups.setdefault((row["trainer"], row["ranks"], row["switch"], row["block"]), []).append(row)
     for (trainer, ranks, switch, block), group in groups.items():
-        pairs = [block_pairs(row) for row in group]
-        rates = np.concatenate([p for p, _ in pairs])
-        d = rates[:, 0] / rates[:, 1] - 1
-        n = len(d)
-        m, lo, hi, cover = median_ci(d)
-        mean, half = d.mean(), t_dist.ppf(0.975, n - 1) * d.std(ddof=1) / np.sqrt(n)
-        hl, hl_lo, hl_hi = hodges_lehmann_ci(d)
         load = [r["load"][0] for r in group] + [r["load_after"][0] for r in group]
-        print(f"within-run, {trainer}, {ranks} rank(s), switching the {switch}: {len(group)} run(s), {n} pairs of "
-              f"{block}-step blocks ({sum(k for _, k in pairs)} dropped: SH degree change); 1-min load "
-              f"{min(load):.2f}-{max(load):.2f}; {1000 * np.median(rates[:, 1]):.2f} ms a step off")
-        print(f"  on/off - 1 per pair: median {100 * m:+.2f} %, {100 * cover:.1f} % CI [{100 * lo:+.2f}, "
-              f"{100 * hi:+.2f}] %; mean {100 * mean:+.2f} %, 95 % t CI [{100 * (mean - half):+.2f}, "
-              f"{100 * (mean + half):+.2f}] %; Hodges-Lehmann {100 * hl:+.2f} %, 95 % Wilcoxon CI [{100 * hl_lo:+.2f}, "
-              f"{100 * hl_hi:+.2f}] %; SD {100 * d.std(ddof=1):.1f} %; off blocks' CV {100 * np.std(rates[:, 1]) / np.mean(rates[:, 1]):.1f} %")
+        for evaluation in (False, True):
+            pairs = [block_pairs(row, evaluation) for row in group]
+            rates = np.concatenate([p for p, _ in pairs])
+            d = np.log(rates[:, 0] / rates[:, 1])
+            n = len(d)
+            if not evaluation:
+                print(f"within-run, {trainer}, {ranks} rank(s), switching the {switch}: {len(group)} run(s), {n} "
+                      f"pairs of {block}-step blocks ({sum(k for _, k in pairs)} dropped: SH degree change); 1-min "
+                      f"load {min(load):.2f}-{max(load):.2f}; {1000 * np.median(rates[:, 1]):.2f} ms a step off")
+            m, lo, hi, cover = median_ci(d)
+            mean, half = d.mean(), t_dist.ppf(0.975, n - 1) * d.std(ddof=1) / np.sqrt(n)
+            hl, hl_lo, hl_hi = hodges_lehmann_ci(d)
+            pct = lambda x: f"{100 * np.expm1(x):+.2f}"  # noqa: E731 (a log ratio as on/off - 1, in %)
+            print(f"  on/off - 1{', evaluations in' if evaluation else ''}: median {pct(m)} %, {100 * cover:.1f} % "
+                  f"CI [{pct(lo)}, {pct(hi)}] %; mean {pct(mean)} %, 95 % t CI [{pct(mean - half)}, "
+                  f"{pct(mean + half)}] %; Hodges-Lehmann {pct(hl)} %, 95 % Wilcoxon CI [{pct(hl_lo)}, {pct(hl_hi)}] "
+                  f"%; SD of the log ratios {100 * d.std(ddof=1):.1f} %")
         on_s = sum(b["seconds"] for r in group for b in r["blocks"] if b["on"])
         off_s = sum(b["seconds"] for r in group for b in r["blocks"] if not b["on"])
         parts = {"status hooks, on": sum(r["hooks_s"].get("on", 0.0) for r in group) / on_s,
@@ -696,13 +730,15 @@ def main() -> None:
     parser.add_argument("--switch", choices=("dashboard", "server"), default="dashboard",
                         help="within: switch the status file and the polling (the server up throughout), or "
                              "the idle server (no status file, nobody polling)")
-    parser.add_argument("--block", type=int, default=BLOCK,
-                        help="within: steps a block, also the evaluation period (after a warm-up of half a "
-                             "block, each block holds one evaluation, in its middle); default: four passes over "
-                             "the scene's 21 training cameras, so that every block trains on the same images")
-    parser.add_argument("--window", type=int, default=BLOCK // 6,
-                        help="within, Odin: batches a planning window (default: a divisor of half a block, so "
-                             "that windows end at block boundaries)")
+    parser.add_argument("--block", type=int, default=21,
+                        help="within: steps a block (default: one pass over the scene's 21 training cameras)")
+    parser.add_argument("--eval-every", type=int, default=84, help="within: held-out PSNR every N steps")
+    parser.add_argument("--warmup", type=int, default=56,
+                        help="within: steps before the blocks (the default puts each evaluation at a block's "
+                             "7th step, so that the held-out PNG it hands over is written in the same block)")
+    parser.add_argument("--window", type=int, default=7,
+                        help="within, Odin: batches a planning window (the default divides the block and the "
+                             "warm-up, so that windows end at block boundaries)")
     parser.add_argument("--seed", type=int, default=0, help="within: which block of each pair is on")
     parser.add_argument("--steps", type=int, default=1000, help="pairs: steps a run")
     parser.add_argument("--pairs", type=int, default=20, help="pairs of runs, or of blocks (within)")

@@ -98,17 +98,20 @@ def _spy(monkeypatch, cls, name, calls, step_of):
 
 @pytest.mark.parametrize("trainer", ["single", "odin"])
 def test_trainers_hand_over_their_status_only_in_on_blocks(bench, trainer, scene_file, tmp_path, monkeypatch):
-    switch = bench.BlockSwitch(block=4, warmup=2, pairs=3, seed=2)
+    switch = bench.BlockSwitch(block=2, warmup=2, pairs=3, seed=2)
     config = TrainConfig(scene_file, switch.steps, tmp_path / "t.h5", eval_every=4, progress=False, status=True)
     handed = []
     _spy(monkeypatch, TrainStatus, "update", handed, lambda self, step, *a, **k: (step, k.get("force", False)))
     if trainer == "single":
         monkeypatch.setattr(single, "TrainStatus", bench.switched_status(switch))
+        monkeypatch.setattr(single, "evaluate", single.evaluate)  # restored after the test
+        bench.timed_evaluations(switch, single, "evaluate")
         single.train(config)
     else:
-        for name in ("_report_due", "run"):  # restored after the test
+        for name in ("_report_due", "run", "_evaluate"):  # restored after the test
             monkeypatch.setattr(DistributedTrainer, name, getattr(DistributedTrainer, name))
         bench.switch_odin(switch)
+        bench.timed_evaluations(switch, DistributedTrainer, "_evaluate")
         train_distributed(Comm(), config, OdinOptions(mode="odin", window=2))
     steps = [step for step, _ in handed]
     assert steps and all(switch.on_for(step) for step in steps)  # nothing handed over in an off block
@@ -118,7 +121,10 @@ def test_trainers_hand_over_their_status_only_in_on_blocks(bench, trainer, scene
         assert forced == evaluations  # each on block's evaluation, in its middle
     else:
         assert forced >= evaluations
-    assert len(switch.blocks()) == 6 and all(b["steps"] == 4 for b in switch.blocks())
+    blocks = switch.blocks()
+    assert len(blocks) == 6 and all(b["steps"] == 2 for b in blocks)
+    with_evaluation = [b["block"] for b in blocks if b["evaluation_s"] > 0]
+    assert with_evaluation == [0, 2, 4, 5]  # blocks (2, 4], (6, 8], (10, 12] and (12, 14]: steps 4, 8, 12, 14
     marked = [done for done, _, _, _ in switch.marks]
     assert marked == sorted(marked) and marked[-1] == switch.steps
     if trainer == "odin":
