@@ -7,19 +7,23 @@ client in a process of its own (as the browser is) polling it as the page does: 
 
 ``--design within`` (the default): on and off alternate inside ONE training run, so what varies from
 run to run on a shared machine (memory placement, the host's state: the same run's processor time varies
-~6 % between runs here) is the same for both. After a warm-up (on) of half an evaluation period, the run
-is ``--pairs`` pairs of blocks of ``--block`` steps (default: the evaluation period, so that each block
-holds one evaluation, in its middle); one block of each pair is on and the other off, which one first
-drawn from ``--seed``. Each block's training-loop wall time is taken at the trainers' status hooks (one
-process: after every step's ``TrainStatus.update``; Odin: at every window's start, ``_report_due``, and
-the run's end); per pair, on/off - 1 of the seconds per step. Off blocks are what a run without the
-dashboard does: no status handed over (Odin: ``trainer.status`` is None, so no tracing, gathering or
-broadcast), the client not polling (it reads a one-byte flag file each 0.5 s). The server is up in both
-(its idle cost: ``--switch server``, the same blocks with no status file and nobody polling, the server's
-accept loop stopped in off blocks). While off, the status file's 2 s clock stands still, so that on
-blocks get the writes of a run always on. Pairs whose steps change the active SH degree (every 1,000
-images: a step's cost changes there) are dropped. The hooks are the benchmark's own (``BlockSwitch``,
-``switched_status``, ``switch_odin``; tests/test_dashboard_overhead.py), not the product's.
+~6 % between runs here) is the same for both. After a warm-up (on) of ``--warmup`` steps, the run is
+``--pairs`` pairs of blocks of ``--block`` steps (default 21: one pass over the scene's training
+cameras; adjacent short blocks share the machine's slow drifts); one block of each pair is on and the
+other off, which one first drawn from ``--seed`` (as many pairs each way). Each block's training-loop
+wall time is taken at the trainers' status hooks (one process: after every step's ``TrainStatus.update``;
+Odin: at every window's start, ``_report_due``, and the run's end), less the held-out evaluations in it
+(timed around ``evaluate``: the same work on and off; every ``--eval-every`` steps, by default at a
+block's 7th step, so that the PNG it hands over is written in the same block); per pair, the log ratio
+of the on and off blocks' seconds per step. Off blocks are what a run without the dashboard does: no
+status handed over (Odin: ``trainer.status`` is None, so no tracing, gathering or broadcast), the
+client not polling (it reads a one-byte flag file each 0.5 s). The server is up in both (its idle
+cost: ``--switch server``, the same blocks with no status file and nobody polling, the server's accept
+loop stopped in off blocks). While off, the status file's 2 s clock stands still, so that on blocks get
+the writes of a run always on. Pairs whose steps change the active SH degree (every 1,000 images: a
+step's cost changes there) are dropped. The hooks are the benchmark's own (``BlockSwitch``,
+``switched_status``, ``switch_odin``, ``timed_evaluations``; tests/test_dashboard_overhead.py), not the
+product's.
 
 ``--design pairs``: ``--pairs`` pairs of whole runs, one off (``TrainConfig.status=False``, no server)
 and one on, back to back, the order alternating; each pair holds ``--lock`` (flock) for its two runs.
@@ -45,12 +49,13 @@ sets up, trains and writes its outputs as ``pregel train`` does. Measured per ru
     nivcsw      involuntary context switches of the training process (it wanted a core and had to wait)
     load        /proc/loadavg before (and after) the pair or the run
 
-Reported: the median of the paired relative differences on/off - 1 with a distribution-free confidence
-interval for it (order statistics of the binomial sign test), and (within) their mean with a 95 % t
-interval. Results are appended to ``--results`` (JSON lines); ``--report`` summarises the file.
+Reported: the median of the paired differences on/off - 1 with a distribution-free confidence interval
+for it (order statistics of the binomial sign test), and (within, from log ratios) their mean with a
+95 % t interval and the Hodges-Lehmann estimate with the Wilcoxon signed-rank interval. Results are
+appended to ``--results`` (JSON lines); ``--report`` summarises the file.
 
-    flock /tmp/heavy.lock python benchmarks/dashboard_overhead.py --trainer single --pairs 40
-    flock /tmp/heavy.lock python benchmarks/dashboard_overhead.py --trainer odin --ranks 2 --pairs 20
+    flock /tmp/heavy.lock python benchmarks/dashboard_overhead.py --trainer single --pairs 300 --seed 21
+    flock /tmp/heavy.lock python benchmarks/dashboard_overhead.py --trainer odin --ranks 2 --pairs 100
     python benchmarks/dashboard_overhead.py --design pairs --trainer single --steps 1000 --pairs 20 --lock /tmp/heavy.lock
     python benchmarks/dashboard_overhead.py --report [--results FILE]
 """
