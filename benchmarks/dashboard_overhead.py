@@ -42,9 +42,10 @@ sets up, trains and writes its outputs as ``pregel train`` does. Measured per ru
                 binning the loss curve, JSON, PNG encoding, writing (no fsync)
     server_s    the server's processor time answering requests (``time.thread_time`` of each request's
                 thread; its accept loop, which wakes twice a second, is not in it)
-    within: blocks (each block's steps, seconds and state), stretches (every step's or window's), writes_s / requests_s (the writer's and the
-                request threads' busy wall time inside on and inside off blocks: what spills from an on
-                block into an off one), server_thread_s (the accept loop's processor time, schedstat)
+    within: blocks (each block's steps, seconds, evaluation seconds and state), stretches (every
+                step's or window's time), writes_s / requests_s (the writer's and the request threads'
+                busy wall time inside on and inside off blocks: what spills from an on block into an
+                off one), server_thread_s (the accept loop's processor time, schedstat)
     client_cpu_s  the polling client's (or the browser's) processor time, in processes of their own
     nivcsw      involuntary context switches of the training process (it wanted a core and had to wait)
     load        /proc/loadavg before (and after) the pair or the run
@@ -56,7 +57,8 @@ appended to ``--results`` (JSON lines); ``--report`` summarises the file.
 
     flock /tmp/heavy.lock python benchmarks/dashboard_overhead.py --trainer single --pairs 300 --seed 21
     flock /tmp/heavy.lock python benchmarks/dashboard_overhead.py --trainer odin --ranks 2 --pairs 100
-    python benchmarks/dashboard_overhead.py --design pairs --trainer single --steps 1000 --pairs 20 --lock /tmp/heavy.lock
+    python benchmarks/dashboard_overhead.py --design pairs --trainer single --steps 1000 --pairs 20 \
+        --lock /tmp/heavy.lock
     python benchmarks/dashboard_overhead.py --report [--results FILE]
 """
 import argparse
@@ -387,10 +389,11 @@ def child_within(spec: dict) -> dict | None:
         return None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     on, off = switch.stretches(True), switch.stretches(False)
-    marks = np.array([(done, t, on) for done, _, t, on in switch.marks], np.float64).reshape(-1, 3)
+    marks = np.array([(done, t, state) for done, _, t, state in switch.marks], np.float64).reshape(-1, 3)
     stretches = {"done": marks[1:, 0].astype(int).tolist(), "seconds": np.diff(marks[:, 1]).round(7).tolist(),
                  "on": marks[:-1, 2].astype(bool).tolist()}  # every stretch (step or window) after the first mark
-    return {"blocks": switch.blocks(), "stretches": stretches, "train_s": result.wall_time_s, "train_cpu_s": time.process_time() - cpu,
+    return {"blocks": switch.blocks(), "stretches": stretches, "train_s": result.wall_time_s,
+            "train_cpu_s": time.process_time() - cpu,
             "cpu_s": usage.ru_utime + usage.ru_stime, "hooks_s": hooks["hooks"], "writer_s": hooks["writer"],
             "server_s": hooks["server"], "server_thread_s": thread_cpu(server_thread) - server_cpu0,
             "writes_s": {"on": overlap(hooks["writes"], on), "off": overlap(hooks["writes"], off)},
