@@ -335,8 +335,21 @@ def thread_cpu(thread: threading.Thread) -> float:
 
 
 def overlap(spans: list, stretches: list) -> float:
-    """Seconds of ``spans`` [(start, end)] inside ``stretches`` [(start, end)] (each list disjoint)."""
-    return float(sum(max(0.0, min(b, d) - max(a, c)) for a, b in spans for c, d in stretches))
+    """Seconds of ``spans`` [(start, end)] inside ``stretches`` [(start, end)], each list disjoint, the
+    stretches in time order (from the stretches' cumulative length, found by binary search)."""
+    if not len(spans) or not len(stretches):
+        return 0.0
+    start, end = np.asarray(stretches, np.float64).T
+    length = end - start
+    before = np.concatenate([[0.0], np.cumsum(length)])  # [n + 1] length of the stretches before each
+
+    def covered(x):  # length of the stretches up to the times x
+        i = np.searchsorted(start, x, side="right")  # stretches that start by x
+        last = np.maximum(i - 1, 0)
+        return np.where(i > 0, before[last] + np.clip(x - start[last], 0.0, length[last]), 0.0)
+
+    a, b = np.asarray(spans, np.float64).T
+    return float(np.sum(covered(b) - covered(a)))
 
 
 def child_within(spec: dict) -> dict | None:

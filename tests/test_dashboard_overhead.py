@@ -77,6 +77,11 @@ def test_pairs_across_an_sh_degree_change_are_dropped_and_overlap(bench):
     rates, dropped = bench.block_pairs(row)
     assert dropped == 1 and rates.tolist() == [[0.021, 0.02]]
     assert bench.overlap([(0.0, 1.0), (2.0, 3.0)], [(0.5, 2.5)]) == pytest.approx(1.0)
+    rng = np.random.default_rng(5)  # against every span and stretch intersected one by one
+    stretches = np.sort(rng.uniform(0, 100, 40)).reshape(-1, 2)
+    spans = np.sort(rng.uniform(-5, 105, 30)).reshape(-1, 2)
+    brute = sum(max(0.0, min(b, d) - max(a, c)) for a, b in spans for c, d in stretches)
+    assert bench.overlap(spans.tolist(), stretches.tolist()) == pytest.approx(brute)
 
 
 @pytest.fixture(scope="module")
