@@ -34,8 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pregel.memory import HEAP_BLOCK_LIMIT
-from pregel.shared_rows import BUSY, GROW, REUSE, resident, runs_emptied, shared_rows
+from pregel.shared_rows import ALLTOALLV, BUSY, GROW, prefers_alltoallv, shared_rows
 
 _ID = np.dtype(np.int64)
 WIRE_DTYPES = (None, np.dtype(np.float32), np.dtype(np.float64))  # header code -> dtype
@@ -125,21 +124,20 @@ def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True) -> In
     window = shared_rows(comm) if shared and size > 1 else None
     header[:, 7] = np.cumsum(graph.ghost_counts) - graph.ghost_counts
     header[:, 8] = BUSY  # no shared window this time, unless this rank has one and may take rows into it
-    buffers = None  # Alltoallv's rows and [n + g] receive buffer, when made before the header
     if window is not None and rows_only:
-        header[:, 8] = window.flags(graph.num_ghosts * _row_bytes(*_encode(ghost_kind)))
-        buffers = _kept_buffers(graph, out.values)
-        if buffers is not None and resident(buffers[0]) and resident(buffers[1][graph.num_local:]):
-            header[:, 8] |= REUSE
+        width = _row_bytes(*_encode(ghost_kind))
+        sent, received = len(graph.send_index) * width, graph.num_ghosts * width
+        header[:, 8] = window.flags(received) | prefers_alltoallv(
+            sent, received, max(sent, (graph.num_local + graph.num_ghosts) * width))
     recv_header = comm.alltoall_counts(header)
     recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
     direct_bytes = np.array([len(b) for b in direct], dtype=np.int64)
     if size > 1 and not recv_header[:, 1].any():  # every rank sends rows only: split exchange
-        if (recv_header[:, 8] & BUSY).any() or (recv_header[:, 8] & REUSE).all():
+        if (recv_header[:, 8] & BUSY).any() or (recv_header[:, 8] & ALLTOALLV).all():
             window = None  # some rank has no window or still reads the rows of an earlier exchange, or
-            # the window would fault its pages in while every rank's Alltoallv buffers are resident
+            # every rank prefers Alltoallv (pregel.shared_rows.prefers_alltoallv)
         incoming = _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header,
-                                   with_counts, ghost_kind, direct_kind, window, buffers)
+                                   with_counts, ghost_kind, direct_kind, window)
         block_bytes = row_bytes + direct_bytes
     else:
         if rows_only:  # the rows in plan order, taken at once
@@ -155,18 +153,6 @@ def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True) -> In
     incoming.bytes_sent = int(block_bytes[others].sum())
     incoming.bytes_received = int(recv_bytes[others].sum())
     return incoming
-
-
-def _kept_buffers(graph, values: np.ndarray):
-    """(rows [s, ...], ext [n + g, ...]) for an ``Alltoallv`` exchange of ``values`` [n, ...] rows,
-    allocated, not written, when the window would run through emptied pages on this rank
-    (``pregel.shared_rows.runs_emptied``) and both come from the heap, whose freed pages the process
-    keeps (``pregel.memory``); else None."""
-    row_shape, width = values.shape[1:], values[:1].nbytes if len(values) else 0
-    sent, ghosts, total = len(graph.send_index), graph.num_ghosts, graph.num_local + graph.num_ghosts
-    if not runs_emptied(sent * width, ghosts * width) or max(sent, total) * width > HEAP_BLOCK_LIMIT:
-        return None
-    return np.empty((sent,) + row_shape, values.dtype), np.empty((total,) + row_shape, values.dtype)
 
 
 def _slot_blocks(graph, out: Outgoing, header) -> list:
@@ -186,12 +172,11 @@ def _slot_blocks(graph, out: Outgoing, header) -> list:
 
 
 def _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header, with_counts,
-                    ghost_kind, direct_kind, window, buffers=None) -> Incoming:
+                    ghost_kind, direct_kind, window) -> Incoming:
     """The rows, then the direct messages by ``Alltoallv`` (empty ones too: every rank takes part).
     The rows go through the shared ``window`` (``pregel.shared_rows.SharedRows``) when there is one,
-    else by ``Alltoallv`` (from ``buffers``' rows when given) straight into the ghost part of a
-    [n + g] buffer (``buffers``' ext when given) whose owned part is filled only if a gather asks
-    for it (``Incoming.extended``)."""
+    else by ``Alltoallv`` straight into the ghost part of a [n + g] buffer whose owned part is
+    filled only if a gather asks for it (``Incoming.extended``)."""
     comm, n, g = graph.comm, graph.num_local, graph.num_ghosts
     dtype, row_shape = _agreed_kind(ghost_kind, recv_header, 3, "message rows")
     if not np.array_equal(recv_header[:, 0], graph.ghost_counts):
@@ -202,9 +187,8 @@ def _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header, wi
             window.grow(g * width)
         ext, ghosts = None, window.transfer(out.values, graph.send_index, graph.send_counts, recv_header[:, 7], g)
     else:
-        rows, ext = buffers or (np.empty((len(graph.send_index),) + row_shape, dtype),
-                                np.empty((n + g,) + row_shape, dtype))
-        np.take(out.values, graph.send_index, axis=0, out=rows, mode="clip")  # ids in range: unbuffered
+        rows = np.take(out.values, graph.send_index, axis=0)
+        ext = np.empty((n + g,) + row_shape, dtype)
         ghosts = ext[n:]
         comm.alltoallv_bytes(_flat_bytes(rows), row_bytes, _flat_bytes(ghosts), graph.ghost_counts * width)
     recv_direct = np.array([_block_bytes((0, 0, *h[2:7]), with_counts) for h in recv_header], dtype=np.int64)

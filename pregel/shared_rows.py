@@ -19,13 +19,14 @@ writes in slices of ``SLICE_BYTES`` and drops each slice from its own page table
 resident from the exchange to the end of the gather, on the receiver only, as a private receive
 buffer would be, and the next exchange faults its pages in again.
 
-So above ``KEEP_BELOW`` every exchange through the window faults its pages in, while ``Alltoallv``
-may find its send and receive buffers among the pages that the process kept from earlier supersteps
-(``pregel.memory``): at 10M vertices / 100M edges, P = 2, the second GNN layer's exchange (288 MB
-a rank) took 0.90 s through the emptied window against 0.09 s by ``Alltoallv`` into kept pages. A
-rank whose window would run emptied this time therefore allocates ``Alltoallv``'s buffers first and
-asks the kernel whether their pages are resident (``mincore``, ``resident``): when they are on
-every rank (``REUSE``), the exchange goes by ``Alltoallv``.
+So above ``KEEP_BELOW`` every exchange through the window faults its small pages in, while
+``Alltoallv``'s send and receive buffers are NumPy arrays, which the kernel may back with
+transparent huge pages (NumPy asks for them: one fault per 2 MiB). Measured at 10M vertices / 100M
+edges, P = 2 (README, "100M edges"): the first GNN layer's exchange (1.15 GB a rank; ``Alltoallv``'s
+buffers over glibc's ``mmap`` threshold ``pregel.memory.HEAP_BLOCK_LIMIT``) is faster through the
+window, the second's (288 MB a rank; buffers under it) by ``Alltoallv``. A rank whose window would
+run emptied and whose ``Alltoallv`` buffers come from the heap flags ``ALLTOALLV``
+(``prefers_alltoallv``); when every rank does, the exchange goes by ``Alltoallv``.
 
 A segment is rewritten only when its rank holds no array over it (``busy``); the window grows
 (collectively: every rank frees and allocates) when some rank needs a larger segment. The header of
@@ -40,14 +41,16 @@ import weakref
 
 import numpy as np
 
+from pregel.memory import HEAP_BLOCK_LIMIT
+
 #: exchanges up to this many bytes a rank keep their pages mapped for the next (see the module's doc)
 KEEP_BELOW = 256 << 20
 #: above it, rows are written in slices of about this many bytes, each dropped from the sender's pages
 SLICE_BYTES = 16 << 20
 _MADV_DONTNEED, _MADV_REMOVE = 4, 9
-#: flags a rank puts in its exchange header: its segment still in use, or too small; the window would
-#: fault its pages in here while ``Alltoallv``'s buffers are resident
-BUSY, GROW, REUSE = 1, 2, 4
+#: flags a rank puts in its exchange header: its segment still in use, or too small; ``Alltoallv``
+#: preferred here (``prefers_alltoallv``)
+BUSY, GROW, ALLTOALLV = 1, 2, 4
 _WINDOWS = weakref.WeakKeyDictionary()  # pregel.comm.Comm -> SharedRows (or None: not one machine)
 
 
@@ -126,34 +129,20 @@ class SharedRows:
         return handed.view(dtype).reshape((received,) + row_shape)
 
 
-def runs_emptied(sent_bytes: int, received_bytes: int) -> bool:
-    """Whether an exchange that sends ``sent_bytes`` and receives ``received_bytes`` on a rank runs
-    through emptied pages there (either above ``KEEP_BELOW``: written in dropped slices, or received
-    into a segment emptied after the gather), faulting each in."""
-    return max(sent_bytes, received_bytes) > KEEP_BELOW
-
-
-def resident(array: np.ndarray) -> bool:
-    """Whether every whole page inside ``array``'s bytes is resident (``mincore``)."""
-    first, last = _whole_pages(array)
-    if last <= first:
-        return True
-    pages = (last - first) // mmap.PAGESIZE
-    vector = (ctypes.c_ubyte * pages)()
-    if _libc().mincore(first, last - first, vector):
-        return False
-    return bool((np.frombuffer(vector, np.uint8) & 1).all())
-
-
-def _whole_pages(array: np.ndarray) -> tuple:
-    """(first, last) addresses of the whole pages inside ``array``'s bytes."""
-    start = array.ctypes.data
-    return -(-start // mmap.PAGESIZE) * mmap.PAGESIZE, (start + array.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+def prefers_alltoallv(sent_bytes: int, received_bytes: int, buffer_bytes: int) -> int:
+    """``ALLTOALLV`` when an exchange that sends ``sent_bytes`` and receives ``received_bytes`` on a
+    rank would run through emptied pages of the window there (either above ``KEEP_BELOW``) while the
+    largest of ``Alltoallv``'s buffers, ``buffer_bytes``, comes from the heap (at most
+    ``pregel.memory.HEAP_BLOCK_LIMIT``); else 0 (see the module's doc)."""
+    emptied = max(sent_bytes, received_bytes) > KEEP_BELOW
+    return ALLTOALLV if emptied and buffer_bytes <= HEAP_BLOCK_LIMIT else 0
 
 
 def _advise(array: np.ndarray, advice: int) -> None:
     """``madvise`` over the whole pages inside ``array``'s bytes (the ends of partial pages are left)."""
-    first, last = _whole_pages(array)
+    start = array.ctypes.data
+    first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = (start + array.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
     if last > first:
         _libc().madvise(first, last - first, advice)
 
@@ -162,5 +151,4 @@ def _advise(array: np.ndarray, advice: int) -> None:
 def _libc():
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
     return libc

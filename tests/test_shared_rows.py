@@ -1,20 +1,15 @@
 """The shared-memory row transfer (pregel/shared_rows.py) and the exchange through it, at P = 2 and 3
 under mpiexec (tests/mpi_scripts/shared_rows.py): received rows against a NumPy twin that slices every
 sender's rows by its plan, the window's flags and its release of pages, the exchange's ghost rows
-against the function of the global ids that made them, the choice of Alltoallv where the window
-would fault its pages in and Alltoallv's would not, the residency test against pages this test
-touched and dropped, and an error on one rank ending the job."""
+against the function of the global ids that made them, Alltoallv where every rank prefers it,
+and an error on one rank ending the job."""
 import json
-import mmap
 import os
 import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-
-from pregel import shared_rows
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "shared_rows.py")
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
@@ -55,28 +50,11 @@ def test_exchange_through_the_window_equals_the_ghosts_values(size, tmp_path):
 
 
 @pytest.mark.parametrize("size", [2, 3])
-def test_alltoallv_only_where_every_rank_keeps_its_pages(size, tmp_path):
-    for report in reports("reuse", size, tmp_path):
+def test_alltoallv_only_where_every_rank_prefers_it(size, tmp_path):
+    for report in reports("prefer", size, tmp_path):
         assert report["every rank"] == [True, True]  # Alltoallv (it builds [n + g] rows), rows equal
         assert report["none"] == [False, True]  # the window
         assert report["all but the last"] == [False, True]  # one rank would fault: the window
-
-
-def test_resident_pages_are_those_touched_and_not_dropped():
-    pages = 64
-    area = mmap.mmap(-1, pages * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    array = np.frombuffer(area, np.uint8)
-    assert not shared_rows.resident(array)  # never touched
-    array[:pages // 2 * mmap.PAGESIZE] = 1
-    assert shared_rows.resident(array[:pages // 2 * mmap.PAGESIZE])
-    assert not shared_rows.resident(array)  # half of it touched
-    array[:] = 2
-    assert shared_rows.resident(array) and shared_rows.resident(array[5:-5])  # partial end pages left out
-    shared_rows._advise(array[3 * mmap.PAGESIZE:4 * mmap.PAGESIZE], 4)  # MADV_DONTNEED: one page gone
-    assert not shared_rows.resident(array)
-    assert shared_rows.resident(array[:3 * mmap.PAGESIZE]) and shared_rows.resident(array[4 * mmap.PAGESIZE:])
-    del array
-    area.close()
 
 
 @pytest.mark.parametrize("size", [2, 3])

@@ -10,9 +10,9 @@ Every rank writes OUT_FOLDER/rank{r}.json; modes:
   exchange  pregel.exchange.exchange on a loaded graph whose rows are a function of the global id:
             the ghost rows must be that function of ghost_ids, through the window and through Alltoallv,
             with hubs' direct messages
-  reuse     the same exchange with KEEP_BELOW = 0 (the window runs emptied), whether Alltoallv's
-            buffers are resident decided by a stand-in for ``mincore``: resident on every rank, on
-            none, on every rank but the last; the path taken and the ghost rows
+  prefer    the same exchange with KEEP_BELOW = 0 (the window runs emptied) and HEAP_BLOCK_LIMIT set
+            so that Alltoallv's buffers come from the heap on every rank, on none, on every rank but
+            the last; the path taken and the ghost rows
   error     the last rank hands the transfer no rows (None): it raises inside the transfer while the
             others wait at the barrier; the job must end (mpi4py's runner aborts it), not hang
 """
@@ -128,16 +128,14 @@ def exchange_rows():
     return report
 
 
-def reuse():
-    from pregel import exchange as exchange_module
+def prefer():
     from pregel.exchange import Outgoing, exchange
 
     _, graph = small_graph()
     shared_rows.KEEP_BELOW = 0  # every exchange through the window would fault its pages in
     report = {}
-    for name, pages in (("every rank", lambda array: True), ("none", lambda array: False),
-                        ("all but the last", lambda array: RANK < SIZE - 1)):
-        exchange_module.resident = pages
+    for name, heap in (("every rank", True), ("none", False), ("all but the last", RANK < SIZE - 1)):
+        shared_rows.HEAP_BLOCK_LIMIT = 1 << 40 if heap else 0
         inc = exchange(graph, Outgoing(f(graph.owned), None, np.zeros(0, np.int64), np.zeros((0, 3), np.float32),
                                        None), with_counts=False)
         report[name] = [inc.ext is not None, bool(np.array_equal(inc.ghost_values, f(graph.ghost_ids)))]
@@ -155,6 +153,6 @@ def error():
     return {"returned": True}
 
 
-report = {"rounds": rounds, "exchange": exchange_rows, "reuse": reuse, "error": error}[MODE]()
+report = {"rounds": rounds, "exchange": exchange_rows, "prefer": prefer, "error": error}[MODE]()
 with open(f"{OUT}/rank{RANK}.json", "w") as f:
     json.dump(report, f)
