@@ -92,7 +92,7 @@ def rounds():
     return report
 
 
-def f(ids):
+def rows_of_ids(ids):
     """The rows [k, 3] of global ids ``ids`` [k]."""
     return np.stack([np.sin(ids), np.cos(0.5 * ids), ids % 7], axis=1).astype(np.float32)
 
@@ -114,15 +114,16 @@ def exchange_rows():
     report = {"ghosts": int(graph.num_ghosts)}
     for shared in (True, False, True):
         direct_ids = np.arange(RANK, graph_data.num_nodes, 97 + RANK, dtype=np.int64)
-        out = Outgoing(f(graph.owned), None, direct_ids, f(direct_ids), None)
+        out = Outgoing(rows_of_ids(graph.owned), None, direct_ids, rows_of_ids(direct_ids), None)
         inc = exchange(graph, out, with_counts=False, shared=shared)
-        report.setdefault("ghosts_equal", []).append(bool(np.array_equal(inc.ghost_values, f(graph.ghost_ids))))
+        ghosts_equal = bool(np.array_equal(inc.ghost_values, rows_of_ids(graph.ghost_ids)))
+        report.setdefault("ghosts_equal", []).append(ghosts_equal)
         everyone = np.concatenate(comm.allgather(direct_ids))
         mine = np.sort(everyone[graph.partition.owner(everyone) == RANK])
         order = np.argsort(inc.direct_ids, kind="stable")
         report.setdefault("direct_equal", []).append(
             bool(np.array_equal(inc.direct_ids[order], mine))
-            and bool(np.array_equal(inc.direct_values[order], f(mine))))
+            and bool(np.array_equal(inc.direct_values[order], rows_of_ids(mine))))
         report.setdefault("ext", []).append(inc.ext is not None)
         del inc
     return report
@@ -136,9 +137,9 @@ def prefer():
     report = {}
     for name, heap in (("every rank", True), ("none", False), ("all but the last", RANK < SIZE - 1)):
         shared_rows.HEAP_BLOCK_LIMIT = 1 << 40 if heap else 0
-        inc = exchange(graph, Outgoing(f(graph.owned), None, np.zeros(0, np.int64), np.zeros((0, 3), np.float32),
-                                       None), with_counts=False)
-        report[name] = [inc.ext is not None, bool(np.array_equal(inc.ghost_values, f(graph.ghost_ids)))]
+        out = Outgoing(rows_of_ids(graph.owned), None, np.zeros(0, np.int64), np.zeros((0, 3), np.float32), None)
+        inc = exchange(graph, out, with_counts=False)
+        report[name] = [inc.ext is not None, bool(np.array_equal(inc.ghost_values, rows_of_ids(graph.ghost_ids)))]
         del inc
     return report
 
