@@ -34,7 +34,7 @@ sampling is a few vectorised torch calls (the same batches: seeds first, then th
 import argparse
 import json
 import os
-import re
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -249,19 +249,22 @@ WORKERS = {"pyg-full": lambda folder, kind: pyg_worker(folder, kind, "edge_index
 
 # ---------------------------------------------------------------- driver
 
-# Runs a command as its child and prints the child's peak RSS (KiB) and processor seconds on stderr. The child is
-# forked from this small process: one forked from the benchmark itself would inherit its peak RSS.
-# (close_fds=False: under mpiexec the rank finds its launcher through an inherited descriptor.)
-RSS_WRAPPER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:], close_fds=False); "
+# Runs a command as its child and writes the child's peak RSS (KiB) and processor seconds to a file of its own in
+# the folder given first (one file a process: the ranks of an mpiexec job never share a line of output to be
+# mixed). The child is forked from this small process: one forked from the benchmark itself would inherit its
+# peak RSS. (close_fds=False: under mpiexec the rank finds its launcher through an inherited descriptor.)
+RSS_WRAPPER = ("import os, resource, subprocess, sys; code = subprocess.call(sys.argv[2:], close_fds=False); "
                "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
-               "print('peak-rss-kib', u.ru_maxrss, 'cpu-s', u.ru_utime + u.ru_stime, file=sys.stderr); "
+               "f = open(os.path.join(sys.argv[1], f'usage-{os.getpid()}.txt'), 'w'); "
+               "f.write(f'{u.ru_maxrss} {u.ru_utime + u.ru_stime}'); f.close(); "
                "sys.exit(code)")
 
 
 def _launch(folder: str, worker: str, kind: str, ranks: int | None = None, script: str = __file__) -> dict:
     """One whole process (or mpiexec job) of ``worker`` (run as ``script --worker``): wall seconds,
-    peak RSS of each process, and its split of the time."""
-    wrapper = [sys.executable, "-c", RSS_WRAPPER]
+    peak RSS of each process (bytes, one per rank), its processor seconds and its split of the time."""
+    usage_folder = tempfile.mkdtemp(prefix="usage-", dir=folder)
+    wrapper = [sys.executable, "-c", RSS_WRAPPER, usage_folder]
     if worker == "engine":
         out = os.path.join(folder, f"engine{ranks}.h5")
         mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
@@ -273,9 +276,10 @@ def _launch(folder: str, worker: str, kind: str, ranks: int | None = None, scrip
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    usage = [pathlib.Path(usage_folder, name).read_text().split() for name in sorted(os.listdir(usage_folder))]
+    shutil.rmtree(usage_folder)
     if done.returncode:
         raise RuntimeError(f"{worker} failed: {done.stderr[-3000:]}")
-    usage = re.findall(r"peak-rss-kib (\d+) cpu-s ([0-9.e+-]+)", done.stderr)  # mpiexec may join two ranks' lines
     rss, cpu = [int(kib) * 1024 for kib, _ in usage], sum(float(seconds) for _, seconds in usage)
     if worker != "engine":
         return {"wall": wall, "cpu": cpu, "rss": rss, "split": json.loads(done.stdout.strip().splitlines()[-1])}

@@ -134,7 +134,7 @@ def run(folder: str, name: str, worker: str, kind: str, ranks, cap_gb: float, mi
     try:
         result = _launch(folder, worker, kind, ranks, **({"script": script} if script else {}))
     except RuntimeError as err:  # a failed job: its last line of error output
-        lines = [line for line in str(err).strip().splitlines() if not line.startswith("peak-rss-kib")]
+        lines = str(err).strip().splitlines()
         print(f"  {name} failed: {lines[-1] if lines else err}", flush=True)
         return {"wall": float("nan"), "cpu": float("nan"), "rss": [0], "split": {"failed": lines[-1] if lines else ""}}
     if worker == "engine":

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pregel.shared_rows import BUSY, GROW, shared_rows
+from pregel.shared_rows import ALLTOALLV, BUSY, GROW, prefers_alltoallv, shared_rows
 
 _ID = np.dtype(np.int64)
 WIRE_DTYPES = (None, np.dtype(np.float32), np.dtype(np.float64))  # header code -> dtype
@@ -125,13 +125,17 @@ def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True) -> In
     header[:, 7] = np.cumsum(graph.ghost_counts) - graph.ghost_counts
     header[:, 8] = BUSY  # no shared window this time, unless this rank has one and may take rows into it
     if window is not None and rows_only:
-        header[:, 8] = window.flags(graph.num_ghosts * _row_bytes(*_encode(ghost_kind)))
+        width = _row_bytes(*_encode(ghost_kind))
+        sent, received = len(graph.send_index) * width, graph.num_ghosts * width
+        header[:, 8] = window.flags(received) | prefers_alltoallv(
+            sent, received, max(sent, (graph.num_local + graph.num_ghosts) * width))
     recv_header = comm.alltoall_counts(header)
     recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
     direct_bytes = np.array([len(b) for b in direct], dtype=np.int64)
     if size > 1 and not recv_header[:, 1].any():  # every rank sends rows only: split exchange
-        if (recv_header[:, 8] & BUSY).any():
-            window = None  # some rank has no window, or still reads the rows of an earlier exchange
+        if (recv_header[:, 8] & BUSY).any() or (recv_header[:, 8] & ALLTOALLV).all():
+            window = None  # some rank has no window or still reads the rows of an earlier exchange, or
+            # every rank prefers Alltoallv (pregel.shared_rows.prefers_alltoallv)
         incoming = _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header,
                                    with_counts, ghost_kind, direct_kind, window)
         block_bytes = row_bytes + direct_bytes

@@ -19,9 +19,18 @@ writes in slices of ``SLICE_BYTES`` and drops each slice from its own page table
 resident from the exchange to the end of the gather, on the receiver only, as a private receive
 buffer would be, and the next exchange faults its pages in again.
 
+So above ``KEEP_BELOW`` every exchange through the window faults its small pages in, while
+``Alltoallv``'s send and receive buffers are NumPy arrays, which the kernel may back with
+transparent huge pages (NumPy asks for them: one fault per 2 MiB). Measured at 10M vertices / 100M
+edges, P = 2 (README, "100M edges"): the first GNN layer's exchange (1.15 GB a rank; ``Alltoallv``'s
+buffers over glibc's ``mmap`` threshold ``pregel.memory.HEAP_BLOCK_LIMIT``) is faster through the
+window, the second's (288 MB a rank; buffers under it) by ``Alltoallv``. A rank whose window would
+run emptied and whose ``Alltoallv`` buffers come from the heap flags ``ALLTOALLV``
+(``prefers_alltoallv``); when every rank does, the exchange goes by ``Alltoallv``.
+
 A segment is rewritten only when its rank holds no array over it (``busy``); the window grows
 (collectively: every rank frees and allocates) when some rank needs a larger segment. The header of
-``pregel.exchange`` carries both flags, so every rank takes the same path.
+``pregel.exchange`` carries the three flags, so every rank takes the same path.
 """
 
 import ctypes
@@ -32,13 +41,16 @@ import weakref
 
 import numpy as np
 
+from pregel.memory import HEAP_BLOCK_LIMIT
+
 #: exchanges up to this many bytes a rank keep their pages mapped for the next (see the module's doc)
 KEEP_BELOW = 256 << 20
 #: above it, rows are written in slices of about this many bytes, each dropped from the sender's pages
 SLICE_BYTES = 16 << 20
 _MADV_DONTNEED, _MADV_REMOVE = 4, 9
-#: flags a rank puts in its exchange header: its segment still in use, or too small
-BUSY, GROW = 1, 2
+#: flags a rank puts in its exchange header: its segment still in use, or too small; ``Alltoallv``
+#: preferred here (``prefers_alltoallv``)
+BUSY, GROW, ALLTOALLV = 1, 2, 4
 _WINDOWS = weakref.WeakKeyDictionary()  # pregel.comm.Comm -> SharedRows (or None: not one machine)
 
 
@@ -115,6 +127,15 @@ class SharedRows:
         if base.nbytes > KEEP_BELOW:
             weakref.finalize(handed, _advise, base, _MADV_REMOVE)
         return handed.view(dtype).reshape((received,) + row_shape)
+
+
+def prefers_alltoallv(sent_bytes: int, received_bytes: int, buffer_bytes: int) -> int:
+    """``ALLTOALLV`` when an exchange that sends ``sent_bytes`` and receives ``received_bytes`` on a
+    rank would run through emptied pages of the window there (either above ``KEEP_BELOW``) while the
+    largest of ``Alltoallv``'s buffers, ``buffer_bytes``, comes from the heap (at most
+    ``pregel.memory.HEAP_BLOCK_LIMIT``); else 0 (see the module's doc)."""
+    emptied = max(sent_bytes, received_bytes) > KEEP_BELOW
+    return ALLTOALLV if emptied and buffer_bytes <= HEAP_BLOCK_LIMIT else 0
 
 
 def _advise(array: np.ndarray, advice: int) -> None:

@@ -1,7 +1,8 @@
 """The shared-memory row transfer (pregel/shared_rows.py) and the exchange through it, at P = 2 and 3
 under mpiexec (tests/mpi_scripts/shared_rows.py): received rows against a NumPy twin that slices every
 sender's rows by its plan, the window's flags and its release of pages, the exchange's ghost rows
-against the function of the global ids that made them, and an error on one rank ending the job."""
+against the function of the global ids that made them, Alltoallv where every rank prefers it,
+and an error on one rank ending the job."""
 import json
 import os
 import shutil
@@ -46,6 +47,14 @@ def test_exchange_through_the_window_equals_the_ghosts_values(size, tmp_path):
         assert report["ghosts_equal"] == [True, True, True]  # window, Alltoallv, window again
         assert report["direct_equal"] == [True, True, True]
         assert report["ext"] == [False, True, False]  # only the Alltoallv exchange builds [n + g] rows
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_alltoallv_only_where_every_rank_prefers_it(size, tmp_path):
+    for report in reports("prefer", size, tmp_path):
+        assert report["every rank"] == [True, True]  # Alltoallv (it builds [n + g] rows), rows equal
+        assert report["none"] == [False, True]  # the window
+        assert report["all but the last"] == [False, True]  # one rank would fault: the window
 
 
 @pytest.mark.parametrize("size", [2, 3])

@@ -10,6 +10,9 @@ Every rank writes OUT_FOLDER/rank{r}.json; modes:
   exchange  pregel.exchange.exchange on a loaded graph whose rows are a function of the global id:
             the ghost rows must be that function of ghost_ids, through the window and through Alltoallv,
             with hubs' direct messages
+  prefer    the same exchange with KEEP_BELOW = 0 (the window runs emptied) and HEAP_BLOCK_LIMIT set
+            so that Alltoallv's buffers come from the heap on every rank, on none, on every rank but
+            the last; the path taken and the ghost rows
   error     the last rank hands the transfer no rows (None): it raises inside the transfer while the
             others wait at the barrier; the job must end (mpi4py's runner aborts it), not hang
 """
@@ -89,28 +92,54 @@ def rounds():
     return report
 
 
-def exchange_rows():
+def rows_of_ids(ids):
+    """The rows [k, 3] of global ids ``ids`` [k]."""
+    return np.stack([np.sin(ids), np.cos(0.5 * ids), ids % 7], axis=1).astype(np.float32)
+
+
+def small_graph():
+    """(GraphData, this rank's DistributedGraph) of a 3,000-vertex power-law graph with hubs."""
     from pregel.dgraph import HubOptions, load_graph
-    from pregel.exchange import Outgoing, exchange
     from pregel.generate import generate_graph
     from pregel.graph_io import GraphData
 
     graph_data = GraphData(*generate_graph("powerlaw", 3000, 8.0, seed=5))
-    graph = load_graph(comm, graph_data, hubs=HubOptions(threshold=20))
-    f = lambda ids: np.stack([np.sin(ids), np.cos(0.5 * ids), ids % 7], axis=1).astype(np.float32)  # noqa: E731
+    return graph_data, load_graph(comm, graph_data, hubs=HubOptions(threshold=20))
+
+
+def exchange_rows():
+    from pregel.exchange import Outgoing, exchange
+
+    graph_data, graph = small_graph()
     report = {"ghosts": int(graph.num_ghosts)}
     for shared in (True, False, True):
         direct_ids = np.arange(RANK, graph_data.num_nodes, 97 + RANK, dtype=np.int64)
-        out = Outgoing(f(graph.owned), None, direct_ids, f(direct_ids), None)
+        out = Outgoing(rows_of_ids(graph.owned), None, direct_ids, rows_of_ids(direct_ids), None)
         inc = exchange(graph, out, with_counts=False, shared=shared)
-        report.setdefault("ghosts_equal", []).append(bool(np.array_equal(inc.ghost_values, f(graph.ghost_ids))))
+        ghosts_equal = bool(np.array_equal(inc.ghost_values, rows_of_ids(graph.ghost_ids)))
+        report.setdefault("ghosts_equal", []).append(ghosts_equal)
         everyone = np.concatenate(comm.allgather(direct_ids))
         mine = np.sort(everyone[graph.partition.owner(everyone) == RANK])
         order = np.argsort(inc.direct_ids, kind="stable")
         report.setdefault("direct_equal", []).append(
             bool(np.array_equal(inc.direct_ids[order], mine))
-            and bool(np.array_equal(inc.direct_values[order], f(mine))))
+            and bool(np.array_equal(inc.direct_values[order], rows_of_ids(mine))))
         report.setdefault("ext", []).append(inc.ext is not None)
+        del inc
+    return report
+
+
+def prefer():
+    from pregel.exchange import Outgoing, exchange
+
+    _, graph = small_graph()
+    shared_rows.KEEP_BELOW = 0  # every exchange through the window would fault its pages in
+    report = {}
+    for name, heap in (("every rank", True), ("none", False), ("all but the last", RANK < SIZE - 1)):
+        shared_rows.HEAP_BLOCK_LIMIT = 1 << 40 if heap else 0
+        out = Outgoing(rows_of_ids(graph.owned), None, np.zeros(0, np.int64), np.zeros((0, 3), np.float32), None)
+        inc = exchange(graph, out, with_counts=False)
+        report[name] = [inc.ext is not None, bool(np.array_equal(inc.ghost_values, rows_of_ids(graph.ghost_ids)))]
         del inc
     return report
 
@@ -125,6 +154,6 @@ def error():
     return {"returned": True}
 
 
-report = {"rounds": rounds, "exchange": exchange_rows, "error": error}[MODE]()
+report = {"rounds": rounds, "exchange": exchange_rows, "prefer": prefer, "error": error}[MODE]()
 with open(f"{OUT}/rank{RANK}.json", "w") as f:
     json.dump(report, f)
