@@ -76,3 +76,19 @@ def test_bad_options_get_one_line_and_exit_2(scene, tmp_path, args, problem):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and problem in lines[0], result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("gaussians,ranks,cells", [
+    (3_000, 2, 32),           # a small model: 16 cells per rank
+    (262_144, 2, 32),         # exactly 32 x 8192
+    (262_145, 2, 33),         # one Gaussian more: one cell more
+    (2_000_000, 2, 245),      # 2,000,000 / 8192 = 244.1, rounded up
+    (2_000_000, 3, 245),
+    (2_000_000, 16, 256),     # 16 per rank is more
+    (100_000_000, 2, 1024),   # 12,208 wanted, at most 512 per rank
+])
+def test_default_cells_follow_the_model_size(gaussians, ranks, cells):
+    from odin_sched.odin.trainer import OdinOptions
+
+    assert OdinOptions().resolved_cells(ranks, gaussians) == cells
+    assert OdinOptions(cells=7).resolved_cells(ranks, gaussians) == 7  # --cells wins
