@@ -92,3 +92,14 @@ def test_default_cells_follow_the_model_size(gaussians, ranks, cells):
 
     assert OdinOptions().resolved_cells(ranks, gaussians) == cells
     assert OdinOptions(cells=7).resolved_cells(ranks, gaussians) == 7  # --cells wins
+
+
+def test_cells_help_states_the_default(capsys):
+    from odin_sched.odin.trainer import GAUSSIANS_PER_CELL, MAX_CELLS_PER_RANK, OdinOptions
+    from pregel.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (f"about one per {GAUSSIANS_PER_CELL} initial Gaussians, at least {OdinOptions.CELLS_PER_RANK} and at "
+            f"most {MAX_CELLS_PER_RANK} per rank") in text
