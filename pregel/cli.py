@@ -548,7 +548,9 @@ def _add_train(sub) -> None:
                    help="odin-fast: the share of an image's predicted visible Gaussians it may read stale, "
                         "its smallest cells first (default 0.25)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
-                   help="spatial cells of Gaussians, the unit of ownership and transfer (default 16 per rank)")
+                   help="spatial cells of Gaussians, the unit of ownership and transfer (default: about one per "
+                        "8192 initial Gaussians, at least 16 and at most 512 per rank; smaller cells make the "
+                        "whole-cell updates an image waits for smaller)")
     p.add_argument("--split-above", type=int, default=None, metavar="N",
                    help="a cell holding more than N Gaussians splits in two at a window's end (default: never)")
     p.add_argument("--max-imbalance", type=float, default=1.25, metavar="F",
@@ -715,7 +717,8 @@ def _add_simulate(sub) -> None:
     p.add_argument("--window", default=",".join(map(str, defaults.window)), metavar="W[,W...]",
                    help="batches per planning window (as pregel train); with several, each mode is reported "
                         "at its fastest")
-    p.add_argument("--cells-per-gpu", type=int, default=defaults.cells_per_gpu, help="cells per GPU (as pregel train)")
+    p.add_argument("--cells-per-gpu", type=int, default=defaults.cells_per_gpu,
+                   help="cells per GPU (default %(default)s, pregel train's up to 16 x 8192 Gaussians per rank)")
     p.add_argument("--max-staleness", type=int, default=defaults.max_staleness, help="odin-fast's staleness bound K")
     p.add_argument("--sh-degree", type=int, default=defaults.sh_degree, metavar="D",
                    help="SH degree of the Gaussians: their size in messages and gathers, 59 floats at 3, 14 at 0 "

@@ -76,3 +76,30 @@ def test_bad_options_get_one_line_and_exit_2(scene, tmp_path, args, problem):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and problem in lines[0], result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("gaussians,ranks,cells", [
+    (3_000, 2, 32),           # a small model: 16 cells per rank
+    (262_144, 2, 32),         # exactly 32 x 8192
+    (262_145, 2, 33),         # one Gaussian more: one cell more
+    (2_000_000, 2, 245),      # 2,000,000 / 8192 = 244.1, rounded up
+    (2_000_000, 3, 245),
+    (2_000_000, 16, 256),     # 16 per rank is more
+    (100_000_000, 2, 1024),   # 12,208 wanted, at most 512 per rank
+])
+def test_default_cells_follow_the_model_size(gaussians, ranks, cells):
+    from odin_sched.odin.trainer import OdinOptions
+
+    assert OdinOptions().resolved_cells(ranks, gaussians) == cells
+    assert OdinOptions(cells=7).resolved_cells(ranks, gaussians) == 7  # --cells wins
+
+
+def test_cells_help_states_the_default(capsys):
+    from odin_sched.odin.trainer import GAUSSIANS_PER_CELL, MAX_CELLS_PER_RANK, OdinOptions
+    from pregel.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (f"about one per {GAUSSIANS_PER_CELL} initial Gaussians, at least {OdinOptions.CELLS_PER_RANK} and at "
+            f"most {MAX_CELLS_PER_RANK} per rank") in text

@@ -89,7 +89,7 @@ class OdinOptions:
     trainer (``pregel train``'s flags of the same names set them)."""
 
     mode: str = "odin"         # one of MODES (``odin_sched.odin.modes``)
-    cells: int | None = None   # default: CELLS_PER_RANK x ranks
+    cells: int | None = None   # default: ``default_cells`` of the initial Gaussians and the ranks
     window: int = 10           # batches per planning window
     timeline: str | None = None       # write a Chrome trace of the run here
     schedule_out: str | None = None   # write the first window's step graph and schedule here
@@ -103,11 +103,27 @@ class OdinOptions:
         """The staleness bound in force: ``max_staleness`` in odin-fast mode, else 0 (exact)."""
         return self.max_staleness if self.mode == "odin-fast" else 0
 
-    CELLS_PER_RANK = 16
+    CELLS_PER_RANK = 16  # the fewest cells per rank by default (and the simulator's cells per GPU)
 
-    def resolved_cells(self, size: int) -> int:
-        """The number of cells asked for (a window uses at most one per Gaussian)."""
-        return self.cells if self.cells is not None else self.CELLS_PER_RANK * size
+    def resolved_cells(self, size: int, num_gaussians: int) -> int:
+        """The number of cells asked for, ``cells`` or else ``default_cells`` (a window uses at most one
+        per Gaussian)."""
+        return self.cells if self.cells is not None else default_cells(num_gaussians, size)
+
+
+#: default cells hold about this many initial Gaussians: a cell version sums, Adam-steps and sends all of
+#: its cell's rows, however few an image touched (README, "At real model sizes")
+GAUSSIANS_PER_CELL = 8192
+#: ... but no more than this many cells per rank: planning and per-cell work grow with the cells
+MAX_CELLS_PER_RANK = 512
+
+
+def default_cells(num_gaussians: int, size: int) -> int:
+    """The default number of cells for ``num_gaussians`` initial Gaussians on ``size`` ranks: about
+    ``GAUSSIANS_PER_CELL`` a cell (rounded up), at least ``OdinOptions.CELLS_PER_RANK`` and at most
+    ``MAX_CELLS_PER_RANK`` per rank."""
+    wanted = -(-num_gaussians // GAUSSIANS_PER_CELL)
+    return max(OdinOptions.CELLS_PER_RANK * size, min(wanted, MAX_CELLS_PER_RANK * size))
 
 
 def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | None:
@@ -124,7 +140,7 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | 
         return f"OdinOptions.max_imbalance must be at least 1, got {options.max_imbalance}"
     if options.window < 1:
         return f"OdinOptions.window must be at least 1, got {options.window}"
-    cells = options.resolved_cells(size)
+    cells = options.resolved_cells(size, num_gaussians)
     if cells < 1:
         return f"OdinOptions.cells must be at least 1, got {cells}"
     if cells < size:
@@ -312,7 +328,7 @@ class DistributedTrainer:
         self.render = render or cpu_render
         self.staging = staging or HostStaging("cpu", staged=False)
         self.culling = CellCulling()  # which rows of the cells an image reads can touch it
-        self.num_cells = options.resolved_cells(comm.size)
+        self.num_cells = options.resolved_cells(comm.size, setup.initial["means"].shape[0])
         self.seed = config.seed  # densification draws are keyed by (seed, step, Gaussian id)
         self.planner = WindowPlanner(Comm(MPI.COMM_SELF), setup, self.steps, options, comm.size, self.densify,
                                      self.eval_every)
