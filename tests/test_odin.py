@@ -5,7 +5,8 @@ trained by ``--mode odin`` at P = 2 and 3 and by ``--mode barrier`` at P = 2 are
 the single-process trainer with the same seed, steps and batch size (the oracle), and no visibility
 prediction failed; so is the held-out PSNR, which the ranks render. Densification runs on each
 owner's Gaussians: the MPI script forbids gathering the whole model, and the ids stay unique. Two
-cases make cells split and migrate between owners (a low --split-above and --max-imbalance 1). Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
+cases make cells split and migrate between owners (a low --split-above and --max-imbalance 1). One starts
+from a PLY (every rank reads the means of all Gaussians and the other columns of the rows it owns). Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
 every SH_INTERVAL images (patched down from 1,000, in the MPI script too), so the cases train degrees
 0 to 3 and carry every SH coefficient in their messages.
 """
@@ -21,6 +22,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "mpi_scripts"))
 from tests_support import densify_config  # noqa: E402
 
+from odin_sched.scenes.ply import write_ply  # noqa: E402
 from odin_sched.scenes.scene_gen import generate_scene  # noqa: E402
 from odin_sched.scenes.scene_io import read_scene, write_scene  # noqa: E402
 from odin_sched.training.train import TrainConfig, train  # noqa: E402
@@ -50,6 +52,11 @@ def cases(tmp_path_factory):
     for b, densify in ((1, False), (4, True)):  # cells past 30 Gaussians split, then whole cells migrate
         table[f"city_b{b}_{'d' if densify else 'n'}_migrate"] = dict(
             table[f"city_b{b}_{'d' if densify else 'n'}"], cells=5, split_above=30, max_imbalance=1.0)
+    # from a PLY at SH degree 3 (every coefficient non-zero): each rank reads the rows it owns, 64 at a time
+    city = read_scene(scenes["city"])
+    sh = np.random.default_rng(2).normal(0.0, 0.2, (city.num_gaussians, 16, 3)).astype(np.float32)
+    write_ply(folder / "city.ply", city.means, city.scales, city.quats, city.opacities, sh=sh)
+    table["city_b4_d_ply"] = dict(table["city_b4_d"], init_ply=str(folder / "city.ply"), ply_chunk_rows=64)
     with open(folder / "cases.json", "w") as f:
         json.dump(table, f)
     with pytest.MonkeyPatch.context() as patch:
@@ -57,7 +64,7 @@ def cases(tmp_path_factory):
         for name, case in table.items():  # the oracle: the single-process trainer
             train(TrainConfig(case["scene"], case["steps"], folder / f"{name}_single.h5", seed=case["seed"],
                               ssim_weight=0.2, densify=densify_config(case), eval_every=case["steps"],
-                              progress=False, batch_size=case["batch_size"]))
+                              progress=False, batch_size=case["batch_size"], init_ply=case.get("init_ply")))
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     for size, mode in RUNS:
         subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder), mode],
@@ -94,4 +101,5 @@ def test_densification_ran(cases):
     for name, case in table.items():
         if case["densify"]:
             scene = read_scene(case["scene"])
-            assert read_scene(folder / f"{name}_single.h5").num_gaussians != scene.init_means.shape[0], name
+            start = scene.num_gaussians if "init_ply" in case else scene.init_means.shape[0]
+            assert read_scene(folder / f"{name}_single.h5").num_gaussians != start, name

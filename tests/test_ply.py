@@ -182,3 +182,62 @@ def test_missing_property_nan_and_garbage_are_one_line(tmp_path):
         read_gaussians_ply(tmp_path / "junk.ply")
     with pytest.raises(InputError, match="no such file"):
         read_gaussians_ply(tmp_path / "absent.ply")
+
+
+@pytest.mark.parametrize("fmt", ["binary_little_endian", "binary_big_endian", "ascii"])
+def test_rows_read_in_chunks_equal_plyfile_reading_the_whole_file(tmp_path, monkeypatch, fmt):
+    """GaussianPly reads runs of vertex records (here 7 at a time, so rows fall in several runs and some
+    runs hold none of the rows asked for); every row asked for equals plyfile's parse of the whole file."""
+    from plyfile import PlyData
+
+    from odin_sched.scenes import ply as ply_module
+
+    monkeypatch.setattr(ply_module, "CHUNK_ROWS", 7)
+    g, rng = 40, np.random.default_rng(3)
+    table = rng.standard_normal((g, len(REFERENCE_NAMES))).astype(np.float32)
+    path = tmp_path / "model.ply"
+    if fmt == "binary_big_endian":  # written by hand: big-endian float32 rows
+        header = (f"ply\nformat {fmt} 1.0\nelement vertex {g}\n"
+                  + "".join(f"property float {n}\n" for n in REFERENCE_NAMES) + "end_header\n")
+        path.write_bytes(header.encode("ascii") + table.astype(">f4").tobytes())
+    else:
+        _write_by_hand(path, REFERENCE_NAMES, table, fmt)
+    whole = PlyData.read(str(path))["vertex"].data
+    col = {n: np.asarray(whole[n], np.float32) for n in REFERENCE_NAMES}
+    model = ply_module.GaussianPly(path)
+    np.testing.assert_array_equal(model.means, np.stack([col["x"], col["y"], col["z"]], 1))
+    np.testing.assert_array_equal(model.scales, np.stack([col[f"scale_{i}"] for i in range(3)], 1))
+    for index in (None, np.array([0, 3, 6, 7, 20, 39]), np.array([15]), np.array([], np.int64)):
+        rows = np.arange(g) if index is None else index
+        got = model.rows(index)
+        assert set(got) == {"means", "scales", "quats", "opacities", "sh"}
+        assert all(v.dtype == np.float32 and len(v) == len(rows) for v in got.values())
+        np.testing.assert_array_equal(got["means"], np.stack([col[n] for n in ("x", "y", "z")], 1)[rows])
+        np.testing.assert_array_equal(got["scales"], np.stack([col[f"scale_{i}"] for i in range(3)], 1)[rows])
+        np.testing.assert_array_equal(got["quats"], np.stack([col[f"rot_{i}"] for i in range(4)], 1)[rows])
+        np.testing.assert_array_equal(got["opacities"], col["opacity"][rows])
+        for c in range(3):  # coefficient k > 0 of channel c is f_rest_{15 c + k - 1} (channel-major)
+            np.testing.assert_array_equal(got["sh"][:, 0, c], col[f"f_dc_{c}"][rows])
+            for k in range(1, 16):
+                np.testing.assert_array_equal(got["sh"][:, k, c], col[f"f_rest_{15 * c + k - 1}"][rows])
+
+
+def test_truncated_ply_and_nan_in_a_later_run_are_one_line(tmp_path, monkeypatch):
+    from odin_sched.scenes import ply as ply_module
+
+    monkeypatch.setattr(ply_module, "CHUNK_ROWS", 4)
+    table = np.zeros((10, len(NAMES)), np.float32)
+    table[6, NAMES.index("rot_1")] = np.nan
+    table[9, NAMES.index("rot_3")] = np.inf
+    table[8, NAMES.index("opacity")] = np.nan  # a later group: the quats are reported first, as one read does
+    _write_by_hand(tmp_path / "nan.ply", NAMES, table)
+    with pytest.raises(InputError, match=r"nan\.ply: vertex: property rot_1 is NaN or infinite at vertex 6 "
+                                         r"\(2 vertices affected\)"):
+        ply_module.GaussianPly(tmp_path / "nan.ply")
+
+    _write_by_hand(tmp_path / "whole.ply", NAMES, np.zeros((10, len(NAMES)), np.float32))
+    raw = (tmp_path / "whole.ply").read_bytes()
+    (tmp_path / "cut.ply").write_bytes(raw[:-5])  # the last vertex record cut short
+    with pytest.raises(InputError, match=r"cut\.ply: not a readable PLY file \(.*end-of-file") as info:
+        read_gaussians_ply(tmp_path / "cut.ply")
+    assert "\n" not in str(info.value)

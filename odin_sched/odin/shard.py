@@ -106,12 +106,16 @@ class Shard:
 
     @classmethod
     def from_initial(cls, rank: int, size: int, params: dict, lrs: dict, betas: tuple, eps: float, num_cells: int,
-                     keep_stats: bool) -> "Shard":
+                     keep_stats: bool, read_rows=None) -> "Shard":
         """This rank's shard of a fresh run (zero optimizer state) from the initial Gaussians ``params``
         (name -> [G, ...]), cut as ``from_full`` does, without building the whole optimizer;
-        keep_stats: keep densification statistics."""
+        keep_stats: keep densification statistics. read_rows: None, or ``params`` holds only the means
+        (the cut) and read_rows(rows [g] int64 ascending) reads every parameter of the rows this rank owns
+        (name -> tensor [g, ...], ``TrainingSetup.initial_rows``)."""
         indptr, members, owner, index = _cut(params["means"], rank, size, num_cells)
-        mine = VisibleAdam({k: v.detach()[index] for k, v in params.items()}, lrs, betas, eps)
+        owned = {k: v.detach()[index] for k, v in params.items()} if read_rows is None else \
+            {k: v.to(index.device) for k, v in read_rows(index.cpu().numpy()).items()}
+        mine = VisibleAdam(owned, lrs, betas, eps)
         mine.ids = index.clone()  # the initial ids are the rows
         accum = GradAccumulator(len(index), mine.device) if keep_stats else None
         return cls(rank, indptr, members, owner, mine, accum)

@@ -347,8 +347,10 @@ class DistributedTrainer:
             self.planner.safety, self.violations = self.resumed.safety, self.resumed.violations
         else:
             self.shard = Shard.from_initial(comm.rank, comm.size, setup.initial, default_lrs(setup.extent),
-                                            settings.betas, settings.eps, self.num_cells, self.densify is not None)
+                                            settings.betas, settings.eps, self.num_cells, self.densify is not None,
+                                            setup.initial_rows)
         setup.initial.clear()  # the whole model is no longer held
+        setup.initial_rows = None
         self.record.held(self.shard.state_bytes())
 
     def run(self) -> TrainResult:

@@ -91,11 +91,14 @@ def cell_bounds(means: np.ndarray, log_scales: np.ndarray, cell_of: np.ndarray, 
     max_sigma = np.zeros(num_cells)
     if full.size:
         starts = indptr[full]  # empty cells in between add no elements, so each segment is one cell
-        sorted_means = np.asarray(means, np.float64)[members]
+        # reduced in the input's precision, then widened: the same values (widening is exact and monotone)
+        # without float64 copies of every Gaussian
+        sorted_means = np.asarray(means)[members]
         lo[full] = np.minimum.reduceat(sorted_means, starts, axis=0)
         hi[full] = np.maximum.reduceat(sorted_means, starts, axis=0)
-        largest_log = np.asarray(log_scales, np.float64)[members].max(axis=1)
-        max_sigma[full] = np.exp(np.maximum.reduceat(largest_log, starts))
+        del sorted_means
+        largest_log = np.asarray(log_scales)[members].max(axis=1)
+        max_sigma[full] = np.exp(np.maximum.reduceat(largest_log, starts).astype(np.float64))
     return CellBounds(lo=lo, hi=hi, max_sigma=max_sigma, count=count.astype(np.int64))
 
 

@@ -94,49 +94,122 @@ def ply_rows(means, scales, quats, opacities, sh) -> np.ndarray:
                           axis=1).astype("<f4")
 
 
+#: vertex records read at a time from a binary PLY (about 16 MB at SH degree 3)
+CHUNK_ROWS = 1 << 16
+# the arrays of a row read (means, scales, quats, opacities, the DC and f_rest_* coefficients) -> properties
+GROUPS = (*FIELDS, "dc", "rest")
+
+
+class GaussianPly:
+    """A 3DGS PLY (the reference code's, gsplat's, Grendel-GS's or ``write_ply``'s), checked whole on
+    opening, whose rows are read on demand: a binary file in runs of ``CHUNK_ROWS`` vertex records
+    (fixed width, so nothing else is parsed or held), an ASCII one from plyfile's parse.
+
+    On opening every row is read once to refuse NaN/inf values and keep ``means`` and ``scales``
+    (float32 [G, 3], log scales) of all Gaussians. A missing file, a file plyfile cannot parse, no
+    vertices, a missing property, an ``f_rest_*`` count of no SH degree 0..3 or a NaN/inf value raises
+    ``InputError`` with one line.
+    """
+
+    def __init__(self, path):
+        path = self.path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise InputError.at(path, None, "no such file")
+        try:
+            ply = PlyData.read(path)  # a binary file is memory-mapped: nothing is read yet
+        except (PlyHeaderParseError, PlyParseError, ValueError, EOFError) as err:
+            raise InputError.at(path, None, f"not a readable PLY file ({str(err).splitlines()[0]})") from None
+        if "vertex" not in ply:
+            raise InputError.at(path, None, "no 'vertex' element: not a 3DGS PLY")
+        data = ply["vertex"].data
+        self.count = len(data)
+        if self.count == 0:
+            raise InputError.at(path, "vertex", "has no Gaussians (0 vertices)")
+        names = set(data.dtype.names or ())
+        missing = [name for name in REQUIRED if name not in names]
+        if missing:
+            raise InputError.at(path, "vertex", f"missing properties {', '.join(missing)}: not a 3DGS PLY")
+        rest = {name for name in names if name.startswith("f_rest_")}
+        self.sh_count = len(rest) // 3 + 1
+        if len(rest) % 3 or self.sh_count not in SH_COUNTS or rest != set(rest_names(self.sh_count)):
+            raise InputError.at(path, "vertex", f"{len(rest)} f_rest_* properties: not f_rest_0 .. "
+                                "f_rest_{3 (K - 1) - 1} for K = 1, 4, 9 or 16 SH coefficients (degree 0 to 3)")
+        self.props = {**FIELDS, "dc": DC, "rest": tuple(rest_names(self.sh_count))}
+        # a memory map is read in chunks by offset (and dropped); plyfile's in-memory table is kept
+        self._mapped = (data.dtype, data.offset) if isinstance(data, np.memmap) else None
+        self._table = None if self._mapped else data
+        del data, ply
+        self.means = np.empty((self.count, 3), np.float32)
+        self.scales = np.empty((self.count, 3), np.float32)
+        self._check_and_keep()
+
+    def _chunks(self, index=None):
+        """(start, records [n] structured) of every run of ``CHUNK_ROWS`` rows in file order (only the
+        runs holding a row of ascending ``index``, when given)."""
+        if self._mapped is None:
+            for start in range(0, self.count, CHUNK_ROWS):
+                yield start, self._table[start:start + CHUNK_ROWS]
+            return
+        dtype, offset = self._mapped
+        with open(self.path, "rb") as f:
+            for start in range(0, self.count, CHUNK_ROWS):
+                n = min(CHUNK_ROWS, self.count - start)
+                if index is not None and np.searchsorted(index, start) == np.searchsorted(index, start + n):
+                    continue
+                f.seek(offset + start * dtype.itemsize)
+                yield start, np.fromfile(f, dtype, n)
+
+    def _arrays(self, records) -> dict:
+        """group -> float32 [n, properties] of the records (as ``GROUPS``)."""
+        return {key: np.stack([np.asarray(records[p], dtype=np.float32) for p in props], axis=1) if props
+                else np.zeros((len(records), 0), np.float32) for key, props in self.props.items()}
+
+    def _check_and_keep(self) -> None:
+        """Refuse a NaN/inf value (the first group in ``GROUPS`` order that has one, at its first row) and
+        keep every row's means and scales."""
+        first, affected = {}, dict.fromkeys(GROUPS, 0)
+        for start, records in self._chunks():
+            arrays = self._arrays(records)
+            self.means[start:start + len(records)] = arrays["means"]
+            self.scales[start:start + len(records)] = arrays["scales"]
+            for key, arr in arrays.items():
+                bad = ~np.isfinite(arr)
+                if bad.any():
+                    row, col = np.argwhere(bad)[0]
+                    first.setdefault(key, (start + row, self.props[key][col]))
+                    affected[key] += int(bad.any(axis=1).sum())
+        for key in GROUPS:
+            if key in first:
+                row, prop = first[key]
+                raise InputError.at(self.path, "vertex", f"property {prop} is NaN or infinite at vertex {row} "
+                                    f"({affected[key]} vertices affected)")
+
+    def rows(self, index: np.ndarray | None = None) -> dict:
+        """The Gaussians of rows ``index`` ([g] int64, ascending; None: all) as float32 arrays: means
+        [g, 3], scales [g, 3] (log), quats [g, 4] (w, x, y, z), opacities [g] (logits) and sh [g, K, 3]
+        (the DC and ``f_rest_*`` coefficients, K = (D + 1)^2)."""
+        index = np.arange(self.count) if index is None else np.asarray(index, np.int64)
+        k = self.sh_count
+        out = {"means": np.empty((len(index), 3), np.float32), "scales": np.empty((len(index), 3), np.float32),
+               "quats": np.empty((len(index), 4), np.float32), "opacities": np.empty(len(index), np.float32),
+               "sh": np.empty((len(index), k, 3), np.float32)}
+        for start, records in self._chunks(index):
+            lo, hi = np.searchsorted(index, [start, start + len(records)])
+            arrays = self._arrays(records[index[lo:hi] - start])
+            for key in FIELDS:
+                out[key][lo:hi] = arrays[key][:, 0] if key == "opacities" else arrays[key]
+            out["sh"][lo:hi, 0] = arrays["dc"]
+            out["sh"][lo:hi, 1:] = arrays["rest"].reshape(hi - lo, 3, k - 1).transpose(0, 2, 1)
+        return out
+
+
 def read_gaussians_ply(path) -> dict:
-    """Read Gaussians from a 3DGS PLY (the reference code's, gsplat's, Grendel-GS's or ``write_ply``'s).
+    """Read every Gaussian of a 3DGS PLY (``GaussianPly``; its checks and errors).
 
     Returns a dict of float32 arrays: means [G, 3], scales [G, 3] (log), quats [G, 4] (w, x, y, z),
     opacities [G] (logits), sh [G, K, 3] (the SH coefficients, DC and ``f_rest_*``, K = (D + 1)^2)
-    and colors [G, 3] (the DC colour, f_dc * C0 + 0.5). A missing file, a file plyfile cannot parse,
-    no vertices, a missing property, an ``f_rest_*`` count of no SH degree 0..3 or a NaN/inf value raises
-    ``InputError`` with one line.
+    and colors [G, 3] (the DC colour, f_dc * C0 + 0.5).
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InputError.at(path, None, "no such file")
-    try:
-        ply = PlyData.read(path)
-    except (PlyHeaderParseError, PlyParseError, ValueError, EOFError) as err:
-        raise InputError.at(path, None, f"not a readable PLY file ({str(err).splitlines()[0]})") from None
-    if "vertex" not in ply:
-        raise InputError.at(path, None, "no 'vertex' element: not a 3DGS PLY")
-    data = ply["vertex"].data
-    if len(data) == 0:
-        raise InputError.at(path, "vertex", "has no Gaussians (0 vertices)")
-    names = set(data.dtype.names or ())
-    missing = [name for name in REQUIRED if name not in names]
-    if missing:
-        raise InputError.at(path, "vertex", f"missing properties {', '.join(missing)}: not a 3DGS PLY")
-    rest = {name for name in names if name.startswith("f_rest_")}
-    count = len(rest) // 3 + 1
-    if len(rest) % 3 or count not in SH_COUNTS or rest != set(rest_names(count)):
-        raise InputError.at(path, "vertex", f"{len(rest)} f_rest_* properties: not f_rest_0 .. "
-                            "f_rest_{3 (K - 1) - 1} for K = 1, 4, 9 or 16 SH coefficients (degree 0 to 3)")
-    result = {}
-    for key, props in {**FIELDS, "dc": DC, "rest": tuple(rest_names(count))}.items():
-        arr = np.stack([np.asarray(data[p], dtype=np.float32) for p in props], axis=1) if props \
-            else np.zeros((len(data), 0), np.float32)
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            row, col = np.argwhere(bad)[0]
-            raise InputError.at(path, "vertex", f"property {props[col]} is NaN or infinite at vertex {row} "
-                                f"({int(bad.any(axis=1).sum())} vertices affected)")
-        result[key] = arr[:, 0].copy() if len(props) == 1 else arr
-    dc, rest_coeffs = result.pop("dc"), result.pop("rest")
-    g = dc.shape[0]
-    result["sh"] = np.concatenate([dc[:, None, :], rest_coeffs.reshape(g, 3, count - 1).transpose(0, 2, 1)],
-                                  axis=1).astype(np.float32)
-    result["colors"] = sh0_to_rgb(dc).astype(np.float32)
+    result = GaussianPly(path).rows()
+    result["colors"] = sh0_to_rgb(result["sh"][:, 0]).astype(np.float32)
     return result

@@ -44,7 +44,7 @@ from odin_sched.training.image_order import IMAGE_ORDERS, ORDER_CELLS, ORDER_WIN
 from odin_sched.training.metrics import psnr
 from odin_sched.training.outputs import OutputPaths, save_comparison_png, write_trained
 from odin_sched.training.optim import VisibleAdam, default_lrs
-from odin_sched.scenes.ply import read_gaussians_ply
+from odin_sched.scenes.ply import GaussianPly
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.render_device import render_device
 from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene
@@ -146,17 +146,21 @@ class TrainingSetup:
     settings: BatchSettings
     initial: dict          # name -> float32 tensor [G, ...], the initial Gaussians
     sh_degree: int = 3     # the largest SH degree trained
+    # with ``prepare(owned_rows=True)`` and an initial PLY: ``initial`` holds only means and scales, and
+    # initial_rows(index [g] int64 ascending) reads every parameter of those rows (name -> CPU tensor [g, ...])
+    initial_rows: object = None
 
     def active_sh_degree(self, step: int) -> int:
         """The SH degree rendered in batch ``step`` (1-based)."""
         return active_sh_degree(step, self.settings.batch_size, self.sh_degree)
 
 
-def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False) -> TrainingSetup:
+def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False, owned_rows: bool = False) -> TrainingSetup:
     """Check the options and the output paths, read the scene and set up training (every rank does the
     same, deterministically). ``outputs``: the paths that will be written (None entries ignored);
     ``config``: see ``TrainConfig``; lazy_images: leave the images in the scene file until a camera's
-    is asked for (``Targets``)."""
+    is asked for (``Targets``); owned_rows: of a ``TrainConfig.init_ply`` keep only the means and scales
+    of all Gaussians in ``initial`` and read the rest by rows (``TrainingSetup.initial_rows``)."""
     scene_path, steps, batch_size, seed = config.scene, config.steps, config.batch_size, config.seed
     ssim_weight, eval_every, init_ply, image_order = config.ssim_weight, config.eval_every, config.init_ply, \
         config.image_order
@@ -182,11 +186,19 @@ def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False) -> Train
         raise InputError(f"TrainConfig.image_order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
     check_outputs(list(outputs), inputs=[scene_path, init_ply])
     scene = read_scene(scene_path, lazy_images)
+    initial_rows = None
     if init_ply is not None:  # its SH coefficients kept, padded with zeros up to sh_degree
-        gaussians = read_gaussians_ply(init_ply)
-        gaussians.update(split_sh(fit_degree(gaussians.pop("sh"), sh_degree, init_ply)))
-        del gaussians["colors"]
-        initial = {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in gaussians.items()}
+        ply = GaussianPly(init_ply)
+
+        def initial_rows(index=None):
+            gaussians = ply.rows(index)
+            gaussians.update(split_sh(fit_degree(gaussians.pop("sh"), sh_degree, init_ply)))
+            return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in gaussians.items()}
+
+        if owned_rows:  # the cut needs the means, the image order the means and scales; rows are read later
+            initial = {"means": torch.from_numpy(ply.means), "scales": torch.from_numpy(ply.scales)}
+        else:
+            initial, initial_rows = initial_rows(), None
     elif scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "
                             "(make the scene with `pregel generate-scene`, or give TrainConfig.init_ply)")
@@ -207,7 +219,7 @@ def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False) -> Train
     else:
         batches = BatchOrder(train_ids, steps, batch_size, seed)
     return TrainingSetup(scene, Targets(scene.images), train_ids, test_ids,
-                         extent, batches, settings, initial, sh_degree)
+                         extent, batches, settings, initial, sh_degree, initial_rows)
 
 
 def camera(scene: Scene, cam: int, device="cpu") -> tuple:
@@ -236,7 +248,8 @@ def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), ch
     dev, render = render_device(config.device, comm)
     setup, problem = None, None
     try:
-        setup = prepare(config, (*config.outputs(), *extra_outputs), lazy_images=comm is not None)
+        setup = prepare(config, (*config.outputs(), *extra_outputs), lazy_images=comm is not None,
+                        owned_rows=comm is not None)
         problem = check(setup) if check is not None else None
     except InputError as err:
         if comm is None:
