@@ -12,7 +12,7 @@ import torch
 from mpi4py import MPI
 
 from kernels.splat import render
-from odin_sched.odin.cell_meta import META_COLUMNS, bounds_of, exchange_metadata, owned_metadata
+from odin_sched.odin.cell_meta import META_COLUMNS, bounds_of, exchange_metadata, grouped_metadata
 from odin_sched.odin.planner import PlanConfig, plan_cells, plan_window
 from odin_sched.odin.shard import FullState, Shard, owners_by_count
 from odin_sched.scenes.cells import cell_members, kd_cells
@@ -65,7 +65,9 @@ def test_exchanged_metadata_equals_a_brute_force_pass(seed):
     parts = []
     for rank in range(RANKS):
         mine = np.flatnonzero(owner[cell_of] == rank)
-        rows = owned_metadata(means[mine], scales[mine], cell_of[mine], np.flatnonzero(owner == rank))
+        mine = mine[np.argsort(cell_of[mine], kind="stable")]  # cell after cell, as a shard keeps them
+        count = [np.count_nonzero(cell_of[mine] == c) for c in np.flatnonzero(owner == rank)]
+        rows = grouped_metadata(means[mine], scales[mine], np.array(count))
         assert rows.shape == (np.count_nonzero(owner == rank), META_COLUMNS) and rows.dtype == np.float32
         parts.append(rows)
     bounds = exchange_metadata(GatheredComm(parts), parts[0], owner)
@@ -73,12 +75,6 @@ def test_exchanged_metadata_equals_a_brute_force_pass(seed):
     assert np.array_equal(bounds.count, count) and count[-1] == 0
     assert np.array_equal(bounds.lo, lo) and np.array_equal(bounds.hi, hi)
     assert np.allclose(bounds.max_sigma, sigma, rtol=1e-6, atol=0)  # exp in float64 of a float32 maximum
-
-
-def test_metadata_of_a_cell_nobody_owns_rows_for_is_refused():
-    means, scales = random_gaussians(5, 0)
-    with pytest.raises(ValueError):
-        owned_metadata(means, scales, np.array([0, 1, 2, 2, 3]), np.array([0, 1, 2]))
 
 
 @pytest.fixture(scope="module")

@@ -64,16 +64,15 @@ def test_plans_whose_premise_failed_are_made_again_and_the_run_stays_exact(tmp_p
 def test_cached_bytes_counts_each_remote_version_read_once(tmp_path):
     from mpi4py import MPI
 
-    from odin_sched.odin.cell_meta import bounds_of, owned_metadata
     from odin_sched.odin.planner import PlanConfig, plan_cells
     from odin_sched.odin.shard import owners_by_count
     from odin_sched.odin.trainer import cached_bytes
-    from odin_sched.scenes.cells import kd_cells
+    from odin_sched.scenes.cells import cell_bounds, kd_cells
 
     city = generate_scene(600, 10, 32, 24, seed=1, layout="city")
     means, scales = np.asarray(city.means, np.float32), np.asarray(city.scales, np.float32)
     cell_of = kd_cells(means, 8)
-    bounds = bounds_of(owned_metadata(means, scales, cell_of, np.arange(8)))
+    bounds = cell_bounds(means, scales, cell_of, 8)
     owner = owners_by_count(bounds.count, 3)
     batches = (np.arange(12) % len(city.viewmats)).reshape(4, 3)
     window, _ = plan_cells(Comm(MPI.COMM_SELF), bounds, owner, city, batches, 0, 4, Margin(0.1, 0.01),

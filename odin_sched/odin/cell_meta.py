@@ -16,22 +16,10 @@ from odin_sched.scenes.cells import CellBounds
 META_COLUMNS = 8
 
 
-def owned_metadata(means: np.ndarray, log_scales: np.ndarray, cell_of: np.ndarray, cells: np.ndarray) -> np.ndarray:
-    """The metadata rows [k, META_COLUMNS] float32 of ``cells`` ([k] int64 cell ids, ascending) from the
-    owner's Gaussians: means, log_scales [g, 3] float32 and their cells cell_of [g] int. An empty cell
-    has a zero box, a log-scale of -inf and count 0."""
-    cells = np.asarray(cells, np.int64)
-    position = np.searchsorted(cells, cell_of)
-    if len(cell_of) and (position.max(initial=0) >= len(cells) or np.any(cells[position] != cell_of)):
-        raise ValueError("owned_metadata: a Gaussian's cell is not among the given cells")
-    order = np.argsort(position, kind="stable")
-    return grouped_metadata(np.asarray(means, np.float32)[order], np.asarray(log_scales, np.float32)[order],
-                            np.bincount(position, minlength=len(cells)))
-
-
 def grouped_metadata(means: np.ndarray, log_scales: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """``owned_metadata`` of k cells whose Gaussians come cell after cell: means, log_scales [g, 3] float32,
-    count [k] int of each cell (sum g)."""
+    """The metadata rows [k, META_COLUMNS] float32 of k cells from the owner's Gaussians, which come cell
+    after cell: means, log_scales [g, 3] float32 and count [k] int of each cell (sum g). An empty cell has
+    a zero box, a log-scale of -inf and count 0."""
     starts = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
     full = np.flatnonzero(count > 0)
     rows = np.zeros((len(count), META_COLUMNS), np.float32)
