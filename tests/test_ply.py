@@ -184,10 +184,12 @@ def test_missing_property_nan_and_garbage_are_one_line(tmp_path):
         read_gaussians_ply(tmp_path / "absent.ply")
 
 
+@pytest.mark.parametrize("keep_rows", [False, True])
 @pytest.mark.parametrize("fmt", ["binary_little_endian", "binary_big_endian", "ascii"])
-def test_rows_read_in_chunks_equal_plyfile_reading_the_whole_file(tmp_path, monkeypatch, fmt):
+def test_rows_read_in_chunks_equal_plyfile_reading_the_whole_file(tmp_path, monkeypatch, fmt, keep_rows):
     """GaussianPly reads runs of vertex records (here 7 at a time, so rows fall in several runs and some
-    runs hold none of the rows asked for); every row asked for equals plyfile's parse of the whole file."""
+    runs hold none of the rows asked for), or keeps every row from its checking pass (``keep_rows``); every
+    row asked for equals plyfile's parse of the whole file."""
     from plyfile import PlyData
 
     from odin_sched.scenes import ply as ply_module
@@ -204,7 +206,7 @@ def test_rows_read_in_chunks_equal_plyfile_reading_the_whole_file(tmp_path, monk
         _write_by_hand(path, REFERENCE_NAMES, table, fmt)
     whole = PlyData.read(str(path))["vertex"].data
     col = {n: np.asarray(whole[n], np.float32) for n in REFERENCE_NAMES}
-    model = ply_module.GaussianPly(path)
+    model = ply_module.GaussianPly(path, keep_rows=keep_rows)
     np.testing.assert_array_equal(model.means, np.stack([col["x"], col["y"], col["z"]], 1))
     np.testing.assert_array_equal(model.scales, np.stack([col[f"scale_{i}"] for i in range(3)], 1))
     for index in (None, np.array([0, 3, 6, 7, 20, 39]), np.array([15]), np.array([], np.int64)):

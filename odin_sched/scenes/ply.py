@@ -106,12 +106,13 @@ class GaussianPly:
     (fixed width, so nothing else is parsed or held), an ASCII one from plyfile's parse.
 
     On opening every row is read once to refuse NaN/inf values and keep ``means`` and ``scales``
-    (float32 [G, 3], log scales) of all Gaussians. A missing file, a file plyfile cannot parse, no
+    (float32 [G, 3], log scales) of all Gaussians; with ``keep_rows`` that pass keeps every row, so that
+    ``rows()`` of all of them reads the file no second time. A missing file, a file plyfile cannot parse, no
     vertices, a missing property, an ``f_rest_*`` count of no SH degree 0..3 or a NaN/inf value raises
     ``InputError`` with one line.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, keep_rows: bool = False):
         path = self.path = os.fspath(path)
         if not os.path.isfile(path):
             raise InputError.at(path, None, "no such file")
@@ -139,8 +140,9 @@ class GaussianPly:
         self._mapped = (data.dtype, data.offset) if isinstance(data, np.memmap) else None
         self._table = None if self._mapped else data
         del data, ply
-        self.means = np.empty((self.count, 3), np.float32)
-        self.scales = np.empty((self.count, 3), np.float32)
+        self._all = self._empty_rows(self.count) if keep_rows else None
+        self.means, self.scales = ((self._all["means"], self._all["scales"]) if keep_rows else
+                                   (np.empty((self.count, 3), np.float32), np.empty((self.count, 3), np.float32)))
         self._check_and_keep()
 
     def _chunks(self, index=None):
@@ -170,8 +172,11 @@ class GaussianPly:
         first, affected = {}, dict.fromkeys(GROUPS, 0)
         for start, records in self._chunks():
             arrays = self._arrays(records)
-            self.means[start:start + len(records)] = arrays["means"]
-            self.scales[start:start + len(records)] = arrays["scales"]
+            if self._all is not None:
+                self._fill(self._all, start, start + len(records), arrays)
+            else:
+                self.means[start:start + len(records)] = arrays["means"]
+                self.scales[start:start + len(records)] = arrays["scales"]
             for key, arr in arrays.items():
                 bad = ~np.isfinite(arr)
                 if bad.any():
@@ -188,19 +193,27 @@ class GaussianPly:
         """The Gaussians of rows ``index`` ([g] int64, ascending; None: all) as float32 arrays: means
         [g, 3], scales [g, 3] (log), quats [g, 4] (w, x, y, z), opacities [g] (logits) and sh [g, K, 3]
         (the DC and ``f_rest_*`` coefficients, K = (D + 1)^2)."""
+        if index is None and self._all is not None:
+            return dict(self._all)  # a new dict: callers may pop or add arrays
         index = np.arange(self.count) if index is None else np.asarray(index, np.int64)
-        k = self.sh_count
-        out = {"means": np.empty((len(index), 3), np.float32), "scales": np.empty((len(index), 3), np.float32),
-               "quats": np.empty((len(index), 4), np.float32), "opacities": np.empty(len(index), np.float32),
-               "sh": np.empty((len(index), k, 3), np.float32)}
+        out = self._empty_rows(len(index))
         for start, records in self._chunks(index):
             lo, hi = np.searchsorted(index, [start, start + len(records)])
-            arrays = self._arrays(records[index[lo:hi] - start])
-            for key in FIELDS:
-                out[key][lo:hi] = arrays[key][:, 0] if key == "opacities" else arrays[key]
-            out["sh"][lo:hi, 0] = arrays["dc"]
-            out["sh"][lo:hi, 1:] = arrays["rest"].reshape(hi - lo, 3, k - 1).transpose(0, 2, 1)
+            self._fill(out, lo, hi, self._arrays(records[index[lo:hi] - start]))
         return out
+
+    def _empty_rows(self, g: int) -> dict:
+        """``rows``' arrays for g Gaussians, not filled."""
+        return {"means": np.empty((g, 3), np.float32), "scales": np.empty((g, 3), np.float32),
+                "quats": np.empty((g, 4), np.float32), "opacities": np.empty(g, np.float32),
+                "sh": np.empty((g, self.sh_count, 3), np.float32)}
+
+    def _fill(self, out: dict, lo: int, hi: int, arrays: dict) -> None:
+        """Rows lo:hi of ``rows``' arrays ``out`` from the ``_arrays`` of the records read for them."""
+        for key in FIELDS:
+            out[key][lo:hi] = arrays[key][:, 0] if key == "opacities" else arrays[key]
+        out["sh"][lo:hi, 0] = arrays["dc"]
+        out["sh"][lo:hi, 1:] = arrays["rest"].reshape(hi - lo, 3, self.sh_count - 1).transpose(0, 2, 1)
 
 
 def read_gaussians_ply(path) -> dict:
@@ -210,6 +223,6 @@ def read_gaussians_ply(path) -> dict:
     opacities [G] (logits), sh [G, K, 3] (the SH coefficients, DC and ``f_rest_*``, K = (D + 1)^2)
     and colors [G, 3] (the DC colour, f_dc * C0 + 0.5).
     """
-    result = GaussianPly(path).rows()
+    result = GaussianPly(path, keep_rows=True).rows()
     result["colors"] = sh0_to_rgb(result["sh"][:, 0]).astype(np.float32)
     return result

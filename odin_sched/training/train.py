@@ -188,7 +188,7 @@ def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False, owned_ro
     scene = read_scene(scene_path, lazy_images)
     initial_rows = None
     if init_ply is not None:  # its SH coefficients kept, padded with zeros up to sh_degree
-        ply = GaussianPly(init_ply)
+        ply = GaussianPly(init_ply, keep_rows=not owned_rows)
 
         def initial_rows(index=None):
             gaussians = ply.rows(index)
