@@ -5,7 +5,8 @@ trained by ``--mode odin`` at P = 2 and 3 and by ``--mode barrier`` at P = 2 are
 the single-process trainer with the same seed, steps and batch size (the oracle), and no visibility
 prediction failed; so is the held-out PSNR, which the ranks render. Densification runs on each
 owner's Gaussians: the MPI script forbids gathering the whole model, and the ids stay unique. Two
-cases make cells split and migrate between owners (a low --split-above and --max-imbalance 1). One starts
+cases make cells split and migrate between owners (a low --split-above and --max-imbalance 1), and one
+migrates cells without splits: its plans made ahead all run (no re-plan). One starts
 from a PLY (every rank reads the means of all Gaussians and the other columns of the rows it owns). Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
 every SH_INTERVAL images (patched down from 1,000, in the MPI script too), so the cases train degrees
 0 to 3 and carry every SH coefficient in their messages.
@@ -52,6 +53,8 @@ def cases(tmp_path_factory):
     for b, densify in ((1, False), (4, True)):  # cells past 30 Gaussians split, then whole cells migrate
         table[f"city_b{b}_{'d' if densify else 'n'}_migrate"] = dict(
             table[f"city_b{b}_{'d' if densify else 'n'}"], cells=5, split_above=30, max_imbalance=1.0)
+    # cells migrate without splitting: the moves are those of the plans made ahead, which all run
+    table["city_b4_d_move"] = dict(table["city_b4_d"], cells=5, window=2, max_imbalance=1.0)
     # from a PLY at SH degree 3 (every coefficient non-zero): each rank reads the rows it owns, 64 at a time
     city = read_scene(scenes["city"])
     sh = np.random.default_rng(2).normal(0.0, 0.2, (city.num_gaussians, 16, 3)).astype(np.float32)
@@ -87,6 +90,8 @@ def test_distributed_equals_single_process_bitwise(cases, size, mode):
         assert np.array_equal(got.metrics["psnr"], expected.metrics["psnr"])  # rendered by the ranks
         if name.endswith("_migrate"):
             assert got.attrs["cells_at_end"] > table[name]["cells"] and got.attrs["cells_migrated"] > 0, name
+        if name.endswith("_move") and mode == "odin":
+            assert got.attrs["cells_migrated"] > 0 and got.attrs["replans"] == 0, name
         assert got.metrics["per_rank"].shape[0] == size
 
 

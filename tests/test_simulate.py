@@ -558,6 +558,21 @@ def test_simulated_cells_migrate_by_the_runtime_rule():
     assert (run.migrated_cells, run.migration_bytes) == (moved, nbytes)
 
 
+def test_a_migration_keeps_the_plan_made_ahead():
+    """Planning that fits inside a window's run waits for nothing, with cells migrating too: the moves
+    are decided from the metadata the plan made ahead was made from (as the runtime's ``_moved``), so no
+    window is planned again: with 1 ms of planning a window (a window's run takes over 10 ms here) the
+    run's clock and waits are those of the run with planning free, exactly (a dropped plan would wait
+    its whole 1 ms)."""
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    free = dataclasses.replace(H200_IB, plan_by_gpus=())
+    run = simulate(scene, free, "odin", 4, 8, 4, window=2, densify_growth=0.2)
+    assert run.migrated_cells > 0
+    short = simulate(scene, dataclasses.replace(free, plan_by_gpus=((4, 1e-3),)), "odin", 4, 8, 4, window=2,
+                     densify_growth=0.2)
+    assert short.seconds == run.seconds and short.wait.sum() == run.wait.sum()
+
+
 def test_no_version_of_a_cell_an_image_reads_can_be_served_while_it_runs():
     """``StepMessages.servable``'s argument, against networkx on a planned window (odin mode): every
     version of every cell an image reads is an ancestor of the image or a descendant of it, so none is

@@ -78,22 +78,30 @@ def split_cells(comm, shard: Shard, counts: np.ndarray, split_above: int) -> Sha
     return Shard(shard.rank, indptr, members, owner, shard.opt, shard.accum)
 
 
-def migrate(comm, shard: Shard, new_owner: np.ndarray) -> Shard:
+def migrate(comm, shard: Shard, new_owner: np.ndarray, carried: np.ndarray | None = None):
     """The shard after every cell moves to ``new_owner`` [K] (collective, the same on every rank): the rows
     of each moving cell go point to point from its old owner to its new one, one message per pair of
-    ranks (cells in ascending id)."""
+    ranks (cells in ascending id). carried: None, or float32 columns [g, c] of the owned rows (in the
+    shard's row order) that travel with them; then returns (the shard, those columns [g', c] in the new
+    shard's row order)."""
     new_owner = np.asarray(new_owner, np.int64)
     moving = np.flatnonzero(new_owner != shard.owner)
     if moving.size == 0:
-        return shard
+        return shard if carried is None else (shard, carried)
+    extra = np.empty((shard.opt.ids.shape[0], 0), np.float32) if carried is None else \
+        np.asarray(carried, np.float32).reshape(shard.opt.ids.shape[0], -1)
+
+    def rows_of(local):  # packed state, then the carried columns
+        return np.concatenate([shard.packed(local), extra[local]], axis=1)
+
     counts = np.diff(shard.indptr)
-    words = shard.packed(np.empty(0, np.int64)).shape[1]
+    words = shard.packed(np.empty(0, np.int64)).shape[1] + extra.shape[1]
     requests, buffers = [], []
     for dest in range(comm.size):  # a loop over ranks
         out = moving[(shard.owner[moving] == shard.rank) & (new_owner[moving] == dest)]
         if out.size:
             rows = np.concatenate([shard.local(shard.cell_rows(c)) for c in out])
-            buffers.append(np.ascontiguousarray(shard.packed(rows)).reshape(-1))
+            buffers.append(np.ascontiguousarray(rows_of(rows)).reshape(-1))
             requests.append(comm.isend(buffers[-1], dest, MIGRATION_TAG))
     received = []
     for source in range(comm.size):
@@ -103,7 +111,12 @@ def migrate(comm, shard: Shard, new_owner: np.ndarray) -> Shard:
             requests.append(comm.irecv(received[-1], source, MIGRATION_TAG))
     comm.waitall(requests)
     leaving = np.isin(shard.owned_cell_of, moving[shard.owner[moving] == shard.rank])
-    kept = shard.packed(np.flatnonzero(~leaving))
+    kept = rows_of(np.flatnonzero(~leaving))
     rows = np.concatenate([kept, *(r.reshape(-1, words) for r in received)])
-    _, state = shard.unpacked(rows, shard.opt.device)
-    return Shard(shard.rank, shard.indptr, shard.members, new_owner, state.opt, state.accum)
+    state_words = words - extra.shape[1]
+    _, state = shard.unpacked(rows[:, :state_words], shard.opt.device)
+    moved = Shard(shard.rank, shard.indptr, shard.members, new_owner, state.opt, state.accum)
+    if carried is None:
+        return moved
+    order = np.argsort(np.ascontiguousarray(rows[:, :2]).view(np.int64)[:, 0], kind="stable")  # as ``unpacked``
+    return moved, rows[order, state_words:]

@@ -67,7 +67,8 @@ from odin_sched.odin.program import CellCulling, CellInputs, EvalViews, ImageInp
 from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.staleness import STALE_IMPACT
-from odin_sched.odin.window_end import escaped, exchange_window_end, motion_snapshot
+from odin_sched.odin.window_end import (escaped, exchange_window_end, motion_snapshot, snapshot_columns,
+                                        snapshots_of_columns)
 from odin_sched.scenes.visibility import Margin, predict_visible_cells
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.config import TrainConfig
@@ -383,8 +384,11 @@ class DistributedTrainer:
                 self._violated(int(end.counts[0]), planned.window)
             if ahead is not None and (end.counts[0] or end.counts[1]):
                 ahead, self.planner.replans = None, self.planner.replans + 1
-            if self._reshape(end.bounds.count):  # cells split or moved: new metadata, plans made again
-                bounds, snapshots, ahead = self._metadata(), {}, None
+            split, snapshots = self._reshape(end.bounds.count, ahead, snapshots)
+            if split:  # cells split: new metadata, the plan made ahead made again
+                bounds, snapshots = self._metadata(), {}
+                if ahead is not None:
+                    ahead, self.planner.replans = None, self.planner.replans + 1
             if due_after(self.densify, stop, self.steps, self.setup.settings.batch_size):
                 bounds, snapshots = self._densify(stop), {}
             evaluated = self._evaluate_due(stop, bounds, psnr_steps, psnr_values)
@@ -423,7 +427,13 @@ class DistributedTrainer:
         until then (no densification at ``stop``); returns its future or None."""
         if stop >= self.steps or due_after(self.densify, stop, self.steps, self.setup.settings.batch_size):
             return None
-        return self.planner.plan_ahead(start, stop, self.planner.window_end(stop), bounds, self.shard.owner)
+        return self.planner.plan_ahead(start, stop, self.planner.window_end(stop), bounds, self._moved(bounds.count))
+
+    def _moved(self, counts: np.ndarray) -> np.ndarray:
+        """[K] int64 the cells' owners after the moves that balance ``counts`` [K] (``rebalance``; the same
+        on every rank). A plan made ahead is made for these owners, and the window end before it moves
+        the cells to them, so a migration keeps the plan."""
+        return rebalance(counts, self.shard.owner, self.comm.size, self.options.max_imbalance)
 
     def _wait(self, future) -> Planned | None:
         """The plan made ahead (waiting for the thread if it is still planning), or None."""
@@ -465,21 +475,27 @@ class DistributedTrainer:
                             f"{window.start + 1}-{window.stop}; the next window's margin is "
                             f"{self.planner.safety:g}x")
 
-    def _reshape(self, counts: np.ndarray) -> bool:
-        """Split the cells past ``options.split_above`` Gaussians and move whole cells from the heaviest
-        ranks to the lightest (``odin_sched.odin.migration``; collective); returns whether anything
-        changed. counts: [K] Gaussians per cell (the metadata)."""
+    def _reshape(self, counts: np.ndarray, ahead: Planned | None, snapshots: dict) -> tuple[bool, dict]:
+        """Split the cells past ``options.split_above`` Gaussians and move whole cells between ranks
+        (``odin_sched.odin.migration``; collective): to the owners of the plan made ahead, ``ahead``'s
+        (decided from the metadata it was made from, ``_moved``), or when there is none or cells split, to
+        those ``_moved`` gives now. counts: [K] Gaussians per cell (the metadata); snapshots: {batch:
+        ``motion_snapshot``} of the owned rows, which travel with their cells. Returns (whether cells
+        split, the snapshots of the rows owned after the moves)."""
         t0, cells = time.perf_counter(), self.shard.num_cells
         if self.options.split_above is not None:
             self.shard = split_cells(self.comm, self.shard, counts, self.options.split_above)
-        owner = rebalance(np.diff(self.shard.indptr), self.shard.owner, self.comm.size, self.options.max_imbalance)
+        split = self.shard.num_cells != cells
+        owner = ahead.window.owner if ahead is not None and not split else self._moved(np.diff(self.shard.indptr))
         moved = int(np.count_nonzero(owner != self.shard.owner))
-        self.shard = migrate(self.comm, self.shard, owner)
-        self.migrated += moved
-        if moved or self.shard.num_cells != cells:
+        if moved:
+            carried = snapshot_columns(snapshots, self.shard.opt.ids.shape[0])
+            self.shard, carried = migrate(self.comm, self.shard, owner, carried)
+            snapshots = snapshots_of_columns(carried, snapshots, self.shard.opt.device)
+            self.migrated += moved
+        if moved or split:
             self.record.metrics.comm_seconds += time.perf_counter() - t0
-            return True
-        return False
+        return split, snapshots
 
     def _densify(self, stop: int):
         """Densification after batch ``stop`` on each owner's Gaussians (``odin_sched.odin.owner_densify``:

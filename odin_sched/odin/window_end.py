@@ -8,6 +8,7 @@ counts and every cell's bounds, from which the next windows are planned.
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from odin_sched.odin.cell_meta import exchange_metadata
 from odin_sched.scenes.cells import CellBounds
@@ -49,6 +50,21 @@ def exchange_window_end(comm, shard, image_losses: dict, batches: int, batch_siz
 def motion_snapshot(opt: VisibleAdam) -> dict:
     """The means and log-scales [g, 3] of ``opt``'s Gaussians now, for ``escaped``."""
     return {k: opt.params[k].detach().clone() for k in ("means", "scales")}
+
+
+def snapshot_columns(snapshots: dict, rows: int) -> np.ndarray:
+    """The ``motion_snapshot``s {batch: snapshot} of ``rows`` owned Gaussians as float32 columns [rows,
+    6 x len(snapshots)] (by ascending batch: means, then log-scales), to travel with their cells
+    (``migration.migrate``)."""
+    return np.concatenate([np.empty((rows, 0), np.float32),
+                           *(snapshots[b][k].cpu().numpy() for b in sorted(snapshots) for k in ("means", "scales"))],
+                          axis=1)
+
+
+def snapshots_of_columns(columns: np.ndarray, batches, device) -> dict:
+    """``snapshot_columns`` inverted: {batch: snapshot} on ``device`` of ``columns`` [g, 6 x len(batches)]."""
+    return {b: {k: torch.from_numpy(np.ascontiguousarray(columns[:, 6 * i + 3 * j:6 * i + 3 * j + 3])).to(device)
+                for j, k in enumerate(("means", "scales"))} for i, b in enumerate(sorted(batches))}
 
 
 def escaped(snapshot: dict, opt: VisibleAdam, margin) -> int:

@@ -303,9 +303,10 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     Gaussians of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and
     gathers). Every mode trains the same batches. With a sharded profile, each window end runs the
     runtime's ``OdinTrainer._reshape`` on the cells' counts: ``rebalance`` (the runtime's default
-    ``max_imbalance``; cells never split, its default ``split_above``), the moved cells' state charged
-    as ``migrate`` sends it (``migration_cost``), and after a move the next window planned anew, all its
-    planning waited for (the plan made ahead is dropped), as the runtime does; then the counts densify
+    ``max_imbalance``; cells never split, its default ``split_above``) on the counts the next window's
+    plan is made from, the moved cells' state charged as ``migrate`` sends it (``migration_cost``); the
+    plan made ahead is made for the new owners (``OdinTrainer._moved``), so a move costs no planning
+    again, as in the runtime; then the counts densify
     (``densified_counts`` with ``densify_growth``; 0: cells never grow)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
@@ -337,7 +338,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     traced = arrivals = None
     cell_of, bounds = cells(scene, cells_per_gpu * gpus)
     owner = owners_by_count(bounds.count, gpus)
-    total, row_bytes, replan = int(bounds.count.sum()), 4 * row_words(param_columns(sh_degree), True), False
+    total, row_bytes = int(bounds.count.sum()), 4 * row_words(param_columns(sh_degree), True)
     migrated = {"bytes": 0.0, "seconds": 0.0, "cells": 0}
     for start in range(0, steps, window):
         stop = min(start + window, steps)
@@ -362,7 +363,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
             held, reads = window_memory(win, gpus, sh_degree, reads)
             memory = np.maximum(memory, held)
             planning = profile.sharded_planning_seconds(gpus)
-            exposed = planning if replan else max(0.0, planning - last_window) if start else 0.0
+            exposed = max(0.0, planning - last_window) if start else 0.0
             clock += exposed
             bound += exposed
             totals["wait"] += exposed
@@ -389,9 +390,6 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         if profile.sharded:  # the runtime's window end: cells rebalanced by count, then densified
             new_owner = rebalance(bounds.count, owner, gpus, OdinOptions.max_imbalance)
             moving, moved_bytes = migration_cost(profile, bounds.count, owner, new_owner, row_bytes, gpus)
-            replan = bool(np.any(new_owner != owner))
-            if replan:  # the moved cells' new metadata exchanged
-                moving += profile.allgather_seconds(METADATA_CELL_BYTES * len(owner), gpus)
             migrated["bytes"] += moved_bytes
             migrated["seconds"] += moving
             migrated["cells"] += int(np.count_nonzero(new_owner != owner))

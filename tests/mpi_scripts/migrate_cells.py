@@ -5,7 +5,8 @@ Every rank builds the same model (each Gaussian's state distinct), takes its sha
 random reassignments of the cells' owners (``migrate``), with a split of the largest cells every third
 move (``split_cells``). After every move, on every rank: every Gaussian is owned by exactly one rank
 (the ranks' owned ids, gathered, count each id once), each rank's rows are those of its cells, and the
-whole model gathered from the owners equals the model built at the start, bit for bit. Prints
+whole model gathered from the owners equals the model built at the start, bit for bit; columns carried
+with the moving rows (every other move) arrive in the new owner's row order. Prints
 "ok MOVES" on rank 0 at the end; any failure raises (mpiexec then ends the job).
 """
 import sys
@@ -56,6 +57,11 @@ def check(comm, shard, full):
         assert torch.equal(getattr(got.accum, name), getattr(full.accum, name)), name
 
 
+def row_columns(ids):
+    """[g, 2] float32 columns that name the Gaussians of global ``ids`` [g] (exact: ids < 2 ** 23)."""
+    return np.stack([ids, -0.5 * ids], axis=1).astype(np.float32)
+
+
 def main(moves, seed):
     comm = Comm()
     full = model(600, seed)
@@ -67,7 +73,11 @@ def main(moves, seed):
             counts = np.diff(shard.indptr)
             shard = split_cells(comm, shard, counts, int(np.sort(counts)[-2]) - 1)  # the two largest split
         owner = rng.integers(0, comm.size, size=shard.num_cells)
-        shard = migrate(comm, shard, owner)
+        if move % 2:  # columns carried with the rows: each row's own values, wherever it ends up
+            shard, carried = migrate(comm, shard, owner, row_columns(shard.owned_ids))
+            assert np.array_equal(carried, row_columns(shard.owned_ids)), "carried columns left their rows"
+        else:
+            shard = migrate(comm, shard, owner)
         assert np.array_equal(shard.owner, owner)
         check(comm, shard, full)
     if comm.rank == 0:
