@@ -25,7 +25,7 @@ from plan_schedules import plan_cases  # noqa: E402
 SIZES = (1, 2, 3)
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "plan_schedules.py")
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
-FIELDS = ("level", "priority", "rank", "phase")
+FIELDS = ("level", "priority", "rank", "phase", "priority_hops")
 
 
 def _cases() -> dict:
@@ -41,7 +41,8 @@ def _cases() -> dict:
         fields = {"batches": batches, "visible": visible,
                   "image_cost": rng.integers(1, 6, steps.num_images).astype(float),
                   "version_cost": rng.integers(0, 3, steps.num_vertices - steps.num_images).astype(float),
-                  "cell_bytes": rng.integers(1, 10, cells).astype(float)}
+                  "cell_bytes": rng.integers(1, 10, cells).astype(float),
+                  "hop_cost": np.array([3.0, 2.0])}  # per edge between ranks, per byte of its cell
         for size in SIZES:
             fields[f"owner_{size}"] = rng.integers(0, size, cells)
         cases.update({f"{name}/{key}": value for key, value in fields.items()})
@@ -115,6 +116,45 @@ def test_priority_is_the_heaviest_path_to_a_sink(plans):
         for size, priority in _each(plans, name, "priority"):
             assert np.array_equal(priority, expected), (name, size)
         assert critical_path(steps, cost) == nx.dag_longest_path_length(weighted) == expected.max()
+
+
+def test_priority_with_hops_is_the_heaviest_path_with_each_edge_between_ranks_priced(plans):
+    """networkx's longest path with every edge u -> v between two ranks (the planned ``rank``) weighing
+    ``hop_cost[0] + hop_cost[1] x`` the bytes of its version end's cell on top of ``cost[u]``."""
+    cases, names, _ = plans
+    for name in names:
+        steps, graph, cost = _window(cases, name)
+        latency, per_byte = cases[f"{name}/hop_cost"]
+        cell_bytes = cases[f"{name}/cell_bytes"]
+        for size, priority in _each(plans, name, "priority_hops"):
+            rank = dict(_each(plans, name, "rank"))[size]
+            weighted = _cost_on_out_edges(graph, cost)
+            for u, v in graph.edges:
+                if rank[u] != rank[v]:
+                    version = v if v >= steps.num_images else u  # the version end
+                    cell = steps.version_cell[version - steps.num_images]
+                    weighted[u][v]["weight"] += latency + per_byte * cell_bytes[cell]
+            expected = np.array([nx.dag_longest_path_length(
+                weighted.subgraph(nx.descendants(weighted, v) | {v})) for v in graph], dtype=float)
+            assert np.array_equal(priority, expected), (name, size)
+            if size > 1:
+                assert np.any(priority > dict(_each(plans, name, "priority"))[size]), (name, size)
+
+
+def test_priority_with_hops_by_hand():
+    """Cameras 0 (cells 0, 1) and 1 (cell 1), batches [[0], [1]], cell 0 (9 bytes) on rank 0, cell 1 (5
+    bytes) on rank 1; image 0 goes to rank 0 (more of its bytes), image 1 to rank 1. Vertices: images 0
+    (cost 2), 1 (cost 4); versions 2 = cell 0 initial, 3 = cell 0 after batch 0, 4 = cell 1 initial, 5 =
+    cell 1 after batch 0, 6 = cell 1 after batch 1 (cost 1 each, initial 0). Edges between ranks: 0 -> 5
+    and 4 -> 0, each 10 + 1 x 5 bytes = 15 with the hops priced. Bottom levels: 6: 1; 1: 4 + 1 = 5; 5:
+    1 + 5 = 6; 3: 1; 0: 2 + max(1, 15 + 6) = 23; 2: 23; 4: 15 + 23 = 38. Free hops: 0: 2 + 6 = 8."""
+    steps = build_step_graph(np.array([[0], [1]]), np.array([[True, True], [False, True]]))
+    version_cost = np.where(steps.version_batch < 0, 0.0, 1.0)
+    for hop_cost, expected in (((10.0, 1.0), [23, 5, 23, 1, 38, 6, 1]), ((0.0, 0.0), [8, 5, 8, 1, 8, 6, 1])):
+        schedule = plan_schedule(Comm(), steps, np.array([2.0, 4.0]), np.array([9.0, 5.0]), np.array([0, 1]),
+                                 version_cost, num_ranks=2, hop_cost=hop_cost)
+        assert np.array_equal(schedule.rank, [0, 1, 0, 0, 1, 1, 1])
+        assert np.array_equal(schedule.priority, np.array(expected, float)), hop_cost
 
 
 def test_phase_orders_every_edge(plans):

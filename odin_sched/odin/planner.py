@@ -143,7 +143,9 @@ class PlanConfig:
     """How windows are planned: ``num_cells`` cells owned by ``num_ranks`` ranks; reads up to
     ``max_staleness`` updates old (odin-fast) for at most ``stale_impact`` of an image's Gaussians; an
     image's predicted cost ``cost_weights · (1, predicted visible Gaussians, pixels)``; a cell's transfer
-    its Gaussians' parameters at SH degree ``sh_degree`` (``param_columns``)."""
+    its Gaussians' parameters at SH degree ``sh_degree`` (``param_columns``); an edge between two ranks
+    adds ``hop_cost`` (per edge, per byte of its cell; in the cost weights' units) to a path in the
+    firing priority (``schedule.Hops``; zeros: hops are free)."""
 
     num_cells: int
     num_ranks: int
@@ -151,6 +153,7 @@ class PlanConfig:
     stale_impact: float = STALE_IMPACT
     cost_weights: tuple = (0.0, 1.0, PIXEL_COST)
     sh_degree: int = DEFAULT_SH_DEGREE
+    hop_cost: tuple = (0.0, 0.0)
 
 
 def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np.ndarray, start: int, stop: int,
@@ -171,7 +174,7 @@ def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np
                                                        @ bounds.count.astype(np.float64))
                   + cost_weights[2] * width * height)
     schedule = plan_schedule(comm, steps, image_cost, bounds.count * param_columns(config.sh_degree) * 4, owner,
-                             num_ranks=num_ranks)
+                             num_ranks=num_ranks, hop_cost=config.hop_cost)
     graph = publish_before_compute(steps, schedule.rank)
     plan = DataflowPlan(graph if initial_reads else without_initial_reads(graph, steps), schedule.rank,
                         publish_first(schedule.priority, steps), schedule.phase)

@@ -4,7 +4,8 @@
 
 * ``Levels``: the number of edges on the longest path from any source to each vertex;
 * ``CriticalPath`` (on the reversed graph): the heaviest cost path from each vertex to a sink,
-  its own cost included (the priority of a step: the work that still depends on it);
+  its own cost included, and with ``hop_cost`` each edge between two ranks priced as a transfer (the
+  priority of a step: the work and the hops that still depend on it);
 * ``Assignment``: the rank of every vertex (of ``num_ranks``); a cell version lives with its cell's owner, and the
   images of a batch are spread over the ranks by a deterministic greedy that keeps the batch
   balanced and prefers the rank owning the most bytes of the cells an image reads.
@@ -49,14 +50,23 @@ class Levels(VertexProgram):
 
 
 class CriticalPath(VertexProgram):
-    """priority[v] = cost[v] + the largest priority of v's successors, run on the *reversed* graph
-    (successors are then in-neighbours). cost: [N] float64 by global vertex id. Output: float64 [N].
+    """priority[v] = cost[v] + the largest of (priority[s] + edge cost of v -> s) over v's successors s,
+    run on the *reversed* graph (successors are then in-neighbours): the bottom level. cost: [N]
+    float64 by global vertex id; hops: None (edges cost nothing) or ``Hops``, what an edge between two
+    ranks costs. Output: float64 [N].
     """
 
     combiner = "max"
 
-    def __init__(self, cost: np.ndarray):
-        self.cost = cost
+    def __init__(self, cost: np.ndarray, hops: "Hops | None" = None):
+        self.cost, self.hops = cost, hops
+
+    @property
+    def per_edge(self) -> bool:
+        return self.hops is not None
+
+    def edge_message(self, ctx, src_values, dst_values, weights):
+        return src_values + self.hops.edge_cost(ctx.edge_dst, ctx.edge_src)  # reversed: dst -> src in the steps
 
     def check_input(self, ctx):
         if len(self.cost) != ctx.num_vertices:
@@ -72,6 +82,26 @@ class CriticalPath(VertexProgram):
     def apply(self, ctx, priority, gathered):
         new = np.maximum(priority, self.cost[ctx.global_ids] + gathered)
         return new, new > priority
+
+
+@dataclass
+class Hops:
+    """What an edge u -> v of a step graph costs on a critical path: ``latency`` + ``per_byte`` x the
+    bytes of its cell (``cell_bytes`` [K], the cell of its version end: parameters one way, gradients the
+    other) when ``rank`` [N] puts u and v on different ranks, else 0."""
+
+    steps: StepGraph
+    rank: np.ndarray
+    cell_bytes: np.ndarray
+    latency: float
+    per_byte: float
+
+    def edge_cost(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """[E] float64 cost of the edges ``u`` [E] -> ``v`` [E] (global vertex ids)."""
+        version = np.where(self.steps.is_image(v), u, v)  # every edge has a cell version end
+        cell = self.steps.version_cell[self.steps.version_index(version)]
+        remote = self.rank[u] != self.rank[v]
+        return np.where(remote, self.latency + self.per_byte * self.cell_bytes[cell], 0.0)
 
 
 class Assignment(VertexProgram):
@@ -170,13 +200,15 @@ class Schedule:
 
 def plan_schedule(comm, step_graph: StepGraph, image_cost: np.ndarray, cell_bytes: np.ndarray,
                   cell_owner: np.ndarray, version_cost: np.ndarray | None = None,
-                  num_ranks: int | None = None) -> Schedule:
+                  num_ranks: int | None = None, hop_cost: tuple = (0.0, 0.0)) -> Schedule:
     """Plan a window's schedule (collective; the same result on every rank).
 
     image_cost: [I] predicted cost of each image step; cell_bytes: [K] size of each cell;
     cell_owner: [K] int rank in ``[0, num_ranks)`` owning each cell; version_cost: [V] update cost
     of each cell version (default 0); num_ranks: the ranks to assign to (default ``comm.size``; the
-    simulator plans for many virtual GPUs on one process). Level and priority do not depend on it.
+    simulator plans for many virtual GPUs on one process); hop_cost: (per edge, per byte of its cell)
+    that an edge between two ranks adds to a path in the priority (``Hops``; in the costs' units).
+    Level does not depend on num_ranks; the priority does only through hop_cost.
     """
     num_ranks = comm.size if num_ranks is None else int(num_ranks)
     error, inputs = None, None
@@ -193,7 +225,8 @@ def plan_schedule(comm, step_graph: StepGraph, image_cost: np.ndarray, cell_byte
     rank = _everywhere(graph, run(graph, Assignment(step_graph, image_cost, cell_bytes, cell_owner,
                                                     num_ranks)).values)
     reverse = load_graph(comm, ArraySource(reversed_graph(step_graph.graph)), "range")
-    priority = _everywhere(reverse, run(reverse, CriticalPath(cost)).values)
+    hops = Hops(step_graph, rank, cell_bytes, *map(float, hop_cost)) if any(hop_cost) else None
+    priority = _everywhere(reverse, run(reverse, CriticalPath(cost, hops)).values)
     return Schedule(level, priority, rank, step_graph.phase())
 
 

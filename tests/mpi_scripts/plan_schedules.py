@@ -2,9 +2,10 @@
 
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/plan_schedules.py FOLDER
 A case ``name`` holds ``name/batches`` [S, B], ``name/visible`` [C, K], ``name/image_cost`` [I],
-``name/version_cost`` [V], ``name/cell_bytes`` [K] and ``name/owner_P`` [K] (the cell owners for P
-ranks). Every rank writes FOLDER/schedule_P_RANK.npz with ``name/{level,priority,rank,phase}``, so
-the test can check that all ranks hold the same schedule.
+``name/version_cost`` [V], ``name/cell_bytes`` [K], ``name/owner_P`` [K] (the cell owners for P
+ranks) and ``name/hop_cost`` [2]. Every rank writes FOLDER/schedule_P_RANK.npz with
+``name/{level,priority,rank,phase}`` and ``name/priority_hops`` (the priority planned with the hop
+cost), so the test can check that all ranks hold the same schedule.
 """
 
 import os
@@ -26,6 +27,10 @@ def plan_cases(comm, cases: dict) -> dict:
                                  cases[f"{name}/owner_{comm.size}"], cases[f"{name}/version_cost"])
         for field in ("level", "priority", "rank", "phase"):
             results[f"{name}/{field}"] = getattr(schedule, field)
+        hopping = plan_schedule(comm, steps, cases[f"{name}/image_cost"], cases[f"{name}/cell_bytes"],
+                                cases[f"{name}/owner_{comm.size}"], cases[f"{name}/version_cost"],
+                                hop_cost=tuple(cases[f"{name}/hop_cost"]))
+        results[f"{name}/priority_hops"] = hopping.priority
     return results
 
 
