@@ -254,6 +254,9 @@ class Routes:
         self.vertex_groups = np.searchsorted(self.group_src, np.arange(n + 1))  # [N + 1]
         before = np.cumsum(self.sizes) - self.sizes  # element offset of each edge within its group
         self.offset = np.where(self.broadcast[self.src], 0, before - before[first][self.group_of_edge])
+        # a vertex's groups in sending order: the one whose most urgent reader has the highest priority first
+        urgent = np.maximum.reduceat(plan.priority[self.dst], first) if groups else np.zeros(0)
+        self.send_order = np.lexsort((np.arange(groups), -urgent, self.group_src))
         if me is not None:
             self.select(me)
 
@@ -407,7 +410,8 @@ class Firing:
 
     def route(self, u: int, out) -> list:
         """Deliver ``u``'s output to its out-neighbours here; returns [(group, payload)] for the
-        other ranks (the concatenation of the per-edge payloads for each; None without payloads)."""
+        other ranks (the concatenation of the per-edge payloads for each; None without payloads), to
+        send in that order: the group with the highest-priority reader first (``Routes.send_order``)."""
         r = self.routes
         g0, g1 = r.vertex_groups[u], r.vertex_groups[u + 1]
         if g0 == g1:
@@ -421,7 +425,7 @@ class Firing:
             for v, n in zip(r.dst[a:b].tolist(), r.sizes[a:b].tolist()):
                 _payload(out[v], u, n, f"its payload for vertex {v}")
         remote = []
-        for g in range(g0, g1):
+        for g in r.send_order[g0:g1].tolist():
             if r.group_rank[g] == self.rank:
                 self.deliver(g, payload if r.broadcast[u] else out)
                 continue

@@ -309,3 +309,17 @@ def test_a_fire_serves_the_ready_servable_vertices_at_its_serving_point(mode):
     else:
         assert program.log == ["0 begins", "0 ends", "1 begins", "1 ends", "3 begins", "3 ends", "2 begins", "2 ends"]
     assert result.fired == 4
+
+
+def test_a_vertex_sends_to_its_most_urgent_readers_first():
+    """Vertex 0 on rank 0 feeds 1 (rank 1, priority 1), 2 and 4 (rank 2, priorities 2 and 7) and 3 (rank 3,
+    priority 5): its three messages go to rank 2 (a reader of priority 7), then 3 (5), then 1 (1), in
+    the runtime's order of sends and in the simulator's, which both take ``Firing.route``'s."""
+    from pregel.dataflow import Firing, Routes
+
+    plan = DataflowPlan(GraphData(np.array([0, 4, 4, 4, 4, 4]), np.array([1, 2, 3, 4])),
+                        np.array([0, 1, 2, 3, 2]), np.array([9.0, 1.0, 2.0, 5.0, 7.0]), np.array([0, 1, 1, 1, 1]))
+    program = DataflowProgram()
+    firing = Firing(plan, program, Routes(plan, program, 4, me=0), 0, 4, carry=False)
+    routes = firing.routes
+    assert [int(routes.group_rank[g]) for g, _ in firing.route(0, None)] == [2, 3, 1]
