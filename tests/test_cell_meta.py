@@ -17,7 +17,7 @@ from odin_sched.odin.planner import PlanConfig, plan_cells, plan_window
 from odin_sched.odin.shard import FullState, Shard, owners_by_count
 from odin_sched.scenes.cells import cell_members, kd_cells
 from odin_sched.scenes.scene_gen import generate_scene
-from odin_sched.scenes.visibility import Margin
+from odin_sched.scenes.visibility import Margin, predict_visible_cells
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.optim import VisibleAdam, default_lrs
 from pregel.comm import Comm
@@ -114,18 +114,18 @@ def test_plan_from_exchanged_metadata_equals_the_plan_from_the_gaussians(city):
     assert np.array_equal(bounds.count, count) and np.array_equal(bounds.lo, lo) and np.array_equal(bounds.hi, hi)
     assert np.allclose(bounds.max_sigma, sigma, rtol=1e-6, atol=0)
     local = Comm(MPI.COMM_SELF)
-    batches = np.arange(12).reshape(6, 2) % len(city.viewmats)
+    batches = np.arange(16).reshape(8, 2) % len(city.viewmats)  # every camera in the window
     margin = Margin(0.05, 0.01)
     config = PlanConfig(10, RANKS)
-    from_meta, _ = plan_cells(local, bounds, shards[0].owner, city, batches, 0, 6, margin, config)
-    from_model, _ = plan_window(local, means, scales, city, batches, 0, 6, margin, config)
+    from_meta, _ = plan_cells(local, bounds, shards[0].owner, city, batches, 0, 8, margin, config)
+    from_model, _ = plan_window(local, means, scales, city, batches, 0, 8, margin, config)
     assert np.array_equal(from_meta.visible, from_model.visible)
     assert np.array_equal(from_meta.owner, from_model.owner)
     for name in ("image_reads_indptr", "image_reads", "image_writes", "version_cell", "version_batch"):
         assert np.array_equal(getattr(from_meta.steps, name), getattr(from_model.steps, name)), name
     assert np.array_equal(from_meta.plan.rank, from_model.plan.rank)
     # the prediction covers the rasterizer's visibility (margin 0 at the metadata's state)
-    predicted, _ = plan_cells(local, bounds, shards[0].owner, city, batches, 0, 6, Margin(0.0, 0.0), config)
+    predicted, _ = plan_cells(local, bounds, shards[0].owner, city, batches, 0, 8, Margin(0.0, 0.0), config)
     indptr, members = cell_members(kd_cells(means, 10), 10)
     cell_of = np.empty(len(means), np.int64)
     cell_of[members] = np.repeat(np.arange(10), np.diff(indptr))
@@ -139,6 +139,12 @@ def test_plan_from_exchanged_metadata_equals_the_plan_from_the_gaussians(city):
         truth[cell_of[seen.numpy()]] = True
         assert not np.any(truth & ~predicted.visible[cam]), cam
     assert predicted.visible.sum() < predicted.visible.size  # the test is not vacuous
+    # a window predicts its own cameras only, as the prediction over all cameras does; the rest is False
+    first, _ = plan_cells(local, bounds, shards[0].owner, city, batches, 0, 2, margin, config)
+    everyone = predict_visible_cells(bounds, city.viewmats, city.Ks, city.width, city.height, margin)
+    used = np.unique(batches[:2])
+    assert np.array_equal(first.visible[used], everyone[used])
+    assert not first.visible[np.setdiff1d(np.arange(16), used)].any()
 
 
 def test_owners_by_count_balances_contiguous_ranges():

@@ -13,7 +13,7 @@ from odin_sched.training.optim import VisibleAdam, default_lrs
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.training.train import scene_extent
 from odin_sched.scenes.visibility import (Margin, adam_step_bound, motion_within_margin, predict_visible_cells,
-                                          visible_cells_of, window_margin)
+                                          predict_visible_cells_numpy, visible_cells_of, window_margin)
 
 WIDTH, HEIGHT = 32, 24  # W != H, neither a multiple of the 16-pixel tile
 NUM_CELLS = 16
@@ -89,6 +89,28 @@ def test_window_margin_prediction_covers_gaussians_moved_to_the_margin(scene):
     centres = -np.einsum("cji,cj->ci", scene.viewmats[:, :3, :3], scene.viewmats[:, :3, 3]).astype(np.float64)
     assert_covered(predicted, None, scene.viewmats, scene.Ks, cell_of,
                    per_camera=lambda cam: perturbed(gaussians, margin, seed=cam, towards=centres[cam]))
+
+
+@pytest.mark.parametrize("cells", [1, 16, 97])
+def test_prediction_kernel_equals_its_numpy_twin(scene, cells):
+    """The Numba kernel gives the NumPy twin's [C, K] booleans, with and without a margin, with empty
+    cells, and over a camera's boundary (the boundary scene's cells sit on its planes)."""
+    gaussians = gaussians_of(scene)
+    cell_of = kd_cells(gaussians["means"], cells)
+    bounds = cell_bounds(gaussians["means"], gaussians["scales"], cell_of, cells)
+    bounds.count[::3] = 0  # every third cell empty
+    for margin in (Margin(0.0, 0.0), scene_margin(scene), Margin(5.0, 1.0)):
+        kernel = predict_visible_cells(bounds, scene.viewmats, scene.Ks, WIDTH, HEIGHT, margin)
+        twin = predict_visible_cells_numpy(bounds, scene.viewmats, scene.Ks, WIDTH, HEIGHT, margin)
+        assert np.array_equal(kernel, twin), margin
+        assert 0 < kernel.sum() < kernel.size or cells == 1 or margin.means > 1  # both answers occur
+    gaussians, viewmat, K, _ = boundary_camera()
+    cell_of = kd_cells(gaussians["means"], cells)
+    bounds = cell_bounds(gaussians["means"], gaussians["scales"], cell_of, cells)
+    for margin in (Margin(0.0, 0.0), Margin(1e-3, 1e-3)):
+        kernel = predict_visible_cells(bounds, viewmat[None], K[None], WIDTH, HEIGHT, margin)
+        assert np.array_equal(kernel, predict_visible_cells_numpy(bounds, viewmat[None], K[None], WIDTH, HEIGHT,
+                                                                  margin))
 
 
 def test_prediction_is_useful_on_the_city_layout():

@@ -54,7 +54,7 @@ class Window:
     stop: int
     count: np.ndarray         # [K] int64 Gaussians per cell
     owner: np.ndarray         # [K] int64 rank owning each cell
-    visible: np.ndarray       # [C, K] bool predicted visibility
+    visible: np.ndarray       # [C, K] bool predicted visibility (the window's cameras; other rows False)
     steps: StepGraph
     plan: DataflowPlan
     margin: Margin
@@ -160,14 +160,18 @@ def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np
                margin: Margin, config: PlanConfig, initial_reads: bool = True) -> tuple[Window, Schedule]:
     """Plan batches [start, stop) of ``batches`` [S, B] from cell metadata alone (collective on ``comm``,
     the same on every rank; the runtime passes a one-rank communicator): ``bounds`` of the K cells,
-    their ``owner`` [K] int64 in [0, config.num_ranks), the visibility of every camera (viewmats
-    [C, 4, 4], Ks [C, 3, 3]) within ``margin``, the step graph (``relax_reads`` for max_staleness > 0) and
+    their ``owner`` [K] int64 in [0, config.num_ranks), the visibility of the window's cameras (of
+    viewmats [C, 4, 4], Ks [C, 3, 3]; the other cameras' rows of ``Window.visible`` are False) within
+    ``margin``, the step graph (``relax_reads`` for max_staleness > 0) and
     its schedule. initial_reads: whether a window's initial cell versions send their parameters to their
     readers (the sharded runtime: nobody else holds them); without, an image that reads only initial
     versions starts at once (every rank holding the window-start model).
     cameras: a Scene or a SimScene (its viewmats, Ks, width and height); config: see ``PlanConfig``."""
     num_ranks, width, height, cost_weights = config.num_ranks, cameras.width, cameras.height, config.cost_weights
-    visible = predict_visible_cells(bounds, cameras.viewmats, cameras.Ks, width, height, margin)
+    used = np.unique(batches[start:stop])  # only the window's cameras are predicted
+    visible = np.zeros((len(cameras.viewmats), bounds.num_cells), bool)
+    visible[used] = predict_visible_cells(bounds, np.asarray(cameras.viewmats)[used], np.asarray(cameras.Ks)[used],
+                                          width, height, margin)
     steps = build_step_graph(batches[start:stop], visible)
     steps, staleness = relax_reads(steps, bounds.count, config.max_staleness, config.stale_impact)
     image_cost = (cost_weights[0] + cost_weights[1] * (visible[steps.image_camera].astype(np.float64)

@@ -58,6 +58,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from kernels.splat.constants import EPS_2D, NEAR_PLANE, RADIUS_SIGMAS
 from kernels.splat.scalar_math import clip_limits
@@ -151,19 +152,22 @@ def predict_visible_cells(bounds: CellBounds, viewmats: np.ndarray, Ks: np.ndarr
     viewmats: np.ndarray  # [C, 4, 4] world-to-camera
     Ks: np.ndarray        # [C, 3, 3] pinhole intrinsics
     Returns np.ndarray    # [C, K] bool, True where the cell may hold a Gaussian with radius > 0
-    Empty cells are never visible.
+    Empty cells are never visible. A Numba kernel (``_plane_tests``); ``predict_visible_cells_numpy``
+    is its NumPy twin.
     """
-    viewmats, Ks = np.asarray(viewmats), np.asarray(Ks)
-    if viewmats.ndim != 3 or viewmats.shape[1:] != (4, 4) or Ks.shape != (viewmats.shape[0], 3, 3):
-        raise ValueError(f"viewmats must be [C, 4, 4] and Ks [C, 3, 3], got {list(viewmats.shape)} "
-                         f"and {list(Ks.shape)}")
-    normals, offsets, sqrt_kappa = _camera_planes(viewmats, Ks, width, height)
-    centre = 0.5 * (bounds.lo + bounds.hi)
-    half = 0.5 * (bounds.hi - bounds.lo) + FLOAT32_SLACK * np.maximum(np.abs(bounds.lo), np.abs(bounds.hi))
-    sigma = bounds.max_sigma * math.exp(margin.log_scale)
+    terms = _visibility_terms(bounds, viewmats, Ks, width, height, margin)
+    out = np.empty((len(terms[0]), len(terms[3])), bool)
+    _plane_tests(*terms, bounds.count > 0, float(margin.means), out)
+    return out
+
+
+def predict_visible_cells_numpy(bounds: CellBounds, viewmats: np.ndarray, Ks: np.ndarray, width: int, height: int,
+                                margin: Margin) -> np.ndarray:
+    """``predict_visible_cells`` in NumPy, [C, K] arrays per plane (the kernel's twin)."""
+    normals, offsets, sqrt_kappa, centre, half, magnitude, sigma = _visibility_terms(bounds, viewmats, Ks, width,
+                                                                                     height, margin)
     radius_term = (RADIUS_SIGMAS * (1.0 + RELATIVE_SLACK)) * np.outer(sqrt_kappa, sigma)  # A [C, K]
     visible = np.broadcast_to(bounds.count > 0, radius_term.shape).copy()
-    magnitude = np.abs(centre) + half + margin.means
     for plane in range(5):
         w, d = normals[:, plane], offsets[:, plane, None]
         extra = radius_term if plane < 4 else 0.0
@@ -172,6 +176,49 @@ def predict_visible_cells(bounds: CellBounds, viewmats: np.ndarray, Ks: np.ndarr
         size = np.abs(w) @ magnitude.T + np.abs(d) + extra
         visible &= best > -PLANE_TOLERANCE * size
     return visible
+
+
+def _visibility_terms(bounds: CellBounds, viewmats, Ks, width: int, height: int, margin: Margin) -> tuple:
+    """(normals [C, 5, 3], offsets [C, 5], kappa^(1/2) [C], box centres, half sizes and coordinate
+    magnitudes (box + margin) [K, 3], grown sigma [K]) of the plane tests, float64."""
+    viewmats, Ks = np.asarray(viewmats), np.asarray(Ks)
+    if viewmats.ndim != 3 or viewmats.shape[1:] != (4, 4) or Ks.shape != (viewmats.shape[0], 3, 3):
+        raise ValueError(f"viewmats must be [C, 4, 4] and Ks [C, 3, 3], got {list(viewmats.shape)} "
+                         f"and {list(Ks.shape)}")
+    normals, offsets, sqrt_kappa = _camera_planes(viewmats, Ks, width, height)
+    centre = 0.5 * (bounds.lo + bounds.hi)
+    half = 0.5 * (bounds.hi - bounds.lo) + FLOAT32_SLACK * np.maximum(np.abs(bounds.lo), np.abs(bounds.hi))
+    sigma = bounds.max_sigma * math.exp(margin.log_scale)
+    magnitude = np.abs(centre) + half + margin.means
+    return (normals, offsets, sqrt_kappa, *(np.ascontiguousarray(x, np.float64) for x in (centre, half, magnitude)),
+            np.ascontiguousarray(sigma, np.float64))
+
+
+@njit(cache=True)
+def _plane_tests(normals, offsets, sqrt_kappa, centre, half, magnitude, sigma, full, reach_margin, out):
+    """out[c, k] = whether cell k passes camera c's five plane tests (``predict_visible_cells_numpy``'s
+    sums, term by term in its order; cells not ``full`` fail). normals [C, 5, 3], offsets [C, 5],
+    sqrt_kappa [C]; centre, half, magnitude [K, 3]; sigma [K]; full [K] bool; out [C, K] bool."""
+    scale = RADIUS_SIGMAS * (1.0 + RELATIVE_SLACK)
+    reach = np.empty(5)
+    for c in range(normals.shape[0]):
+        for p in range(5):
+            w0, w1, w2 = normals[c, p, 0], normals[c, p, 1], normals[c, p, 2]
+            reach[p] = reach_margin * np.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+        for k in range(centre.shape[0]):
+            ok = full[k]
+            extra = scale * (sqrt_kappa[c] * sigma[k])
+            p = 0
+            while ok and p < 5:
+                w0, w1, w2, d = normals[c, p, 0], normals[c, p, 1], normals[c, p, 2], offsets[c, p]
+                e = extra if p < 4 else 0.0
+                a0, a1, a2 = abs(w0), abs(w1), abs(w2)
+                best = ((w0 * centre[k, 0] + w1 * centre[k, 1] + w2 * centre[k, 2])
+                        + (a0 * half[k, 0] + a1 * half[k, 1] + a2 * half[k, 2]) + reach[p] + d + e)
+                size = (a0 * magnitude[k, 0] + a1 * magnitude[k, 1] + a2 * magnitude[k, 2]) + abs(d) + e
+                ok = best > -PLANE_TOLERANCE * size
+                p += 1
+            out[c, k] = ok
 
 
 def motion_within_margin(start_means: np.ndarray, start_log_scales: np.ndarray, end_means: np.ndarray,
