@@ -115,8 +115,8 @@ def test_a_forbidden_global_is_refused_without_running_it(tmp_path):
 
     good = tmp_path / "good.pt"
     torch.save({"w": torch.ones(2)}, good)
-    evil = _rewritten(good, tmp_path / "evil.pt",
-                      lambda name, raw: pickle.dumps({"w": Payload()}, protocol=2) if name.endswith("data.pkl") else raw)
+    payload = pickle.dumps({"w": Payload()}, protocol=2)
+    evil = _rewritten(good, tmp_path / "evil.pt", lambda name, raw: payload if name.endswith("data.pkl") else raw)
     with pytest.raises(NotPlainData, match="system"):
         read_torch_file(evil)
     with pytest.raises(InputError, match="evil.pt: not a readable model file \\(it holds pickled objects.*system"):
@@ -136,7 +136,8 @@ def test_broken_archives_are_errors(tmp_path):
     order = _rewritten(good, tmp_path / "order.pt", lambda name, raw: b"middle" if name.endswith("byteorder") else raw)
     with pytest.raises(ValueError, match="unknown byte order 'middle'"):
         read_torch_file(order)
-    cut = _rewritten(good, tmp_path / "cut.pt", lambda name, raw: raw[:len(raw) // 2] if name.endswith("data.pkl") else raw)
+    cut = _rewritten(good, tmp_path / "cut.pt",
+                     lambda name, raw: raw[:len(raw) // 2] if name.endswith("data.pkl") else raw)
     with pytest.raises(ValueError, match="malformed pickle"):
         read_torch_file(cut)
     (tmp_path / "text.pt").write_text("hello")

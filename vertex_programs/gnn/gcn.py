@@ -26,9 +26,11 @@ class GCNLayer(GNNLayer):
     def message(self, ctx, x):
         xp, loops = ctx.xp, ctx.self_loops
         norm = (rows32(xp, ctx.in_degree - loops + 1) ** -0.5)[:, None]
-        sent = x @ self.weight.T if self.transform_first else x * norm
         if self.transform_first:
+            sent = x @ self.weight.T
             sent *= norm
+        else:
+            sent = x * norm
         self_count = rows32(xp, 1 - loops)[:, None]
         return sent, (sent, norm, self_count)
 
