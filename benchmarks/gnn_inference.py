@@ -249,15 +249,69 @@ WORKERS = {"pyg-full": lambda folder, kind: pyg_worker(folder, kind, "edge_index
 
 # ---------------------------------------------------------------- driver
 
-# Runs a command as its child and writes the child's peak RSS (KiB) and processor seconds to a file of its own in
-# the folder given first (one file a process: the ranks of an mpiexec job never share a line of output to be
-# mixed). The child is forked from this small process: one forked from the benchmark itself would inherit its
-# peak RSS. (close_fds=False: under mpiexec the rank finds its launcher through an inherited descriptor.)
-RSS_WRAPPER = ("import os, resource, subprocess, sys; code = subprocess.call(sys.argv[2:], close_fds=False); "
+# Runs a command as its child and writes the child's peak RSS (KiB), processor seconds and wall-clock start and end
+# (time.time()) to a file of its own in the folder given first (one file a process: the ranks of an mpiexec job
+# never share a line of output to be mixed). The child is forked from this small process: one forked from the
+# benchmark itself would inherit its peak RSS. (close_fds=False: under mpiexec the rank finds its launcher through
+# an inherited descriptor.)
+RSS_WRAPPER = ("import os, resource, subprocess, sys, time; started = time.time(); "
+               "code = subprocess.call(sys.argv[2:], close_fds=False); ended = time.time(); "
                "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
                "f = open(os.path.join(sys.argv[1], f'usage-{os.getpid()}.txt'), 'w'); "
-               "f.write(f'{u.ru_maxrss} {u.ru_utime + u.ru_stime}'); f.close(); "
+               "f.write(f'{u.ru_maxrss} {u.ru_utime + u.ru_stime} {started} {ended}'); f.close(); "
                "sys.exit(code)")
+
+# ``pregel infer`` (pregel.cli's main, as ``python -m pregel.cli``) with wall-clock marks (time.time()) of its
+# phases, written by each rank to ``marks-<pid>.json`` in the folder given first when the command's work is done:
+# the interpreter ready, the command's imports done, then the start and end of the model file's check, the graph's
+# load, the engine's run, the gather of the values to rank 0 and the write (functions of the command wrapped in
+# place, nothing else changed); rank 0 adds each rank's per-layer compute and communication seconds.
+PHASES_CHILD = """
+import time
+python_ready = time.time()
+import json, os, sys
+folder, sys.argv = sys.argv[1], ["pregel"] + sys.argv[2:]
+import pregel.cli as cli
+with cli._importing():
+    import pregel.job as job
+    import vertex_programs.gnn.infer as gnn_infer
+marks = {"python": python_ready, "imports": time.time()}
+
+
+def timed(name, function):
+    def wrapper(*args, **kwargs):
+        marks.setdefault(name + " start", time.time())
+        result = function(*args, **kwargs)
+        marks[name + " end"] = time.time()
+        return result
+    return wrapper
+
+
+def infer(comm, *args, **kwargs):
+    marks["infer start"] = time.time()
+    report = run_infer(comm, *args, **kwargs)
+    marks["infer end"] = time.time()
+    if report.stats_table is not None:
+        fields = __import__("pregel.stats", fromlist=["FIELDS"]).FIELDS
+        table = report.stats_table
+        marks["layers"] = (table[:, :, fields.index("compute_seconds")]
+                           + table[:, :, fields.index("comm_seconds")]).tolist()
+    with open(os.path.join(folder, f"marks-{os.getpid()}.json"), "w") as f:
+        json.dump(dict(marks, rank=comm.rank, parent=os.getppid()), f)
+    return report
+
+
+run_infer = gnn_infer.infer
+gnn_infer.infer = infer
+gnn_infer.load_checked = timed("model", gnn_infer.load_checked)
+for name in ("load_graph", "run", "gather_values", "write_values"):
+    setattr(job, name, timed(name, getattr(job, name)))
+sys.exit(cli.main())
+"""
+
+#: the phases of ``phases``, in order
+PHASES = ("start-up", "imports", "MPI + args", "model file", "load", "engine set-up", "layer 1", "layer 2",
+          "gather", "write", "wait + rest", "exit", "launcher")
 
 
 def _launch(folder: str, worker: str, kind: str, ranks: int | None = None, script: str = __file__) -> dict:
@@ -269,18 +323,22 @@ def _launch(folder: str, worker: str, kind: str, ranks: int | None = None, scrip
         out = os.path.join(folder, f"engine{ranks}.h5")
         mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
         command = [mpiexec, "-n", str(ranks)] + wrapper + [
-            sys.executable, "-m", "pregel.cli", "infer", "--graph", os.path.join(folder, "graph.h5"),
+            sys.executable, "-c", PHASES_CHILD, usage_folder, "infer", "--graph", os.path.join(folder, "graph.h5"),
             "--model", os.path.join(folder, "model.pt"), "--out", out, "--quiet"]
     else:
         command = wrapper + [sys.executable, script, "--worker", worker, folder, kind]
-    started = time.perf_counter()
+    started = time.time()
     done = subprocess.run(command, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    usage = [pathlib.Path(usage_folder, name).read_text().split() for name in sorted(os.listdir(usage_folder))]
+    ended = time.time()
+    wall = ended - started
+    files = sorted(os.listdir(usage_folder))
+    usage = {name[6:-4]: pathlib.Path(usage_folder, name).read_text().split()
+             for name in files if name.startswith("usage-")}
+    marks = [json.loads(pathlib.Path(usage_folder, name).read_text()) for name in files if name.startswith("marks-")]
     shutil.rmtree(usage_folder)
     if done.returncode:
         raise RuntimeError(f"{worker} failed: {done.stderr[-3000:]}")
-    rss, cpu = [int(kib) * 1024 for kib, _ in usage], sum(float(seconds) for _, seconds in usage)
+    rss, cpu = [int(u[0]) * 1024 for u in usage.values()], sum(float(u[1]) for u in usage.values())
     if worker != "engine":
         return {"wall": wall, "cpu": cpu, "rss": rss, "split": json.loads(done.stdout.strip().splitlines()[-1])}
     import h5py
@@ -289,7 +347,42 @@ def _launch(folder: str, worker: str, kind: str, ranks: int | None = None, scrip
         split = {"load": float(f.attrs["load_seconds"])}
         split.update({f"layer {i + 1}": float(s) for i, s in enumerate(f.attrs["layer_compute_seconds"])})
         split.update({f"comm {i + 1}": float(s) for i, s in enumerate(f.attrs["layer_comm_seconds"])})
-    return {"wall": wall, "cpu": cpu, "rss": rss, "split": split}
+    return {"wall": wall, "cpu": cpu, "rss": rss, "split": split,
+            "phases": phases(marks, {int(pid): (float(u[2]), float(u[3])) for pid, u in usage.items()}, started, ended)}
+
+
+def phases(marks: list, spans: dict, started: float, ended: float) -> list:
+    """Per rank (by rank), the seconds of each of ``PHASES`` from the ranks' ``marks`` (PHASES_CHILD),
+    the wrappers' (spawn, exit) times ``spans`` by wrapper pid and the job's wall-clock ``started`` /
+    ``ended``; each rank's phases add up to the job's wall time."""
+    marks = sorted(marks, key=lambda m: m["rank"])
+    layers = next(m["layers"] for m in marks if "layers" in m)
+    rows = []
+    for m in marks:
+        spawn, exit_ = spans[m["parent"]]
+        span = {name: m.get(f"{name} end", 0.0) - m.get(f"{name} start", 0.0)
+                for name in ("model", "load_graph", "run", "gather_values", "write_values")}
+        layer = layers[m["rank"]] + [0.0] * (2 - len(layers[m["rank"]]))
+        rest = (m["infer end"] - m["model end"] - span["load_graph"] - span["run"] - span["gather_values"]
+                - span["write_values"])
+        rows.append(dict(zip(PHASES, (
+            m["python"] - spawn, m["imports"] - m["python"], m["infer start"] - m["imports"], span["model"],
+            span["load_graph"], span["run"] - sum(layer[:2]), layer[0], layer[1], span["gather_values"],
+            span["write_values"], rest + (m["model start"] - m["infer start"]), exit_ - m["infer end"],
+            (ended - started) - (exit_ - spawn)))))
+    return rows
+
+
+def print_phases(kind: str, results: dict) -> None:
+    """The phase table (``PHASES``, seconds) of every engine run in ``results``, one row per rank."""
+    engines = {name: r for name, r in results.items() if "phases" in r}
+    print(f"{kind}: where the engine's whole job goes (s, per rank; a row adds up to the job's wall time)")
+    print(f"  {'run':<14}" + "".join(f"{p:>14}" for p in PHASES) + f"{'total':>9}")
+    for name, r in engines.items():
+        for rank, row in enumerate(r["phases"]):
+            print(f"  {name + ' r' + str(rank):<14}" + "".join(f"{row[p]:>14.3f}" for p in PHASES)
+                  + f"{sum(row.values()):>9.2f}")
+    print(flush=True)
 
 
 def main():
@@ -331,7 +424,9 @@ def main():
                 methods.insert(0, ("PyG edge_index", "pyg-full", None))
             if args.layerwise and kind == "sage":
                 methods.insert(2, ("PyG layer-wise NeighborLoader", "pyg-layerwise", None))
-            print_table(kind, run_methods(folder, kind, methods, args.repeats))
+            results = run_methods(folder, kind, methods, args.repeats)
+            print_table(kind, results)
+            print_phases(kind, results)
 
 
 def run_methods(folder: str, kind: str, methods, repeats: int) -> dict:

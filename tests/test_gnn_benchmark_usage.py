@@ -1,6 +1,7 @@
 """The GNN benchmarks' whole-process measurements (benchmarks/gnn_inference.py ``_launch``): every
 process of an ``mpiexec`` job reports its peak RSS and processor seconds in a file of its own, so
-none is lost when the ranks' output is mixed; the count of reports against the number of ranks."""
+none is lost when the ranks' output is mixed; the count of reports against the number of ranks; and
+each rank's phase table (``phases``) adds up to the job's wall time."""
 import os
 import sys
 
@@ -20,3 +21,8 @@ def test_every_rank_reports_its_peak_rss(ranks, tmp_path):
     assert all(rss > 20 << 20 for rss in result["rss"])  # a Python process with numpy and numba loaded
     assert result["cpu"] > 0
     assert sorted(os.listdir(tmp_path)) == ["engine%d.h5" % ranks, "graph.h5", "model.pt", "pyg.pt"]
+    assert len(result["phases"]) == ranks
+    for row in result["phases"]:
+        assert list(row) == list(gnn_inference.PHASES)
+        assert sum(row.values()) == pytest.approx(result["wall"], abs=1e-6)
+        assert min(row.values()) > -1e-3 and row["imports"] > 0 and row["load"] > 0 and row["layer 1"] > 0

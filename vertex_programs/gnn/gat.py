@@ -1,10 +1,9 @@
 """GAT (PyG ``GATConv``) as one superstep on the engine's softmax combiner."""
 
 import numpy as np
-import torch
 
 from kernels.attention_gather import attention_gather
-from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
+from vertex_programs.gnn.base import GNNLayer, RecordReader, add_product, module_tensor
 
 
 #: rows of x transformed at a time by ``GATLayer.message`` (bounds its temporaries to a few MB)
@@ -48,8 +47,8 @@ class GATLayer(GNNLayer):
         temporaries); the cache keeps x W and α_src as views of them, and α_dst [n, H]."""
         n, heads, channels = len(x), self.heads, self.channels
         split = heads * channels
-        sent = torch.empty((n, split + heads), dtype=x.dtype, device=x.device)
-        alpha_dst = torch.empty((n, heads), dtype=x.dtype, device=x.device)
+        sent = np.empty((n, split + heads), dtype=np.float32)
+        alpha_dst = np.empty((n, heads), dtype=np.float32)
         for start in range(0, n, MESSAGE_ROWS):
             stop = min(start + MESSAGE_ROWS, n)
             h = (x[start:stop] @ self.weight.T).reshape(stop - start, heads, channels)
@@ -76,11 +75,11 @@ class GATLayer(GNNLayer):
     def apply(self, ctx, x, cache, parts):
         h, alpha_src, alpha_dst = cache
         if self.add_self_loops:
-            parts = parts.with_self(self._leaky((alpha_src + alpha_dst).numpy()), h.numpy())
-        out = as_tensor(parts.normalized())  # this layer's own rows: added to in place
-        out = out.reshape(len(x), self.heads * self.channels) if self.concat else out.mean(dim=1)
+            parts = parts.with_self(self._leaky(alpha_src + alpha_dst), h)
+        out = np.asarray(parts.normalized(), dtype=np.float32)  # this layer's own rows: added to in place
+        out = out.reshape(len(x), self.heads * self.channels) if self.concat else out.mean(axis=1)
         if self.res_weight is not None:
-            out += x @ self.res_weight.T
+            add_product(out, x, self.res_weight)
         if self.bias is not None:
             out += self.bias
         return out

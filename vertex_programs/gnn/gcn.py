@@ -1,8 +1,6 @@
 """GCN (PyG ``GCNConv`` with its defaults) as one superstep."""
 
-import torch
-
-from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
+from vertex_programs.gnn.base import GNNLayer, RecordReader, add_scaled, module_tensor, rows32
 
 
 class GCNLayer(GNNLayer):
@@ -20,24 +18,31 @@ class GCNLayer(GNNLayer):
     kind = "gcn"
     combiner = "sum"
 
-    def __init__(self, weight: torch.Tensor, bias):
+    def __init__(self, weight, bias):
         self.weight, self.bias = weight, bias
         self.out_features, self.in_features = weight.shape
         self.transform_first = self.out_features <= self.in_features
 
     def message(self, ctx, x):
-        loops = ctx.self_loops
-        norm = as_tensor(ctx.in_degree - loops + 1).pow(-0.5)[:, None]
-        sent = (x @ self.weight.T if self.transform_first else x) * norm
-        self_count = as_tensor(1 - loops)[:, None]
+        xp, loops = ctx.xp, ctx.self_loops
+        norm = (rows32(xp, ctx.in_degree - loops + 1) ** -0.5)[:, None]
+        if self.transform_first:
+            sent = x @ self.weight.T
+            sent *= norm
+        else:
+            sent = x * norm
+        self_count = rows32(xp, 1 - loops)[:, None]
         return sent, (sent, norm, self_count)
 
     def apply(self, ctx, x, cache, gathered):
         sent, norm, self_count = cache
-        out = as_tensor(gathered).addcmul_(self_count, sent).mul_(norm)  # the gathered rows, in place
+        out = add_scaled(rows32(ctx.xp, gathered), sent, self_count)  # the gathered rows, in place
+        out *= norm
         if not self.transform_first:
-            return out @ self.weight.T if self.bias is None else torch.addmm(self.bias, out, self.weight.T)
-        return out if self.bias is None else out.add_(self.bias)
+            out = out @ self.weight.T
+        if self.bias is not None:
+            out += self.bias
+        return out
 
     def record(self):
         weights = {"weight": self.weight}

@@ -1,11 +1,10 @@
 """GIN (PyG ``GINConv``) as one superstep."""
 
-import torch
+from vertex_programs.gnn.base import GNNLayer, RecordReader, activate, add_scaled, module_tensor, rows32
 
-from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
-
-# in place: every op of the MLP gets rows of the layer's own (the gathered rows or a product)
-MLP_ACTIVATIONS = {"relu": torch.relu_, "tanh": torch.tanh_, "sigmoid": torch.sigmoid_}
+#: activations an MLP may hold; in place: every op of the MLP gets rows of the layer's own (the
+#: gathered rows or a product)
+MLP_ACTIVATIONS = ("relu", "tanh", "sigmoid")
 _TORCH_ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid"}
 _SKIPPED = ("Dropout", "Identity")  # identities at inference
 
@@ -37,11 +36,12 @@ class GINLayer(GNNLayer):
         return sent, sent
 
     def apply(self, ctx, x, sent, gathered):
-        h = as_tensor(gathered).add_(sent, alpha=1.0 + self.eps)  # the gathered rows, in place
+        h = add_scaled(rows32(ctx.xp, gathered), sent, 1.0 + self.eps)  # the gathered rows, in place
         ops = self.mlp
         if self.transform_first:
             bias = self.mlp[0][2]
-            h = h if bias is None else h.add_(bias)
+            if bias is not None:
+                h += bias
             ops = ops[1:]
         for op in ops:
             h = _run_op(op, h)
@@ -63,6 +63,8 @@ class GINLayer(GNNLayer):
 
     @classmethod
     def from_pyg(cls, module):
+        import torch  # only ever called with a PyG module, so torch is already loaded
+
         nn = module.nn
         children = list(nn) if isinstance(nn, torch.nn.Sequential) else [nn]
         mlp = [op for op in (_op_from_torch(child) for child in children) if op is not None]
@@ -70,15 +72,23 @@ class GINLayer(GNNLayer):
 
 
 def _run_op(op, h):
+    """One MLP op on rows h [n, k] of the layer's own (overwritten where the op keeps the width)."""
     name = op[0]
     if name == "linear":
-        return h @ op[1].T if op[2] is None else torch.addmm(op[2], h, op[1].T)
+        out = h @ op[1].T
+        if op[2] is not None:
+            out += op[2]
+        return out
     if name == "batch_norm":
         mean, var, weight, bias, eps = op[1:]
-        h = (h - mean) / torch.sqrt(var + eps)
-        h = h if weight is None else h * weight
-        return h if bias is None else h + bias
-    return MLP_ACTIVATIONS[name](h)
+        h -= mean
+        h /= (var + eps) ** 0.5
+        if weight is not None:
+            h *= weight
+        if bias is not None:
+            h += bias
+        return h
+    return activate(name, h)
 
 
 def _mlp_widths(mlp) -> tuple[int, int]:

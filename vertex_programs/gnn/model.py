@@ -1,29 +1,14 @@
 """``GNNModel``: a stack of GNN layers run as a vertex program, one superstep per layer."""
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from pregel.arrays import as_numpy
 from pregel.program import VertexProgram
-from vertex_programs.gnn.base import GNNLayer, as_tensor
+from vertex_programs.gnn.base import ACTIVATIONS, GNNLayer, activate, rows32
 from vertex_programs.gnn.gat import GATLayer
 from vertex_programs.gnn.gcn import GCNLayer
 from vertex_programs.gnn.gin import GINLayer
 from vertex_programs.gnn.sage import SAGELayer
-
-ACTIVATIONS = {
-    "relu": F.relu,
-    "elu": F.elu,
-    "leaky_relu": F.leaky_relu,  # negative slope 0.01, as torch's default
-    "gelu": F.gelu,
-    "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid,
-    "none": lambda x: x,
-}
-#: the same, overwriting their argument (for the rows a layer has just made)
-IN_PLACE = {"relu": torch.relu_, "elu": lambda x: F.elu_(x), "leaky_relu": lambda x: F.leaky_relu_(x),
-            "gelu": F.gelu, "tanh": torch.tanh_, "sigmoid": torch.sigmoid_, "none": lambda x: x}
 
 PYG_CLASSES = {"GCNConv": GCNLayer, "SAGEConv": SAGELayer, "GINConv": GINLayer, "GATConv": GATLayer}
 
@@ -43,8 +28,8 @@ class GNNModel(VertexProgram):
 
     ``layers``: ``GNNLayer`` objects (``vertex_programs.gnn``'s layer classes) or PyG conv modules
     of the supported kinds (converted with ``layer_from_pyg``). The output is float32
-    [n, out_features]; the layer's dense transforms run in torch float32 on the owning rank (on
-    its GPU in a ``device='cuda'`` run, where ``init`` moves the weights to the device).
+    [n, out_features]; the layer's dense transforms run in float32 NumPy on the owning rank (in
+    torch on its GPU in a ``device='cuda'`` run, where ``init`` moves the weights to the device).
     With ``keep_hidden``, the state also keeps each hidden layer's output (after the activation)
     for ``hidden_outputs``.
 
@@ -109,11 +94,10 @@ class GNNModel(VertexProgram):
         return {f"layer {i} ({layer.kind})": layer.combiner for i, layer in enumerate(self.layers)}
 
     def init(self, ctx):
-        """The input features as float32 [n, in]; moves the weights to the run's torch device."""
+        """The input features as float32 [n, in]; puts the weights in the run's array namespace."""
         self._layer, self._cache = ctx.superstep, None
-        device = "cpu" if ctx.xp is np else ctx.xp.device
-        self.layers = [layer.to(device) for layer in self.layers]
-        return {"x": as_tensor(ctx.features), "hidden": []}
+        self.layers = [layer.on(ctx.xp) for layer in self.layers]
+        return {"x": rows32(ctx.xp, ctx.features), "hidden": []}
 
     def message(self, ctx, state):
         sent, self._cache = self.layers[self._layer].message(ctx, state["x"])
@@ -133,7 +117,7 @@ class GNNModel(VertexProgram):
         last = self._layer == len(self.layers) - 1
         hidden = state["hidden"]
         if not last:
-            x = IN_PLACE[self.activation](x)  # x: the rows apply has just made
+            x = activate(self.activation, x)  # x: the rows apply has just made
             if self.keep_hidden:
                 hidden = hidden + [x]
         self._layer, self._cache = self._layer + 1, None

@@ -1,9 +1,6 @@
 """GraphSAGE (PyG ``SAGEConv``) as one superstep."""
 
-import torch
-import torch.nn.functional as F
-
-from vertex_programs.gnn.base import GNNLayer, RecordReader, as_tensor, module_tensor
+from vertex_programs.gnn.base import GNNLayer, RecordReader, add_product, module_tensor, rows32
 
 
 class SAGELayer(GNNLayer):
@@ -13,12 +10,12 @@ class SAGELayer(GNNLayer):
     aggregates 0 (as PyG). For 'mean', W_l is applied before the gather when that narrows the
     message (mean(x_j) W_l = mean(x_j W_l)); 'max' sends x_j itself. Optional as in PyG: no root
     term (``root_weight=False``), no bias, L2-normalised output (``normalize=True``).
-    weight_l: [out, in], bias_l: [out] or None, weight_r: [out, in] or None.
+    weight_l: [out, in], bias_l: [out] or None, weight_r: [out, in] or None (float32 arrays).
     """
 
     kind = "sage"
 
-    def __init__(self, weight_l: torch.Tensor, bias_l, weight_r, aggr: str = "mean",
+    def __init__(self, weight_l, bias_l, weight_r, aggr: str = "mean",
                  normalize: bool = False):
         if aggr not in ("mean", "max"):
             raise ValueError(f"SAGE aggr must be 'mean' or 'max', got {aggr!r}")
@@ -33,19 +30,18 @@ class SAGELayer(GNNLayer):
         return sent, None
 
     def apply(self, ctx, x, cache, gathered):
-        aggregated = as_tensor(gathered)
+        out = rows32(ctx.xp, gathered)  # the gathered rows, this layer's own: written in place
         if self.aggr == "max":  # the engine's identity for 'max' is -inf; PyG gives 0
-            aggregated = torch.where(torch.as_tensor(ctx.received)[:, None], aggregated, 0.0)
-        # in place on buffers of this layer's own: the gathered rows, or the one product out of them
-        if self.transform_first:
-            out = aggregated if self.bias_l is None else aggregated.add_(self.bias_l)
-        elif self.bias_l is None:
-            out = aggregated @ self.weight_l.T
-        else:
-            out = torch.addmm(self.bias_l, aggregated, self.weight_l.T)
+            out[~ctx.received] = 0
+        if not self.transform_first:
+            out = out @ self.weight_l.T
+        if self.bias_l is not None:
+            out += self.bias_l
         if self.weight_r is not None:
-            out.addmm_(x, self.weight_r.T)
-        return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+            add_product(out, x, self.weight_r)
+        if self.normalize:  # F.normalize: x / max(|x|_2, 1e-12)
+            out /= ((out * out).sum(1) ** 0.5).clip(min=1e-12)[:, None]
+        return out
 
     def record(self):
         weights = {"lin_l.weight": self.weight_l}
