@@ -201,7 +201,7 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
         ranks = partition.owner(edges.dst)
         if edges.source_side.any():
             ranks[edges.source_side] = partition.owner(edges.src[edges.source_side])
-        edges = _send_edges(comm, edges, ranks)
+        edges = _send_edges(comm, edges, ranks, False if hubs.shadow_nodes else None)
         del ranks
     local = _LocalEdges(comm, partition, len(owned), edges)
     in_hubs = np.zeros(0, np.int64)
@@ -272,18 +272,20 @@ def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
     return _Edges(src, dst, weights, np.zeros(len(src), dtype=bool))
 
 
-def _send_edges(comm, edges: _Edges, ranks: np.ndarray) -> _Edges:
-    """Send each edge to the rank ``ranks`` [k] names; returns the edges received."""
+def _send_edges(comm, edges: _Edges, ranks: np.ndarray, source_side: bool | None = None) -> _Edges:
+    """Send each edge to the rank ``ranks`` [k] names; returns the edges received. ``source_side``:
+    the flag every rank's edges all have (not sent), or None to send each edge's."""
     if comm.size == 1:
-        return edges
+        return edges if source_side is None else _Edges(edges.src, edges.dst, edges.weight,
+                                                        np.full(len(edges.src), source_side))
     order, counts = stable_order(ranks, comm.size)
     src, received = comm.alltoallv(edges.src[order], counts)
 
     def send(array):
         return comm.alltoallv_known(array[order], counts, received)
 
-    return _Edges(src, send(edges.dst), None if edges.weight is None else send(edges.weight),
-                  send(edges.source_side))
+    side = send(edges.source_side) if source_side is None else np.full(len(src), source_side)
+    return _Edges(src, send(edges.dst), None if edges.weight is None else send(edges.weight), side)
 
 
 class _LocalEdges:
@@ -329,9 +331,9 @@ class _LocalEdges:
             return in_hubs
         moving = is_hub[self.dst_local]
         moved = self.dest.take(moving)
-        moved.source_side[:] = True
         self.dest, self.dst_local = self.dest.take(~moving), self.dst_local[~moving]
-        self.source = self.source.concat(_send_edges(self.comm, moved, self.partition.owner(moved.src)))
+        moved = _send_edges(self.comm, moved, self.partition.owner(moved.src), source_side=True)
+        self.source = self.source.concat(moved)
         return in_hubs
 
 
