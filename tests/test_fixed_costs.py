@@ -233,3 +233,34 @@ def test_progress_imports_tqdm_only_for_a_terminals_bar(monkeypatch):
     progress.update(2)
     assert progress.bar.n == 2
     progress.close()
+
+
+#: a CPU render and its backward pass after importing both trainers: which of these modules it loaded
+CPU_RENDER = """
+import json, sys
+import torch
+import odin_sched.odin.trainer, odin_sched.training.train
+from kernels.splat import render
+
+g = 64
+gen = torch.Generator().manual_seed(0)
+means = (torch.rand(g, 3, generator=gen) - 0.5) * 2 + torch.tensor([0.0, 0.0, 4.0])
+params = [means, torch.full((g, 3), -2.0), torch.tensor([[1.0, 0, 0, 0]]).repeat(g, 1), torch.zeros(g),
+          torch.rand(g, 3, generator=gen)]
+for p in params:
+    p.requires_grad_(True)
+K = torch.tensor([[32.0, 0, 16], [0, 32.0, 16], [0, 0, 1]])
+image, _ = render(*params, torch.eye(4), K, 32, 32)
+image.sum().backward()
+print(json.dumps({"drawn": bool(image.sum() > 0), "grad": bool(params[0].grad.abs().sum() > 0),
+                  "loaded": [m for m in sys.argv[1:] if m in sys.modules]}))
+"""
+
+
+def test_a_cpu_render_after_the_trainers_imports_loads_neither_numba_cuda_nor_scipys_spatial_module():
+    modules = ["numba.cuda", "scipy.spatial"]
+    result = subprocess.run([sys.executable, "-c", CPU_RENDER, *modules], capture_output=True, text=True,
+                            timeout=300, env=_alone_env())
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {"drawn": True, "grad": True, "loaded": []}

@@ -11,7 +11,7 @@ from numba import cuda
 from numba import types as nt
 
 import numba.cuda.dispatcher
-from kernels.splat import projection, rasterize_backward, rasterize_forward, sh
+from kernels.splat import cuda_kernels
 
 F1, F2, F3 = nt.float32[:], nt.float32[:, :], nt.float32[:, :, :]
 I1, I2 = nt.int32[:], nt.int32[:, :]
@@ -20,16 +20,16 @@ CAMPOS = RGB
 SIZE = nt.int64
 
 KERNELS = {
-    "project": (projection._project_cuda, (F2, F2, F2, VIEW, INTR, SIZE, SIZE, F2, F2, F1, I1)),
+    "project": (cuda_kernels.project_cuda, (F2, F2, F2, VIEW, INTR, SIZE, SIZE, F2, F2, F1, I1)),
     "project_backward": (
-        projection._project_backward_cuda, (F2, F2, F2, VIEW, INTR, SIZE, SIZE, I1, F2, F2, F2, F2, F2)),
+        cuda_kernels.project_backward_cuda, (F2, F2, F2, VIEW, INTR, SIZE, SIZE, I1, F2, F2, F2, F2, F2)),
     "rasterize_forward": (
-        rasterize_forward._rasterize_forward_cuda, (I1, I1, F2, F2, F1, F2, RGB, SIZE, SIZE, F3, F2, I2)),
+        cuda_kernels.rasterize_forward_cuda, (I1, I1, F2, F2, F1, F2, RGB, SIZE, SIZE, F3, F2, I2)),
     "rasterize_backward": (
-        rasterize_backward._rasterize_backward_cuda,
+        cuda_kernels.rasterize_backward_cuda,
         (I1, I1, F2, F2, F1, F2, RGB, SIZE, SIZE, F2, I2, F3, F2, F2, F1, F2)),
-    "sh_to_colors": (sh._sh_to_colors_cuda, (F2, F3, CAMPOS, SIZE, F2)),
-    "sh_to_colors_backward": (sh._sh_to_colors_backward_cuda, (F2, F3, CAMPOS, SIZE, F2, F2, F3)),
+    "sh_to_colors": (cuda_kernels.sh_to_colors_cuda, (F2, F3, CAMPOS, SIZE, F2)),
+    "sh_to_colors_backward": (cuda_kernels.sh_to_colors_backward_cuda, (F2, F3, CAMPOS, SIZE, F2, F2, F3)),
 }
 
 

@@ -140,3 +140,52 @@ def test_unwritable_output_is_an_input_error(tmp_path):
         write_scene(tmp_path / "no" / "s.h5", small_scene())
     with pytest.raises(InputError, match="is a directory"):
         write_scene(tmp_path, small_scene())
+
+
+#: the cases whose problem is in the values of /gaussians (what a read without them does not see)
+VALUE_CASES = ("NaN or infinite", "cannot be normalised")
+
+
+@pytest.mark.parametrize("mutate, message", CASES)
+def test_a_read_without_the_gaussians_and_init_still_checks_their_layout(tmp_path, mutate, message):
+    path = tmp_path / "s.h5"
+    write_scene(path, small_scene())
+    edit(path, mutate)
+    if message in VALUE_CASES:
+        scene = read_scene(path, gaussians=False, init=False)  # values not read, so not checked
+        assert scene.means is None
+        return
+    with pytest.raises(InputError) as info:
+        read_scene(path, gaussians=False, init=False)
+    text = str(info.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
+def test_a_read_without_the_gaussians_and_init_leaves_them_none_and_reads_the_rest(tmp_path):
+    path = tmp_path / "s.h5"
+    original = small_scene()
+    original.sh = np.zeros((6, 4, 3), np.float32)
+    original.ids = np.arange(6, dtype=np.int64) * 3
+    write_scene(path, original)
+    full, part = read_scene(path), read_scene(path, gaussians=False, init=False)
+    for name in ("means", "scales", "quats", "opacities", "colors", "sh", "ids", "init_means", "init_colors"):
+        assert getattr(full, name) is not None and getattr(part, name) is None
+    for name in ("viewmats", "Ks", "images", "heldout"):
+        np.testing.assert_array_equal(getattr(part, name), getattr(original, name))
+    assert (part.width, part.height, part.attrs) == (7, 5, original.attrs)
+    np.testing.assert_array_equal(read_scene(path, gaussians=False).init_means, original.init_means)
+
+
+def test_pregel_train_from_a_ply_refuses_a_scene_whose_gaussians_have_a_bad_layout(tmp_path, capsys):
+    from odin_sched.scenes.ply import write_ply
+    from pregel.cli import main
+
+    scene, ply, out = tmp_path / "s.h5", tmp_path / "init.ply", tmp_path / "out.h5"
+    model = small_scene()
+    write_scene(scene, model)
+    write_ply(ply, model.means, model.scales, model.quats, model.opacities, colors=model.colors)
+    edit(scene, replace("gaussians/means", np.zeros((6, 3))))
+    capsys.readouterr()
+    assert main(["train", "--scene", str(scene), "--init-ply", str(ply), "--steps", "1", "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "/gaussians/means: dtype is float64" in lines[0] and not out.exists()

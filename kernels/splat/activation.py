@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import torch
-from numba import cuda, njit
+from numba import njit
 
 from kernels._device import blocks_for
 
@@ -34,28 +34,17 @@ def _sigmoid_vjp_cpu(y, v_y, out):  # y = sigmoid(x), v_y = dL/dy, out = dL/dx: 
         out[g] = v_y[g] * y[g] * (1.0 - y[g])
 
 
-@cuda.jit
-def _sigmoid_cuda(x, out):
-    g = cuda.grid(1)
-    if g < x.shape[0]:
-        out[g] = 1.0 / (1.0 + math.exp(-x[g]))
-
-
-@cuda.jit
-def _sigmoid_vjp_cuda(y, v_y, out):
-    g = cuda.grid(1)
-    if g < y.shape[0]:
-        out[g] = v_y[g] * y[g] * (1.0 - y[g])
-
-
-def _launch(cpu_kernel, cuda_kernel, arrays):
+def _launch(cpu_kernel, cuda_name: str, arrays):
+    """Run ``cpu_kernel`` on host arrays or the kernel ``cuda_name`` of ``cuda_kernels`` on device arrays."""
     count = arrays[0].shape[0]
     for i, array in enumerate(arrays):
         check_array(f"argument {i}", array, (count,), np.float32)
     device = on_device(arrays)
     out = empty((count,), np.float32, device)
     if count and device:
-        cuda_kernel[blocks_for(count, THREADS_PER_BLOCK), THREADS_PER_BLOCK](*arrays, out)
+        from . import cuda_kernels
+
+        getattr(cuda_kernels, cuda_name)[blocks_for(count, THREADS_PER_BLOCK), THREADS_PER_BLOCK](*arrays, out)
     elif count:
         cpu_kernel(*arrays, out)
     return out
@@ -63,12 +52,12 @@ def _launch(cpu_kernel, cuda_kernel, arrays):
 
 def sigmoid(x):
     """Logistic sigmoid of ``x`` [G] float32 (NumPy: CPU kernel; device array: CUDA kernel)."""
-    return _launch(_sigmoid_cpu, _sigmoid_cuda, (x,))
+    return _launch(_sigmoid_cpu, "sigmoid_cuda", (x,))
 
 
 def sigmoid_vjp(y, v_y):
     """dL/dx of ``y = sigmoid(x)`` from y [G] and dL/dy [G] (float32): v_y * y * (1 - y)."""
-    return _launch(_sigmoid_vjp_cpu, _sigmoid_vjp_cuda, (y, v_y))
+    return _launch(_sigmoid_vjp_cpu, "sigmoid_vjp_cuda", (y, v_y))
 
 
 def _sigmoid(x: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,6 @@
 """Array plumbing shared by the splat kernels' dispatch functions: checks, allocation, camera tuples."""
 
 import numpy as np
-from numba import cuda
 
 from kernels._device import is_device_array
 
@@ -29,12 +28,20 @@ def on_device(arrays) -> bool:
 def zeros(shape, dtype, device: bool):
     """Zero-filled output array on the host or the device."""
     host = np.zeros(shape, dtype=dtype)
-    return cuda.to_device(host) if device else host
+    if not device:
+        return host
+    from numba import cuda
+
+    return cuda.to_device(host)
 
 
 def empty(shape, dtype, device: bool):
     """Uninitialised output array on the host or the device."""
-    return cuda.device_array(shape, dtype=dtype) if device else np.empty(shape, dtype=dtype)
+    if not device:
+        return np.empty(shape, dtype=dtype)
+    from numba import cuda
+
+    return cuda.device_array(shape, dtype=dtype)
 
 
 def camera_tuples(viewmat, K):

@@ -4,6 +4,7 @@ Shared by the kernels and the torch reference so that both follow exactly the sa
 """
 
 TILE_SIZE = 16  # tiles are TILE_SIZE x TILE_SIZE pixels
+TILE_PIXELS = TILE_SIZE * TILE_SIZE  # pixels of a tile: the CPU and CUDA raster kernels work a tile at a time
 NEAR_PLANE = 0.01  # Gaussians with view depth z <= NEAR_PLANE are culled
 EPS_2D = 0.3  # added to the diagonal of the projected 2D covariance
 FOV_CLIP = 0.3  # x/z, y/z are clamped this many half-field-of-view tangents outside the image

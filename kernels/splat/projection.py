@@ -6,7 +6,7 @@ the means, log-scales and quaternions from those of mean2d and conic. The formul
 """
 
 import numpy as np
-from numba import cuda, njit, prange
+from numba import njit, prange
 
 from kernels._device import blocks_for
 
@@ -46,26 +46,6 @@ def _project_cpu(
         radius[g] = r
 
 
-@cuda.jit
-def _project_cuda(means, log_scales, quats, view, intr, width, height, mean2d, conic, depth, radius):
-    g = cuda.grid(1)
-    if g >= means.shape[0]:
-        return
-    mx, my, ca, cb, cc, z, r = project_gaussian(
-        (means[g, 0], means[g, 1], means[g, 2]),
-        (log_scales[g, 0], log_scales[g, 1], log_scales[g, 2]),
-        (quats[g, 0], quats[g, 1], quats[g, 2], quats[g, 3]),
-        view, intr, width, height,
-    )
-    mean2d[g, 0] = mx
-    mean2d[g, 1] = my
-    conic[g, 0] = ca
-    conic[g, 1] = cb
-    conic[g, 2] = cc
-    depth[g] = z
-    radius[g] = r
-
-
 @njit(parallel=True, cache=True)
 def _project_backward_cpu(
     means,  # [G, 3] float32
@@ -98,28 +78,6 @@ def _project_backward_cpu(
             v_log_scales[g, i] = vs[i]
         for i in range(4):
             v_quats[g, i] = vq[i]
-
-
-@cuda.jit
-def _project_backward_cuda(
-    means, log_scales, quats, view, intr, width, height, radius, v_mean2d, v_conic, v_means, v_log_scales, v_quats
-):
-    g = cuda.grid(1)
-    if g >= means.shape[0] or radius[g] <= 0:
-        return
-    vm, vs, vq = project_gaussian_vjp(
-        (means[g, 0], means[g, 1], means[g, 2]),
-        (log_scales[g, 0], log_scales[g, 1], log_scales[g, 2]),
-        (quats[g, 0], quats[g, 1], quats[g, 2], quats[g, 3]),
-        view, intr, width, height,
-        (v_mean2d[g, 0], v_mean2d[g, 1]),
-        (v_conic[g, 0], v_conic[g, 1], v_conic[g, 2]),
-    )
-    for i in range(3):
-        v_means[g, i] = vm[i]
-        v_log_scales[g, i] = vs[i]
-    for i in range(4):
-        v_quats[g, i] = vq[i]
 
 
 def _check_gaussians(means, log_scales, quats, width, height):
@@ -156,7 +114,9 @@ def project(
         return mean2d, conic, depth, radius
     args = (means, log_scales, quats, view, intr, int(width), int(height), mean2d, conic, depth, radius)
     if device:
-        _project_cuda[blocks_for(count, THREADS_PER_BLOCK), THREADS_PER_BLOCK](*args)
+        from .cuda_kernels import project_cuda
+
+        project_cuda[blocks_for(count, THREADS_PER_BLOCK), THREADS_PER_BLOCK](*args)
     else:
         _project_cpu(*args)
     return mean2d, conic, depth, radius
@@ -192,7 +152,9 @@ def project_backward(
     args = (means, log_scales, quats, view, intr, int(width), int(height), radius, v_mean2d, v_conic,
             v_means, v_log_scales, v_quats)
     if device:
-        _project_backward_cuda[blocks_for(count, THREADS_PER_BLOCK), THREADS_PER_BLOCK](*args)
+        from .cuda_kernels import project_backward_cuda
+
+        project_backward_cuda[blocks_for(count, THREADS_PER_BLOCK), THREADS_PER_BLOCK](*args)
     else:
         _project_backward_cpu(*args)
     return v_means, v_log_scales, v_quats

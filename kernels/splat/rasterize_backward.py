@@ -7,13 +7,12 @@ dL/dc_i = alpha_i T_i dL/dC and dL/dalpha_i = T_i (c_i - R_i) . dL/dC; the alpha
 reduces them serially (deterministic); the CUDA kernel adds with atomics.
 """
 
-import numba
 import numpy as np
-from numba import cuda, njit, prange
+from numba import njit, prange
 
 from .arrays import check_array, on_device, zeros
 from .constants import ALPHA_MIN, TILE_SIZE
-from .rasterize_forward import THREADS_PER_BLOCK, check_raster_inputs, stage_gaussian
+from .rasterize_forward import THREADS_PER_BLOCK, check_raster_inputs
 from .scalar_math import pixel_alpha, pixel_alpha_vjp, pixel_extent, pixel_gaussian, pixel_span
 
 
@@ -115,89 +114,6 @@ def _rasterize_backward_cpu(
         v_colors[g, 2] += per_isect[k, 8]
 
 
-@cuda.jit
-def _rasterize_backward_cuda(
-    tile_offsets, gauss_ids, mean2d, conic, opacity, colors, background, width, height,
-    final_t, n_contrib, v_image, v_mean2d, v_conic, v_opacity, v_colors,
-):
-    # one block per tile, one thread per pixel; batches of Gaussians staged back to front
-    tile = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    tiles_x = (width + TILE_SIZE - 1) // TILE_SIZE
-    x = (tile % tiles_x) * TILE_SIZE + tid % TILE_SIZE
-    y = (tile // tiles_x) * TILE_SIZE + tid // TILE_SIZE
-    inside = x < width and y < height
-    px = x + 0.5
-    py = y + 0.5
-    sh_geom = cuda.shared.array((THREADS_PER_BLOCK, 6), numba.float32)
-    sh_color = cuda.shared.array((THREADS_PER_BLOCK, 3), numba.float32)
-    sh_id = cuda.shared.array(THREADS_PER_BLOCK, numba.int32)
-    sh_count = cuda.shared.array(1, numba.int32)
-    start = tile_offsets[tile]
-    trans = 1.0
-    last = 0
-    gr = 0.0
-    gg = 0.0
-    gb = 0.0
-    if inside:
-        trans = final_t[y, x]
-        last = n_contrib[y, x]
-        gr = v_image[y, x, 0]
-        gg = v_image[y, x, 1]
-        gb = v_image[y, x, 2]
-    rest0 = background[0]
-    rest1 = background[1]
-    rest2 = background[2]
-    if tid == 0:
-        sh_count[0] = 0
-    cuda.syncthreads()
-    cuda.atomic.max(sh_count, 0, last)
-    cuda.syncthreads()
-    end = start + sh_count[0]
-    for batch_end in range(end, start, -THREADS_PER_BLOCK):
-        cuda.syncthreads()  # everyone is done with the previous batch
-        k = batch_end - 1 - tid
-        if k >= start:
-            g = gauss_ids[k]
-            sh_id[tid] = g
-            stage_gaussian(sh_geom, sh_color, tid, g, mean2d, conic, opacity, colors)
-        cuda.syncthreads()
-        for j in range(min(THREADS_PER_BLOCK, batch_end - start)):
-            if batch_end - 1 - j - start >= last:
-                continue
-            mx = sh_geom[j, 0]
-            my = sh_geom[j, 1]
-            ca = sh_geom[j, 2]
-            cb = sh_geom[j, 3]
-            cc = sh_geom[j, 4]
-            op = sh_geom[j, 5]
-            gauss = pixel_gaussian(mx, my, ca, cb, cc, px, py)
-            alpha = pixel_alpha(op, gauss)
-            if alpha < ALPHA_MIN:
-                continue
-            t_i = trans / (1.0 - alpha)
-            c0 = sh_color[j, 0]
-            c1 = sh_color[j, 1]
-            c2 = sh_color[j, 2]
-            g = sh_id[j]
-            weight = alpha * t_i
-            cuda.atomic.add(v_colors, (g, 0), numba.float32(weight * gr))
-            cuda.atomic.add(v_colors, (g, 1), numba.float32(weight * gg))
-            cuda.atomic.add(v_colors, (g, 2), numba.float32(weight * gb))
-            v_alpha = t_i * ((c0 - rest0) * gr + (c1 - rest1) * gg + (c2 - rest2) * gb)
-            rest0 = alpha * c0 + (1.0 - alpha) * rest0
-            rest1 = alpha * c1 + (1.0 - alpha) * rest1
-            rest2 = alpha * c2 + (1.0 - alpha) * rest2
-            trans = t_i
-            d0, d1, d2, d3, d4, d5 = pixel_alpha_vjp(mx, my, ca, cb, cc, op, px, py, gauss, v_alpha)
-            cuda.atomic.add(v_mean2d, (g, 0), numba.float32(d0))
-            cuda.atomic.add(v_mean2d, (g, 1), numba.float32(d1))
-            cuda.atomic.add(v_conic, (g, 0), numba.float32(d2))
-            cuda.atomic.add(v_conic, (g, 1), numba.float32(d3))
-            cuda.atomic.add(v_conic, (g, 2), numba.float32(d4))
-            cuda.atomic.add(v_opacity, g, numba.float32(d5))
-
-
 def rasterize_backward(
     tile_offsets,  # [T + 1] int32
     gauss_ids,  # [I] int32
@@ -227,7 +143,9 @@ def rasterize_backward(
     args = (tile_offsets, gauss_ids, mean2d, conic, opacity, colors, tuple(float(b) for b in background),
             int(width), int(height), final_t, n_contrib, v_image, v_mean2d, v_conic, v_opacity, v_colors)
     if device:
-        _rasterize_backward_cuda[tile_offsets.shape[0] - 1, THREADS_PER_BLOCK](*args)
+        from .cuda_kernels import rasterize_backward_cuda
+
+        rasterize_backward_cuda[tile_offsets.shape[0] - 1, THREADS_PER_BLOCK](*args)
     else:
         _rasterize_backward_cpu(*args)
     return v_mean2d, v_conic, v_opacity, v_colors

@@ -6,16 +6,15 @@ It saves what the backward pass needs: the final transmittance and the number of
 the last contributing Gaussian, per pixel.
 """
 
-import numba
 import numpy as np
-from numba import cuda, njit, prange
+from numba import njit, prange
 
 from .arrays import check_array, check_size, empty, on_device
 from .binning import tile_grid
-from .constants import ALPHA_MIN, T_MIN, TILE_SIZE
+from .constants import ALPHA_MIN, T_MIN, TILE_PIXELS, TILE_SIZE
 from .scalar_math import pixel_alpha, pixel_extent, pixel_gaussian, pixel_span
 
-THREADS_PER_BLOCK = TILE_SIZE * TILE_SIZE  # one thread per pixel of a tile
+THREADS_PER_BLOCK = TILE_PIXELS  # one thread per pixel of a tile
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -82,77 +81,6 @@ def _rasterize_forward_cpu(
                 n_contrib[y0 + j, x0 + i] = last[j, i]
 
 
-@cuda.jit(device=True)
-def stage_gaussian(sh_geom, sh_color, slot, g, mean2d, conic, opacity, colors):
-    """Copy Gaussian ``g``'s 2-D geometry (mean, conic, opacity) and colour into shared-memory slot
-    ``slot`` (a device function of the CUDA raster kernels, forward and backward)."""
-    sh_geom[slot, 0] = mean2d[g, 0]
-    sh_geom[slot, 1] = mean2d[g, 1]
-    sh_geom[slot, 2] = conic[g, 0]
-    sh_geom[slot, 3] = conic[g, 1]
-    sh_geom[slot, 4] = conic[g, 2]
-    sh_geom[slot, 5] = opacity[g]
-    sh_color[slot, 0] = colors[g, 0]
-    sh_color[slot, 1] = colors[g, 1]
-    sh_color[slot, 2] = colors[g, 2]
-
-
-@cuda.jit
-def _rasterize_forward_cuda(
-    tile_offsets, gauss_ids, mean2d, conic, opacity, colors, background, width, height, image, final_t, n_contrib
-):
-    # one block per tile, one thread per pixel, Gaussians staged in shared memory in batches
-    tile = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    tiles_x = (width + TILE_SIZE - 1) // TILE_SIZE
-    x = (tile % tiles_x) * TILE_SIZE + tid % TILE_SIZE
-    y = (tile // tiles_x) * TILE_SIZE + tid // TILE_SIZE
-    inside = x < width and y < height
-    px = x + 0.5
-    py = y + 0.5
-    sh_geom = cuda.shared.array((THREADS_PER_BLOCK, 6), numba.float32)  # mx, my, ca, cb, cc, opacity
-    sh_color = cuda.shared.array((THREADS_PER_BLOCK, 3), numba.float32)
-    start = tile_offsets[tile]
-    end = tile_offsets[tile + 1]
-    trans = 1.0
-    acc0 = 0.0
-    acc1 = 0.0
-    acc2 = 0.0
-    last = 0
-    done = not inside
-    for batch in range(start, end, THREADS_PER_BLOCK):
-        # barrier before refilling shared memory; the whole block leaves once every pixel is done
-        if cuda.syncthreads_and(numba.int32(1 if done else 0)):
-            break
-        k = batch + tid
-        if k < end:
-            stage_gaussian(sh_geom, sh_color, tid, gauss_ids[k], mean2d, conic, opacity, colors)
-        cuda.syncthreads()
-        count = min(THREADS_PER_BLOCK, end - batch)
-        j = 0
-        while not done and j < count:
-            gauss = pixel_gaussian(sh_geom[j, 0], sh_geom[j, 1], sh_geom[j, 2], sh_geom[j, 3], sh_geom[j, 4], px, py)
-            alpha = pixel_alpha(sh_geom[j, 5], gauss)
-            if alpha >= ALPHA_MIN:
-                t_next = trans * (1.0 - alpha)
-                if t_next < T_MIN:
-                    done = True
-                else:
-                    weight = alpha * trans
-                    acc0 += sh_color[j, 0] * weight
-                    acc1 += sh_color[j, 1] * weight
-                    acc2 += sh_color[j, 2] * weight
-                    trans = t_next
-                    last = batch + j - start + 1
-            j += 1
-    if inside:
-        image[y, x, 0] = acc0 + trans * background[0]
-        image[y, x, 1] = acc1 + trans * background[1]
-        image[y, x, 2] = acc2 + trans * background[2]
-        final_t[y, x] = trans
-        n_contrib[y, x] = last
-
-
 def check_raster_inputs(tile_offsets, gauss_ids, mean2d, conic, opacity, colors, background, width, height):
     """ValueError unless the rasterizer inputs agree in shape and dtype; returns the tile count."""
     check_size(width, height)
@@ -192,7 +120,9 @@ def rasterize_forward(
     args = (tile_offsets, gauss_ids, mean2d, conic, opacity, colors, tuple(float(b) for b in background),
             int(width), int(height), image, final_t, n_contrib)
     if device:
-        _rasterize_forward_cuda[tiles, THREADS_PER_BLOCK](*args)
+        from .cuda_kernels import rasterize_forward_cuda
+
+        rasterize_forward_cuda[tiles, THREADS_PER_BLOCK](*args)
     else:
         _rasterize_forward_cpu(*args)
     return image, final_t, n_contrib

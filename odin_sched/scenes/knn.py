@@ -9,7 +9,6 @@ walk the same nodes (several times faster than the input order on large clouds),
 """
 import numpy as np
 import torch
-from scipy.spatial import cKDTree
 
 NEIGHBOURS = 3
 MIN_MEAN_SQ = 1e-7  # the reference's clamp of the mean squared distance
@@ -28,6 +27,8 @@ def mean_sq_neighbour_distance(points: np.ndarray, k: int = NEIGHBOURS) -> np.nd
     k = min(k, p - 1)
     if k < 1:
         return np.zeros(p)
+    from scipy.spatial import cKDTree  # here: a run that starts from a PLY never loads SciPy (26 MB)
+
     tree = cKDTree(points)
     out = np.empty(p)
     for start in range(0, p, QUERY_CHUNK):

@@ -58,11 +58,11 @@ GAUSSIAN_DATASETS = {
 class Scene:
     """A scene in memory: Gaussians, cameras, images and the optional extras (NumPy arrays)."""
 
-    means: np.ndarray        # [G, 3] float32
-    scales: np.ndarray       # [G, 3] float32, log scale
-    quats: np.ndarray        # [G, 4] float32, (w, x, y, z)
-    opacities: np.ndarray    # [G] float32, logit
-    colors: np.ndarray       # [G, 3] float32
+    means: np.ndarray | None       # [G, 3] float32 (None: /gaussians not read, ``read_scene``)
+    scales: np.ndarray | None      # [G, 3] float32, log scale
+    quats: np.ndarray | None       # [G, 4] float32, (w, x, y, z)
+    opacities: np.ndarray | None   # [G] float32, logit
+    colors: np.ndarray | None      # [G, 3] float32
     viewmats: np.ndarray     # [C, 4, 4] float32
     Ks: np.ndarray           # [C, 3, 3] float32
     images: np.ndarray       # [C, H, W, 3] uint8 (or a SceneImages, read one at a time)
@@ -103,14 +103,15 @@ def default_heldout(cameras: int) -> np.ndarray:
     return np.arange(cameras) % HOLDOUT_EVERY == 0
 
 
-def _check_array(path, name: str, arr: np.ndarray, dtype, tail: tuple) -> None:
-    """Dtype, rank, trailing dimensions and finiteness of one array."""
+def _check_array(path, name: str, arr: np.ndarray, dtype, tail: tuple, values: bool = True) -> None:
+    """Dtype, rank, trailing dimensions and (with ``values``) finiteness of one array; without ``values``
+    ``arr`` may be an unread h5py dataset."""
     if arr.dtype != np.dtype(dtype):
         raise InputError.at(path, name, f"dtype is {arr.dtype}, expected {np.dtype(dtype)}")
     if arr.ndim != 1 + len(tail) or tuple(arr.shape[1:]) != tail:
         want = "[N" + "".join(f", {d}" for d in tail) + "]"
         raise InputError.at(path, name, f"shape is {list(arr.shape)}, expected {want}")
-    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+    if values and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         bad = int(np.count_nonzero(~np.isfinite(arr)))
         raise InputError.at(path, name, f"contains {bad} NaN or infinite values")
 
@@ -120,12 +121,14 @@ def _check_count(path, name: str, arr: np.ndarray, expected: int, what: str) -> 
         raise InputError.at(path, name, f"has {arr.shape[0]} rows but {what} is {expected}")
 
 
-def validate_gaussians(arrays: dict, path="<scene>") -> None:
+def validate_gaussians(arrays: dict, path="<scene>", values: bool = True) -> None:
     """Check the Gaussian datasets of a scene (name -> array: ``GAUSSIAN_DATASETS``, optionally ``sh``
     [G, K, 3] and ``ids`` [G] int64, strictly ascending) as the format requires; raise InputError on the
-    first problem. A part of a file's rows may be checked at a time (the ids then only among themselves)."""
+    first problem. A part of a file's rows may be checked at a time (the ids then only among themselves).
+    Without ``values`` only their layout is checked (dtypes, shapes, counts), which unread h5py datasets
+    allow; finiteness, quaternion lengths and the ids' order need the values."""
     for name, tail in GAUSSIAN_DATASETS.items():
-        _check_array(path, f"/gaussians/{name}", arrays[name], np.float32, tail)
+        _check_array(path, f"/gaussians/{name}", arrays[name], np.float32, tail, values)
     g = int(arrays["means"].shape[0])
     if g == 0:
         raise InputError.at(path, "/gaussians/means", "the scene has no Gaussians")
@@ -134,16 +137,18 @@ def validate_gaussians(arrays: dict, path="<scene>") -> None:
     sh, ids = arrays.get("sh"), arrays.get("ids")
     if sh is not None:
         count = sh.shape[1] if sh.ndim == 3 else -1
-        _check_array(path, "/gaussians/sh", sh, np.float32, (count, 3))
+        _check_array(path, "/gaussians/sh", sh, np.float32, (count, 3), values)
         _check_count(path, "/gaussians/sh", sh, g, "the number of Gaussians in /gaussians/means")
         if sh.shape[1] not in SH_COUNTS:
             raise InputError.at(path, "/gaussians/sh", f"has {sh.shape[1]} coefficients per channel, "
                                 "expected 1, 4, 9 or 16 (SH degree 0 to 3)")
     if ids is not None:
-        _check_array(path, "/gaussians/ids", ids, np.int64, ())
+        _check_array(path, "/gaussians/ids", ids, np.int64, (), values)
         _check_count(path, "/gaussians/ids", ids, g, "the number of Gaussians in /gaussians/means")
-        if np.any(np.diff(ids) <= 0):
+        if values and np.any(np.diff(ids) <= 0):
             raise InputError.at(path, "/gaussians/ids", "ids must be strictly ascending (unique)")
+    if not values:
+        return
     norms = np.linalg.norm(arrays["quats"].astype(np.float64), axis=1)
     if np.any(norms < 1e-8):
         raise InputError.at(path, "/gaussians/quats",
@@ -151,12 +156,15 @@ def validate_gaussians(arrays: dict, path="<scene>") -> None:
 
 
 def validate(scene: Scene, path="<scene>") -> None:
-    """Check a Scene for everything the format requires; raise InputError on the first problem."""
+    """Check a Scene for everything the format requires; raise InputError on the first problem. Its
+    Gaussians are skipped when they were not read (``read_scene(..., gaussians=False)``, which checked
+    their layout)."""
     for attr in ("width", "height"):
         value = getattr(scene, attr)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise InputError.at(path, None, f"attribute {attr} must be a positive integer, got {value!r}")
-    validate_gaussians(scene.gaussians() if scene.ids is None else {**scene.gaussians(), "ids": scene.ids}, path)
+    if scene.means is not None:
+        validate_gaussians(scene.gaussians() if scene.ids is None else {**scene.gaussians(), "ids": scene.ids}, path)
     _check_array(path, "/cameras/viewmats", scene.viewmats, np.float32, (4, 4))
     _check_array(path, "/cameras/Ks", scene.Ks, np.float32, (3, 3))
     if scene.images.ndim == 4 and scene.images.shape[1:3] != (scene.height, scene.width):
@@ -174,16 +182,21 @@ def validate(scene: Scene, path="<scene>") -> None:
     if (scene.init_means is None) != (scene.init_colors is None):
         raise InputError.at(path, "/init", "needs both means and colors, or neither")
     if scene.init_means is not None:
-        _check_array(path, "/init/means", scene.init_means, np.float32, (3,))
-        _check_array(path, "/init/colors", scene.init_colors, np.float32, (3,))
-        _check_count(path, "/init/colors", scene.init_colors, scene.init_means.shape[0],
-                     "the number of points in /init/means")
-        if scene.init_means.shape[0] == 0:
-            raise InputError.at(path, "/init/means", "the initial point cloud is empty")
+        _check_init(path, scene.init_means, scene.init_colors)
     if scene.heldout is not None:
         _check_array(path, "/cameras/heldout", scene.heldout, np.bool_, ())
         _check_count(path, "/cameras/heldout", scene.heldout, c, "the number of cameras in /cameras/viewmats")
     validate_metrics(scene.metrics, path)
+
+
+def _check_init(path, means, colors, values: bool = True) -> None:
+    """The initial point cloud: /init/means and /init/colors [P, 3] float32, P > 0 (arrays, or unread
+    h5py datasets without ``values``)."""
+    _check_array(path, "/init/means", means, np.float32, (3,), values)
+    _check_array(path, "/init/colors", colors, np.float32, (3,), values)
+    _check_count(path, "/init/colors", colors, means.shape[0], "the number of points in /init/means")
+    if means.shape[0] == 0:
+        raise InputError.at(path, "/init/means", "the initial point cloud is empty")
 
 
 def validate_metrics(metrics: dict, path="<scene>") -> None:
@@ -195,14 +208,15 @@ def validate_metrics(metrics: dict, path="<scene>") -> None:
                                 f"must be a 1D or 2D numeric array, got {arr.dtype} {list(arr.shape)}")
 
 
-def _read_dataset(f: h5py.File, path, name: str, read: bool = True) -> np.ndarray | None:
-    """The dataset ``name`` of an open file (None unless ``read``: only checked to be a dataset)."""
+def _read_dataset(f: h5py.File, path, name: str, read: bool = True):
+    """The dataset ``name`` of an open file as an array, or unless ``read`` the unread h5py dataset (only
+    checked to be a dataset; valid while the file is open)."""
     if name not in f:
         raise InputError.at(path, name, "dataset is missing")
     obj = f[name]
     if not isinstance(obj, h5py.Dataset):
         raise InputError.at(path, name, "is a group, expected a dataset")
-    return obj[()] if read else None
+    return obj[()] if read else obj
 
 
 class SceneImages:
@@ -226,10 +240,13 @@ class SceneImages:
         return image
 
 
-def read_scene(path, lazy_images: bool = False) -> Scene:
+def read_scene(path, lazy_images: bool = False, gaussians: bool = True, init: bool = True) -> Scene:
     """Read and validate a scene file; raise InputError with a one-line message on any problem. With
     ``lazy_images`` the images stay on disk (``Scene.images`` is a ``SceneImages``, checked by shape and
-    dtype)."""
+    dtype). Without ``gaussians`` the Gaussian datasets (``/gaussians/*``), and without ``init`` the
+    initial point cloud, are not read (their fields are None) and only their layout is checked
+    (``validate_gaussians`` without values): what a trainer does with the scene it trains on, whose
+    Gaussians it never uses."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise InputError.at(path, None, "file not found")
@@ -253,7 +270,7 @@ def read_scene(path, lazy_images: bool = False) -> Scene:
             if value is None or np.ndim(value) != 0 or not np.issubdtype(np.asarray(value).dtype, np.integer):
                 raise InputError.at(path, None, f"attribute {attr} must be an integer, got {value!r}")
             dims[attr] = int(value)
-        arrays = {name: _read_dataset(f, path, f"/gaussians/{name}") for name in GAUSSIAN_DATASETS}
+        arrays = {name: _read_dataset(f, path, f"/gaussians/{name}", gaussians) for name in GAUSSIAN_DATASETS}
         arrays["viewmats"] = _read_dataset(f, path, "/cameras/viewmats")
         arrays["Ks"] = _read_dataset(f, path, "/cameras/Ks")
         if lazy_images:
@@ -262,12 +279,13 @@ def read_scene(path, lazy_images: bool = False) -> Scene:
         else:
             arrays["images"] = _read_dataset(f, path, "/images")
         if "init" in f:
-            arrays["init_means"] = _read_dataset(f, path, "/init/means")
-            arrays["init_colors"] = _read_dataset(f, path, "/init/colors")
+            arrays["init_means"] = _read_dataset(f, path, "/init/means", init)
+            arrays["init_colors"] = _read_dataset(f, path, "/init/colors", init)
         if "gaussians/sh" in f:
-            arrays["sh"] = _read_dataset(f, path, "/gaussians/sh")
+            arrays["sh"] = _read_dataset(f, path, "/gaussians/sh", gaussians)
         if "gaussians/ids" in f:
-            arrays["ids"] = _read_dataset(f, path, "/gaussians/ids")
+            arrays["ids"] = _read_dataset(f, path, "/gaussians/ids", gaussians)
+        _unread_layout(path, arrays, gaussians, init)
         if "cameras/heldout" in f:
             arrays["heldout"] = _read_dataset(f, path, "/cameras/heldout")
         metrics = {name: _read_dataset(f, path, f"/metrics/{name}") for name in f.get("metrics", {})}
@@ -276,6 +294,18 @@ def read_scene(path, lazy_images: bool = False) -> Scene:
     scene = Scene(**arrays, **dims, metrics=metrics, attrs=attrs)
     validate(scene, path)
     return scene
+
+
+def _unread_layout(path, arrays: dict, gaussians: bool, init: bool) -> None:
+    """Check the layout of the datasets ``read_scene`` left unread (h5py datasets in ``arrays``, by field
+    name) and set their fields to None."""
+    names = [*GAUSSIAN_DATASETS, "sh", "ids"]
+    if not gaussians:
+        validate_gaussians({name: arrays[name] for name in names if name in arrays}, path, values=False)
+        arrays.update(dict.fromkeys(names))
+    if not init and "init_means" in arrays:
+        _check_init(path, arrays["init_means"], arrays["init_colors"], values=False)
+        arrays.update(init_means=None, init_colors=None)
 
 
 def write_scene(path, scene: Scene) -> None:

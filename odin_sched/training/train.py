@@ -185,7 +185,7 @@ def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False, owned_ro
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"TrainConfig.image_order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
     check_outputs(list(outputs), inputs=[scene_path, init_ply])
-    scene = read_scene(scene_path, lazy_images)
+    scene = read_scene(scene_path, lazy_images, gaussians=False, init=init_ply is None)  # its Gaussians unused
     initial_rows = None
     if init_ply is not None:  # its SH coefficients kept, padded with zeros up to sh_degree
         ply = GaussianPly(init_ply, keep_rows=not owned_rows)
