@@ -131,8 +131,8 @@ class CellCulling:
         order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
         columns = param_columns(sh_degree)
         block = staging.to_device(np.concatenate([np.empty((0, columns), np.float32),
-                                                  *(b[k] for b, k in zip(blocks, kept))]), columns)
-        params = unpack_params(block[torch.from_numpy(order).to(staging.device)], sh_degree)
+                                                  *(b.take(k, axis=0) for b, k in zip(blocks, kept))]), columns)
+        params = unpack_params(block.index_select(0, torch.from_numpy(order).to(staging.device)), sh_degree)
         position = np.empty(len(rows), np.int64)
         position[order] = np.arange(len(rows))
         return params, position, kept
@@ -199,6 +199,7 @@ class TrainingSteps(StepMessages):
         self.window, self.images, self.cells, self.staging = window, images, cells, staging
         self.image_losses = {}  # image -> its loss
         self.updated = {}       # cell version -> Gaussians its Adam step moved (for the timeline)
+        self.latest = {}        # owned cell -> its parameters now, host [g_c, columns] (never sent itself)
 
     def fire(self, ctx, vertex: int, inputs: dict):
         if self.steps.is_image(vertex):
@@ -236,33 +237,43 @@ class TrainingSteps(StepMessages):
         for target, cell in zip(writes, steps.version_cell[steps.version_index(writes)]):  # ascending by cell
             i = read_of[int(cell)]
             grads = np.zeros((len(blocks[i]), packed.shape[1]), np.float32)  # culled rows: exactly zero
-            grads[kept[i]] = packed[position[starts[i]:starts[i + 1]]]
+            grads[kept[i]] = packed.take(position[starts[i]:starts[i + 1]], axis=0)
             out[int(target)] = grads.reshape(-1)
         return out
 
     # --- cell version: the window-start parameters, or the visible-Adam step of one batch on one cell
     def _version(self, version: int, inputs: dict) -> np.ndarray:
-        steps, staging, given = self.steps, self.staging, self.cells
+        """Cell version ``version``: an initial one packs the owner's parameters of its cell; a later one
+        sums, Adam-steps and repacks only the rows that batch's images saw (every other row keeps its
+        parameters and state, ``VisibleAdam.step_rows``), and sends the cell's parameters now: the
+        window's latest packed copy of the cell (``latest``) with those rows replaced."""
+        steps, staging, given, columns = self.steps, self.staging, self.cells, self.columns
         cell, batch = int(steps.version_cell[version]), int(steps.version_batch[version])
         if batch < 0:
-            return cell_block(given.shard, cell, staging)
-        rows = given.shard.local(given.shard.cell_rows(cell))
-        ids = self._index(rows)
-        columns = self.columns
-        total = torch.zeros(len(rows), columns, device=staging.device)
-        seen = torch.zeros(len(rows), dtype=torch.bool, device=staging.device)
-        for image in sorted(k for k in inputs if steps.is_image(k)):  # batch order (position in batch)
-            block = staging.to_device(inputs[image], columns + GRAD_EXTRA)
-            total += block[:, :columns]
-            visible = block[:, columns] > 0
-            seen |= visible
+            block = cell_block(given.shard, cell, staging)
+            self.latest[cell] = block.reshape(-1, columns)
+            return block
+        blocks = [np.asarray(inputs[k]).reshape(-1, columns + GRAD_EXTRA)
+                  for k in sorted(k for k in inputs if steps.is_image(k))]  # batch order (position in batch)
+        seen = np.zeros(len(given.shard.cell_rows(cell)), bool)
+        for block in blocks:
+            seen |= block[:, columns] > 0
+        seen = np.flatnonzero(seen)  # rows of the cell that batch's images saw, ascending
+        ids = self._index(given.shard.local(given.shard.cell_rows(cell)[seen]))
+        total = torch.zeros(len(seen), columns, device=staging.device)
+        for block in blocks:  # a row's sum runs over every image in batch order, as the dense sum did
+            part = staging.rows_to_device(block, seen)
+            total += part[:, :columns]
             if given.accum is not None:
-                given.accum.add_rows(ids, block[:, columns + 1], visible, block[:, columns + 2])
+                given.accum.add_rows(ids, part[:, columns + 1], part[:, columns] > 0, part[:, columns + 2])
         grads = batch_gradient(unpack_params(total, given.sh_degree), given.batch_size)
-        idx = torch.nonzero(seen).squeeze(1)
-        self.updated[version] = int(idx.numel())
-        given.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()}, lrs=given.lrs[batch])
-        return staging.to_host(pack_params(given.opt.params, ids)).reshape(-1)
+        self.updated[version] = len(seen)
+        given.opt.step_rows(ids, grads, lrs=given.lrs[batch])
+        latest = self.latest.get(cell)
+        latest = cell_block(given.shard, cell, staging).reshape(-1, columns) if latest is None else latest.copy()
+        latest[seen] = staging.to_host(pack_params(given.opt.params, ids))
+        self.latest[cell] = latest  # a new array: the blocks sent before stay as they were sent
+        return latest.reshape(-1)
 
 
 class EvalViews(DataflowProgram):

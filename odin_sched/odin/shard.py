@@ -159,7 +159,8 @@ class Shard:
 
     def metadata(self) -> np.ndarray:
         """The metadata rows [k, META_COLUMNS] of the owned cells (``odin_sched.odin.cell_meta``)."""
-        means, log_scales = (self.opt.params[k].detach().cpu().numpy()[self.owned_by_cell] for k in ("means", "scales"))
+        means, log_scales = (self.opt.params[k].detach().cpu().numpy().take(self.owned_by_cell, axis=0)
+                             for k in ("means", "scales"))  # take: a faster gather than indexing
         return grouped_metadata(means, log_scales, self.owned_counts)
 
     def state_bytes(self) -> int:
