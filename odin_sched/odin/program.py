@@ -19,7 +19,7 @@ from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.scenes.scene_io import Scene
 from odin_sched.scenes.sh import render_args
-from odin_sched.training.culling import box_cells, kept_by_cells
+from odin_sched.training.culling import CELLS_PER_AXIS, box_cells, kept_by_cells
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam
@@ -30,9 +30,11 @@ from pregel.dataflow import DataflowProgram
 #: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm,
 #: screen radius (pixels)
 GRAD_EXTRA = 3
-#: Gaussians per culling sub-cell in an image step (the single process's 16^3 grid holds about 500 a
-#: cell at 2,000,000 Gaussians)
-SUB_CELL_GAUSSIANS = 500
+#: culling sub-cells over the whole model in an image step: as many as the single process's grid has
+#: cells (16^3, ``odin_sched.training.culling.CELLS_PER_AXIS``), so a sub-cell holds about as many Gaussians
+#: as one of its cells (about 500 at 2,000,000 Gaussians, 50 at 200,000) and an image renders about as
+#: many Gaussians as the single process's
+SUB_CELLS = CELLS_PER_AXIS ** 3
 
 
 class StepMessages(DataflowProgram):
@@ -83,7 +85,7 @@ def received(payload, cell: int, columns: int) -> np.ndarray:
 class CellCulling:
     """Which rows of the cells an image reads can touch the image: the single process's conservative test
     (``odin_sched.training.culling.kept_by_cells``, zero motion margin) on sub-cells of each cell (a uniform
-    grid over the cell's means, about ``SUB_CELL_GAUSSIANS`` each, made the first time the cell is read
+    grid over the cell's means, ``SUB_CELLS`` over the whole model, made the first time the cell is read
     and kept while the cells keep their members), with their bounds taken from the parameters the image
     renders. Every Gaussian with a screen radius > 0 is kept, so rendering only the kept rows gives the
     image, the loss and their gradients bit for bit (a culled Gaussian's would be exactly zero). One per
@@ -95,7 +97,7 @@ class CellCulling:
 
     def _sub_cells(self, cell: int, means: np.ndarray) -> tuple:
         if cell not in self.sub or len(self.sub[cell][0]) != len(means):
-            per_axis = max(1, round((len(means) / SUB_CELL_GAUSSIANS) ** (1.0 / 3.0)))
+            per_axis = max(1, round((len(means) * SUB_CELLS / max(len(self.members), 1)) ** (1.0 / 3.0)))
             self.sub[cell] = box_cells(means, per_axis), per_axis ** 3
         return self.sub[cell]
 
