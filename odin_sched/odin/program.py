@@ -271,6 +271,8 @@ class TrainingSteps(StepMessages):
         grads = batch_gradient(unpack_params(total, given.sh_degree), given.batch_size)
         self.updated[version] = len(seen)
         given.opt.step_rows(ids, grads, lrs=given.lrs[batch])
+        if len(seen):
+            given.shard.moved(cell)
         latest = self.latest.get(cell)
         latest = cell_block(given.shard, cell, staging).reshape(-1, columns) if latest is None else latest.copy()
         latest[seen] = staging.to_host(pack_params(given.opt.params, ids))
