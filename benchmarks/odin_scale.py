@@ -21,6 +21,10 @@ records no per-rank metrics. Then the targets of the issue this benchmark was wr
 * odin's images/s at P = 2 at least 1.5x one process's with B = 2 (P = 3 runs three ranks on the
   machine's cores: reported, no target).
 
+With ``--rounds N`` it runs instead N alternating rounds of one process and odin at P = 2, both with B = 2,
+and prints per run images/s, processor seconds and the load average, and the median ratio (on a shared
+machine a single pair of runs decides nothing).
+
 Heavy (a few GB per rank at 2,000,000 Gaussians): run under the shared lock, with a time limit::
 
     flock /tmp/heavy.lock timeout 3600 .venv/bin/python benchmarks/odin_scale.py [--sizes 2000000,200000]
