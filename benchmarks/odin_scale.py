@@ -21,6 +21,10 @@ records no per-rank metrics. Then the targets of the issue this benchmark was wr
 * odin's images/s at P = 2 at least 1.5x one process's with B = 2 (P = 3 runs three ranks on the
   machine's cores: reported, no target).
 
+With ``--rounds N`` it runs instead N alternating rounds of one process and odin at P = 2, both with B = 2,
+and prints per run images/s, processor seconds and the load average, and the median ratio (on a shared
+machine a single pair of runs decides nothing).
+
 Heavy (a few GB per rank at 2,000,000 Gaussians): run under the shared lock, with a time limit::
 
     flock /tmp/heavy.lock timeout 3600 .venv/bin/python benchmarks/odin_scale.py [--sizes 2000000,200000]
@@ -35,6 +39,7 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLA
     os.environ[_var] = "1"
 
 import h5py  # noqa: E402
+import numpy as np  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 PREGEL, MPIEXEC = os.path.join(BIN, "pregel"), os.path.join(BIN, "mpiexec")
@@ -120,10 +125,17 @@ def main():
     parser.add_argument("--window", type=int, default=4)
     parser.add_argument("--sh-degree", type=int, default=3, help="pregel train's --sh-degree (its default 3)")
     parser.add_argument("--dir", default="benchmarks/odin_scale_out")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="instead of the table: N alternating rounds of one process and odin, both with "
+                             "B = P (P: the smallest of --ranks), and their median ratio")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     ranks = [int(r) for r in args.ranks.split(",")]
     os.makedirs(args.dir, exist_ok=True)
+    if args.rounds:
+        for gaussians in sizes:
+            alternate(args, gaussians, min(ranks))
+        return
     windows = -(-args.steps // args.window)
     print(f"`city` scenes, {args.cameras} cameras at {args.width} x {args.height}, {args.steps} steps, window "
           f"{args.window}, SH degree {args.sh_degree}, started from --init-ply; load average "
@@ -153,6 +165,38 @@ def main():
                   f"{per_rank(cols, 'plan_seconds', windows, '{:.2f}')} |")
         print_targets(results, ranks, one_model, windows, args)
         print(f"\nload average {os.getloadavg()[0]:.2f} after the {gaussians:,}-Gaussian runs")
+
+
+def alternate(args, gaussians: int, p: int) -> None:
+    """``args.rounds`` rounds of one process then odin at P = ``p``, both with B = ``p``: per run images/s,
+    the whole command's processor seconds (user + system, every process), odin's processor seconds per
+    rank in its training loop (``processor_seconds``) and the load average before and after; per round the
+    ratio odin / one process; then the median ratio."""
+    scene, ply = make_inputs(args.dir, gaussians, args)
+    print(f"\n### {gaussians:,} Gaussians: {args.rounds} rounds, one process and odin P={p}, B={p}, {args.steps} "
+          f"steps, window {args.window}\n")
+    print("| round | run | images/s | whole command s | processor s (command) | processor s/rank (training) "
+          "| load before / after | odin / one process |")
+    print("|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for i in range(args.rounds):
+        images = {}
+        for name, mode, ranks in (("one process", None, 1), (f"odin P={p}", "odin", p)):
+            out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{ranks}_b{p}_round.h5")
+            before = os.getloadavg()[0]
+            cpu = os.times()
+            wall, _ = run(train_command(args, scene, ply, out, p, mode, ranks))
+            cpu = sum(getattr(os.times(), f) - getattr(cpu, f) for f in ("children_user", "children_system"))
+            data = read_run(out)
+            images[mode] = data["attrs"]["steps_per_second"] * p
+            ratio = f"{images['odin'] / images[None]:.2f}" if mode else ""
+            if mode:
+                ratios.append(images["odin"] / images[None])
+            print(f"| {i + 1} | {name} | {images[mode]:.2f} | {wall:.1f} | {cpu:.1f} | "
+                  f"{per_rank(data['columns'], 'processor_seconds', 1.0, '{:.2f}') if mode else ''} | "
+                  f"{before:.2f} / {os.getloadavg()[0]:.2f} | {ratio} |", flush=True)
+    print(f"\nmedian odin / one process over {args.rounds} rounds: {np.median(ratios):.2f} "
+          f"({min(ratios):.2f}-{max(ratios):.2f}; goal >= {SPEEDUP})")
 
 
 def print_targets(results: dict, ranks: list, one_model: int, windows: int, args) -> None:

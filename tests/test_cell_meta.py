@@ -93,6 +93,30 @@ def shards_of(city, num_cells):
     return [Shard.from_full(r, RANKS, full, num_cells) for r in range(RANKS)], full
 
 
+def test_metadata_after_cell_versions_moved_some_cells_equals_a_brute_force_pass(city):
+    # cell versions change rows of some owned cells and say so (Shard.moved); the metadata recomputes
+    # those cells and keeps the others, and must equal a brute-force pass over the parameters now
+    shards, _ = shards_of(city, 10)
+    rng = np.random.default_rng(7)
+    for s in shards:
+        s.metadata()
+        for round_ in range(3):
+            for cell in rng.choice(s.owned_cells, size=max(1, len(s.owned_cells) // 2), replace=False):
+                rows = torch.from_numpy(s.local(s.cell_rows(cell))[::2])
+                with torch.no_grad():
+                    s.opt.params["means"][rows] += torch.from_numpy(rng.normal(0, 3, (len(rows), 3)).astype(np.float32))
+                    s.opt.params["scales"][rows] += float(rng.normal(0, 0.5))
+                s.moved(cell)
+            got = bounds_of(s.metadata())
+            cell_of = np.repeat(s.owned_cells, s.owned_counts)
+            by_cell = s.owned_by_cell
+            means, scales = (s.opt.params[n].detach().numpy()[by_cell] for n in ("means", "scales"))
+            local_cell = np.searchsorted(s.owned_cells, cell_of)
+            lo, hi, sigma, count = brute_force(means, scales, local_cell, len(s.owned_cells))
+            assert np.array_equal(got.count, count) and np.array_equal(got.lo, lo) and np.array_equal(got.hi, hi)
+            assert np.allclose(got.max_sigma, sigma, rtol=1e-6, atol=0)
+
+
 def test_every_gaussian_is_owned_once_with_its_own_state(city):
     shards, full = shards_of(city, 10)
     owned = np.concatenate([s.owned_ids for s in shards])

@@ -116,8 +116,8 @@ def near_image(means, viewmat, K) -> np.ndarray:
 def test_an_odin_image_step_keeps_every_gaussian_the_rasterizer_projects_or_bins(seed, monkeypatch):
     # the distributed image step's culling (odin_sched.odin.program.CellCulling): the rows of the cells it
     # reads (here 7 slabs of the model along a random axis, as parameter blocks), cut into sub-cells of
-    # about 40 Gaussians
-    monkeypatch.setattr("odin_sched.odin.program.SUB_CELL_GAUSSIANS", 40)
+    # about 40 Gaussians (75 sub-cells over the model's 3,000)
+    monkeypatch.setattr("odin_sched.odin.program.SUB_CELLS", 75)
     rng = np.random.default_rng(10 + seed)
     viewmats, Ks = random_cameras(rng, 4)
     model = random_model(rng, viewmats[0], Ks[0], 3000)

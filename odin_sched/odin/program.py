@@ -19,7 +19,7 @@ from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.scenes.scene_io import Scene
 from odin_sched.scenes.sh import render_args
-from odin_sched.training.culling import box_cells, kept_by_cells
+from odin_sched.training.culling import CELLS_PER_AXIS, box_cells, kept_by_cells
 from odin_sched.training.densify import GradAccumulator
 from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam
@@ -30,9 +30,11 @@ from pregel.dataflow import DataflowProgram
 #: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm,
 #: screen radius (pixels)
 GRAD_EXTRA = 3
-#: Gaussians per culling sub-cell in an image step (the single process's 16^3 grid holds about 500 a
-#: cell at 2,000,000 Gaussians)
-SUB_CELL_GAUSSIANS = 500
+#: culling sub-cells over the whole model in an image step: as many as the single process's grid has
+#: cells (16^3, ``odin_sched.training.culling.CELLS_PER_AXIS``), so a sub-cell holds about as many Gaussians
+#: as one of its cells (about 500 at 2,000,000 Gaussians, 50 at 200,000) and an image renders about as
+#: many Gaussians as the single process's
+SUB_CELLS = CELLS_PER_AXIS ** 3
 
 
 class StepMessages(DataflowProgram):
@@ -83,7 +85,7 @@ def received(payload, cell: int, columns: int) -> np.ndarray:
 class CellCulling:
     """Which rows of the cells an image reads can touch the image: the single process's conservative test
     (``odin_sched.training.culling.kept_by_cells``, zero motion margin) on sub-cells of each cell (a uniform
-    grid over the cell's means, about ``SUB_CELL_GAUSSIANS`` each, made the first time the cell is read
+    grid over the cell's means, ``SUB_CELLS`` over the whole model, made the first time the cell is read
     and kept while the cells keep their members), with their bounds taken from the parameters the image
     renders. Every Gaussian with a screen radius > 0 is kept, so rendering only the kept rows gives the
     image, the loss and their gradients bit for bit (a culled Gaussian's would be exactly zero). One per
@@ -95,7 +97,7 @@ class CellCulling:
 
     def _sub_cells(self, cell: int, means: np.ndarray) -> tuple:
         if cell not in self.sub or len(self.sub[cell][0]) != len(means):
-            per_axis = max(1, round((len(means) / SUB_CELL_GAUSSIANS) ** (1.0 / 3.0)))
+            per_axis = max(1, round((len(means) * SUB_CELLS / max(len(self.members), 1)) ** (1.0 / 3.0)))
             self.sub[cell] = box_cells(means, per_axis), per_axis ** 3
         return self.sub[cell]
 
@@ -131,8 +133,8 @@ class CellCulling:
         order = np.argsort(rows, kind="stable")  # render in global id order, as the single process does
         columns = param_columns(sh_degree)
         block = staging.to_device(np.concatenate([np.empty((0, columns), np.float32),
-                                                  *(b[k] for b, k in zip(blocks, kept))]), columns)
-        params = unpack_params(block[torch.from_numpy(order).to(staging.device)], sh_degree)
+                                                  *(b.take(k, axis=0) for b, k in zip(blocks, kept))]), columns)
+        params = unpack_params(block.index_select(0, torch.from_numpy(order).to(staging.device)), sh_degree)
         position = np.empty(len(rows), np.int64)
         position[order] = np.arange(len(rows))
         return params, position, kept
@@ -199,6 +201,7 @@ class TrainingSteps(StepMessages):
         self.window, self.images, self.cells, self.staging = window, images, cells, staging
         self.image_losses = {}  # image -> its loss
         self.updated = {}       # cell version -> Gaussians its Adam step moved (for the timeline)
+        self.latest = {}        # owned cell -> its parameters now, host [g_c, columns] (never sent itself)
 
     def fire(self, ctx, vertex: int, inputs: dict):
         if self.steps.is_image(vertex):
@@ -236,33 +239,45 @@ class TrainingSteps(StepMessages):
         for target, cell in zip(writes, steps.version_cell[steps.version_index(writes)]):  # ascending by cell
             i = read_of[int(cell)]
             grads = np.zeros((len(blocks[i]), packed.shape[1]), np.float32)  # culled rows: exactly zero
-            grads[kept[i]] = packed[position[starts[i]:starts[i + 1]]]
+            grads[kept[i]] = packed.take(position[starts[i]:starts[i + 1]], axis=0)
             out[int(target)] = grads.reshape(-1)
         return out
 
     # --- cell version: the window-start parameters, or the visible-Adam step of one batch on one cell
     def _version(self, version: int, inputs: dict) -> np.ndarray:
-        steps, staging, given = self.steps, self.staging, self.cells
+        """Cell version ``version``: an initial one packs the owner's parameters of its cell; a later one
+        sums, Adam-steps and repacks only the rows that batch's images saw (every other row keeps its
+        parameters and state, ``VisibleAdam.step_rows``), and sends the cell's parameters now: the
+        window's latest packed copy of the cell (``latest``) with those rows replaced."""
+        steps, staging, given, columns = self.steps, self.staging, self.cells, self.columns
         cell, batch = int(steps.version_cell[version]), int(steps.version_batch[version])
         if batch < 0:
-            return cell_block(given.shard, cell, staging)
-        rows = given.shard.local(given.shard.cell_rows(cell))
-        ids = self._index(rows)
-        columns = self.columns
-        total = torch.zeros(len(rows), columns, device=staging.device)
-        seen = torch.zeros(len(rows), dtype=torch.bool, device=staging.device)
-        for image in sorted(k for k in inputs if steps.is_image(k)):  # batch order (position in batch)
-            block = staging.to_device(inputs[image], columns + GRAD_EXTRA)
-            total += block[:, :columns]
-            visible = block[:, columns] > 0
-            seen |= visible
+            block = cell_block(given.shard, cell, staging)
+            self.latest[cell] = block.reshape(-1, columns)
+            return block
+        blocks = [np.asarray(inputs[k]).reshape(-1, columns + GRAD_EXTRA)
+                  for k in sorted(k for k in inputs if steps.is_image(k))]  # batch order (position in batch)
+        seen = np.zeros(len(given.shard.cell_rows(cell)), bool)
+        for block in blocks:
+            seen |= block[:, columns] > 0
+        seen = np.flatnonzero(seen)  # rows of the cell that batch's images saw, ascending
+        ids = self._index(given.shard.local(given.shard.cell_rows(cell)[seen]))
+        total = torch.zeros(len(seen), columns, device=staging.device)
+        for block in blocks:  # a row's sum runs over every image in batch order, as the dense sum did
+            part = staging.rows_to_device(block, seen)
+            total += part[:, :columns]
             if given.accum is not None:
-                given.accum.add_rows(ids, block[:, columns + 1], visible, block[:, columns + 2])
+                given.accum.add_rows(ids, part[:, columns + 1], part[:, columns] > 0, part[:, columns + 2])
         grads = batch_gradient(unpack_params(total, given.sh_degree), given.batch_size)
-        idx = torch.nonzero(seen).squeeze(1)
-        self.updated[version] = int(idx.numel())
-        given.opt.step_rows(ids[idx], {name: g[idx] for name, g in grads.items()}, lrs=given.lrs[batch])
-        return staging.to_host(pack_params(given.opt.params, ids)).reshape(-1)
+        self.updated[version] = len(seen)
+        given.opt.step_rows(ids, grads, lrs=given.lrs[batch])
+        if len(seen):
+            given.shard.moved(cell)
+        latest = self.latest.get(cell)
+        latest = cell_block(given.shard, cell, staging).reshape(-1, columns) if latest is None else latest.copy()
+        latest[seen] = staging.to_host(pack_params(given.opt.params, ids))
+        self.latest[cell] = latest  # a new array: the blocks sent before stay as they were sent
+        return latest.reshape(-1)
 
 
 class EvalViews(DataflowProgram):

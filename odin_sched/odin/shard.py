@@ -82,6 +82,14 @@ class Shard:
         self.owned_counts = counts                                       # [k] Gaussians of each owned cell
         self.owned_cell_of = np.empty(len(by_cell), np.int64)  # [g] cell of each owned row
         self.owned_cell_of[self.owned_by_cell] = cell_of
+        self._meta = None       # the owned cells' metadata rows at the last ``metadata`` call
+        self._moved = set()     # owned cells whose means or log-scales a cell version changed since
+
+    def moved(self, cell: int) -> None:
+        """Note that a cell version changed rows of owned ``cell`` (its metadata is computed again). Every
+        other change of the owned means or log-scales comes with a new ``Shard`` (densification rounds,
+        splits, migration, a restored checkpoint)."""
+        self._moved.add(int(cell))
 
     @classmethod
     def from_full(cls, rank: int, size: int, state: FullState, num_cells: int) -> "Shard":
@@ -158,9 +166,24 @@ class Shard:
         return np.searchsorted(self.owned_ids, ids)
 
     def metadata(self) -> np.ndarray:
-        """The metadata rows [k, META_COLUMNS] of the owned cells (``odin_sched.odin.cell_meta``)."""
-        means, log_scales = (self.opt.params[k].detach().cpu().numpy()[self.owned_by_cell] for k in ("means", "scales"))
-        return grouped_metadata(means, log_scales, self.owned_counts)
+        """The metadata rows [k, META_COLUMNS] of the owned cells (``odin_sched.odin.cell_meta``): those of
+        the cells ``moved`` since the last call computed again, the others kept."""
+        if self._meta is None:
+            which, rows = np.arange(len(self.owned_cells)), self.owned_by_cell
+        else:
+            which = np.flatnonzero(np.isin(self.owned_cells, np.fromiter(self._moved, np.int64)))
+            picked = np.zeros(len(self.owned_cells), bool)
+            picked[which] = True
+            rows = self.owned_by_cell[np.repeat(picked, self.owned_counts)]
+        means, log_scales = (self.opt.params[k].detach().cpu().numpy().take(rows, axis=0)
+                             for k in ("means", "scales"))  # take: a faster gather than indexing
+        part = grouped_metadata(means, log_scales, self.owned_counts[which])
+        if self._meta is None:
+            self._meta = part
+        else:
+            self._meta[which] = part
+        self._moved.clear()
+        return self._meta.copy()
 
     def state_bytes(self) -> int:
         """Bytes of the owned Gaussians' state: parameters, moments, step counts, accumulators."""

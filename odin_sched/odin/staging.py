@@ -31,6 +31,13 @@ class HostStaging:
         self._count(block)
         return block.to(self.device)
 
+    def rows_to_device(self, payload: np.ndarray, rows: np.ndarray) -> torch.Tensor:
+        """Rows ``rows`` [k] int64 of a received payload [n, columns] (a read-only host array) as a tensor
+        [k, columns] of their own on the device (only those rows are copied)."""
+        block = torch.from_numpy(np.asarray(payload).take(rows, axis=0))
+        self._count(block)
+        return block.to(self.device)
+
     def _count(self, block: torch.Tensor) -> None:
         if self.staged:
             self.bytes_staged += block.numel() * block.element_size()

@@ -69,8 +69,13 @@ def snapshots_of_columns(columns: np.ndarray, batches, device) -> dict:
 
 def escaped(snapshot: dict, opt: VisibleAdam, margin) -> int:
     """How many of ``opt``'s Gaussians moved or grew past ``margin`` since ``snapshot`` (the visibility
-    prediction's premise; 0 when it held)."""
-    now = {k: opt.params[k].detach() for k in ("means", "scales")}
-    ok = motion_within_margin(*(state[name].cpu().numpy() for state in (snapshot, now)
-                                for name in ("means", "scales")), margin)
-    return int(np.count_nonzero(~ok))
+    prediction's premise; 0 when it held). Only the rows whose means or log-scales changed (or are not
+    finite) are measured: a row that kept both bit for bit moved 0 and grew 0, which is within any
+    margin >= 0, so the count equals ``motion_within_margin`` over every row."""
+    start = [snapshot[k].cpu().numpy() for k in ("means", "scales")]
+    end = [opt.params[k].detach().cpu().numpy() for k in ("means", "scales")]
+    changed = (start[0] != end[0]) | (start[1] != end[1]) | ~np.isfinite(end[0]) | ~np.isfinite(end[1])
+    rows = np.flatnonzero(changed.any(axis=1))
+    ok = motion_within_margin(*(a.take(rows, axis=0) for a in (*start, *end)), margin)
+    still = len(start[0]) - len(rows)  # rows that moved 0 and grew 0
+    return int(np.count_nonzero(~ok)) + (0 if 0.0 <= margin.means and 0.0 <= margin.log_scale else still)

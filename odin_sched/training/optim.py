@@ -106,21 +106,21 @@ class VisibleAdam:
         if idx.numel() == 0:
             return
         lrs = self.lrs if lrs is None else lrs
-        t = self.step_count[idx] + 1
-        self.step_count[idx] = t
+        t = self.step_count.index_select(0, idx) + 1  # index_select / index_copy_: the rows' values, fast
+        self.step_count.index_copy_(0, idx, t)
         t = t.to(torch.float64)
         bias1 = 1.0 - self.beta1 ** t
         bias2_sqrt = torch.sqrt(1.0 - self.beta2 ** t)
         for name, g in grads.items():
             p = self.params[name]
             shape = (-1,) + (1,) * (g.dim() - 1)
-            m = torch.lerp(self.exp_avg[name][idx], g, 1.0 - self.beta1)
-            v = self.exp_avg_sq[name][idx] * self.beta2 + (1.0 - self.beta2) * g * g
+            m = torch.lerp(self.exp_avg[name].index_select(0, idx), g, 1.0 - self.beta1)
+            v = self.exp_avg_sq[name].index_select(0, idx) * self.beta2 + (1.0 - self.beta2) * g * g
             step_size = (lrs[name] / bias1).to(p.dtype).view(shape)
             denom = v.sqrt() / bias2_sqrt.to(p.dtype).view(shape) + self.eps
-            self.exp_avg[name][idx] = m
-            self.exp_avg_sq[name][idx] = v
-            p[idx] = p[idx] - step_size * m / denom
+            self.exp_avg[name].index_copy_(0, idx, m)
+            self.exp_avg_sq[name].index_copy_(0, idx, v)
+            p.index_copy_(0, idx, p.index_select(0, idx) - step_size * m / denom)
 
     def replace(self, params: dict, source: torch.Tensor, fresh: torch.Tensor | None, ids: torch.Tensor) -> None:
         """Swap in a new set of Gaussians (after densification) and carry the optimizer state over.

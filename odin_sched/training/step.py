@@ -118,7 +118,7 @@ def batch_gradient(total: dict, batch_size: int) -> dict:
 def pack_params(params: dict, rows=None) -> torch.Tensor:
     """Parameters as one float32 block [g, param_columns(D)] (columns in ``PARAM_NAMES`` order), optionally
     of ``rows``."""
-    cols = [params[n] if rows is None else params[n][rows] for n in PARAM_NAMES]
+    cols = [params[n] if rows is None else params[n].index_select(0, rows) for n in PARAM_NAMES]
     return torch.cat([c.detach().reshape(c.shape[0], math.prod(c.shape[1:])) for c in cols], dim=1)
 
 
