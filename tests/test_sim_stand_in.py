@@ -9,6 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from pregel.errors import InputError
+
 from odin_sched.sim.costmodel import camera_views, load_profile
 from odin_sched.sim.simulate import (SimScene, cells, metadata_scene, num_cells, preset_scene, simulate,
                                      stand_in_size, standing_for)
@@ -84,3 +86,7 @@ def test_a_stand_in_holds_a_whole_number_of_generated_gaussians_per_cell_at_ever
     # 16 per GPU: 21 each (40.4 M / 2 M rounded up), n the largest multiple of 1,024 below 40.4 M / 21
     assert stand_in_size(40_400_000, 2_000_000, (4, 8, 16, 32, 64), 16) == (1_923_072, 21)
     assert 1_923_072 == 1878 * 1024 and 1879 * 1024 * 21 > 40_400_000
+    # 1,000 cells: n a multiple of 8,000 (and of 64), at most 10,000: 8,000, but 8,000 f is never within
+    # 1 % below 100,000 (f = 12: 96,000; 13: 104,000)
+    with pytest.raises(InputError, match="no stand-in of at most 10,000 Gaussians for 100,000"):
+        stand_in_size(100_000, 10_000, (1,), 1000)

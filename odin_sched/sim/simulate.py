@@ -803,7 +803,7 @@ def format_table(gpu_counts, results: dict) -> str:
 
 #: Gaussians generated for a scene simulated in grendel mode alone (each stands for several)
 PRESET_GENERATED = 400_000
-#: a preset of more Gaussians is simulated with odin's modes as a stand-in of about STAND_IN_GENERATED
+#: a preset of more Gaussians is simulated with odin's modes as a stand-in of at most STAND_IN_GENERATED
 STAND_IN_ABOVE, STAND_IN_GENERATED = 8_000_000, 2_000_000
 
 
@@ -817,7 +817,7 @@ def stand_in_size(gaussians: int, generated: int, gpus, cells_per_gpu: int | Non
 
     for f in range(-(-gaussians // generated), gaussians // ORDER_CELLS + 1):
         top = gaussians // f // ORDER_CELLS * ORDER_CELLS
-        for n in range(top, math.ceil(0.99 * gaussians / f) - 1, -ORDER_CELLS):
+        for n in range(top, max(math.ceil(0.99 * gaussians / f), ORDER_CELLS) - 1, -ORDER_CELLS):
             if all(n % num_cells(n * f, p, cells_per_gpu) == 0 for p in gpus):
                 return n, f
     raise InputError(f"no stand-in of at most {generated:,} Gaussians for {gaussians:,} whose odin cells at "
@@ -835,6 +835,7 @@ def odin_preset(name: str, gpus, cells_per_gpu: int | None = None, seed: int = 0
         return preset_scene(name, seed)
     made, factor = stand_in_size(PRESETS[name].gaussians, generated, gpus, cells_per_gpu)
     return preset_scene(name, seed, made, factor)
+
 
 #: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
 MAX_TABLE_BYTES = 2 ** 31
