@@ -3,16 +3,17 @@
 For each scene (the seven Mip-NeRF 360 presets and the aerial ``rubble``), each profile (``a100-nvlink``,
 ``h200-ib``), batch = GPUs and 2 x GPUs, and 4, 8, 16, 32 and 64 GPUs, it simulates ``odin``, ``barrier``
 and ``grendel`` (``odin_sched.sim.simulate.simulate``, the same code as ``pregel simulate``) and writes one
-markdown table: images/s of each mode, odin / grendel, odin / barrier, ceiling / grendel (the most any
+markdown table: odin's cells (the runtime's ``default_cells`` of the preset's Gaussians, as ``pregel
+simulate`` cuts them by default), images/s of each mode, odin / grendel, odin / barrier, ceiling / grendel (the most any
 schedule of odin's windows could gain over Grendel), hidden vs grendel (1 - odin's exposed GPU-seconds /
-Grendel's), odin's wait fraction, and the share of the cells each training image reads (the planner's
+Grendel's), odin's wait fraction, the share of the cells each training image reads (the planner's
 predicted visibility, ``predict_visible_cells`` within the first window's margin: what every image of a
-window waits for). A second table gives, per scene, the ceiling over Grendel at 8 and 64 GPUs against
+window waits for) and the MB of their parameters, against the MB per image Grendel's all-to-alls send. A second table gives, per scene, the ceiling over Grendel at 8 and 64 GPUs against
 Odin's published 1.22x and 1.89x.
 
 A preset is simulated as ``pregel simulate`` does (``odin_preset``): one of more than 8 million Gaussians
-(rubble: 40.4 M) as a stand-in of about 2 million (or of about ``--generate`` for any larger preset),
-each standing for a whole number of them; it plans and costs exactly as the scene of each generated
+(rubble: 40.4 M) as a stand-in of at most 2 million (or of at most ``--generate`` for any larger preset),
+each standing for a whole number of them (``stand_in_size``); it plans and costs exactly as the scene of each generated
 Gaussian repeated that many times (tests/test_sim_stand_in.py).
 
 Resumable: each (scene, profile, batch) is written to ``DIR/SCENE_PROFILE_bK.json`` when done (with its
@@ -32,13 +33,16 @@ import os
 import resource
 import time
 
+import numpy as np
+
 from odin_sched.odin.trainer import OdinOptions
+from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
 from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import hidden_vs_grendel
 from odin_sched.sim.presets import MIP360, PRESETS
-from odin_sched.sim.simulate import cells, odin_preset, simulate
-from odin_sched.training.step import BatchSettings
+from odin_sched.sim.simulate import cells, num_cells, odin_preset, simulate
+from odin_sched.training.step import BatchSettings, param_columns
 from odin_sched.training.train import scene_extent
 
 SCENES = (*MIP360, "rubble")
@@ -46,20 +50,24 @@ PROFILES = ("a100-nvlink", "h200-ib")
 GPUS = (4, 8, 16, 32, 64)
 MODES = ("odin", "barrier", "grendel")
 TARGETS = {8: 1.22, 64: 1.89}  # Odin's published speed-ups over Grendel-GS
-COLUMNS = ("scene", "profile", "batch", "GPUs", "odin", "barrier", "grendel", "odin ÷ grendel", "odin ÷ barrier",
-           "ceiling ÷ grendel", "hidden vs grendel", "odin wait", "cells read per image")
+COLUMNS = ("scene", "profile", "batch", "GPUs", "cells", "odin", "barrier", "grendel", "odin ÷ grendel", "odin ÷ barrier",
+           "ceiling ÷ grendel", "hidden vs grendel", "odin wait", "cells read per image",
+           "MB per image odin reads / grendel sends")
 
 
-def read_share(scene, gpus: int, batch: int) -> float:
-    """Mean share of the 16 x ``gpus`` cells that a training image reads: the planner's predicted
-    visibility of the cells (``predict_visible_cells``) within the first window's motion margin."""
+def reads(scene, gpus: int, batch: int) -> tuple:
+    """(share, MB): the mean share of odin's cells on ``gpus`` GPUs (``num_cells``) that a training image
+    reads, the planner's predicted visibility of the cells (``predict_visible_cells``) within the first
+    window's motion margin, and the mean MB of those cells' parameters (float32 at SH degree 3, whole
+    cells) per image."""
     settings, extent = BatchSettings(batch), scene_extent(scene.viewmats)
     lrs = settings.lrs(extent, 1)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, OdinOptions.window)
-    _, bounds = cells(scene, OdinOptions.CELLS_PER_RANK * gpus)
+    _, bounds = cells(scene, num_cells(scene.total_gaussians, gpus))
     visible = predict_visible_cells(bounds, scene.viewmats[scene.train_ids], scene.Ks[scene.train_ids],
                                     scene.width, scene.height, margin)
-    return float(visible.mean())
+    mb = visible @ bounds.count.astype(np.float64) * 4 * param_columns(DEFAULT_SH_DEGREE) / 1e6
+    return float(visible.mean()), float(mb.mean())
 
 
 def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, steps: int) -> dict:
@@ -75,12 +83,13 @@ def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, ste
             continue
         run = {m: simulate(scene, profile, m, gpus, steps, batch) for m in MODES}
         o, g = run["odin"], run["grendel"]
-        rows.append({"gpus": gpus, "batch": batch,
+        rows.append({"gpus": gpus, "batch": batch, "cells": num_cells(scene.total_gaussians, gpus),
                      **{f"{m}_images_per_s": run[m].steps_per_second * batch for m in MODES},
                      "ceiling_images_per_s": o.ceiling_steps_per_second * batch,
                      "hidden_vs_grendel": hidden_vs_grendel(o.comm, o.wait, g.comm, g.wait),
                      **{f"{m}_wait": run[m].wait_fraction for m in MODES},
-                     "read_share": read_share(scene, gpus, batch)})
+                     **dict(zip(("read_share", "read_mb"), reads(scene, gpus, batch))),
+                     "grendel_mb": g.bytes_sent / (steps * batch) / 1e6})
         print(f"{name} {profile_name} batch {batch} GPUs {gpus}: "
               + ", ".join(f"{m} {rows[-1][f'{m}_images_per_s']:.1f}" for m in MODES)
               + f" images/s, ceiling {rows[-1]['ceiling_images_per_s']:.1f}", flush=True)
@@ -101,11 +110,12 @@ def table(parts: list) -> str:
     for part in parts:
         for r in part["rows"]:
             g = r["grendel_images_per_s"]
-            cells_ = [part["scene"], part["profile"], f"{part['multiple']} x GPUs", r["gpus"],
+            cells_ = [part["scene"], part["profile"], f"{part['multiple']} x GPUs", r["gpus"], r["cells"],
                       *(f"{r[f'{m}_images_per_s']:.0f}" for m in MODES), f"{r['odin_images_per_s'] / g:.2f}",
                       f"{r['odin_images_per_s'] / r['barrier_images_per_s']:.2f}",
                       f"{r['ceiling_images_per_s'] / g:.2f}", f"{r['hidden_vs_grendel']:.2f}",
-                      f"{r['odin_wait']:.3f}", f"{r['read_share']:.2f}"]
+                      f"{r['odin_wait']:.3f}", f"{r['read_share']:.2f}",
+                      f"{r['read_mb']:.0f} / {r['grendel_mb']:.1f}"]
             lines.append("| " + " | ".join(str(c) for c in cells_) + " |")
     return "\n".join(lines)
 
@@ -163,7 +173,7 @@ def main() -> None:
         todo = [(p, k) for p in profiles for k in multiples if not os.path.exists(part_path(args.dir, name, p, k))]
         if not todo:
             continue
-        scene = odin_preset(name, gpu_counts, OdinOptions.CELLS_PER_RANK, generated=args.generate)
+        scene = odin_preset(name, gpu_counts, generated=args.generate)
         for profile, k in todo:
             part = run_part(scene, name, profile, k, gpu_counts, args.steps)
             path = part_path(args.dir, name, profile, k)

@@ -718,7 +718,8 @@ def _add_simulate(sub) -> None:
                    help="batches per planning window (as pregel train); with several, each mode is reported "
                         "at its fastest")
     p.add_argument("--cells-per-gpu", type=int, default=defaults.cells_per_gpu,
-                   help="cells per GPU (default %(default)s, pregel train's up to 16 x 8192 Gaussians per rank)")
+                   help="cells per GPU (default: as pregel train's default cells, one per 8192 Gaussians the "
+                        "scene stands for, 16 to 512 per GPU)")
     p.add_argument("--max-staleness", type=int, default=defaults.max_staleness, help="odin-fast's staleness bound K")
     p.add_argument("--sh-degree", type=int, default=defaults.sh_degree, metavar="D",
                    help="SH degree of the Gaussians: their size in messages and gathers, 59 floats at 3, 14 at 0 "

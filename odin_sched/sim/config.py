@@ -24,7 +24,7 @@ class SimulateConfig:
     batch_size: int | None = None           # images per batch (default: the GPU count)
     profile: str = "h200-ib"                # cost profile: 'h200-ib' or 'cpu-here'
     window: tuple = (10,)                   # batches per planning window; with several, each mode at its fastest
-    cells_per_gpu: int = 16                 # cells per GPU (the trainer's default for small models)
+    cells_per_gpu: int | None = None        # cells per GPU (None: the trainer's default_cells of the Gaussians)
     max_staleness: int = 1                  # odin-fast's staleness bound K
     shared_cores: int = 0                   # all virtual GPUs share N processors (0: each has its own)
     seed: int = 0

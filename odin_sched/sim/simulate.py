@@ -40,7 +40,7 @@ from odin_sched.odin.modes import MODES
 from odin_sched.odin.planner import PlanConfig, plan_cells
 from odin_sched.odin.shard import owners_by_count
 from odin_sched.odin.program import StepMessages
-from odin_sched.odin.trainer import OdinOptions
+from odin_sched.odin.trainer import OdinOptions, default_cells
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE, check_sh_degree
 from odin_sched.training.step import BatchSettings, param_columns
 from odin_sched.sim.config import SimulateConfig
@@ -211,24 +211,20 @@ def standing_for(scene: SimScene, gaussians: int, visible: float = 0.0) -> SimSc
     return replace(scene, views=views, gaussians=gaussians)
 
 
-def preset_scene(name: str, seed: int = 0, generated: int | None = None, multiple_of: int = 0) -> SimScene:
+def preset_scene(name: str, seed: int = 0, generated: int | None = None, factor: int = 0) -> SimScene:
     """The metadata scene of preset ``name`` (``presets.PRESETS``); with ``generated`` < the preset's
     Gaussians, only that many are generated and each stands for several (``standing_for``): the
-    preset's count over ``generated`` (grendel's costs need only the features), or with ``multiple_of``
-    > 0 a whole number f of them, the generated count the largest multiple of ``multiple_of`` with f
-    times it at most the preset's (a stand-in that odin's cells, a divisor of it, plan exactly as that
-    scene of each Gaussian repeated f times: ``cells``), each Gaussian 1 / sqrt(f) the size the layout
-    gives it (the size of the layout's Gaussians when f times as many cover its surfaces), before its
-    camera views are projected."""
+    preset's count over ``generated`` (grendel's costs need only the features), or with ``factor`` > 0
+    that whole number of them (a stand-in of ``generated`` x ``factor`` Gaussians: ``stand_in_size``),
+    each Gaussian 1 / sqrt(factor) the size the layout gives it (the size of the layout's Gaussians when
+    factor times as many cover its surfaces), before its camera views are projected."""
     if name not in PRESETS:
         raise InputError(f"`layout` must be one of city, objects, {', '.join(PRESETS)}, got {name!r}")
     preset = PRESETS[name]
     made, total = min(preset.gaussians, generated or preset.gaussians), preset.gaussians
     shrink = 1.0
-    if multiple_of and made < total:
-        factor = -(-total // made)
-        made, shrink = total // factor // multiple_of * multiple_of, factor ** -0.5
-        total = made * factor
+    if factor and made < total:
+        total, shrink = made * factor, factor ** -0.5
     scene = metadata_scene(preset.layout, made, preset.cameras, preset.width, preset.height, seed, shrink=shrink)
     return standing_for(scene, total, preset.visible)
 
@@ -282,6 +278,13 @@ class SimResult:
         return float(self.wait.sum() / (self.gpus * self.seconds))
 
 
+def num_cells(gaussians: int, gpus: int, cells_per_gpu: int | None = None) -> int:
+    """Odin's cells for a model of ``gaussians`` (for a stand-in, those it stands for) on ``gpus`` GPUs:
+    ``cells_per_gpu`` x ``gpus``, or by default the runtime's ``default_cells`` (one per 8,192 Gaussians,
+    16 to 512 per GPU)."""
+    return cells_per_gpu * gpus if cells_per_gpu else default_cells(gaussians, gpus)
+
+
 def cells(scene: SimScene, num_cells: int) -> tuple:
     """The scene's k-d cells, cut once per cell count as the sharded runtime's persist: (cell_of [G] int32
     of every generated Gaussian, their ``CellBounds`` with each count times ``scene.stands_for``). A
@@ -295,11 +298,12 @@ def cells(scene: SimScene, num_cells: int) -> tuple:
 
 
 def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps: int, batch_size: int,
-             window: int = OdinOptions.window, cells_per_gpu: int = OdinOptions.CELLS_PER_RANK,
+             window: int = OdinOptions.window, cells_per_gpu: int | None = None,
              max_staleness: int = 1, seed: int = 0,
              trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
-    (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``cells_per_gpu`` x gpus cells,
+    (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``num_cells`` cells (by default
+    the runtime's ``default_cells`` of the Gaussians the scene stands for; ``cells_per_gpu`` x gpus if given),
     Gaussians of SH degree ``sh_degree`` (what a cell's parameters and gradients weigh in messages and
     gathers). Every mode trains the same batches. With a sharded profile, each window end runs the
     runtime's ``OdinTrainer._reshape`` on the cells' counts: ``rebalance`` (the runtime's default
@@ -336,7 +340,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
     memory, reads, last_window = np.zeros(gpus), set(), 0.0
     traced = arrivals = None
-    cell_of, bounds = cells(scene, cells_per_gpu * gpus)
+    cell_of, bounds = cells(scene, num_cells(scene.total_gaussians, gpus, cells_per_gpu))
     owner = owners_by_count(bounds.count, gpus)
     total, row_bytes = int(bounds.count.sum()), 4 * row_words(param_columns(sh_degree), True)
     migrated = {"bytes": 0.0, "seconds": 0.0, "cells": 0}
@@ -797,37 +801,56 @@ def format_table(gpu_counts, results: dict) -> str:
 
 #: Gaussians generated for a scene simulated in grendel mode alone (each stands for several)
 PRESET_GENERATED = 400_000
-#: a preset of more Gaussians is simulated with odin's modes as a stand-in of about STAND_IN_GENERATED
+#: a preset of more Gaussians is simulated with odin's modes as a stand-in of at most STAND_IN_GENERATED
 STAND_IN_ABOVE, STAND_IN_GENERATED = 8_000_000, 2_000_000
 
 
-def odin_preset(name: str, gpus, cells_per_gpu: int, seed: int = 0, generated: int | None = None) -> SimScene:
-    """The scene of preset ``name`` for odin's modes at the GPU counts ``gpus``: all of it, or a stand-in
-    of about ``generated`` Gaussians (default: STAND_IN_GENERATED for a preset of more than STAND_IN_ABOVE)
-    whose generated count is a multiple of every cell count (``cells_per_gpu`` x GPUs, and the image
-    order's ``ORDER_CELLS``), so that its cells plan exactly as its Gaussians repeated (``cells``)."""
+def stand_in_size(gaussians: int, generated: int, gpus, cells_per_gpu: int | None = None) -> tuple:
+    """(n, f): a stand-in for a model of ``gaussians``, n <= ``generated`` Gaussians standing for f each,
+    with n a multiple of the image order's ``ORDER_CELLS`` and of odin's ``num_cells`` of n x f at every
+    GPU count of ``gpus`` (so that its cells plan exactly as its Gaussians repeated f times: ``cells``)
+    and n x f within 1 % below ``gaussians``: the smallest such f, then the largest n. (With the default
+    cells, uncapped at some GPU count, a cell holds exactly 8,192 Gaussians: f is a power of two.)"""
     from odin_sched.training.image_order import ORDER_CELLS
 
+    for f in range(-(-gaussians // generated), gaussians // ORDER_CELLS + 1):
+        top = gaussians // f // ORDER_CELLS * ORDER_CELLS
+        for n in range(top, max(math.ceil(0.99 * gaussians / f), ORDER_CELLS) - 1, -ORDER_CELLS):
+            if all(n % num_cells(n * f, p, cells_per_gpu) == 0 for p in gpus):
+                return n, f
+    raise InputError(f"no stand-in of at most {generated:,} Gaussians for {gaussians:,} whose odin cells at "
+                     f"{','.join(map(str, gpus))} GPUs divide it")
+
+
+def odin_preset(name: str, gpus, cells_per_gpu: int | None = None, seed: int = 0,
+                generated: int | None = None) -> SimScene:
+    """The scene of preset ``name`` for odin's modes at the GPU counts ``gpus`` (``cells_per_gpu`` as
+    ``simulate``'s): all of it, or a stand-in (``stand_in_size``) of at most ``generated`` Gaussians
+    (default: STAND_IN_GENERATED for a preset of more than STAND_IN_ABOVE)."""
     if generated is None and PRESETS[name].gaussians > STAND_IN_ABOVE:
         generated = STAND_IN_GENERATED
-    return preset_scene(name, seed, generated, multiple_of=math.lcm(ORDER_CELLS, *(cells_per_gpu * p for p in gpus)))
+    if generated is None or generated >= PRESETS[name].gaussians:
+        return preset_scene(name, seed)
+    made, factor = stand_in_size(PRESETS[name].gaussians, generated, gpus, cells_per_gpu)
+    return preset_scene(name, seed, made, factor)
+
 
 #: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
 MAX_TABLE_BYTES = 2 ** 31
 
 
 def check_sizes(gaussians: int, cameras: int, train_cameras: int, gpus, batch_size: int | None,
-                cells_per_gpu: int) -> None:
+                cells_per_gpu: int | None) -> None:
     """``InputError`` unless every GPU count of ``gpus`` makes a meaningful run that fits in memory: its
     batch (``batch_size``, default the GPU count) no more than the training cameras, each of its
-    ``cells_per_gpu`` x GPUs cells able to hold a Gaussian, and a cameras x cells table within
-    ``MAX_TABLE_BYTES``."""
+    ``num_cells`` cells able to hold a Gaussian, and a cameras x cells table within ``MAX_TABLE_BYTES``."""
     for p in gpus:
-        cells = cells_per_gpu * p
+        cells = num_cells(gaussians, p, cells_per_gpu)
         if cells > gaussians:
-            raise InputError(f"SimulateConfig.gpus {p} x SimulateConfig.cells_per_gpu {cells_per_gpu} = {cells:,} "
-                             f"cells is more than the {gaussians:,} Gaussians: a cell would hold none (fewer GPUs "
-                             "or cells per GPU)")
+            chosen = (f"SimulateConfig.cells_per_gpu {cells_per_gpu}" if cells_per_gpu
+                      else "the default (at least 16 per GPU)")
+            raise InputError(f"SimulateConfig.gpus {p} with {chosen}: {cells:,} cells is more than the "
+                             f"{gaussians:,} Gaussians: a cell would hold none (fewer GPUs or cells per GPU)")
         if cameras * cells > MAX_TABLE_BYTES:
             raise InputError(f"SimulateConfig.gpus {p}: {cameras:,} cameras x {cells:,} cells is more than the "
                              f"{MAX_TABLE_BYTES:,} bytes a window's visibility table may take (fewer cameras, "
@@ -846,7 +869,8 @@ def run(config: SimulateConfig) -> dict:
     from pregel.outputs import check_outputs
 
     for name, value in (("gpus", min(config.gpus)), ("steps", config.steps), ("window", min(config.window)),
-                        ("cells_per_gpu", config.cells_per_gpu), ("width", config.width),
+                        ("cells_per_gpu", 1 if config.cells_per_gpu is None else config.cells_per_gpu),
+                        ("width", config.width),
                         ("height", config.height)):
         if value < 1:
             raise InputError(f"SimulateConfig.{name} must be at least 1, got {value}")
@@ -895,12 +919,14 @@ def run(config: SimulateConfig) -> dict:
     seen = scene.features[scene.train_ids, 0]
     print(f"{config.scene or config.layout}: {scene.total_gaussians:,} Gaussians, {len(scene.viewmats):,} cameras "
           f"at {scene.width} x {scene.height}, in view per image {seen.mean():,.0f} (spread {seen.std():,.0f}), "
-          f"{config.steps} steps, batch size {config.batch_size or 'GPUs'}, profile {profile.name}")
+          f"{config.steps} steps, batch size {config.batch_size or 'GPUs'}, profile {profile.name}, "
+          f"odin's cells {'/'.join(str(num_cells(scene.total_gaussians, p, config.cells_per_gpu)) for p in gpus)}")
     print(format_table(gpus, results))
     write_results(config.out, gpus, results, profile,
                   {"layout": config.layout if config.scene is None else "scene", "gaussians": scene.total_gaussians,
                    "cameras": len(scene.viewmats), "steps": config.steps, "batch_size": config.batch_size or 0,
-                   "windows": list(windows), "cells_per_gpu": config.cells_per_gpu,
+                   "windows": list(windows), "cells_per_gpu": config.cells_per_gpu or 0,  # 0: the default
+                   "cells": [num_cells(scene.total_gaussians, p, config.cells_per_gpu) for p in gpus],
                    "max_staleness": config.max_staleness, "sh_degree": sh_degree})
     print(f"wrote {config.out}")
     return results
