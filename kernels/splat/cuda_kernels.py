@@ -14,12 +14,16 @@ import numba
 from numba import cuda
 
 from .constants import ALPHA_MIN, T_MIN, TILE_PIXELS, TILE_SIZE
-from .scalar_math import pixel_alpha, pixel_alpha_vjp, pixel_gaussian, project_gaussian, project_gaussian_vjp
+from .projection_math import project_backward_one, project_one
+from .scalar_math import pixel_alpha, pixel_alpha_vjp, pixel_gaussian
 from .sh_math import backward_one, forward_one
 
-# The SH bodies read and write arrays, so they are compiled twice: with njit for the CPU kernels (in
-# ``sh``) and here as CUDA device functions (the CUDA simulator cannot pass its arrays into @njit code).
+# The SH and projection bodies read and write arrays, so they are compiled twice: with njit for the CPU
+# kernels (in ``sh`` and ``projection``) and here as CUDA device functions (the CUDA simulator cannot pass
+# its arrays into @njit code).
 sh_forward_device, sh_backward_device = cuda.jit(device=True)(forward_one), cuda.jit(device=True)(backward_one)
+project_device = cuda.jit(device=True)(project_one)
+project_backward_device = cuda.jit(device=True)(project_backward_one)
 
 
 @cuda.jit
@@ -41,19 +45,7 @@ def project_cuda(means, log_scales, quats, view, intr, width, height, mean2d, co
     g = cuda.grid(1)
     if g >= means.shape[0]:
         return
-    mx, my, ca, cb, cc, z, r = project_gaussian(
-        (means[g, 0], means[g, 1], means[g, 2]),
-        (log_scales[g, 0], log_scales[g, 1], log_scales[g, 2]),
-        (quats[g, 0], quats[g, 1], quats[g, 2], quats[g, 3]),
-        view, intr, width, height,
-    )
-    mean2d[g, 0] = mx
-    mean2d[g, 1] = my
-    conic[g, 0] = ca
-    conic[g, 1] = cb
-    conic[g, 2] = cc
-    depth[g] = z
-    radius[g] = r
+    project_device(g, means, log_scales, quats, view, intr, width, height, mean2d, conic, depth, radius)
 
 
 @cuda.jit
@@ -63,19 +55,8 @@ def project_backward_cuda(
     g = cuda.grid(1)
     if g >= means.shape[0] or radius[g] <= 0:
         return
-    vm, vs, vq = project_gaussian_vjp(
-        (means[g, 0], means[g, 1], means[g, 2]),
-        (log_scales[g, 0], log_scales[g, 1], log_scales[g, 2]),
-        (quats[g, 0], quats[g, 1], quats[g, 2], quats[g, 3]),
-        view, intr, width, height,
-        (v_mean2d[g, 0], v_mean2d[g, 1]),
-        (v_conic[g, 0], v_conic[g, 1], v_conic[g, 2]),
-    )
-    for i in range(3):
-        v_means[g, i] = vm[i]
-        v_log_scales[g, i] = vs[i]
-    for i in range(4):
-        v_quats[g, i] = vq[i]
+    project_backward_device(g, means, log_scales, quats, view, intr, width, height, v_mean2d, v_conic, v_means,
+                            v_log_scales, v_quats)
 
 
 @cuda.jit
@@ -90,6 +71,18 @@ def sh_to_colors_backward_cuda(means, coeffs, campos, degree, v_colors, v_means,
     g = cuda.grid(1)
     if g < means.shape[0]:
         sh_backward_device(g, means, coeffs, campos, degree, v_colors, v_means, v_coeffs)
+
+
+@cuda.jit(device=True)
+def tile_pixel(width, height):
+    """(tile, thread, x, y, inside the image) of this thread of a raster kernel: one block per tile of
+    TILE_SIZE x TILE_SIZE pixels, tiles row-major, one thread per pixel."""
+    tile = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    tiles_x = (width + TILE_SIZE - 1) // TILE_SIZE
+    x = (tile % tiles_x) * TILE_SIZE + tid % TILE_SIZE
+    y = (tile // tiles_x) * TILE_SIZE + tid // TILE_SIZE
+    return tile, tid, x, y, x < width and y < height
 
 
 @cuda.jit(device=True)
@@ -112,12 +105,7 @@ def rasterize_forward_cuda(
     tile_offsets, gauss_ids, mean2d, conic, opacity, colors, background, width, height, image, final_t, n_contrib
 ):
     # one block per tile, one thread per pixel, Gaussians staged in shared memory in batches
-    tile = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    tiles_x = (width + TILE_SIZE - 1) // TILE_SIZE
-    x = (tile % tiles_x) * TILE_SIZE + tid % TILE_SIZE
-    y = (tile // tiles_x) * TILE_SIZE + tid // TILE_SIZE
-    inside = x < width and y < height
+    tile, tid, x, y, inside = tile_pixel(width, height)
     px = x + 0.5
     py = y + 0.5
     sh_geom = cuda.shared.array((TILE_PIXELS, 6), numba.float32)  # mx, my, ca, cb, cc, opacity
@@ -169,12 +157,7 @@ def rasterize_backward_cuda(
     final_t, n_contrib, v_image, v_mean2d, v_conic, v_opacity, v_colors,
 ):
     # one block per tile, one thread per pixel; batches of Gaussians staged back to front
-    tile = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    tiles_x = (width + TILE_SIZE - 1) // TILE_SIZE
-    x = (tile % tiles_x) * TILE_SIZE + tid % TILE_SIZE
-    y = (tile // tiles_x) * TILE_SIZE + tid // TILE_SIZE
-    inside = x < width and y < height
+    tile, tid, x, y, inside = tile_pixel(width, height)
     px = x + 0.5
     py = y + 0.5
     sh_geom = cuda.shared.array((TILE_PIXELS, 6), numba.float32)

@@ -11,9 +11,12 @@ from numba import njit, prange
 from kernels._device import blocks_for
 
 from .arrays import camera_tuples, check_array, check_size, empty, on_device, zeros
-from .scalar_math import project_gaussian, project_gaussian_vjp
+from .projection_math import project_backward_one, project_one
 
 THREADS_PER_BLOCK = 256
+
+
+_project_one, _project_backward_one = njit(cache=True)(project_one), njit(cache=True)(project_backward_one)
 
 
 @njit(parallel=True, cache=True)
@@ -31,19 +34,7 @@ def _project_cpu(
     radius,  # [G] int32 out
 ):
     for g in prange(means.shape[0]):
-        mx, my, ca, cb, cc, z, r = project_gaussian(
-            (means[g, 0], means[g, 1], means[g, 2]),
-            (log_scales[g, 0], log_scales[g, 1], log_scales[g, 2]),
-            (quats[g, 0], quats[g, 1], quats[g, 2], quats[g, 3]),
-            view, intr, width, height,
-        )
-        mean2d[g, 0] = mx
-        mean2d[g, 1] = my
-        conic[g, 0] = ca
-        conic[g, 1] = cb
-        conic[g, 2] = cc
-        depth[g] = z
-        radius[g] = r
+        _project_one(g, means, log_scales, quats, view, intr, width, height, mean2d, conic, depth, radius)
 
 
 @njit(parallel=True, cache=True)
@@ -63,21 +54,9 @@ def _project_backward_cpu(
     v_quats,  # [G, 4] float32 out
 ):
     for g in prange(means.shape[0]):
-        if radius[g] <= 0:
-            continue
-        vm, vs, vq = project_gaussian_vjp(
-            (means[g, 0], means[g, 1], means[g, 2]),
-            (log_scales[g, 0], log_scales[g, 1], log_scales[g, 2]),
-            (quats[g, 0], quats[g, 1], quats[g, 2], quats[g, 3]),
-            view, intr, width, height,
-            (v_mean2d[g, 0], v_mean2d[g, 1]),
-            (v_conic[g, 0], v_conic[g, 1], v_conic[g, 2]),
-        )
-        for i in range(3):
-            v_means[g, i] = vm[i]
-            v_log_scales[g, i] = vs[i]
-        for i in range(4):
-            v_quats[g, i] = vq[i]
+        if radius[g] > 0:
+            _project_backward_one(g, means, log_scales, quats, view, intr, width, height, v_mean2d, v_conic, v_means,
+                                  v_log_scales, v_quats)
 
 
 def _check_gaussians(means, log_scales, quats, width, height):
