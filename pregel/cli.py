@@ -869,7 +869,7 @@ _OWN_PROCESS = False
 def _importing():
     """A command's imports of its heavy modules (numba, torch) without garbage collection: each full
     collection during them traverses every object imported so far (four of them, 0.15 s of
-    ``pregel infer``'s start-up with torch), and what imports create lives as long as the process.
+    ``pregel infer``'s start-up when it still imported torch), and what imports create lives as long as the process.
     On the process's own command line, what exists afterwards is then frozen out of later
     collections (``gc.freeze``), which would traverse it again (0.12 s more during the load)."""
     enabled = gc.isenabled()

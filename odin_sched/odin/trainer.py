@@ -104,7 +104,7 @@ class OdinOptions:
         """The staleness bound in force: ``max_staleness`` in odin-fast mode, else 0 (exact)."""
         return self.max_staleness if self.mode == "odin-fast" else 0
 
-    CELLS_PER_RANK = 16  # the fewest cells per rank by default (and the simulator's cells per GPU)
+    CELLS_PER_RANK = 16  # the fewest cells per rank by default (``default_cells``, which the simulator uses too)
 
     def resolved_cells(self, size: int, num_gaussians: int) -> int:
         """The number of cells asked for, ``cells`` or else ``default_cells`` (a window uses at most one
