@@ -78,18 +78,16 @@ def split_cells(comm, shard: Shard, counts: np.ndarray, split_above: int) -> Sha
     return Shard(shard.rank, indptr, members, owner, shard.opt, shard.accum)
 
 
-def migrate(comm, shard: Shard, new_owner: np.ndarray, carried: np.ndarray | None = None):
-    """The shard after every cell moves to ``new_owner`` [K] (collective, the same on every rank): the rows
-    of each moving cell go point to point from its old owner to its new one, one message per pair of
-    ranks (cells in ascending id). carried: None, or float32 columns [g, c] of the owned rows (in the
-    shard's row order) that travel with them; then returns (the shard, those columns [g', c] in the new
-    shard's row order)."""
+def migrate(comm, shard: Shard, new_owner: np.ndarray, carried: np.ndarray) -> tuple:
+    """(The shard after every cell moves to ``new_owner`` [K], the ``carried`` columns in its row order)
+    (collective, the same on every rank): the rows of each moving cell go point to point from its old
+    owner to its new one, one message per pair of ranks (cells in ascending id), with their ``carried``
+    float32 columns [g, c] (c may be 0; in the shard's row order)."""
     new_owner = np.asarray(new_owner, np.int64)
+    extra = np.asarray(carried, np.float32).reshape(shard.opt.ids.shape[0], -1)
     moving = np.flatnonzero(new_owner != shard.owner)
     if moving.size == 0:
-        return shard if carried is None else (shard, carried)
-    extra = np.empty((shard.opt.ids.shape[0], 0), np.float32) if carried is None else \
-        np.asarray(carried, np.float32).reshape(shard.opt.ids.shape[0], -1)
+        return shard, extra
 
     def rows_of(local):  # packed state, then the carried columns
         return np.concatenate([shard.packed(local), extra[local]], axis=1)
@@ -116,7 +114,5 @@ def migrate(comm, shard: Shard, new_owner: np.ndarray, carried: np.ndarray | Non
     state_words = words - extra.shape[1]
     _, state = shard.unpacked(rows[:, :state_words], shard.opt.device)
     moved = Shard(shard.rank, shard.indptr, shard.members, new_owner, state.opt, state.accum)
-    if carried is None:
-        return moved
     order = np.argsort(np.ascontiguousarray(rows[:, :2]).view(np.int64)[:, 0], kind="stable")  # as ``unpacked``
     return moved, rows[order, state_words:]
