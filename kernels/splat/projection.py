@@ -16,7 +16,8 @@ from .projection_math import project_backward_one, project_one
 THREADS_PER_BLOCK = 256
 
 
-_project_one, _project_backward_one = njit(cache=True)(project_one), njit(cache=True)(project_backward_one)
+_project_one = njit(cache=True, inline="always")(project_one)
+_project_backward_one = njit(cache=True, inline="always")(project_backward_one)
 
 
 @njit(parallel=True, cache=True)
