@@ -4,14 +4,18 @@ Loading (collective, once):
 
 1. every rank reads one contiguous slice of the source, balanced by ``vertices + edges``, and
    validates it; a bad slice on any rank makes every rank raise the same ``InputError``;
-2. each edge ``u → v`` moves to the owner of ``v`` (one ``Alltoallv``), and each vertex's out-degree,
-   features and label to the owner of ``v`` (skipped for the range partitioner, whose owners are
-   the readers);
-3. the owner keeps its in-edges as a CSR over its owned vertices whose column ids index the
+2. every vertex's in-degree over the whole graph goes to its owner (each rank counts its slice's
+   destinations, and each owner sums its block of those counts: one ``Alltoallv``), and the in-hubs
+   are known to every rank before any edge moves;
+3. each edge moves once, straight to the rank that processes it (one ``Alltoallv``): the owner of
+   its destination, or of its source for an edge to an in-hub (below); each vertex's out-degree,
+   features and label go to its owner (skipped for the range partitioner, whose owners are the
+   readers);
+4. the owner keeps its in-edges as a CSR over its owned vertices whose column ids index the
    *extended* vertex space ``[owned | ghosts]``: a ghost is a remote source, stored once per rank
    however many local edges it has (so a hub's value crosses the network once per rank that needs
    it, never once per edge);
-4. ghosts are grouped by owner, and each owner learns which of its vertices each rank needs
+5. ghosts are grouped by owner, and each owner learns which of its vertices each rank needs
    (the exchange plan, reused every superstep).
 
 Hubs (see ``HubOptions``). The in-edges of a vertex whose in-degree exceeds the hub threshold
@@ -196,17 +200,14 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     edges = _slice_edges(part, symmetric, header.has_weights)
     if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
         row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
-        edges.source_side[:len(row_degree)] = row_degree > threshold
-    if comm.size > 1:
-        ranks = partition.owner(edges.dst)
-        if edges.source_side.any():
-            ranks[edges.source_side] = partition.owner(edges.src[edges.source_side])
-        edges = _send_edges(comm, edges, ranks, False if hubs.shadow_nodes else None)
-        del ranks
-    local = _LocalEdges(comm, partition, len(owned), edges)
+        edges.out_hub[:len(row_degree)] = row_degree > threshold
+    in_degree = _global_in_degree(comm, partition, len(owned), edges.dst, header.num_nodes)
     in_hubs = np.zeros(0, np.int64)
     if hubs.partial_gather:
-        in_hubs = local.hand_hubs_to_sources(owned, threshold)
+        in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
+    is_hub = _hub_mask(in_hubs, header.num_nodes)
+    edges = _place_edges(comm, partition, edges, is_hub, send_out_hub=not hubs.shadow_nodes)
+    local = _LocalEdges(comm, partition, len(owned), edges, is_hub, in_degree)
     return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs)
 
 
@@ -244,21 +245,16 @@ def _vertex_data(comm, partition, part, owned):
 class _Edges:
     """Edges as parallel arrays: src, dst [k] int32 or int64 global ids (int32 while the graph has
     fewer than 2**31 vertices, dst in the file's index dtype); weight [k] float32 or None;
-    source_side [k] bool (processed on the source's owner: partial gather / no shadow)."""
+    out_hub [k] bool: a file out-edge of an out-hub kept on its source's owner (shadow nodes off)."""
 
     src: np.ndarray
     dst: np.ndarray
     weight: np.ndarray | None
-    source_side: np.ndarray
+    out_hub: np.ndarray
 
     def take(self, index) -> "_Edges":
         return _Edges(self.src[index], self.dst[index],
-                      None if self.weight is None else self.weight[index], self.source_side[index])
-
-    def concat(self, other: "_Edges") -> "_Edges":
-        return _Edges(np.concatenate([self.src, other.src]), np.concatenate([self.dst, other.dst]),
-                      None if self.weight is None else np.concatenate([self.weight, other.weight]),
-                      np.concatenate([self.source_side, other.source_side]))
+                      None if self.weight is None else self.weight[index], self.out_hub[index])
 
 
 def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
@@ -272,20 +268,57 @@ def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
     return _Edges(src, dst, weights, np.zeros(len(src), dtype=bool))
 
 
-def _send_edges(comm, edges: _Edges, ranks: np.ndarray, source_side: bool | None = None) -> _Edges:
-    """Send each edge to the rank ``ranks`` [k] names; returns the edges received. ``source_side``:
-    the flag every rank's edges all have (not sent), or None to send each edge's."""
+def _global_in_degree(comm, partition, n: int, dst: np.ndarray, num_nodes: int) -> np.ndarray:
+    """In-degree [n] int64 of the owned vertices over every rank's edges, from each rank's
+    destinations ``dst`` [k]: a count per vertex [num_nodes], each owner's block summed over ranks
+    (one ``Alltoallv``, a reduce-scatter), before any edge moves."""
+    counts = count_rows(dst, num_nodes)
     if comm.size == 1:
-        return edges if source_side is None else _Edges(edges.src, edges.dst, edges.weight,
-                                                        np.full(len(edges.src), source_side))
+        return counts
+    if isinstance(partition, RangePartition):
+        send_counts = np.diff(partition.bounds)  # counts are grouped by owner already
+    else:
+        order, send_counts = stable_order(partition.owner(np.arange(num_nodes, dtype=np.int64)), comm.size)
+        counts = counts[order]  # each owner's block in its owned (ascending) order
+    blocks = comm.alltoallv_known(counts, send_counts, np.full(comm.size, n))
+    return blocks.reshape(comm.size, n).sum(axis=0)
+
+
+def _hub_mask(in_hubs: np.ndarray, num_nodes: int) -> np.ndarray | None:
+    """[num_nodes] bool, True at the in-hubs ``in_hubs`` [k] (None when there are none)."""
+    if not len(in_hubs):
+        return None
+    mask = np.zeros(num_nodes, dtype=bool)
+    mask[in_hubs] = True
+    return mask
+
+
+def _source_side(edges: _Edges, is_hub: np.ndarray | None) -> np.ndarray:
+    """[k] bool: the edges processed on their source's owner (to an in-hub, or an out-hub's)."""
+    return edges.out_hub if is_hub is None else edges.out_hub | is_hub[edges.dst]
+
+
+def _place_edges(comm, partition, edges: _Edges, is_hub, send_out_hub: bool) -> _Edges:
+    """Send each edge straight to the rank that processes it (one exchange): its source's owner
+    when it is source-side (``_source_side``), else its destination's; returns the edges received,
+    ordered by sending rank, each rank's in its own order. ``send_out_hub``: whether the
+    ``out_hub`` flags travel (else all are False)."""
+    if comm.size == 1:
+        return edges
+    ranks = partition.owner(edges.dst)
+    side = _source_side(edges, is_hub)
+    if side.any():
+        ranks[side] = partition.owner(edges.src[side])
+    del side
     order, counts = stable_order(ranks, comm.size)
+    del ranks
     src, received = comm.alltoallv(edges.src[order], counts)
 
     def send(array):
         return comm.alltoallv_known(array[order], counts, received)
 
-    side = send(edges.source_side) if source_side is None else np.full(len(src), source_side)
-    return _Edges(src, send(edges.dst), None if edges.weight is None else send(edges.weight), side)
+    out_hub = send(edges.out_hub) if send_out_hub else np.zeros(len(src), dtype=bool)
+    return _Edges(src, send(edges.dst), None if edges.weight is None else send(edges.weight), out_hub)
 
 
 class _LocalEdges:
@@ -296,45 +329,26 @@ class _LocalEdges:
     whole graph.
     """
 
-    def __init__(self, comm, partition, n: int, edges: _Edges):
+    def __init__(self, comm, partition, n: int, edges: _Edges, is_hub, in_degree: np.ndarray):
         self.comm, self.partition, self.n = comm, partition, n
-        if edges.source_side.any():
-            self.dest, self.source = edges.take(~edges.source_side), edges.take(edges.source_side)
+        side = _source_side(edges, is_hub)
+        if side.any():
+            self.dest, self.source = edges.take(~side), edges.take(side)
         else:
             self.dest, self.source = edges, edges.take(slice(0, 0))
         self.dst_local = partition.local_index(self.dest.dst, comm.rank)
-        self.in_degree = count_rows(self.dst_local, n)
+        self.in_degree = in_degree
         loops = np.concatenate([self.dest.dst[self.dest.src == self.dest.dst],
                                 self.source.dst[self.source.src == self.source.dst]])
         self.self_loops = np.bincount(partition.local_index(loops, comm.rank), minlength=n).astype(np.int64)
-        self._count_source_side()
 
-    def _count_source_side(self):
-        """Add the source-side edges (kept by their sources' owners) to their destinations' in-degree."""
-        if not any(self.comm.allgather(bool(len(self.source.dst)))):
-            return
-        dst, counts = np.unique(self.source.dst, return_counts=True)
-        owners = self.partition.owner(dst)
-        order = np.argsort(owners, kind="stable")
-        ids, received = self.comm.alltoallv(dst[order], np.bincount(owners, minlength=self.comm.size))
-        counts = self.comm.alltoallv_known(counts[order], np.bincount(owners, minlength=self.comm.size),
-                                           received)
-        self.in_degree += np.bincount(self.partition.local_index(ids, self.comm.rank), weights=counts,
-                                      minlength=self.n).astype(np.int64)
-
-    def hand_hubs_to_sources(self, owned, threshold) -> np.ndarray:
-        """Partial gather: send the in-edges of owned vertices with in-degree above ``threshold`` to
-        their sources' owners; returns every rank's hubs, sorted [k] int64."""
-        is_hub = self.in_degree > threshold
-        in_hubs = np.sort(np.concatenate(self.comm.allgather(owned[is_hub])))
-        if not len(in_hubs):
-            return in_hubs
-        moving = is_hub[self.dst_local]
-        moved = self.dest.take(moving)
-        self.dest, self.dst_local = self.dest.take(~moving), self.dst_local[~moving]
-        moved = _send_edges(self.comm, moved, self.partition.owner(moved.src), source_side=True)
-        self.source = self.source.concat(moved)
-        return in_hubs
+    def source_order(self) -> np.ndarray:
+        """[E_s] the order of the source-side edges by (destination, source), ties: out-hubs'
+        edges first, then as received (the order in which they were read)."""
+        s = self.source
+        if s.out_hub.any() and not s.out_hub.all():
+            return np.lexsort((~s.out_hub, s.src, s.dst))
+        return np.lexsort((s.src, s.dst))
 
 
 def _extended_columns(comm, partition, n: int, src: np.ndarray):
@@ -369,7 +383,7 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
         return partition.local_index(ids, comm.rank)
 
     source = local.source
-    order = np.lexsort((source.src, source.dst))
+    order = local.source_order()
     part_dst, part_counts = np.unique(source.dst[order].astype(np.int64), return_counts=True)
     part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
