@@ -1,0 +1,86 @@
+"""Where the loader puts each edge, at P = 1, 2 and 3 (tests/mpi_scripts/load_layout.py), against a
+NumPy oracle built from the whole file: every edge exactly once, on its destination's owner unless it
+goes to an in-hub (or, shadow nodes off, leaves an out-hub), then on its source's owner; rows by
+ascending source with duplicate edges in file order; in-degrees, in-hubs, ghosts and dtypes."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pregel.graph_io import GraphData, write_graph
+
+SIZES = (1, 2, 3)
+THRESHOLD = 5
+LAYOUTS = ("range", "hash", "noshadow", "nogather", "automatic")  # see the script
+SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "load_layout.py")
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+N = 300
+
+
+def _edges():
+    """(src, dst, weight) [E] of a skewed graph in file order: sources ascending, with duplicate
+    edges (same ends, other weights) and self-loops."""
+    rng = np.random.default_rng(4)
+    dst = np.concatenate([rng.integers(0, N, 1500), np.full(200, 7), np.full(60, 250), rng.integers(0, 5, 200)])
+    src = np.concatenate([rng.integers(0, N, 1500), rng.integers(0, N, 180), np.full(200, 3)])
+    src, dst = np.concatenate([src, src[:100], np.arange(0, N, 9)]), np.concatenate([dst, dst[:100], np.arange(0, N, 9)])
+    order = np.argsort(src, kind="stable")
+    return src[order], dst[order], rng.random(len(src)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("layout")
+    src, dst, weight = _edges()
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=N))]).astype(np.int64)
+    features = np.random.default_rng(5).random((N, 3)).astype(np.float32)
+    write_graph(folder / "g.h5", GraphData(indptr, dst.astype(np.int32), weight, features))
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    for size in SIZES:
+        subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder / "g.h5")],
+                       check=True, timeout=300, env=env)
+    return {size: [dict(np.load(folder / f"layout_{size}_{r}.npz")) for r in range(size)] for size in SIZES}
+
+
+def _rows(part, name):
+    """The rank's destination-side edges (src, dst, weight) and source-side ones, in stored order."""
+    g = {k.split("/", 1)[1]: v for k, v in part.items() if k.startswith(name + "/")}
+    owned, n = g["owned"], len(g["owned"])
+    ext = np.concatenate([owned, g["ghost_ids"]])
+    dest = (ext[g["in_indices"]], np.repeat(owned, np.diff(g["in_indptr"])), g["in_weights"])
+    source = (owned[g["part_src"]], np.repeat(g["part_dst"], np.diff(g["part_indptr"])), g["part_weights"])
+    return g, dest, source
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_each_edge_on_the_rank_that_processes_it(loaded, name):
+    src, dst, weight = _edges()
+    in_degree, out_degree = np.bincount(dst, minlength=N), np.bincount(src, minlength=N)
+    for size in SIZES:
+        automatic = np.inf if size == 1 else max(100, 20 * len(src) / N, len(src) / (100 * size))
+        threshold = THRESHOLD if name != "automatic" else automatic
+        hubs = np.flatnonzero(in_degree > threshold) if name != "nogather" else np.zeros(0, np.int64)
+        source_side = np.isin(dst, hubs)
+        if name in ("noshadow", "nogather"):
+            source_side |= out_degree[src] > threshold
+        owner = np.empty(N, np.int64)
+        for r, part in enumerate(loaded[size]):
+            owner[part[f"{name}/owned"]] = r
+        for r, part in enumerate(loaded[size]):
+            g, dest, source = _rows(part, name)
+            assert np.array_equal(g["in_degree"], in_degree[g["owned"]]), (size, r)
+            assert np.array_equal(g["out_degree"], out_degree[g["owned"]]), (size, r)
+            assert np.array_equal(g["in_hubs"], hubs), (size, r)
+            for stored, side, key in ((dest, ~source_side, dst), (source, source_side, src)):
+                pick = side & (owner[key] == r)
+                order = np.lexsort((src[pick], dst[pick]))  # by (dst, src); duplicates in file order
+                for got, want in zip(stored, (src[pick][order], dst[pick][order], weight[pick][order])):
+                    assert np.array_equal(got, want), (size, r)
+            remote = np.unique(dest[0][owner[dest[0]] != r])
+            assert np.array_equal(g["ghost_ids"], remote[np.lexsort((remote, owner[remote]))]), (size, r)
+            assert g["in_indices"].dtype == np.int32 and g["part_src"].dtype == np.int64
+            assert g["in_degree"].dtype == np.int64 and g["in_hubs"].dtype == np.int64
