@@ -346,8 +346,8 @@ def _add_infer(sub) -> None:
     p.add_argument("--no-shadow-nodes", action="store_true",
                    help="keep a high out-degree vertex's out-edges on its owner")
     p.add_argument("--hub-threshold", type=int, default=None, metavar="D",
-                   help="degree above which a vertex is a hub (default: max(100, 20 E / N) with "
-                        "more than one rank)")
+                   help="degree above which a vertex is a hub (default: max(100, 20 E / N, "
+                        "E / (100 P)) with P > 1 ranks)")
     p.add_argument("--stats", action="store_true",
                    help="print per-rank edges, messages, bytes, seconds and their imbalance")
     p.add_argument("--quiet", action="store_true", help="no progress line per layer")

@@ -50,7 +50,10 @@ class HubOptions:
     partial_gather: in-edges of in-hubs stay on their sources' owners, pre-reduced per hub;
     shadow_nodes: out-hubs reach remote neighbours through ghost copies (off: their out-edges stay
     on their owner); threshold: the degree above which a vertex is a hub (None: automatic,
-    ``max(100, 20 · E / N)``, and no hubs on one rank).
+    ``max(100, 20 · E / N, E / (100 · P))`` on P ranks, and no hubs on one rank: a vertex is a hub
+    when its edges are both far above the average degree and at least 1 % of a rank's share, so
+    that hub handling, which costs a load pass and a partial exchange, is spent only where one
+    vertex's fan-in could unbalance the ranks).
     """
 
     partial_gather: bool = True
@@ -62,7 +65,7 @@ class HubOptions:
             return self.threshold
         if size == 1:
             return np.inf
-        return max(100.0, 20.0 * num_edges / max(num_nodes, 1))
+        return max(100.0, 20.0 * num_edges / max(num_nodes, 1), num_edges / (100.0 * size))
 
 
 class ArraySource:
