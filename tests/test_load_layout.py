@@ -1,7 +1,7 @@
 """Where the loader puts each edge, at P = 1, 2 and 3 (tests/mpi_scripts/load_layout.py), against a
 NumPy oracle built from the whole file: every edge exactly once, on its destination's owner unless it
 goes to an in-hub (or, shadow nodes off, leaves an out-hub), then on its source's owner; rows by
-ascending source with duplicate edges in file order; in-degrees, in-hubs, ghosts and dtypes."""
+ascending source with duplicate edges in file order; in-degrees, self-loops, in-hubs, ghosts and dtypes."""
 
 import os
 import shutil
@@ -26,8 +26,9 @@ def _edges():
     edges (same ends, other weights) and self-loops."""
     rng = np.random.default_rng(4)
     dst = np.concatenate([rng.integers(0, N, 1500), np.full(200, 7), np.full(60, 250), rng.integers(0, 5, 200)])
-    src = np.concatenate([rng.integers(0, N, 1500), rng.integers(0, N, 180), np.full(200, 3)])
-    src, dst = np.concatenate([src, src[:100], np.arange(0, N, 9)]), np.concatenate([dst, dst[:100], np.arange(0, N, 9)])
+    src = np.concatenate([rng.integers(0, N, 1500), rng.integers(0, N, 260), np.full(200, 3)])
+    loops = np.arange(0, N, 9)
+    src, dst = np.concatenate([src, src[:100], loops]), np.concatenate([dst, dst[:100], loops])
     order = np.argsort(src, kind="stable")
     return src[order], dst[order], rng.random(len(src)).astype(np.float32)
 
@@ -49,7 +50,7 @@ def loaded(tmp_path_factory):
 def _rows(part, name):
     """The rank's destination-side edges (src, dst, weight) and source-side ones, in stored order."""
     g = {k.split("/", 1)[1]: v for k, v in part.items() if k.startswith(name + "/")}
-    owned, n = g["owned"], len(g["owned"])
+    owned = g["owned"]
     ext = np.concatenate([owned, g["ghost_ids"]])
     dest = (ext[g["in_indices"]], np.repeat(owned, np.diff(g["in_indptr"])), g["in_weights"])
     source = (owned[g["part_src"]], np.repeat(g["part_dst"], np.diff(g["part_indptr"])), g["part_weights"])
@@ -60,6 +61,7 @@ def _rows(part, name):
 def test_each_edge_on_the_rank_that_processes_it(loaded, name):
     src, dst, weight = _edges()
     in_degree, out_degree = np.bincount(dst, minlength=N), np.bincount(src, minlength=N)
+    loops = np.bincount(src[src == dst], minlength=N)
     for size in SIZES:
         automatic = np.inf if size == 1 else max(100, 20 * len(src) / N, len(src) / (100 * size))
         threshold = THRESHOLD if name != "automatic" else automatic
@@ -74,6 +76,7 @@ def test_each_edge_on_the_rank_that_processes_it(loaded, name):
             g, dest, source = _rows(part, name)
             assert np.array_equal(g["in_degree"], in_degree[g["owned"]]), (size, r)
             assert np.array_equal(g["out_degree"], out_degree[g["owned"]]), (size, r)
+            assert np.array_equal(g["self_loops"], loops[g["owned"]]), (size, r)
             assert np.array_equal(g["in_hubs"], hubs), (size, r)
             for stored, side, key in ((dest, ~source_side, dst), (source, source_side, src)):
                 pick = side & (owner[key] == r)
