@@ -5,6 +5,8 @@ steps, window 10, batch = GPUs, ``h200-ib``, 8 to 128 GPUs. Each mode is simulat
 profile as ``pregel simulate`` loads it (planning per window as measured by ``benchmarks/plan_time.py``
 for this size, only what outlasts the previous window waiting) and with planning free, so that the
 window runs alone show what the scheduling does. Per run: steps/s, the ceiling, odin / ceiling, the
+bound that keeps the plan's assignment (``SimResult.assigned_ceiling_steps_per_second``: the busiest rank's
+time and the heaviest path with each message between ranks charged its transfer) and odin / it, the
 GPU-seconds computing, communicating and waiting summed over GPUs, of the waiting those spent on
 exposed planning, and two hidden fractions: ``hidden`` = 1 - wait_odin / wait_barrier (the
 simulator's ``/hidden_fraction``) and ``exposed`` = 1 - (comm + wait)_odin / (comm + wait)_barrier
@@ -28,7 +30,8 @@ STEPS, WINDOW = 40, 10
 
 
 def report(label: str, gpus: list, results: dict, planning: dict) -> None:
-    print(f"{label}: GPUs | odin st/s | barrier st/s | ceiling st/s | odin / ceiling | odin / barrier | "
+    print(f"{label}: GPUs | odin st/s | barrier st/s | ceiling st/s | odin / ceiling | assigned bound st/s | "
+          "odin / assigned bound | odin / barrier | "
           "compute GPU-s | comm odin / barrier | wait odin / barrier | of it planning | hidden | exposed | "
           "cells moved | migration MB / window | migration ms / window (share of odin's run)")
     windows = -(-STEPS // WINDOW)
@@ -38,6 +41,8 @@ def report(label: str, gpus: list, results: dict, planning: dict) -> None:
         exposed = hidden_vs_grendel(o.comm, o.wait - plan_o / p, b.comm, b.wait - plan_b / p)
         print(f"{p:>4} | {o.steps_per_second:8.2f} | {b.steps_per_second:8.2f} | {o.ceiling_steps_per_second:8.2f} "
               f"| {o.steps_per_second / o.ceiling_steps_per_second:.3f} "
+              f"| {o.assigned_ceiling_steps_per_second:8.2f} "
+              f"| {o.steps_per_second / o.assigned_ceiling_steps_per_second:.3f} "
               f"| {o.steps_per_second / b.steps_per_second:.3f} "
               f"| {o.compute.sum():7.2f} | {o.comm.sum():.2f} / {b.comm.sum():.2f} "
               f"| {o.wait.sum():.2f} / {b.wait.sum():.2f} | {plan_o:.2f} / {plan_b:.2f} "
@@ -74,10 +79,11 @@ def what_if(gpus, gaussians, cameras, width, height, name):
                 "links free": dataclasses.replace(base, latency=0.0, bandwidth=1e18, node_latency=0.0,
                                                   node_bandwidth=1e18, overhead=0.0),
                 "serving at image end": dataclasses.replace(base, forward_share=1.0)}
-    print("what if (planning free): GPUs | " + " | ".join(f"{v} st/s, / ceiling" for v in variants))
+    print("what if (planning free): GPUs | " + " | ".join(f"{v} st/s, / ceiling, / assigned bound" for v in variants))
     for p in gpus:
         runs = [simulate(scene, prof, "odin", p, STEPS, p, window=WINDOW) for prof in variants.values()]
-        print(f"{p:>4} | " + " | ".join(f"{r.steps_per_second:.1f}, {r.steps_per_second / r.ceiling_steps_per_second:.3f}"
+        print(f"{p:>4} | " + " | ".join(f"{r.steps_per_second:.1f}, {r.steps_per_second / r.ceiling_steps_per_second:.3f}, "
+                                        f"{r.steps_per_second / r.assigned_ceiling_steps_per_second:.3f}"
                                         for r in runs), flush=True)
 
 

@@ -171,12 +171,23 @@ def test_plan_from_exchanged_metadata_equals_the_plan_from_the_gaussians(city):
     assert not first.visible[np.setdiff1d(np.arange(16), used)].any()
 
 
-def test_owners_by_count_balances_contiguous_ranges():
+def test_owners_by_count_deals_rounds_by_load():
+    # worked by hand: rounds {0, 1, 2} -> ranks 0, 1, 2 (loads 5, 5, 5); {3, 4, 5}: cell 4 (100) first,
+    # to rank 0, then 3 and 5 to ranks 1, 2 (105, 10, 10); {6, 7} to the two lightest, 1 and 2
     counts = np.array([5, 5, 5, 5, 100, 5, 5, 5])
-    owner = owners_by_count(counts, 3)
-    assert np.all(np.diff(owner) >= 0) and set(owner) == {0, 1, 2}
-    loads = np.bincount(owner, weights=counts)
-    assert loads.max() <= counts.sum() / 3 + counts.max()
+    assert owners_by_count(counts, 3).tolist() == [0, 1, 2, 1, 0, 2, 1, 2]
+
+
+@pytest.mark.parametrize("size", [1, 4, 7])
+def test_owners_by_count_balances_and_interleaves(size):
+    counts = np.random.default_rng(size).integers(0, 1000, 45)
+    owner = owners_by_count(counts, size)
+    assert set(owner.tolist()) == set(range(size))
+    loads = np.bincount(owner, weights=counts, minlength=size)
+    assert loads.max() - loads.min() <= counts.max()
+    for start in range(0, len(counts), size):  # each round of consecutive cells on distinct ranks
+        part = owner[start:start + size]
+        assert len(set(part.tolist())) == len(part)
 
 
 def test_bounds_of_reads_counts_exactly():

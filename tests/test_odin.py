@@ -54,7 +54,7 @@ def cases(tmp_path_factory):
         table[f"city_b{b}_{'d' if densify else 'n'}_migrate"] = dict(
             table[f"city_b{b}_{'d' if densify else 'n'}"], cells=5, split_above=30, max_imbalance=1.0)
     # cells migrate without splitting: the moves are those of the plans made ahead, which all run
-    table["city_b4_d_move"] = dict(table["city_b4_d"], cells=5, window=2, max_imbalance=1.0)
+    table["city_b4_d_move"] = dict(table["city_b4_d"], cells=7, window=2, max_imbalance=1.0)
     # from a PLY at SH degree 3 (every coefficient non-zero): each rank reads the rows it owns, 64 at a time
     city = read_scene(scenes["city"])
     sh = np.random.default_rng(2).normal(0.0, 0.2, (city.num_gaussians, 16, 3)).astype(np.float32)

@@ -540,7 +540,7 @@ def test_simulated_cells_migrate_by_the_runtime_rule():
 
     scene = metadata_scene("city", 3000, 40, 64, 48)
     profile = dataclasses.replace(H200_IB, plan_by_gpus=())
-    run = simulate(scene, profile, "odin", 4, 8, 4, window=2, densify_growth=0.2)
+    run = simulate(scene, profile, "odin", 4, 8, 4, window=2, densify_growth=0.5)
     still = simulate(scene, profile, "odin", 4, 8, 4, window=2, densify_growth=0.0)
     assert run.migrated_cells > 0 and still.migrated_cells == 0 and still.migration_bytes == 0
     # the replay: the runtime's rule on counts densified by what each planned window's images saw
@@ -554,7 +554,7 @@ def test_simulated_cells_migrate_by_the_runtime_rule():
         owner = new
         seen = np.bincount(win.steps.version_cell[win.steps.version_index(win.steps.image_writes)],
                            minlength=len(owner))
-        bounds = dataclasses.replace(bounds, count=densified_counts(bounds.count, seen, 0.2, total))
+        bounds = dataclasses.replace(bounds, count=densified_counts(bounds.count, seen, 0.5, total))
     assert (run.migrated_cells, run.migration_bytes) == (moved, nbytes)
 
 
@@ -566,10 +566,10 @@ def test_a_migration_keeps_the_plan_made_ahead():
     its whole 1 ms)."""
     scene = metadata_scene("city", 3000, 40, 64, 48)
     free = dataclasses.replace(H200_IB, plan_by_gpus=())
-    run = simulate(scene, free, "odin", 4, 8, 4, window=2, densify_growth=0.2)
+    run = simulate(scene, free, "odin", 4, 8, 4, window=2, densify_growth=0.5)
     assert run.migrated_cells > 0
     short = simulate(scene, dataclasses.replace(free, plan_by_gpus=((4, 1e-3),)), "odin", 4, 8, 4, window=2,
-                     densify_growth=0.2)
+                     densify_growth=0.5)
     assert short.seconds == run.seconds and short.wait.sum() == run.wait.sum()
 
 

@@ -188,7 +188,7 @@ def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np
 def plan_window(comm, means: np.ndarray, scales: np.ndarray, cameras, batches: np.ndarray, start: int, stop: int,
                 margin, config: PlanConfig) -> tuple[Window, Schedule]:
     """Plan batches [start, stop) from the Gaussians (means, log-scales [G, 3]): ``config.num_cells`` k-d
-    cells of the means, owned by contiguous ranges balanced by count (``owners_by_count``), then
+    cells of the means, owned as the runtime deals them (``owners_by_count``), then
     ``plan_cells`` from their bounds, every rank holding the window-start model (no initial reads). The
     simulator (``odin_sched.sim.simulate``) plans for many virtual GPUs with it on one process."""
     cell_of, bounds = cut_cells(means, scales, config.num_cells)

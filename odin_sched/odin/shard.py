@@ -30,13 +30,23 @@ from odin_sched.training.step import pack_params, param_columns, unpack_params
 
 
 def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
-    """Owner rank [K] of each cell: contiguous ranges of cells (spatial neighbours in k-d order) with about
-    equal Gaussian counts, every rank at least one cell. counts: [K] Gaussians per cell."""
-    k = len(counts)
-    cum = np.cumsum(counts) - 0.5 * counts  # each cell's midpoint in the cumulative count
-    owner = np.minimum((cum * size / max(cum[-1] + 0.5 * counts[-1], 1)).astype(np.int64), size - 1)
-    # every rank owns at least one cell: clamp so rank r starts no later than cell k - size + r
-    return np.clip(owner, np.arange(k) - (k - size), np.arange(k))
+    """Owner rank [K] of each cell, balanced by Gaussian count and interleaved in k-d order: the cells are
+    dealt in rounds of ``size`` consecutive cells (spatial neighbours), each round's cells by decreasing
+    count to the ranks by increasing load so far (ties: the lower cell, the lower rank). So every rank owns
+    at least one cell (for K >= size), the heaviest load is at most the lightest plus the largest count,
+    and the cells of one region, which a batch's images all read, have as many owners as the region has
+    cells: the batch's gradients and cell versions spread over that many ranks' links instead of
+    queueing on a few owners' (README, issue 20's simulator check). A loop over rounds (K / size).
+    counts: [K] Gaussians per cell."""
+    counts = np.asarray(counts, np.int64)
+    owner, loads = np.empty(len(counts), np.int64), np.zeros(size, np.int64)
+    for start in range(0, len(counts), size):
+        cells = np.arange(start, min(start + size, len(counts)))
+        cells = cells[np.argsort(-counts[cells], kind="stable")]
+        ranks = np.argsort(loads, kind="stable")[:len(cells)]
+        owner[cells] = ranks
+        loads[ranks] += counts[cells]
+    return owner
 
 
 def _cut(means: torch.Tensor, rank: int, size: int, num_cells: int) -> tuple:
@@ -94,7 +104,7 @@ class Shard:
     @classmethod
     def from_full(cls, rank: int, size: int, state: FullState, num_cells: int) -> "Shard":
         """This rank's shard of the whole model ``state``: ``num_cells`` k-d cells of its means (at most
-        one per Gaussian), owned by contiguous ranges of cells balanced by count (``owners_by_count``)."""
+        one per Gaussian), owned as ``owners_by_count`` deals them (balanced by count, interleaved)."""
         opt = state.opt
         indptr, members, owner, index = _cut(opt.params["means"], rank, size, num_cells)
         mine = VisibleAdam({k: v.detach()[index] for k, v in opt.params.items()}, opt.lrs, (opt.beta1, opt.beta2),

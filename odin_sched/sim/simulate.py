@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from odin_sched.sim.bounds import assigned_bound
 from odin_sched.sim.costmodel import CameraViews, CostProfile, camera_views
 from odin_sched.sim.grendel import hidden_vs_grendel, simulate_grendel
 from odin_sched.sim.presets import PRESETS, published_grendel_steps
@@ -256,6 +257,7 @@ class SimResult:
     traced: object = None  # with trace: the first window's plan (a ``planner.Window``)
     arrivals: np.ndarray | None = None  # with trace: [m, 3] (rank, source vertex, seconds) of its messages
     bound_seconds: float = 0.0  # no schedule of these windows can take less (see ``simulate``)
+    assigned_bound_seconds: float = 0.0  # nor any with their assignment (``bounds.assigned_bound``)
     window: int = OdinOptions.window  # batches per planning window
     bytes_sent: float = 0.0  # bytes between GPUs (grendel: its all-to-alls)
     memory_bytes: float = 0.0  # the most bytes of model state one GPU holds (owned + cached; buffers)
@@ -272,6 +274,14 @@ class SimResult:
         """The most steps/s any schedule of the same windows could reach: per window, the larger of
         its work over the processors and its critical path, plus the window-end costs every mode pays."""
         return self.steps / self.bound_seconds if self.bound_seconds else 0.0
+
+    @property
+    def assigned_ceiling_steps_per_second(self) -> float:
+        """The most steps/s any schedule of the same windows with the same assignment could reach: per
+        window the larger of the ceiling's terms, the busiest rank's time and the heaviest path with every
+        edge between two ranks charged its message's transfer (``bounds.assigned_bound``), plus the same
+        window-end costs."""
+        return self.steps / self.assigned_bound_seconds if self.assigned_bound_seconds else 0.0
 
     @property
     def wait_fraction(self) -> float:
@@ -338,6 +348,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     totals = {k: np.zeros(gpus) for k in ("compute", "comm", "wait")}
     totals["compute"] += warmup
     clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
+    assigned = 0.0  # what the assignment's bound adds to the ceiling's
     memory, reads, last_window = np.zeros(gpus), set(), 0.0
     traced = arrivals = None
     cell_of, bounds = cells(scene, num_cells(scene.total_gaussians, gpus, cells_per_gpu))
@@ -361,7 +372,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
                             profile.step_seconds * gpus / batch_size)
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
-        bound += max(cost.sum() / processors, cost.sum() / p if p else 0.0)
+        ceiling = max(cost.sum() / processors, cost.sum() / p if p else 0.0)
+        bound += ceiling
         if profile.sharded:  # planned while the previous window ran: only what outlasts it waits (the
             # first window is planned before training starts: a start-up cost, not the steady state's)
             held, reads = window_memory(win, gpus, sh_degree, reads)
@@ -377,6 +389,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
             bound += planning
             totals["compute"] += planning
         run = _WindowRun(win, cost, profile, gpus, trace and start == 0, param_columns(sh_degree))
+        assigned += max(ceiling, assigned_bound(win.steps, win.plan, run.routes, cost, profile, gpus)) - ceiling
         run.dataflow() if mode != "barrier" else run.bsp()
         end = run.end.max()
         for k in totals:
@@ -407,7 +420,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         if run.spans and not spans:
             spans, traced, arrivals = run.spans, win, np.asarray(run.arrivals, np.float64).reshape(-1, 3)
     return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
-                     work / path if path else 0.0, stale, worst, spans, traced, arrivals, bound, window,
+                     work / path if path else 0.0, stale, worst, spans, traced, arrivals, bound, bound + assigned,
+                     window,
                      memory_bytes=float(memory.max()), migration_bytes=migrated["bytes"],
                      migration_seconds=migrated["seconds"], migrated_cells=migrated["cells"])
 
