@@ -15,9 +15,10 @@ A ``DataflowProgram`` says what each vertex sends (``payload_size``, ``broadcast
 
 Both modes send the same messages and hand every ``fire`` the same inputs. The outputs of a vertex
 u to the vertices of one other rank travel as one message: a broadcasting u's payload once, or the
-concatenation of a per-edge u's payloads in ascending destination id; vertices on u's own rank get
-the payload without MPI. Routing tables are built from the plan with NumPy; the run loops over
-fired vertices and messages, and touches single edges only to hand ``fire`` its inputs.
+concatenation of a per-edge u's payloads in ascending destination id (no copy is made when they already
+lie back to back in one array, in that order); vertices on u's own rank get the payload without MPI.
+Routing tables are built from the plan with NumPy; the run loops over fired vertices and messages, and
+touches single edges only to hand ``fire`` its inputs.
 """
 
 import heapq
