@@ -15,9 +15,10 @@ A ``DataflowProgram`` says what each vertex sends (``payload_size``, ``broadcast
 
 Both modes send the same messages and hand every ``fire`` the same inputs. The outputs of a vertex
 u to the vertices of one other rank travel as one message: a broadcasting u's payload once, or the
-concatenation of a per-edge u's payloads in ascending destination id; vertices on u's own rank get
-the payload without MPI. Routing tables are built from the plan with NumPy; the run loops over
-fired vertices and messages, and touches single edges only to hand ``fire`` its inputs.
+concatenation of a per-edge u's payloads in ascending destination id (no copy is made when they already
+lie back to back in one array, in that order); vertices on u's own rank get the payload without MPI.
+Routing tables are built from the plan with NumPy; the run loops over fired vertices and messages, and
+touches single edges only to hand ``fire`` its inputs.
 """
 
 import heapq
@@ -430,8 +431,7 @@ class Firing:
                 self.deliver(g, payload if r.broadcast[u] else out)
                 continue
             if self.carry and not r.broadcast[u]:
-                parts = [out[v] for v in r.dst[r.group_ptr[g]:r.group_ptr[g + 1]].tolist()]
-                payload = parts[0] if len(parts) == 1 else np.concatenate(parts)
+                payload = _joined([out[v] for v in r.dst[r.group_ptr[g]:r.group_ptr[g + 1]].tolist()])
             remote.append((g, payload))
             self.counts["messages_sent"] += 1
             self.counts["bytes_sent"] += 4 * int(r.group_size[g])
@@ -610,6 +610,21 @@ def _payload(array, u: int, n: int, what: str) -> np.ndarray:
         raise ValueError(f"fire of vertex {u}: {what} must be a contiguous float32 array of shape "
                          f"({n},), got {got}")
     return array
+
+
+def _joined(parts: list) -> np.ndarray:
+    """The concatenation of the 1-D float32 arrays ``parts``: without a copy (a view of their array) when
+    they are views that lie back to back, in this order, in one contiguous array; else a new array."""
+    if len(parts) == 1:
+        return parts[0]
+    base = parts[0].base
+    if isinstance(base, np.ndarray) and base.flags.c_contiguous and all(p.base is base for p in parts):
+        starts = np.array([p.__array_interface__["data"][0] for p in parts])
+        sizes = np.array([p.nbytes for p in parts])
+        if (starts[1:] == starts[:-1] + sizes[:-1]).all():
+            offset = int(starts[0]) - base.__array_interface__["data"][0]
+            return base.reshape(-1).view(np.uint8)[offset:offset + int(sizes.sum())].view(np.float32)
+    return np.concatenate(parts)
 
 
 def _check_keys(out, u: int, dsts: np.ndarray) -> None:

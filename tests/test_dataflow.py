@@ -323,3 +323,47 @@ def test_a_vertex_sends_to_its_most_urgent_readers_first():
     firing = Firing(plan, program, Routes(plan, program, 4, me=0), 0, 4, carry=False)
     routes = firing.routes
     assert [int(routes.group_rank[g]) for g, _ in firing.route(0, None)] == [2, 3, 1]
+
+
+class _PerEdge(DataflowProgram):
+    """Vertex 0 sends per-edge payloads to 1, 2, 3 (all on rank 1): views of one array laid out as
+    ``layout`` gives ({destination: (start, stop)} into it), or separate arrays when ``layout`` is None."""
+
+    def __init__(self, layout):
+        self.layout = layout
+        self.array = np.arange(12, dtype=np.float32)
+
+    def payload_size(self, src, dst):
+        if self.layout is None:
+            return np.full(len(src), 4, np.int64)
+        return np.array([b - a for a, b in (self.layout[v] for v in dst.tolist())], np.int64)
+
+    def broadcasts(self, vertices):
+        return np.asarray(vertices) != 0
+
+    def fire(self, ctx, vertex, inputs):
+        if self.layout is None:
+            return {v: np.full(4, v, np.float32) for v in (1, 2, 3)}
+        return {v: self.array[a:b] for v, (a, b) in self.layout.items()}
+
+
+@pytest.mark.parametrize("layout, shared", [
+    ({1: (0, 4), 2: (4, 6), 3: (6, 12)}, True),    # back to back, in destination order: sent as one view
+    ({1: (4, 8), 2: (0, 4), 3: (8, 12)}, False),   # out of order: a copy
+    ({1: (0, 4), 2: (5, 8), 3: (8, 12)}, False),   # a gap: a copy
+    (None, False),                                 # separate arrays: a copy
+])
+def test_a_per_edge_vertex_sends_its_payloads_to_a_rank_as_their_concatenation(layout, shared):
+    """The message of a per-edge vertex to one rank is the concatenation of its payloads in destination
+    order (the oracle: ``np.concatenate``); when they already lie back to back in one array it is a view
+    of that array, not a copy."""
+    from pregel.dataflow import Firing, Routes
+
+    plan = DataflowPlan(GraphData(np.array([0, 3, 3, 3, 3]), np.array([1, 2, 3])), np.array([0, 1, 1, 1]),
+                        np.zeros(4), np.array([0, 1, 1, 1]))
+    program = _PerEdge(layout)
+    firing = Firing(plan, program, Routes(plan, program, 2, me=0), 0, 2)
+    out = program.fire(None, 0, {})
+    [(_, payload)] = firing.route(0, out)
+    np.testing.assert_array_equal(payload, np.concatenate([out[v] for v in (1, 2, 3)]))
+    assert np.shares_memory(payload, program.array) == shared

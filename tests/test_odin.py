@@ -6,7 +6,8 @@ the single-process trainer with the same seed, steps and batch size (the oracle)
 prediction failed; so is the held-out PSNR, which the ranks render. Densification runs on each
 owner's Gaussians: the MPI script forbids gathering the whole model, and the ids stay unique. Two
 cases make cells split and migrate between owners (a low --split-above and --max-imbalance 1), and one
-migrates cells without splits: its plans made ahead all run (no re-plan). One starts
+migrates cells without splits: its plans made ahead all run (no re-plan); one resets the opacities in
+place between windows (a cell's packed parameters kept from a window must not outlive it). One starts
 from a PLY (every rank reads the means of all Gaussians and the other columns of the rows it owns). Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
 every SH_INTERVAL images (patched down from 1,000, in the MPI script too), so the cases train degrees
 0 to 3 and carry every SH coefficient in their messages.
@@ -53,6 +54,8 @@ def cases(tmp_path_factory):
     for b, densify in ((1, False), (4, True)):  # cells past 30 Gaussians split, then whole cells migrate
         table[f"city_b{b}_{'d' if densify else 'n'}_migrate"] = dict(
             table[f"city_b{b}_{'d' if densify else 'n'}"], cells=5, split_above=30, max_imbalance=1.0)
+    # opacities reset in place after batches 2 and 4 (no round there), then a round and a reset after 6
+    table["city_b1_d_reset"] = dict(table["city_b1_d"], opacity_reset=2)
     # cells migrate without splitting: the moves are those of the plans made ahead, which all run
     table["city_b4_d_move"] = dict(table["city_b4_d"], cells=7, window=2, max_imbalance=1.0)
     # from a PLY at SH degree 3 (every coefficient non-zero): each rank reads the rows it owns, 64 at a time

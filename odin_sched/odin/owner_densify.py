@@ -50,6 +50,7 @@ def densify_owned(comm, shard: Shard, step: int, steps: int, batch_size: int, ex
     """What densification does after batch ``step`` on every owner's Gaussians (collective): a round
     when due (then a new ``Shard`` over the same cells and owners, new members), the opacity reset when
     due (in place). Returns the shard to go on with."""
+    shard.drop_blocks()  # the packed copies of the cells no longer hold after a reset in place
     if not config.due(step, steps, batch_size):
         densify_round(shard.opt, shard.accum, step, steps, batch_size, extent, config, seed)
         return shard

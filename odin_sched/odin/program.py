@@ -178,9 +178,15 @@ class CellInputs:
 
 
 def cell_block(shard: Shard, cell: int, staging: HostStaging) -> np.ndarray:
-    """The owner's parameters of ``cell`` as a flat host payload [g_c x columns] float32."""
-    rows = torch.from_numpy(shard.local(shard.cell_rows(cell))).to(staging.device)
-    return staging.to_host(pack_params(shard.opt.params, rows)).reshape(-1)
+    """The owner's parameters of ``cell`` packed on the host [g_c, columns] float32 (read-only): the shard's
+    kept copy (``Shard.blocks``), else packed now and kept."""
+    block = shard.blocks.get(cell)
+    if block is None:
+        rows = torch.from_numpy(shard.local(shard.cell_rows(cell))).to(staging.device)
+        block = staging.to_host(pack_params(shard.opt.params, rows))
+        block.flags.writeable = False
+        shard.blocks[cell] = block
+    return block
 
 
 class TrainingSteps(StepMessages):
@@ -201,7 +207,9 @@ class TrainingSteps(StepMessages):
         self.window, self.images, self.cells, self.staging = window, images, cells, staging
         self.image_losses = {}  # image -> its loss
         self.updated = {}       # cell version -> Gaussians its Adam step moved (for the timeline)
-        self.latest = {}        # owned cell -> its parameters now, host [g_c, columns] (never sent itself)
+        # the packed copies of the owned cells kept from the last window (Shard.blocks): only those this one reads
+        cells.shard.drop_blocks(self.steps.version_cell[self.steps.version_batch < 0])
+        self.target_rank = window.plan.rank  # [N] the rank of each vertex, to lay out an image's messages
 
     def fire(self, ctx, vertex: int, inputs: dict):
         if self.steps.is_image(vertex):
@@ -235,26 +243,30 @@ class TrainingSteps(StepMessages):
         starts = np.cumsum([0] + [len(k) for k in kept])
         read_of = {int(c): i for i, c in enumerate(cells)}
         writes = steps.image_writes[steps.image_writes_indptr[image]:steps.image_writes_indptr[image + 1]]
+        # one zeroed array (culled rows' gradients are exactly zero) holds every block, by (rank of the
+        # version, version): the blocks to one rank lie back to back, so the engine sends them without a copy
+        writes = writes[np.lexsort((writes, self.target_rank[writes]))]
+        which = [read_of[int(c)] for c in steps.version_cell[steps.version_index(writes)]]
+        ends = np.cumsum([len(blocks[i]) * packed.shape[1] for i in which])
+        buffer = np.zeros(ends[-1] if len(ends) else 0, np.float32)
         out = {}
-        for target, cell in zip(writes, steps.version_cell[steps.version_index(writes)]):  # ascending by cell
-            i = read_of[int(cell)]
-            grads = np.zeros((len(blocks[i]), packed.shape[1]), np.float32)  # culled rows: exactly zero
-            grads[kept[i]] = packed.take(position[starts[i]:starts[i + 1]], axis=0)
-            out[int(target)] = grads.reshape(-1)
+        for target, i, end in zip(writes.tolist(), which, ends.tolist()):
+            grads = buffer[end - len(blocks[i]) * packed.shape[1]:end]
+            grads.reshape(-1, packed.shape[1])[kept[i]] = packed.take(position[starts[i]:starts[i + 1]], axis=0)
+            out[target] = grads
         return out
 
     # --- cell version: the window-start parameters, or the visible-Adam step of one batch on one cell
     def _version(self, version: int, inputs: dict) -> np.ndarray:
-        """Cell version ``version``: an initial one packs the owner's parameters of its cell; a later one
+        """Cell version ``version``: an initial one sends the owner's packed parameters of its cell
+        (``cell_block``: the copy its last version left, packed again only when there is none); a later one
         sums, Adam-steps and repacks only the rows that batch's images saw (every other row keeps its
-        parameters and state, ``VisibleAdam.step_rows``), and sends the cell's parameters now: the
-        window's latest packed copy of the cell (``latest``) with those rows replaced."""
+        parameters and state, ``VisibleAdam.step_rows``), and sends the cell's parameters now: a copy of the
+        latest packed block with those rows replaced, which it keeps as the cell's block (``Shard.blocks``)."""
         steps, staging, given, columns = self.steps, self.staging, self.cells, self.columns
         cell, batch = int(steps.version_cell[version]), int(steps.version_batch[version])
         if batch < 0:
-            block = cell_block(given.shard, cell, staging)
-            self.latest[cell] = block.reshape(-1, columns)
-            return block
+            return cell_block(given.shard, cell, staging).reshape(-1)
         blocks = [np.asarray(inputs[k]).reshape(-1, columns + GRAD_EXTRA)
                   for k in sorted(k for k in inputs if steps.is_image(k))]  # batch order (position in batch)
         seen = np.zeros(len(given.shard.cell_rows(cell)), bool)
@@ -273,10 +285,10 @@ class TrainingSteps(StepMessages):
         given.opt.step_rows(ids, grads, lrs=given.lrs[batch])
         if len(seen):
             given.shard.moved(cell)
-        latest = self.latest.get(cell)
-        latest = cell_block(given.shard, cell, staging).reshape(-1, columns) if latest is None else latest.copy()
+        latest = cell_block(given.shard, cell, staging).copy()  # a new array: the blocks sent stay as sent
         latest[seen] = staging.to_host(pack_params(given.opt.params, ids))
-        self.latest[cell] = latest  # a new array: the blocks sent before stay as they were sent
+        latest.flags.writeable = False
+        given.shard.blocks[cell] = latest
         return latest.reshape(-1)
 
 
@@ -304,7 +316,7 @@ class EvalViews(DataflowProgram):
     def fire(self, ctx, vertex: int, inputs: dict):
         views = len(self.cameras)
         if vertex >= views:
-            return cell_block(self.shard, int(self.cells[vertex - views]), self.staging)
+            return cell_block(self.shard, int(self.cells[vertex - views]), self.staging).reshape(-1)
         sources = sorted(inputs)
         cells = self.cells[np.asarray(sources, np.int64) - views]
         blocks = [received(inputs[s], c, self.columns) for s, c in zip(sources, cells)]

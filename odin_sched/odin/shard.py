@@ -94,12 +94,22 @@ class Shard:
         self.owned_cell_of[self.owned_by_cell] = cell_of
         self._meta = None       # the owned cells' metadata rows at the last ``metadata`` call
         self._moved = set()     # owned cells whose means or log-scales a cell version changed since
+        # owned cell -> its parameters packed on the host [g_c, columns] float32 (read-only), as its last cell
+        # version left them (``odin_sched.odin.program``): a window's initial versions send these instead of
+        # packing every cell again; whatever else changes the parameters in place calls ``drop_blocks``
+        self.blocks = {}
 
     def moved(self, cell: int) -> None:
         """Note that a cell version changed rows of owned ``cell`` (its metadata is computed again). Every
         other change of the owned means or log-scales comes with a new ``Shard`` (densification rounds,
         splits, migration, a restored checkpoint)."""
         self._moved.add(int(cell))
+
+    def drop_blocks(self, keep=()) -> None:
+        """Forget the packed copies (``blocks``) of every owned cell but those in ``keep`` [k]: called with
+        nothing kept when the parameters change outside a cell version (an opacity reset in place)."""
+        keep = set(np.asarray(keep, np.int64).tolist())
+        self.blocks = {c: b for c, b in self.blocks.items() if c in keep}
 
     @classmethod
     def from_full(cls, rank: int, size: int, state: FullState, num_cells: int) -> "Shard":

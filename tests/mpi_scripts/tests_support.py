@@ -8,10 +8,12 @@ from odin_sched.training.optim import VisibleAdam, default_lrs
 
 
 def densify_config(case: dict):
-    """The densification of a test case: every 3 batches from batch 3, low threshold (so it happens)."""
+    """The densification of a test case: every 3 batches from batch 3, low threshold (so it happens), and the
+    opacities reset every ``case["opacity_reset"]`` images when the case says so."""
     if not case["densify"]:
         return None
-    return DensifyConfig(interval=3, start=3, stop=case["steps"], grad_threshold=1e-5)
+    reset = {"opacity_reset_interval": case["opacity_reset"]} if "opacity_reset" in case else {}
+    return DensifyConfig(interval=3, start=3, stop=case["steps"], grad_threshold=1e-5, **reset)
 
 
 def exit_with_collective_error(comm, err) -> None:
