@@ -323,3 +323,24 @@ def test_a_vertex_sends_to_its_most_urgent_readers_first():
     firing = Firing(plan, program, Routes(plan, program, 4, me=0), 0, 4, carry=False)
     routes = firing.routes
     assert [int(routes.group_rank[g]) for g, _ in firing.route(0, None)] == [2, 3, 1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_finished_run_is_freed_by_reference_counting_alone(mode):
+    """Once ``run_dataflow`` returns and the caller lets go of its program, the program (and with it
+    whatever the run held: payloads, buffers) is freed at once, with the cyclic collector off: no
+    reference cycle keeps a run's memory until a later collection."""
+    import gc
+    import weakref
+
+    plan = DataflowPlan(GraphData(np.array([0, 1, 2, 2, 2]), np.array([2, 3])), np.zeros(4, np.int64),
+                        np.array([10.0, 5.0, 0.0, 1.0]), np.array([0, 0, 1, 1]))
+    program = _Serving()
+    freed = weakref.ref(program)
+    gc.disable()
+    try:
+        run_dataflow(Comm(), plan, program, mode)
+        del program
+        assert freed() is None
+    finally:
+        gc.enable()
