@@ -27,8 +27,6 @@ _M_MMAP_THRESHOLD = -3
 HEAP_BLOCK_LIMIT = 1 << 30
 #: ``release_freed_memory`` hands the free heap back only when more than this is free
 RELEASE_ABOVE = 256 << 20
-#: ``map_large_blocks``: blocks of at least this size are mapped on their own
-MAP_ABOVE = 256 << 10
 
 
 def keep_freed_memory() -> bool:
@@ -42,22 +40,6 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     # mallopt takes an int: 2**31 - 1 (2 GiB) is the largest trim threshold it can be told
     return bool(mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
-
-
-def map_large_blocks(threshold: int = MAP_ABOVE) -> bool:
-    """Have glibc map every block of at least ``threshold`` bytes on its own and unmap it when it is
-    freed, at that fixed threshold (glibc no longer raises it), undoing ``keep_freed_memory``'s heap for
-    large blocks; returns False where the C library is not glibc (nothing changes there). For a process
-    whose large arrays come and go in ever other sizes (a distributed trainer's messages, window after
-    window): in the heap the holes they leave do not fit the next ones, so the heap, and the resident
-    size, grows window after window; mapped, a freed array leaves the process at once."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
 
 
 def peak_rss_bytes() -> int:

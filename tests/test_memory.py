@@ -1,5 +1,4 @@
 """``keep_freed_memory``: freed blocks stay in the process (the kernel's own RSS count is the oracle);
-``map_large_blocks``: large freed blocks leave it again (the same oracle);
 ``peak_rss_bytes``: the process's own peak in bytes (known allocation sizes are the oracle)."""
 import subprocess
 import sys
@@ -77,28 +76,3 @@ def test_release_hands_a_large_free_heap_back():
                                              capture_output=True, text=True).stdout.split())
     assert kept < 1 << 20            # freed, but still resident
     assert released > 380 << 20      # handed back by release_freed_memory
-
-
-MAP_SCRIPT = """
-import sys, numpy as np
-from pregel.memory import keep_freed_memory, map_large_blocks
-assert keep_freed_memory()
-if sys.argv[1] == "map":
-    assert map_large_blocks()
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096
-block = np.ones(4 << 20, np.uint8)  # 4 MiB, touched: over the threshold
-small = np.ones(64 << 10, np.uint8)  # 64 KiB: under it
-before = rss()
-del block
-print(before - rss())
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc/self/statm")
-def test_large_blocks_leave_the_process_when_freed_once_mapped():
-    released = {mode: int(subprocess.run([sys.executable, "-c", MAP_SCRIPT, mode], check=True, capture_output=True,
-                                         text=True).stdout) for mode in ("keep", "map")}
-    assert released["keep"] < 1 << 20          # kept in the heap (keep_freed_memory)
-    assert released["map"] >= (4 << 20) - 4096  # its own mapping, unmapped when freed

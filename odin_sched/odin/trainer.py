@@ -79,7 +79,7 @@ from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
 from pregel.comm import Comm
 from pregel.dataflow import DataflowPlan, run_dataflow, write_chrome_trace
 from pregel.generate import edges_to_csr
-from pregel.memory import map_large_blocks, peak_rss_bytes
+from pregel.memory import peak_rss_bytes
 from pregel.graph_io import GraphData
 from pregel.progress import Progress
 
@@ -571,10 +571,7 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
     ``TrainCheckpointer`` or None. With ``config.device='cuda'`` every rank trains on its GPU
     (``render_device``) and its payloads cross ranks through the host (``HostStaging``). Returns the
     TrainResult (the same on every rank). Bad settings or input raise the same InputError on every rank.
-    Large arrays are mapped on their own from here on (``pregel.memory.map_large_blocks``: a window's
-    messages, kept in the heap, grew a rank's resident size window after window).
     """
-    map_large_blocks()
     extra_outputs = (("timeline", options.timeline), ("schedule_out", options.schedule_out))
     setup, render = set_up(config, checkpoint, comm, extra_outputs,
                            check=lambda setup: check_options(options, comm.size, setup.initial["means"].shape[0]))
