@@ -499,6 +499,7 @@ class _Run:
         t0 = time.perf_counter()
         comm.waitall(self.sends.requests)
         clock.add("wait", t0)
+        firing.ctx.serve = _nothing_to_serve  # a cycle through this run: its buffers now go with it
 
     def _poll(self, t0: float) -> None:
         """Take in the messages that have arrived (a look at the open receives), timed from ``t0``."""

@@ -367,3 +367,24 @@ def test_a_per_edge_vertex_sends_its_payloads_to_a_rank_as_their_concatenation(l
     [(_, payload)] = firing.route(0, out)
     np.testing.assert_array_equal(payload, np.concatenate([out[v] for v in (1, 2, 3)]))
     assert np.shares_memory(payload, program.array) == shared
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_finished_run_is_freed_by_reference_counting_alone(mode):
+    """Once ``run_dataflow`` returns and the caller lets go of its program, the program (and with it
+    whatever the run held: payloads, buffers) is freed at once, with the cyclic collector off: no
+    reference cycle keeps a run's memory until a later collection."""
+    import gc
+    import weakref
+
+    plan = DataflowPlan(GraphData(np.array([0, 1, 2, 2, 2]), np.array([2, 3])), np.zeros(4, np.int64),
+                        np.array([10.0, 5.0, 0.0, 1.0]), np.array([0, 0, 1, 1]))
+    program = _Serving()
+    freed = weakref.ref(program)
+    gc.disable()
+    try:
+        run_dataflow(Comm(), plan, program, mode)
+        del program
+        assert freed() is None
+    finally:
+        gc.enable()

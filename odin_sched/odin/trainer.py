@@ -371,12 +371,12 @@ class DistributedTrainer:
             snapshots.setdefault(start, motion_snapshot(self.shard.opt))
             future = self._plan_next(start, stop, bounds)
             report = self._report_due(stop)
-            program = self._run_window(planned.window, report)
+            image_losses = self._run_window(planned.window, report)
             ahead = self._wait(future)
             bad = [escaped(snapshots[planned.base], self.shard.opt, planned.window.margin),
                    escaped(snapshots[start], self.shard.opt, self.planner.premise(ahead)) if ahead else 0]
             t0 = time.perf_counter()
-            end = exchange_window_end(self.comm, self.shard, program.image_losses, stop - start,
+            end = exchange_window_end(self.comm, self.shard, image_losses, stop - start,
                                       self.setup.settings.batch_size, bad)
             self.record.window_ended(t0, time.perf_counter(), planned.window, end.bytes_sent)
             losses[start:stop], bounds = end.losses, end.bounds
@@ -444,8 +444,9 @@ class DistributedTrainer:
         self.record.planned(planned.seconds, t0, time.perf_counter(), planned.window)
         return planned
 
-    def _run_window(self, window: Window, reported: bool = False) -> TrainingSteps:
-        """Run the window's program on this rank; returns it (its image losses and updates). ``reported``:
+    def _run_window(self, window: Window, reported: bool = False) -> dict:
+        """Run the window's program on this rank; returns its image losses {image: loss} (the program, and
+        the packed copies of the cells it stepped, ``TrainingSteps.latest``, are dropped). ``reported``:
         the dashboard's status follows this window (so its spans are kept)."""
         setup, batch_size = self.setup, self.setup.settings.batch_size
         setup.targets.keep(window_cameras(window, self.comm.rank))  # hold only this window's own images
@@ -465,7 +466,7 @@ class DistributedTrainer:
         result = run_dataflow(self.comm, window.plan, program, mode=mode, trace=trace)
         self.record.window_run(result, called, time.perf_counter(), window, program.updated)
         self.window_spans = result.spans
-        return program
+        return program.image_losses
 
     def _violated(self, bad: int, window: Window) -> None:
         """``bad`` Gaussians left the window's margin: count them and widen the next margins."""

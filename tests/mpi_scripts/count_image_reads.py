@@ -29,11 +29,11 @@ def counted_read(self, cam):
 def recorded_window(self, window, reported=False):
     steps, rank = window.steps, self.comm.rank
     mine = {int(steps.image_camera[i]) for i in range(steps.num_images) if int(window.plan.rank[i]) == rank}
-    program = run_window(self, window, reported)
+    losses = run_window(self, window, reported)
     record["assigned"] += sorted(mine)
     record["largest_window"] = max(record["largest_window"], len(mine))
     record["held_only_window"] &= set(self.setup.targets.held) <= mine
-    return program
+    return losses
 
 
 SceneImages.__getitem__ = counted_read
