@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from odin_sched.scenes.cells import cell_bounds, cell_members, cut_cells, kd_cells, lowest
+from odin_sched.scenes.cells import cell_bounds, cell_members, cut_cells, kd_cells, kd_cells_numpy, lowest
 
 
 def random_means(g, seed=0):
@@ -42,8 +42,9 @@ def kd_cells_by_sorting(means, num_cells):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_kd_cells_equal_a_full_sort_per_node(seed):
-    """Random means, many with tied coordinates (rounded to a coarse grid, some repeated whole) and in
-    float32 or float64: the same cells as sorting every node."""
+    """Random means, many with tied coordinates (rounded to a coarse grid, some repeated whole), in
+    float32 or float64, some NaN or infinite: the kernel and its NumPy twin give the cells of sorting
+    every node."""
     rng = np.random.default_rng(seed)
     g = int(rng.integers(50, 3000))
     means = rng.normal(size=(g, 3)) * rng.uniform(0.5, 5.0, size=3)
@@ -51,8 +52,12 @@ def test_kd_cells_equal_a_full_sort_per_node(seed):
         means = np.round(means * 2) / 2  # a coarse grid: many ties on every axis
     means[rng.integers(0, g, g // 5)] = means[0]  # a fifth of the points at one place
     means = means.astype(np.float32 if seed % 3 else np.float64)
+    if seed >= 4:  # a few NaN and infinite coordinates (sorted after / at the ends)
+        means[rng.integers(0, g, 5), rng.integers(0, 3, 5)] = [np.nan, np.inf, -np.inf, np.nan, np.inf]
     for k in (1, 2, 3, 5, 16, 64, min(g, 245)):
-        assert np.array_equal(kd_cells(means, k), kd_cells_by_sorting(means, k)), k
+        expected = kd_cells_by_sorting(means, k)
+        assert np.array_equal(kd_cells(means, k), expected), k
+        assert np.array_equal(kd_cells_numpy(means, k), expected), k
 
 
 def test_lowest_equals_a_stable_sort():
@@ -154,3 +159,11 @@ def test_cut_cells_one_cell_per_gaussian_when_cells_outnumber_them():
     np.testing.assert_allclose(bounds.lo[cell_of], means)
     np.testing.assert_allclose(bounds.hi[cell_of], means)
     np.testing.assert_allclose(bounds.max_sigma[cell_of], np.exp(log_scales.max(axis=1)), rtol=1e-6)
+
+
+def test_kd_cells_kernel_equals_its_twin_at_scale():
+    """200,000 clustered float32 means (ties from float32 rounding), 245 cells: kernel and twin agree."""
+    rng = np.random.default_rng(8)
+    centres = rng.uniform(-50, 50, size=(40, 3))
+    means = (centres[rng.integers(0, 40, 200_000)] + rng.normal(scale=0.3, size=(200_000, 3))).astype(np.float32)
+    assert np.array_equal(kd_cells(means, 245), kd_cells_numpy(means, 245))
