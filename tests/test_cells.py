@@ -131,6 +131,17 @@ def test_cell_members_and_bounds_match_brute_force():
         assert np.all(means[ids] >= bounds.lo[c]) and np.all(means[ids] <= bounds.hi[c])
 
 
+@pytest.mark.parametrize("num_cells", [245, 70_000])
+def test_cell_members_are_a_stable_sort_by_cell(num_cells):
+    """Few cells (16-bit keys) or more than 65,536: each cell's Gaussians in ascending id, cells in order
+    (the oracle: a lexsort by cell, then id)."""
+    rng = np.random.default_rng(9)
+    cell_of = rng.integers(0, num_cells, 100_000).astype(np.int32)
+    indptr, members = cell_members(cell_of, num_cells)
+    assert np.array_equal(members, np.lexsort((np.arange(100_000), cell_of)))
+    assert np.array_equal(np.diff(indptr), np.bincount(cell_of, minlength=num_cells))
+
+
 def test_cell_bounds_with_empty_cells():
     means = random_means(10, seed=6)
     log_scales = np.zeros((10, 3), np.float32)

@@ -180,7 +180,8 @@ def cell_members(cell_of: np.ndarray, num_cells: int) -> tuple[np.ndarray, np.nd
         raise ValueError(f"cell ids must lie in [0, {num_cells})")
     indptr = np.zeros(num_cells + 1, np.int64)
     np.cumsum(np.bincount(cell_of, minlength=num_cells), out=indptr[1:])
-    members = np.argsort(cell_of, kind="stable").astype(np.int64)
+    keys = cell_of.astype(np.uint16) if num_cells <= 1 << 16 else cell_of  # 16-bit keys: a radix sort, O(G)
+    members = np.argsort(keys, kind="stable").astype(np.int64)
     return indptr, members
 
 
