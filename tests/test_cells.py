@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from odin_sched.scenes.cells import cell_bounds, cell_members, cut_cells, kd_cells
+from odin_sched.scenes.cells import cell_bounds, cell_members, cut_cells, kd_cells, kd_cells_numpy, lowest
 
 
 def random_means(g, seed=0):
@@ -20,6 +20,55 @@ def test_kd_cells_are_balanced_and_cover_every_gaussian(g, k):
     counts = np.array([(cell_of == c).sum() for c in range(k)])
     assert counts.sum() == g
     assert counts.max() - counts.min() <= 1
+
+
+def kd_cells_by_sorting(means, num_cells):
+    """The k-d cells by a full sort of every node's points (coordinate, then Gaussian index): the oracle
+    of ``kd_cells``, which partitions instead."""
+    cell_of = np.empty(len(means), np.int32)
+    stack = [(np.arange(len(means)), num_cells, 0)]
+    while stack:
+        ids, k, first = stack.pop()
+        if k == 1:
+            cell_of[ids] = first
+            continue
+        points = means[ids]
+        axis = int(np.argmax(points.max(axis=0) - points.min(axis=0)))
+        order = ids[np.lexsort((ids, points[:, axis]))]
+        n_left = len(ids) * (k // 2) // k
+        stack += [(order[n_left:], k - k // 2, first + k // 2), (order[:n_left], k // 2, first)]
+    return cell_of
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kd_cells_equal_a_full_sort_per_node(seed):
+    """Random means, many with tied coordinates (rounded to a coarse grid, some repeated whole), in
+    float32 or float64, some NaN or infinite: the kernel and its NumPy twin give the cells of sorting
+    every node."""
+    rng = np.random.default_rng(seed)
+    g = int(rng.integers(50, 3000))
+    means = rng.normal(size=(g, 3)) * rng.uniform(0.5, 5.0, size=3)
+    if seed % 2:
+        means = np.round(means * 2) / 2  # a coarse grid: many ties on every axis
+    means[rng.integers(0, g, g // 5)] = means[0]  # a fifth of the points at one place
+    means = means.astype(np.float32 if seed % 3 else np.float64)
+    if seed >= 4:  # a few NaN and infinite coordinates (sorted after / at the ends)
+        means[rng.integers(0, g, 5), rng.integers(0, 3, 5)] = [np.nan, np.inf, -np.inf, np.nan, np.inf]
+    for k in (1, 2, 3, 5, 16, 64, min(g, 245)):
+        expected = kd_cells_by_sorting(means, k)
+        assert np.array_equal(kd_cells(means, k), expected), k
+        assert np.array_equal(kd_cells_numpy(means, k), expected), k
+
+
+def test_lowest_equals_a_stable_sort():
+    """``lowest`` picks what a stable argsort puts first, ties (and NaN, sorted last) by position."""
+    rng = np.random.default_rng(7)
+    for values in (rng.integers(0, 5, 200).astype(np.float32), rng.normal(size=101),
+                   np.where(rng.random(60) < 0.3, np.nan, rng.integers(0, 3, 60)), np.full(9, np.nan)):
+        for n in range(len(values) + 1):
+            expected = np.zeros(len(values), bool)
+            expected[np.argsort(values, kind="stable")[:n]] = True
+            assert np.array_equal(lowest(values, n), expected), n
 
 
 def test_kd_cells_balanced_with_ties():
@@ -82,6 +131,17 @@ def test_cell_members_and_bounds_match_brute_force():
         assert np.all(means[ids] >= bounds.lo[c]) and np.all(means[ids] <= bounds.hi[c])
 
 
+@pytest.mark.parametrize("num_cells", [245, 70_000])
+def test_cell_members_are_a_stable_sort_by_cell(num_cells):
+    """Few cells (16-bit keys) or more than 65,536: each cell's Gaussians in ascending id, cells in order
+    (the oracle: a lexsort by cell, then id)."""
+    rng = np.random.default_rng(9)
+    cell_of = rng.integers(0, num_cells, 100_000).astype(np.int32)
+    indptr, members = cell_members(cell_of, num_cells)
+    assert np.array_equal(members, np.lexsort((np.arange(100_000), cell_of)))
+    assert np.array_equal(np.diff(indptr), np.bincount(cell_of, minlength=num_cells))
+
+
 def test_cell_bounds_with_empty_cells():
     means = random_means(10, seed=6)
     log_scales = np.zeros((10, 3), np.float32)
@@ -110,3 +170,11 @@ def test_cut_cells_one_cell_per_gaussian_when_cells_outnumber_them():
     np.testing.assert_allclose(bounds.lo[cell_of], means)
     np.testing.assert_allclose(bounds.hi[cell_of], means)
     np.testing.assert_allclose(bounds.max_sigma[cell_of], np.exp(log_scales.max(axis=1)), rtol=1e-6)
+
+
+def test_kd_cells_kernel_equals_its_twin_at_scale():
+    """200,000 clustered float32 means (ties from float32 rounding), 245 cells: kernel and twin agree."""
+    rng = np.random.default_rng(8)
+    centres = rng.uniform(-50, 50, size=(40, 3))
+    means = (centres[rng.integers(0, 40, 200_000)] + rng.normal(scale=0.3, size=(200_000, 3))).astype(np.float32)
+    assert np.array_equal(kd_cells(means, 245), kd_cells_numpy(means, 245))

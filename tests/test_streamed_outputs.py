@@ -105,13 +105,16 @@ def assert_same_files(name: str, folder, oracle) -> None:
     assert np.array_equal(np.asarray(Image.open(folder / f"{name}.png")), oracle_png)
 
 
-def test_one_process_writes_the_oracles_files(model, oracle):
+@pytest.mark.parametrize("rows", ["shuffled", "ascending"])
+def test_one_process_writes_the_oracles_files(model, oracle, rows):
+    """Rows in any order, or in ascending id as the trainers hold them (packed without a gather)."""
     folder, scene_path, ids, arrays, view, loss = model
-    shuffle = np.random.default_rng(1).permutation(G)
-    paths = OutputPaths(str(folder / "ok_1.h5"), str(folder / "ok_1.ply"), str(folder / "ok_1.png"))
-    write_trained(None, ids[shuffle], {k: v[shuffle] for k, v in arrays.items()}, scene_path, paths, view,
+    order = np.random.default_rng(1).permutation(G) if rows == "shuffled" else np.argsort(ids)
+    name = f"ok_1_{rows}"
+    paths = OutputPaths(str(folder / f"{name}.h5"), str(folder / f"{name}.ply"), str(folder / f"{name}.png"))
+    write_trained(None, ids[order], {k: v[order] for k, v in arrays.items()}, scene_path, paths, view,
                   metrics={"loss": loss}, attrs={"steps": 7, "mode": "test"}, piece_bytes=PIECE_BYTES)
-    assert_same_files("ok_1", folder, oracle)
+    assert_same_files(name, folder, oracle)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3])

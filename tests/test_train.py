@@ -149,6 +149,8 @@ def test_init_ply_of_another_degree(scene_path, tmp_path):
     start = prepare(TrainConfig(scene_path, 5, eval_every=5, init_ply=tmp_path / "d1.ply")).initial  # degree 3
     assert np.array_equal(start["sh0"][:, 0].numpy(), sh[:, 0])
     assert np.array_equal(start["shN"][:, :3].numpy(), sh[:, 1:]) and not start["shN"][:, 3:].any()
+    same = prepare(TrainConfig(scene_path, 5, eval_every=5, init_ply=tmp_path / "d1.ply", sh_degree=1)).initial
+    assert np.array_equal(same["sh0"].numpy(), sh[:, :1]) and np.array_equal(same["shN"].numpy(), sh[:, 1:])
     with pytest.raises(InputError, match=r"d1\.ply: the Gaussians have SH degree 1, more than TrainConfig.sh_degree 0"):
         prepare(TrainConfig(scene_path, 5, eval_every=5, init_ply=tmp_path / "d1.ply", sh_degree=0))
     with pytest.raises(InputError, match="TrainConfig.sh_degree must be an integer from 0 to 3, got 4"):

@@ -65,16 +65,17 @@ def sh_from_rgb(colors: np.ndarray, degree: int) -> np.ndarray:
     return sh
 
 
-def fit_degree(sh: np.ndarray, degree: int, source: str) -> np.ndarray:
-    """Coefficients [G, K, 3] of a lower degree padded with zeros to ``degree`` (the same colours); more
+def fitted_sh(sh: np.ndarray, degree: int, source: str) -> dict:
+    """``split_sh`` of coefficients [G, k, 3] of a lower degree padded with zeros to ``degree`` (the same
+    colours), each part C-contiguous and written once: {'sh0': [G, 1, 3], 'shN': [G, K - 1, 3]}; more
     than ``degree`` holds is refused with one InputError line naming ``source``."""
     have = degree_of(sh.shape[1])
     if have > degree:
         raise InputError(f"{source}: the Gaussians have SH degree {have}, more than TrainConfig.sh_degree {degree} "
                          f"(pass TrainConfig.sh_degree {have} to keep their view-dependent colour)")
-    out = np.zeros((sh.shape[0], num_bases(degree), 3), np.float32)
-    out[:, :sh.shape[1]] = sh
-    return out
+    rest = np.zeros((sh.shape[0], num_bases(degree) - 1, 3), np.float32)
+    rest[:, :sh.shape[1] - 1] = sh[:, 1:]
+    return {"sh0": np.ascontiguousarray(sh[:, :1], np.float32), "shN": rest}
 
 
 def split_sh(sh) -> dict:

@@ -48,7 +48,7 @@ from odin_sched.scenes.ply import GaussianPly
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.render_device import render_device
 from odin_sched.scenes.scene_io import Scene, heldout_mask, read_scene
-from odin_sched.scenes.sh import active_sh_degree, check_sh_degree, fit_degree, render_args, split_sh
+from odin_sched.scenes.sh import active_sh_degree, check_sh_degree, fitted_sh, render_args
 from odin_sched.training.step import BatchSettings, batch_gradient, image_gradients
 from odin_sched.training.checkpoint import TrainState
 from odin_sched.training.targets import Targets
@@ -192,7 +192,7 @@ def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False, owned_ro
 
         def initial_rows(index=None):
             gaussians = ply.rows(index)
-            gaussians.update(split_sh(fit_degree(gaussians.pop("sh"), sh_degree, init_ply)))
+            gaussians.update(fitted_sh(gaussians.pop("sh"), sh_degree, init_ply))
             return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in gaussians.items()}
 
         if owned_rows:  # the cut needs the means, the image order the means and scales; rows are read later
