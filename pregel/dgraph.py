@@ -4,9 +4,9 @@ Loading (collective, once):
 
 1. every rank reads one contiguous slice of the source, balanced by ``vertices + edges``, and
    validates it; a bad slice on any rank makes every rank raise the same ``InputError``;
-2. every vertex's in-degree over the whole graph goes to its owner (each rank counts its slice's
-   destinations, and each owner sums its block of those counts: one ``Alltoallv``), and the in-hubs
-   are known to every rank before any edge moves;
+2. every vertex's in-degree over the whole graph is counted by its owner (each rank sends its
+   slice's destination ids to their owners: one ``Alltoallv``), and the in-hubs are known to every
+   rank before any edge moves;
 3. each edge moves once, straight to the rank that processes it (one ``Alltoallv``): the owner of
    its destination, or of its source for an edge to an in-hub (below); each vertex's out-degree,
    features and label go to its owner (skipped for the range partitioner, whose owners are the
@@ -204,13 +204,12 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
         row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
         edges.out_hub[:len(row_degree)] = row_degree > threshold
-    in_degree = _global_in_degree(comm, partition, len(owned), edges.dst, header.num_nodes)
+    in_degree = _global_in_degree(comm, partition, len(owned), edges.dst)
     in_hubs = np.zeros(0, np.int64)
     if hubs.partial_gather:
         in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
-    is_hub = _hub_mask(in_hubs, header.num_nodes)
-    edges = _place_edges(comm, partition, edges, is_hub, send_out_hub=not hubs.shadow_nodes)
-    local = _LocalEdges(comm, partition, len(owned), edges, is_hub, in_degree)
+    edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes)
+    local = _LocalEdges(comm, partition, len(owned), edges, in_hubs, in_degree)
     return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs)
 
 
@@ -271,37 +270,33 @@ def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
     return _Edges(src, dst, weights, np.zeros(len(src), dtype=bool))
 
 
-def _global_in_degree(comm, partition, n: int, dst: np.ndarray, num_nodes: int) -> np.ndarray:
-    """In-degree [n] int64 of the owned vertices over every rank's edges, from each rank's
-    destinations ``dst`` [k]: a count per vertex [num_nodes], each owner's block summed over ranks
-    (one ``Alltoallv``, a reduce-scatter), before any edge moves."""
-    counts = count_rows(dst, num_nodes)
+def _global_in_degree(comm, partition, n: int, dst: np.ndarray) -> np.ndarray:
+    """In-degree [n] int64 of the owned vertices over every rank's edges, before any edge moves:
+    each rank sends the destinations ``dst`` [k] of its slice to their owners (one ``Alltoallv`` of
+    k ids, so traffic and memory per rank shrink as ranks are added) and each owner counts those it
+    receives."""
     if comm.size == 1:
-        return counts
-    if isinstance(partition, RangePartition):
-        send_counts = np.diff(partition.bounds)  # counts are grouped by owner already
-    else:
-        order, send_counts = stable_order(partition.owner(np.arange(num_nodes, dtype=np.int64)), comm.size)
-        counts = counts[order]  # each owner's block in its owned (ascending) order
-    blocks = comm.alltoallv_known(counts, send_counts, np.full(comm.size, n))
-    return blocks.reshape(comm.size, n).sum(axis=0)
+        return count_rows(dst, n)
+    order, send_counts = stable_order(partition.owner(dst), comm.size)
+    received, _ = comm.alltoallv(dst[order], send_counts)
+    return count_rows(partition.local_index(received, comm.rank), n)
 
 
-def _hub_mask(in_hubs: np.ndarray, num_nodes: int) -> np.ndarray | None:
-    """[num_nodes] bool, True at the in-hubs ``in_hubs`` [k] (None when there are none)."""
+def _is_hub(in_hubs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """[k] bool: whether each of ``ids`` [k] is one of the in-hubs ``in_hubs`` [h] (sorted)."""
     if not len(in_hubs):
-        return None
-    mask = np.zeros(num_nodes, dtype=bool)
-    mask[in_hubs] = True
-    return mask
+        return np.zeros(len(ids), dtype=bool)
+    at = np.minimum(np.searchsorted(in_hubs, ids), len(in_hubs) - 1)
+    return in_hubs[at] == ids
 
 
-def _source_side(edges: _Edges, is_hub: np.ndarray | None) -> np.ndarray:
-    """[k] bool: the edges processed on their source's owner (to an in-hub, or an out-hub's)."""
-    return edges.out_hub if is_hub is None else edges.out_hub | is_hub[edges.dst]
+def _source_side(edges: _Edges, in_hubs: np.ndarray) -> np.ndarray:
+    """[k] bool: the edges processed on their source's owner (to one of the in-hubs [h], sorted, or
+    an out-hub's)."""
+    return edges.out_hub | _is_hub(in_hubs, edges.dst) if len(in_hubs) else edges.out_hub
 
 
-def _place_edges(comm, partition, edges: _Edges, is_hub, send_out_hub: bool) -> _Edges:
+def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_hub: bool) -> _Edges:
     """Send each edge straight to the rank that processes it (one exchange): its source's owner
     when it is source-side (``_source_side``), else its destination's; returns the edges received,
     ordered by sending rank, each rank's in its own order. ``send_out_hub``: whether the
@@ -309,7 +304,7 @@ def _place_edges(comm, partition, edges: _Edges, is_hub, send_out_hub: bool) -> 
     if comm.size == 1:
         return edges
     ranks = partition.owner(edges.dst)
-    side = _source_side(edges, is_hub)
+    side = _source_side(edges, in_hubs)
     if side.any():
         ranks[side] = partition.owner(edges.src[side])
     del side
@@ -332,9 +327,9 @@ class _LocalEdges:
     whole graph.
     """
 
-    def __init__(self, comm, partition, n: int, edges: _Edges, is_hub, in_degree: np.ndarray):
+    def __init__(self, comm, partition, n: int, edges: _Edges, in_hubs: np.ndarray, in_degree: np.ndarray):
         self.comm, self.partition, self.n = comm, partition, n
-        side = _source_side(edges, is_hub)
+        side = _source_side(edges, in_hubs)
         if side.any():
             self.dest, self.source = edges.take(~side), edges.take(side)
         else:
