@@ -619,7 +619,8 @@ def _joined(parts: list) -> np.ndarray:
     if len(parts) == 1:
         return parts[0]
     base = parts[0].base
-    if isinstance(base, np.ndarray) and base.flags.c_contiguous and all(p.base is base for p in parts):
+    if (isinstance(base, np.ndarray) and base.flags.c_contiguous and base.dtype == np.float32
+            and all(p.base is base and p.ndim == 1 and p.flags.c_contiguous for p in parts)):
         starts = np.array([p.__array_interface__["data"][0] for p in parts])
         sizes = np.array([p.nbytes for p in parts])
         if (starts[1:] == starts[:-1] + sizes[:-1]).all():
