@@ -445,8 +445,8 @@ class DistributedTrainer:
         return planned
 
     def _run_window(self, window: Window, reported: bool = False) -> dict:
-        """Run the window's program on this rank; returns its image losses {image: loss} (the program, and
-        the packed copies of the cells it stepped, ``TrainingSteps.latest``, are dropped). ``reported``:
+        """Run the window's program on this rank; returns its image losses {image: loss} (the program is
+        dropped; the packed copies of the cells it stepped stay on the shard, ``Shard.blocks``). ``reported``:
         the dashboard's status follows this window (so its spans are kept)."""
         setup, batch_size = self.setup, self.setup.settings.batch_size
         setup.targets.keep(window_cameras(window, self.comm.rank))  # hold only this window's own images
