@@ -178,3 +178,23 @@ def test_kd_cells_kernel_equals_its_twin_at_scale():
     centres = rng.uniform(-50, 50, size=(40, 3))
     means = (centres[rng.integers(0, 40, 200_000)] + rng.normal(scale=0.3, size=(200_000, 3))).astype(np.float32)
     assert np.array_equal(kd_cells(means, 245), kd_cells_numpy(means, 245))
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 3, 64])
+def test_selection_holds_the_first_by_coordinate_then_id_however_soon_it_sorts(rounds):
+    """The kernel's selection (``_select``) puts a range's first Gaussians by (coordinate, id), NaN
+    after every number, before its cut, also when it gives up partitioning after ``rounds`` partitions
+    and heapsorts what is left (0: sorts at once): the oracle is NumPy's lexsort."""
+    from odin_sched.scenes.cells import _select
+
+    rng = np.random.default_rng(rounds)
+    means = rng.integers(0, 20, (500, 3)).astype(np.float64)  # many ties: the ids decide
+    means[rng.random(500) < 0.05, 1] = np.nan
+    order = np.lexsort((np.arange(500), np.nan_to_num(means[:, 1]), np.isnan(means[:, 1])))
+    for lo, hi, mid in [(0, 500, 250), (0, 500, 1), (0, 500, 499), (100, 400, 137)]:
+        perm = rng.permutation(500)
+        ranged = order[np.isin(order, perm[lo:hi])]  # the range's Gaussians in the oracle's order
+        _select(means, 1, perm, lo, hi, mid, rounds)
+        assert set(perm[lo:mid].tolist()) == set(ranged[:mid - lo].tolist())
+        if rounds == 0:  # sorted outright
+            np.testing.assert_array_equal(perm[lo:hi], ranged)

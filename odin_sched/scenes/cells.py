@@ -97,7 +97,7 @@ def _kd_kernel(means, num_cells, cell_of):
         axis = _widest_axis(means, perm, lo, hi)
         k_left = k // 2
         mid = lo + (hi - lo) * k_left // k
-        _select(means, axis, perm, lo, hi, mid)
+        _select(means, axis, perm, lo, hi, mid, _SELECT_ROUNDS)
         stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = mid, hi, k - k_left, first + k_left
         stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = lo, mid, k_left, first
         top += 2
@@ -141,12 +141,20 @@ def _before(means, axis, a, b):
     return a < b
 
 
+_SELECT_ROUNDS = 64  # partitions a selection may take before it sorts what is left (about 2 log2 of 2**32)
+
+
 @njit(cache=True)
-def _select(means, axis, perm, lo, hi, mid):
+def _select(means, axis, perm, lo, hi, mid, rounds):
     """Permute perm[lo:hi] so that perm[lo:mid] are its (mid - lo) first Gaussians in ``_before``'s order
-    (quickselect, median-of-three pivots; the keys are distinct)."""
+    (the keys are distinct): a quickselect with median-of-three pivots that, after ``rounds``
+    partitions, heapsorts the range still open, so it is O(n) typically and O(n log n) at worst."""
     left, right = lo, hi - 1
     while left < right:
+        if rounds == 0:
+            _heap_sort(means, axis, perm, left, right + 1)
+            return
+        rounds -= 1
         centre = (left + right) // 2  # the median of three to the right end: the pivot
         if _before(means, axis, perm[centre], perm[left]):
             perm[centre], perm[left] = perm[left], perm[centre]
@@ -166,6 +174,31 @@ def _select(means, axis, perm, lo, hi, mid):
             left = store + 1
         else:
             right = store - 1
+
+
+@njit(cache=True)
+def _heap_sort(means, axis, perm, lo, hi):
+    """Sort perm[lo:hi] in ``_before``'s order (heapsort: O(n log n) at worst, in place)."""
+    n = hi - lo
+    for root in range(n // 2 - 1, -1, -1):
+        _sift_down(means, axis, perm, lo, root, n)
+    for end in range(n - 1, 0, -1):
+        perm[lo], perm[lo + end] = perm[lo + end], perm[lo]
+        _sift_down(means, axis, perm, lo, 0, end)
+
+
+@njit(cache=True)
+def _sift_down(means, axis, perm, lo, root, n):
+    """Restore the heap of perm[lo:lo + n] (each parent after its children in ``_before``'s order) below
+    position ``root``."""
+    while 2 * root + 1 < n:
+        child = 2 * root + 1
+        if child + 1 < n and _before(means, axis, perm[lo + child], perm[lo + child + 1]):
+            child += 1
+        if not _before(means, axis, perm[lo + root], perm[lo + child]):
+            return
+        perm[lo + root], perm[lo + child] = perm[lo + child], perm[lo + root]
+        root = child
 
 
 def cell_members(cell_of: np.ndarray, num_cells: int) -> tuple[np.ndarray, np.ndarray]:
