@@ -23,20 +23,21 @@ def test_kd_cells_are_balanced_and_cover_every_gaussian(g, k):
 
 
 def kd_cells_by_sorting(means, num_cells):
-    """The k-d cells by a full sort of every node's points (coordinate, then Gaussian index): the oracle
-    of ``kd_cells``, which partitions instead."""
+    """The k-d cells by a full sort of every node's points (coordinate, then Gaussian index), cut
+    recursively: the oracle of ``kd_cells``, which partitions instead."""
     cell_of = np.empty(len(means), np.int32)
-    stack = [(np.arange(len(means)), num_cells, 0)]
-    while stack:
-        ids, k, first = stack.pop()
+
+    def cut(ids, k, first):
         if k == 1:
             cell_of[ids] = first
-            continue
-        points = means[ids]
-        axis = int(np.argmax(points.max(axis=0) - points.min(axis=0)))
-        order = ids[np.lexsort((ids, points[:, axis]))]
+            return
+        axis = int(np.argmax(np.ptp(means[ids], axis=0)))  # the widest (the first NaN extent, if any)
+        order = ids[np.lexsort((ids, means[ids, axis]))]
         n_left = len(ids) * (k // 2) // k
-        stack += [(order[n_left:], k - k // 2, first + k // 2), (order[:n_left], k // 2, first)]
+        cut(order[:n_left], k // 2, first)
+        cut(order[n_left:], k - k // 2, first + k // 2)
+
+    cut(np.arange(len(means)), num_cells, 0)
     return cell_of
 
 
