@@ -108,5 +108,7 @@ def test_ctrl_c_during_train_is_one_line_and_exit_130_on_every_rank(scene, tmp_p
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
     assert job.returncode == 130, (job.returncode, err)
-    lines = [line for line in err.strip().splitlines() if line.strip()]
+    # a step slower than the progress interval (a cold numba cache on a busy machine) prints a progress
+    # line before Ctrl-C; what Ctrl-C itself prints is one line per rank
+    lines = [line for line in err.strip().splitlines() if line.strip() and not line.startswith("step ")]
     assert "Traceback" not in err and len(lines) == ranks and all("interrupted" in line for line in lines), err
