@@ -262,7 +262,8 @@ class TrainingSteps(StepMessages):
         (``cell_block``: the copy its last version left, packed again only when there is none); a later one
         sums, Adam-steps and repacks only the rows that batch's images saw (every other row keeps its
         parameters and state, ``VisibleAdam.step_rows``), and sends the cell's parameters now: a copy of the
-        latest packed block with those rows replaced, which it keeps as the cell's block (``Shard.blocks``)."""
+        latest packed block with those rows replaced, which it keeps as the cell's block (``Shard.blocks``);
+        when they saw none, the latest block itself, with nothing summed or stepped."""
         steps, staging, given, columns = self.steps, self.staging, self.cells, self.columns
         cell, batch = int(steps.version_cell[version]), int(steps.version_batch[version])
         if batch < 0:
@@ -273,6 +274,9 @@ class TrainingSteps(StepMessages):
         for block in blocks:
             seen |= block[:, columns] > 0
         seen = np.flatnonzero(seen)  # rows of the cell that batch's images saw, ascending
+        self.updated[version] = len(seen)
+        if not len(seen):  # no image saw the cell: its rows, state and statistics stay; so does its block
+            return cell_block(given.shard, cell, staging).reshape(-1)
         ids = self._index(given.shard.local(given.shard.cell_rows(cell)[seen]))
         total = torch.zeros(len(seen), columns, device=staging.device)
         for block in blocks:  # a row's sum runs over every image in batch order, as the dense sum did
@@ -281,10 +285,8 @@ class TrainingSteps(StepMessages):
             if given.accum is not None:
                 given.accum.add_rows(ids, part[:, columns + 1], part[:, columns] > 0, part[:, columns + 2])
         grads = batch_gradient(unpack_params(total, given.sh_degree), given.batch_size)
-        self.updated[version] = len(seen)
         given.opt.step_rows(ids, grads, lrs=given.lrs[batch])
-        if len(seen):
-            given.shard.moved(cell)
+        given.shard.moved(cell)
         latest = cell_block(given.shard, cell, staging).copy()  # a new array: the blocks sent stay as sent
         latest[seen] = staging.to_host(pack_params(given.opt.params, ids))
         latest.flags.writeable = False
