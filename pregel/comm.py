@@ -61,31 +61,22 @@ class AloneWorld:
 
 
 def ranks_outnumber_cores() -> bool:
-    """Whether the launcher started more ranks on this node than there are processors for them: those
-    this process may use, less the node's other work (``other_work``), as ``mpiexec -n 3`` on 2 idle
-    cores or ``mpiexec -n 2`` on 2 cores that other programs keep busy; False when no launcher says how
-    many ranks run here."""
+    """Whether the launcher started more ranks on this node than this process may use processors
+    (as ``mpiexec -n 3`` on 2 cores); False when no launcher says how many ranks run here."""
     for name in LOCAL_RANKS_VARIABLES:
         value = os.environ.get(name, "")
         if value.isdigit():
-            return int(value) > len(os.sched_getaffinity(0)) - other_work()
+            return int(value) > len(os.sched_getaffinity(0))
     return False
-
-
-def other_work() -> int:
-    """Processors the node's other programs keep busy: its load average over the last minute, rounded
-    (read when the ranks start, so it is mostly others' work; a previous job's lingers for a minute)."""
-    return int(round(os.getloadavg()[0]))
 
 
 class Comm:
     """The communicator of a Pregel job: ``rank``, ``size`` and the collectives the engine uses.
 
-    How a rank waits depends on whether the ranks outnumber the node's processors left by its other
-    work (``shares_cores``, ``ranks_outnumber_cores``). If not, it waits inside MPI, which polls without
-    pause and so notices a message at once. If so, a rank that polled would hold a processor that a
-    computing rank needs: it looks, then sleeps ``IDLE_POLL_SECONDS`` (odin at P = 2 on 2 cores with a
-    load average of 3 from other programs: 45-50 images/s against 42-43 polling, README). (Blocking collectives still poll inside MPI: meeting at such a barrier
+    How a rank waits depends on whether the ranks outnumber the node's processors (``shares_cores``).
+    If not, it waits inside MPI, which polls without pause and so notices a message at once. If so,
+    a rank that polled would hold a processor that a computing rank needs: it looks, then sleeps
+    ``IDLE_POLL_SECONDS``. (Blocking collectives still poll inside MPI: meeting at such a barrier
     before each was tried and made training at P = 3 on 2 cores slower, 12 against 15.5 steps/s.)
     """
 

@@ -1,10 +1,8 @@
 """How ranks wait (pregel.comm): inside MPI when each has a processor, asleep between looks when the
-ranks outnumber the processors that the node's other work leaves them, so that waiting ranks leave the
-processors to computing ones.
+ranks outnumber the processors, so that waiting ranks leave the processors to computing ones.
 
-The policy is tested directly: which wait ``Comm`` chooses for which rank and processor counts and load
-average (oracle: the launcher's rank count on the node against ``os.sched_getaffinity`` less the rounded
-load average, worked by hand), and that the sharing wait
+The policy is tested directly: which wait ``Comm`` chooses for which rank and processor counts (oracle:
+the launcher's rank count on the node against ``os.sched_getaffinity``), and that the sharing wait
 sleeps between looks until the message is there while the other never sleeps. How much processor time
 each wait uses depends on the machine's load, so it is measured by benchmarks/comm_waiting.py.
 """
@@ -21,14 +19,8 @@ CORES = len(os.sched_getaffinity(0))
 LAUNCHER_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
 
 
-def _idle(monkeypatch, load: float = 0.0):
-    """The node's load average (last minute) reads ``load``."""
-    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
-
-
 @pytest.mark.parametrize("variable", LAUNCHER_VARIABLES)
 def test_ranks_outnumber_cores_reads_the_launchers_count(monkeypatch, variable):
-    _idle(monkeypatch)
     for name in LAUNCHER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     assert not ranks_outnumber_cores()  # no launcher: MPI's own waiting
@@ -36,21 +28,6 @@ def test_ranks_outnumber_cores_reads_the_launchers_count(monkeypatch, variable):
     assert not ranks_outnumber_cores()
     monkeypatch.setenv(variable, str(CORES + 1))
     assert ranks_outnumber_cores()
-
-
-@pytest.mark.parametrize("local, load, outnumber", [
-    (CORES, 0.4, False),      # rounds to no other work: each rank has a processor
-    (CORES, 0.6, True),       # one processor busy elsewhere: CORES ranks on CORES - 1
-    (1, CORES - 1.0, False),  # one rank on the one processor left
-    (1, CORES - 0.4, True),   # every processor busy elsewhere
-    (CORES, CORES + 1.2, True),  # more work elsewhere than processors (the README's odin run: 2, 3.2)
-])
-def test_ranks_outnumber_the_processors_that_other_work_leaves(monkeypatch, local, load, outnumber):
-    _idle(monkeypatch, load)
-    for name in LAUNCHER_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("MPI_LOCALNRANKS", str(local))
-    assert ranks_outnumber_cores() == outnumber
 
 
 class _World:
@@ -70,7 +47,6 @@ class _World:
                                          (2 * CORES + 2, CORES + 1), (2 * CORES, CORES)])
 def test_ranks_share_cores_exactly_when_more_than_one_runs_and_they_outnumber_the_processors(monkeypatch, size,
                                                                                              local):
-    _idle(monkeypatch)
     for name in LAUNCHER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MPI_LOCALNRANKS", str(local))
