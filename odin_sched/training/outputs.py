@@ -50,6 +50,8 @@ PIECE_BYTES = 8 << 20
 ROWS_TAG = 31_001
 #: float32 columns of a packed row before the parameters: the int64 id's two halves
 ID_COLUMNS = 2
+#: the parameters of a packed row, in its order
+PARAM_NAMES = ("means", "scales", "quats", "opacities", "sh0", "shN")
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,29 @@ def pack_rows(ids: np.ndarray, params: dict) -> np.ndarray:
     return rows
 
 
+class PackedRows:
+    """``pack_rows(ids, params)`` made a slice at a time: ``rows[a:b]`` packs only those rows (of the rows in
+    ascending id), so the whole model is never copied at once. ``shape``: (n, width); ids and params as
+    ``pack_rows`` takes them (kept, not copied)."""
+
+    def __init__(self, ids: np.ndarray, params: dict):
+        self.ids = np.ascontiguousarray(ids, dtype="<i8")
+        self.params, n = params, len(self.ids)
+        # the trainers' rows are in ascending id already: then slices are packed as they are
+        self.order = None if n < 2 or bool(np.all(self.ids[1:] > self.ids[:-1])) else np.argsort(self.ids,
+                                                                                                  kind="stable")
+        width = ID_COLUMNS + sum(int(np.prod(np.shape(params[name])[1:])) for name in PARAM_NAMES)
+        self.shape = (n, width)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        """float32 [len(rows), width]: the packed rows ``rows`` of all of them sorted by id."""
+        index = rows if self.order is None else self.order[rows]
+        return pack_rows(self.ids[index], {name: np.asarray(self.params[name])[index] for name in PARAM_NAMES})
+
+
 def unpack_rows(rows: np.ndarray) -> dict:
     """Inverse of ``pack_rows``: ids [n] int64, means, scales, quats, opacities, sh [n, K, 3] float32."""
     n = len(rows)
@@ -98,8 +123,9 @@ def _ids(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows[:, :ID_COLUMNS]).view("<i8").reshape(len(rows))
 
 
-def merged_rows(comm, rows: np.ndarray, piece_bytes: int = PIECE_BYTES):
-    """Every rank's ``rows`` (packed, sorted by id, the same width everywhere) in ascending id order, as
+def merged_rows(comm, rows, piece_bytes: int = PIECE_BYTES):
+    """Every rank's ``rows`` (packed, sorted by id, the same width everywhere: an array or ``PackedRows``,
+    sliced a block at a time) in ascending id order, as
     blocks [m, width] yielded on rank 0 (nothing on the others, which send theirs); collective: every
     rank must run the generator to its end. Rank 0 buffers at most ``piece_bytes`` of rows."""
     size, rank = (1, 0) if comm is None else (comm.size, comm.rank)
@@ -239,14 +265,13 @@ def write_trained(comm, ids: np.ndarray, params: dict, scene_path, paths: Output
     there, or {}). A problem on any rank raises the same InputError on every rank; no file is then left
     behind."""
     rank = 0 if comm is None else comm.rank
-    rows = pack_rows(ids, params)
+    rows = PackedRows(ids, params)  # packed a piece at a time as the merge sends them
     widths = [rows.shape[1]] if comm is None else comm.allgather(rows.shape[1])
     if len(set(widths)) != 1:
         raise ValueError(f"write_trained: the ranks' rows have different widths {widths} (SH degrees differ)")
     sh_count = (rows.shape[1] - ID_COLUMNS - 11) // 3
     total = len(rows) if comm is None else int(sum(comm.allgather(len(rows))))
     merged = merged_rows(comm, rows, piece_bytes)
-    del rows  # the generator holds them while it sends them
     problem, late = None, None
     if rank == 0:
         try:
