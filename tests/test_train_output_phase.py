@@ -3,6 +3,7 @@
 with a memory spike injected into rank 0's writing); the other ranks wait for rank 0 without using a
 processor; an error on rank 0 while writing ends every rank, never a hang."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,11 +34,9 @@ def train(ranks: int, case: str, scene, out):
     result = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, SCRIPT, case, "--scene", str(scene),
                              "--steps", "4", "--batch-size", "2", "--out", str(out), "--mode", "odin",
                              "--window", "2", "--cells", "4"], capture_output=True, text=True, timeout=240, env=env)
-    reports = {}
-    for line in result.stdout.splitlines():
-        if line.startswith("rank ") and "ru_maxrss" in line:
-            words = line.split()
-            reports[int(words[1].rstrip(":"))] = (int(words[3]), float(words[5]))
+    # the launcher may forward one rank's report in the middle of another rank's line: found anywhere
+    reports = {int(rank): (int(peak), float(seconds)) for rank, peak, seconds in
+               re.findall(r"rank (\d+): ru_maxrss (\d+) output_processor_s ([\d.]+)", result.stdout)}
     return result, reports
 
 

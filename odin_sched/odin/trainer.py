@@ -606,6 +606,7 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
                  "cells_at_end": trainer.shard.num_cells, "cells_migrated": trainer.migrated,
                  "dependency_edges": planner.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), **staged}
+
     def per_rank() -> dict:
         """/metrics/per_rank with each process's peak resident set taken when its part of the outputs is
         done (rank 0's: every row and the PNG written; collective)."""

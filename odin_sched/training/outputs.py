@@ -43,8 +43,8 @@ from pregel.atomic import atomic_h5, atomic_output
 from pregel.errors import InputError
 
 #: the most bytes of rows rank 0 buffers at once (and so the largest message), and of images copied at once:
-#: rank 0 holds a few copies of a piece while writing it (64 MiB added 0.15 GB to its peak at 200,000
-#: Gaussians, the whole model in one piece; README, "Memory per process")
+#: rank 0 holds a few copies of a piece while writing it (with 64 MiB, the whole model of 200,000 Gaussians
+#: in one piece, its output phase added 148 MiB; README, "The floor, measured, and the output phase")
 PIECE_BYTES = 8 << 20
 #: message tag of the rows' blocks
 ROWS_TAG = 31_001
