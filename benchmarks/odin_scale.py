@@ -8,10 +8,11 @@ renders only the Gaussians that can touch it, as an odin image step does), one p
 ``--no-cull`` (every Gaussian rendered for every image, for reference), and ``mpiexec -n P`` with B = P
 in both distributed modes.
 Reported per run, from the trained file's ``/metrics/per_rank`` where the trainer records it ("n/a"
-where a column does not exist): images/s of training, peak RSS per rank (``peak_rss_bytes``), the
-largest process's peak RSS (``getrusage`` of the command's children, always measured), Gaussian state
-held per rank (``model_bytes``), bytes sent at window ends per rank per window (``window_end_bytes``)
-and planning seconds per window (``plan_seconds``). One process's model bytes are computed (G x the
+where a column does not exist): images/s of training, peak RSS per rank (``peak_rss_bytes``, each
+process's own peak, its part of writing the outputs included), the largest process's peak RSS
+(``getrusage`` of the command's children, always measured), Gaussian state held per rank
+(``model_bytes``), bytes sent at window ends per rank per window (``window_end_bytes``) and planning
+seconds per window (``plan_seconds``). One process's model bytes are computed (G x the
 bytes of a Gaussian's training state: parameters, two Adam moments, step count, accumulators); it
 records no per-rank metrics. Then the targets of the issue this benchmark was written for:
 

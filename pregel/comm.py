@@ -17,6 +17,10 @@ from pregel.errors import InputError
 
 #: how long a waiting rank sleeps between looks at its pending messages (see ``Comm.waitsome``)
 IDLE_POLL_SECONDS = 1e-4
+#: the longest sleep between looks of an idle wait (``Comm.barrier(idle=True)``), which doubles from
+#: ``IDLE_POLL_SECONDS``: a rank waiting seconds for another (rank 0 writing the outputs) wakes a few
+#: hundred times a second at most, and notices the end at most this late
+IDLE_POLL_MAX_SECONDS = 2e-3
 #: where MPI launchers state how many ranks they started on this node (MPICH's Hydra, Open MPI)
 LOCAL_RANKS_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
 #: how MPI launchers' environment variables begin (MPICH's Hydra and Intel MPI: PMI_*, PMIx launchers
@@ -243,22 +247,29 @@ class Comm:
             return [value]
         return self.mpi.allgather(value)
 
-    def bcast(self, value, root: int = 0):
-        """``value`` from ``root`` on every rank."""
+    def bcast(self, value, root: int = 0, idle: bool = False):
+        """``value`` from ``root`` on every rank. ``idle``: the others wait for ``root`` as
+        ``barrier(idle=True)`` does (for a root that may be busy for long), then receive."""
         if self.size == 1:
             return value
+        if idle:
+            self.barrier(idle=True)
         return self.mpi.bcast(value, root=root)
 
-    def barrier(self) -> None:
-        """Wait until every rank has arrived (in MPI, or looking and sleeping like ``waitsome``)."""
+    def barrier(self, idle: bool = False) -> None:
+        """Wait until every rank has arrived (in MPI, or looking and sleeping like ``waitsome``).
+        ``idle``: look and sleep whatever the cores, each sleep twice the last, from ``IDLE_POLL_SECONDS``
+        up to ``IDLE_POLL_MAX_SECONDS`` (a wait that may last seconds, using almost no processor time)."""
         if self.size == 1:
             return
-        if not self.shares_cores:
+        if not (self.shares_cores or idle):
             self.mpi.Barrier()
             return
-        request = self.mpi.Ibarrier()
+        request, pause = self.mpi.Ibarrier(), IDLE_POLL_SECONDS
         while not request.Test():
-            time.sleep(IDLE_POLL_SECONDS)
+            time.sleep(pause)
+            if idle:
+                pause = min(2 * pause, IDLE_POLL_MAX_SECONDS)
 
     def agree(self, error: InputError | None, value=None) -> list:
         """Collective check before continuing: if any rank hit an ``InputError``, all raise one.

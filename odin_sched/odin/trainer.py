@@ -231,7 +231,8 @@ class RankRecord:
         self.metrics.model_bytes = max(self.metrics.model_bytes, int(model_bytes))
 
     def finish(self) -> None:
-        """Record the process's peak resident set."""
+        """Record the process's peak resident set so far (``train_distributed`` calls it when the outputs
+        are all but written: the figure includes that phase)."""
         self.metrics.peak_rss_bytes = peak_rss_bytes()
 
     def span(self, kind: str, t0: float, t1: float, label: str) -> None:
@@ -588,8 +589,7 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
     if trainer.status is not None:
         trainer.status.close()
     bar.close()
-    trainer.record.finish()
-    table = comm.gather_rows(trainer.record.metrics.as_row()[None, :])
+    table = comm.gather_rows(trainer.record.metrics.as_row()[None, :])  # the totals (peak RSS is taken last)
     spans = comm.allgather(trainer.record.metrics.spans) if options.timeline is not None else None
     labels = comm.allgather(trainer.record.labels) if options.timeline is not None else None
     # the payloads always go through host buffers (the transport sends NumPy arrays): not CUDA-aware
@@ -606,15 +606,22 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
                  "cells_at_end": trainer.shard.num_cells, "cells_migrated": trainer.migrated,
                  "dependency_edges": planner.dependency_edges,
                  "per_rank_fields": list(RANK_FIELDS), **staged}
+
+    def per_rank() -> dict:
+        """/metrics/per_rank with each process's peak resident set taken when its part of the outputs is
+        done (rank 0's: every row and the PNG written; collective)."""
+        trainer.record.finish()
+        return {"per_rank": comm.gather_rows(trainer.record.metrics.as_row()[None, :])}
+
     # every owner's rows, streamed to rank 0 in bounded pieces; the view was rendered by the last evaluation
-    write_outputs(comm, setup, params_of(trainer.shard.opt), trainer.shard.opt.ids, result, config, options.mode,
-                  comm.size, trainer.view, attrs, metrics={"per_rank": table})
+    written = write_outputs(comm, setup, params_of(trainer.shard.opt), trainer.shard.opt.ids, result, config,
+                            options.mode, comm.size, trainer.view, attrs, late_metrics=per_rank)
     if comm.rank == 0:
         if options.timeline is not None:
             write_chrome_trace(options.timeline, spans, {k: v for part in labels for k, v in part.items()})
         if options.schedule_out is not None:
             write_schedule(options.schedule_out, planner.first.window.steps, planner.first.schedule)
-    result.per_rank = comm.bcast(table)
+    result.per_rank = comm.bcast(written["per_rank"] if comm.rank == 0 else None, idle=True)
     result.visibility_violations = trainer.violations
     comm.barrier()
     return result

@@ -91,7 +91,7 @@ def ply_rows(means, scales, quats, opacities, sh) -> np.ndarray:
     g = means.shape[0]
     rest = sh[:, 1:].transpose(0, 2, 1).reshape(g, 3 * (sh.shape[1] - 1))  # channel-major, as the reference's save_ply
     return np.concatenate([means, np.zeros((g, 3), np.float32), sh[:, 0], rest, opacities[:, None], scales, quats],
-                          axis=1).astype("<f4")
+                          axis=1).astype("<f4", copy=False)
 
 
 #: vertex records read at a time from a binary PLY (about 16 MB at SH degree 3)

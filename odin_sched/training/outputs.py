@@ -14,10 +14,20 @@ The rows reach rank 0 by a k-way merge: each rank sorts its rows by id and sends
 most ``piece_bytes / P`` bytes, a rank's next block only once rank 0 has written all of its previous
 one. Rank 0 writes every buffered row whose id is at most the smallest "last id of the latest block"
 among the ranks still sending (no row with a smaller id can come later), so its buffer never holds
-more than ``piece_bytes`` of rows, whatever the size of the model. The files are those that
+more than ``piece_bytes`` of rows, whatever the size of the model (at most a few copies of a piece are
+alive at once: the received blocks, the merged block, its columns, its PLY rows). The files are those that
 ``odin_sched.scenes.scene_io.write_scene`` and ``odin_sched.scenes.ply.write_ply`` write from the
 whole model sorted by id, dataset for dataset. Every file appears atomically; a problem (a NaN, a
 repeated id) is one ``InputError`` on every rank, and nothing is written.
+
+``/metrics`` is written last, after every row and the PNG, just before the files close, so that a figure
+of the writing itself can be in it: ``late_metrics``, called on every rank once its part is done (rank 0:
+everything written but ``/metrics``; the others: every row sent), gives the entries that are known only
+then (the distributed trainer's ``/metrics/per_rank`` with each process's peak resident set). The ranks
+other than 0 wait for rank 0 without polling a processor (``Comm.bcast``/``barrier`` with ``idle``: they
+look, then sleep, longer and longer up to ``pregel.comm.IDLE_POLL_MAX_SECONDS``); an error on rank 0
+still ends every rank (an ``InputError`` by the agreement at the end, anything else by the launcher's
+abort).
 """
 import os
 from contextlib import ExitStack
@@ -32,12 +42,16 @@ from odin_sched.scenes.sh import sh0_to_rgb
 from pregel.atomic import atomic_h5, atomic_output
 from pregel.errors import InputError
 
-#: the most bytes of rows rank 0 buffers at once (and so the largest message), and of images copied at once
-PIECE_BYTES = 64 << 20
+#: the most bytes of rows rank 0 buffers at once (and so the largest message), and of images copied at once:
+#: rank 0 holds a few copies of a piece while writing it (with 64 MiB, the whole model of 200,000 Gaussians
+#: in one piece, its output phase added 148 MiB; README, "The floor, measured, and the output phase")
+PIECE_BYTES = 8 << 20
 #: message tag of the rows' blocks
 ROWS_TAG = 31_001
 #: float32 columns of a packed row before the parameters: the int64 id's two halves
 ID_COLUMNS = 2
+#: the parameters of a packed row, in its order
+PARAM_NAMES = ("means", "scales", "quats", "opacities", "sh0", "shN")
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,29 @@ def pack_rows(ids: np.ndarray, params: dict) -> np.ndarray:
     return rows
 
 
+class PackedRows:
+    """``pack_rows(ids, params)`` made a slice at a time: ``rows[a:b]`` packs only those rows (of the rows in
+    ascending id), so the whole model is never copied at once. ``shape``: (n, width); ids and params as
+    ``pack_rows`` takes them (kept, not copied)."""
+
+    def __init__(self, ids: np.ndarray, params: dict):
+        self.ids = np.ascontiguousarray(ids, dtype="<i8")
+        self.params, n = params, len(self.ids)
+        # the trainers' rows are in ascending id already: then slices are packed as they are
+        self.order = None if n < 2 or bool(np.all(self.ids[1:] > self.ids[:-1])) else np.argsort(self.ids,
+                                                                                                  kind="stable")
+        width = ID_COLUMNS + sum(int(np.prod(np.shape(params[name])[1:])) for name in PARAM_NAMES)
+        self.shape = (n, width)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        """float32 [len(rows), width]: the packed rows ``rows`` of all of them sorted by id."""
+        index = rows if self.order is None else self.order[rows]
+        return pack_rows(self.ids[index], {name: np.asarray(self.params[name])[index] for name in PARAM_NAMES})
+
+
 def unpack_rows(rows: np.ndarray) -> dict:
     """Inverse of ``pack_rows``: ids [n] int64, means, scales, quats, opacities, sh [n, K, 3] float32."""
     n = len(rows)
@@ -86,8 +123,9 @@ def _ids(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows[:, :ID_COLUMNS]).view("<i8").reshape(len(rows))
 
 
-def merged_rows(comm, rows: np.ndarray, piece_bytes: int = PIECE_BYTES):
-    """Every rank's ``rows`` (packed, sorted by id, the same width everywhere) in ascending id order, as
+def merged_rows(comm, rows, piece_bytes: int = PIECE_BYTES):
+    """Every rank's ``rows`` (packed, sorted by id, the same width everywhere: an array or ``PackedRows``,
+    sliced a block at a time) in ascending id order, as
     blocks [m, width] yielded on rank 0 (nothing on the others, which send theirs); collective: every
     rank must run the generator to its end. Rank 0 buffers at most ``piece_bytes`` of rows."""
     size, rank = (1, 0) if comm is None else (comm.size, comm.rank)
@@ -101,7 +139,7 @@ def merged_rows(comm, rows: np.ndarray, piece_bytes: int = PIECE_BYTES):
     buffers = [rows[:0]] * size      # rank 0: each rank's received rows not yet written
     want = counts > 0                # the ranks that send their next block in this round
     while True:
-        want = comm.bcast(want if rank == 0 else None)
+        want = comm.bcast(want if rank == 0 else None, idle=True)  # the others wait while rank 0 writes
         if want is None:
             return
         if rank != 0:
@@ -151,13 +189,17 @@ class _TrainedFiles:
                                   ("ids", (), np.int64)):
             f.create_dataset(f"gaussians/{name}", shape=(total,) + tail, dtype=dtype)
         _copy_cameras(source, f, piece_bytes)
-        for name, values in metrics.items():
-            f.create_dataset(f"metrics/{name}", data=np.asarray(values))
         self.ply = None
         if paths.ply is not None:
             self.ply = open(stack.enter_context(atomic_output(paths.ply, ".ply")), "wb")
             stack.callback(self.ply.close)
             self.ply.write(ply_header(total, sh_count))
+
+    def write_metrics(self, metrics: dict) -> None:
+        """``/metrics/*`` (name -> 1D/2D array), written last (see the module docstring)."""
+        validate_metrics(metrics, self.paths.out)
+        for name, values in metrics.items():
+            self.f.create_dataset(f"metrics/{name}", data=np.asarray(values))
 
     def write(self, rows: np.ndarray) -> None:
         """Write the next block of rows (packed, ascending ids after all earlier blocks')."""
@@ -173,7 +215,7 @@ class _TrainedFiles:
             self.f[f"gaussians/{name}"][self.done:stop] = block[name]
         if self.ply is not None:
             self.ply.write(ply_rows(block["means"], block["scales"], block["quats"], block["opacities"],
-                                    block["sh"]).tobytes())
+                                    block["sh"]))  # its buffer, not a bytes copy
         self.done = stop
 
 
@@ -208,24 +250,29 @@ def save_comparison_png(path, rendered: np.ndarray, truth: np.ndarray) -> None:
 
 
 def write_trained(comm, ids: np.ndarray, params: dict, scene_path, paths: OutputPaths, view=None,
-                  metrics: dict | None = None, attrs: dict | None = None, piece_bytes: int = PIECE_BYTES) -> None:
+                  metrics: dict | None = None, attrs: dict | None = None, piece_bytes: int = PIECE_BYTES,
+                  late_metrics=None) -> dict:
     """Write the trained model's files from the Gaussians every rank owns (collective; ``comm`` None: one
     process). See the module docstring.
 
     ids: [n] int64 this rank's Gaussians' global ids; params: name -> NumPy float32 [n, ...] (means,
     scales, quats, opacities, sh0 [n, 1, 3], shN [n, K - 1, 3]); scene_path: the source scene file;
     view: rank 0's rendered first held-out view [H, W, 3] in [0, 1] (needed when ``paths.png`` is given);
-    metrics: name -> 1D/2D array (``/metrics``); attrs: the root attributes besides the format's.
-    A problem on any rank raises the same InputError on every rank; no file is then left behind."""
+    metrics: name -> 1D/2D array (``/metrics``); attrs: the root attributes besides the format's;
+    late_metrics: a function of no argument called on every rank (collective) when its part of the
+    writing is done, returning on rank 0 more ``/metrics`` entries (name -> array), or None. Returns
+    rank 0's ``/metrics`` entries with the late ones (the other ranks: what ``late_metrics`` returned
+    there, or {}). A problem on any rank raises the same InputError on every rank; no file is then left
+    behind."""
     rank = 0 if comm is None else comm.rank
-    rows = pack_rows(ids, params)
+    rows = PackedRows(ids, params)  # packed a piece at a time as the merge sends them
     widths = [rows.shape[1]] if comm is None else comm.allgather(rows.shape[1])
     if len(set(widths)) != 1:
         raise ValueError(f"write_trained: the ranks' rows have different widths {widths} (SH degrees differ)")
     sh_count = (rows.shape[1] - ID_COLUMNS - 11) // 3
     total = len(rows) if comm is None else int(sum(comm.allgather(len(rows))))
     merged = merged_rows(comm, rows, piece_bytes)
-    problem = None
+    problem, late = None, None
     if rank == 0:
         try:
             with ExitStack() as stack, h5py.File(os.fspath(scene_path), "r") as source:
@@ -234,13 +281,25 @@ def write_trained(comm, ids: np.ndarray, params: dict, scene_path, paths: Output
                     files.write(block)
                 if paths.png is not None:
                     save_comparison_png(paths.png, view, heldout_truth(source))
+                late = _late(comm, late_metrics)
+                files.write_metrics({**(metrics or {}), **late})
         except InputError as err:
             problem = err
         except OSError as err:
             problem = InputError.at(paths.out, None, f"cannot write the trained model ({err})")
     for _ in merged:  # the other ranks send; after a problem rank 0 receives the rest, unwritten
         pass
+    if late is None:  # the other ranks, and rank 0 after a problem before it called late_metrics
+        late = _late(comm, late_metrics)
     if comm is not None:
         comm.agree(problem)
     elif problem is not None:
         raise problem
+    return {**(metrics or {}), **late} if rank == 0 else late
+
+
+def _late(comm, late_metrics) -> dict:
+    """``late_metrics()`` (or {}), once every rank has come this far (the others wait idle for rank 0)."""
+    if comm is not None:
+        comm.barrier(idle=True)
+    return (late_metrics() if late_metrics is not None else None) or {}

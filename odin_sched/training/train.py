@@ -372,13 +372,14 @@ def params_of(opt: VisibleAdam) -> dict:
 
 def write_outputs(comm, setup: TrainingSetup, params: dict, ids: torch.Tensor, result: TrainResult,
                   config: TrainConfig, mode: str, ranks: int, view=None, attrs: dict | None = None,
-                  metrics: dict | None = None) -> None:
+                  metrics: dict | None = None, late_metrics=None) -> dict:
     """Write the trained scene file, the optional PLY and the PNG of the first held-out view beside its
     ground truth (``odin_sched.training.outputs.write_trained``; collective on ``comm``, None for one
     process): every rank passes its Gaussians ``params`` (name -> [n, ...]) and their ``ids`` [n], rank 0
     the rendered view [H, W, 3] (``heldout_view``) and, besides the run's settings, ``mode`` and
     ``ranks``, the root attributes ``attrs`` and ``/metrics`` entries ``metrics`` (the other ranks'
-    are not used)."""
+    are not used); ``late_metrics``: more entries known only when the outputs are all but written
+    (see ``write_trained``, which gives the return value: rank 0's ``/metrics`` entries)."""
     attrs = {"steps": result.steps, "final_psnr": result.final_psnr, "wall_time_s": result.wall_time_s,
              "num_gaussians": result.num_gaussians, "mode": mode, "ranks": ranks, "batch_size": config.batch_size,
              "steps_per_second": result.steps / result.wall_time_s, "seed": config.seed,
@@ -388,8 +389,8 @@ def write_outputs(comm, setup: TrainingSetup, params: dict, ids: torch.Tensor, r
     metrics = {"psnr_steps": result.psnr_steps, "psnr": result.psnr, "loss": result.losses, **(metrics or {})}
     arrays = {k: v.detach().cpu().numpy().astype(np.float32, copy=False) for k, v in params.items()}
     paths = OutputPaths(config.out, config.ply, config.png_path)
-    write_trained(comm, ids.cpu().numpy(), arrays, config.scene, paths, None if view is None else view.cpu().numpy(),
-                  metrics, attrs)
+    return write_trained(comm, ids.cpu().numpy(), arrays, config.scene, paths,
+                         None if view is None else view.cpu().numpy(), metrics, attrs, late_metrics=late_metrics)
 
 
 @torch.no_grad()
