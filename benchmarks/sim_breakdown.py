@@ -19,8 +19,9 @@ and barrier; charged, plus the planning that would then outlast the shorter wind
 have (``bounds.hidden_at``, with odin's planning wait).
 
 With ``--what-if``, odin alone (planning free) as simulated, with the links free, and with the serving
-point at an image's end instead (``what_if``). Run from the repository root: ``python
-benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME] [--what-if] [P ...]``.
+point at an image's end instead (``what_if``). ``--seed`` changes the training order and the cost noise
+(``simulate``'s seed): the figures move with it (README, issue 20's check). Run from the repository root:
+``python benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME] [--seed S] [--what-if] [P ...]``.
 """
 import argparse
 import dataclasses
@@ -63,14 +64,14 @@ def report(label: str, gpus: list, results: dict, planning: dict, profile) -> No
               flush=True)
 
 
-def main(gpus, gaussians, cameras, width, height, name):
+def main(gpus, gaussians, cameras, width, height, name, seed=0):
     profile = load_profile(name, gaussians)
     scene = city_scene(gaussians, cameras, width, height)
     print(f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, {STEPS} steps, window "
-          f"{WINDOW}, batch = GPUs, {name}; planning per window {dict(profile.plan_by_gpus)} s "
+          f"{WINDOW}, batch = GPUs, {name}, seed {seed}; planning per window {dict(profile.plan_by_gpus)} s "
           f"(load average {os.getloadavg()[0]:.1f})")
     free = dataclasses.replace(profile, plan_by_gpus=())
-    runs = {label: scaling(scene, prof, gpus, STEPS, modes=("odin", "barrier"), windows=(WINDOW,))
+    runs = {label: scaling(scene, prof, gpus, STEPS, modes=("odin", "barrier"), windows=(WINDOW,), seed=seed)
             for label, prof in (("planning charged", profile), ("planning free", free))}
     windows = -(-STEPS // WINDOW)
     # the windows' runs do not depend on the planning charge: the difference in waiting is the planning
@@ -81,7 +82,7 @@ def main(gpus, gaussians, cameras, width, height, name):
     print(f"({windows} windows; the first is planned before training starts)")
 
 
-def what_if(gpus, gaussians, cameras, width, height, name):
+def what_if(gpus, gaussians, cameras, width, height, name, seed=0):
     """Odin (planning free) with what limits it taken away one at a time: as simulated, with the links
     free (no latency, bandwidth or sender overhead), and with the serving point at an image's end
     (``forward_share`` 1: cell versions wait for the whole image)."""
@@ -93,7 +94,7 @@ def what_if(gpus, gaussians, cameras, width, height, name):
                 "serving at image end": dataclasses.replace(base, forward_share=1.0)}
     print("what if (planning free): GPUs | " + " | ".join(f"{v} st/s, / ceiling, / assigned bound" for v in variants))
     for p in gpus:
-        runs = [simulate(scene, prof, "odin", p, STEPS, p, window=WINDOW) for prof in variants.values()]
+        runs = [simulate(scene, prof, "odin", p, STEPS, p, window=WINDOW, seed=seed) for prof in variants.values()]
         print(f"{p:>4} | " + " | ".join(f"{r.steps_per_second:.1f}, {r.steps_per_second / r.ceiling_steps_per_second:.3f}, "
                                         f"{r.steps_per_second / r.assigned_ceiling_steps_per_second:.3f}"
                                         for r in runs), flush=True)
@@ -120,5 +121,7 @@ if __name__ == "__main__":
     parser = city_scene_parser(__doc__.split("\n")[0])
     parser.add_argument("--what-if", action="store_true", help="odin with the links free and with the serving "
                         "point at an image's end, instead of the breakdown")
+    parser.add_argument("--seed", type=int, default=0, help="the training order's and the cost noise's seed "
+                        "(simulate's; the README's tables: 0)")
     a = parser.parse_args()
-    (what_if if a.what_if else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)
+    (what_if if a.what_if else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile, a.seed)
