@@ -4,7 +4,8 @@ schedule). Cells persist across windows, so cutting them (``kd_cells``, once at 
 bounds (computed by the owners) are not part of a window's planning and are not timed.
 
 A generated ``city`` (default: 1,000,000 Gaussians, 2,000 cameras at 256 x 192; the trainer's 16 cells
-per rank, window 10, batch = P), planned on one process as the simulator plans it.
+per rank, window 10, batch = P), planned on one process as the simulator plans it, ``REPEATS`` times per
+P: the median call (the runtime plans every window; the first call at a P also pays one-off set-up).
 Adds (or replaces) this scene size's entry in ``odin_sched/sim/profiles/plan-times.json``: the processor
 seconds (load-robust; the wall seconds and load average beside them) are the sharded profiles'
 ``plan_by_gpus`` for scenes of about that size (``odin_sched/sim/costmodel.py`` takes the entry nearest
@@ -17,6 +18,8 @@ import json
 import os
 import time
 
+import numpy as np
+
 from odin_sched.odin.planner import PlanConfig, plan_cells
 from odin_sched.odin.shard import owners_by_count
 from odin_sched.odin.trainer import OdinOptions
@@ -28,6 +31,7 @@ from odin_sched.training.step import BatchSettings
 from odin_sched.training.train import scene_extent, visible_cells_of_cameras
 
 WINDOW = OdinOptions.window
+REPEATS = 3  # calls timed per P
 PLAN_TIMES = os.path.join(os.path.dirname(__file__), "..", "odin_sched", "sim", "profiles", "plan-times.json")
 
 
@@ -45,9 +49,12 @@ def main(gpu_counts, gaussians, cameras, width, height, path=PLAN_TIMES):
         config = PlanConfig(OdinOptions.CELLS_PER_RANK * gpus, gpus, 0)
         _, bounds = cut_cells(scene.means, scene.scales, config.num_cells)
         owner = owners_by_count(bounds.count, gpus)
-        load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
-        plan_cells(_local_comm(), bounds, owner, scene, batches, 0, WINDOW, margin, config)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        load, times = os.getloadavg()[0], []
+        for _ in range(REPEATS):  # the runtime plans every window: the median of a few calls, not the first
+            wall, cpu = time.perf_counter(), time.process_time()
+            plan_cells(_local_comm(), bounds, owner, scene, batches, 0, WINDOW, margin, config)
+            times.append((time.process_time() - cpu, time.perf_counter() - wall))
+        cpu, wall = (float(np.median(column)) for column in zip(*times))
         print(f"P = {gpus:>3}: {wall:.2f} s wall, {cpu:.2f} s processor per window (load average {load:.1f})",
               flush=True)
         measured.append((gpus, round(cpu, 3)))  # processor seconds: what load on this machine does not inflate

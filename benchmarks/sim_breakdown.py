@@ -12,33 +12,45 @@ exposed planning, and two hidden fractions: ``hidden`` = 1 - wait_odin / wait_ba
 simulator's ``/hidden_fraction``) and ``exposed`` = 1 - (comm + wait)_odin / (comm + wait)_barrier
 (communication and waiting that odin does not expose; planning left out of both), and the cells that
 migrated between owners at window ends (the simulator's densification model and the runtime's
-``rebalance``, ``odin_sched.sim.simulate.densified_counts``), their bytes and seconds per window.
+``rebalance``, ``odin_sched.sim.simulate.densified_counts``), their bytes and seconds per window. And what
+the exposed target asks: the odin steps/s at which ``exposed`` would reach ``TARGET`` (the same compute
+and barrier; charged, plus the planning that would then outlast the shorter windows,
+``bounds.with_planning``), and the ``exposed`` that a run at the ceiling and at the assigned bound would
+have (``bounds.hidden_at``, with odin's planning wait).
 
 With ``--what-if``, odin alone (planning free) as simulated, with the links free, and with the serving
-point at an image's end instead (``what_if``). Run from the repository root: ``python
-benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME] [--what-if] [P ...]``.
+point at an image's end instead (``what_if``). ``--seed`` changes the training order and the cost noise
+(``simulate``'s seed): the figures move with it (README, issue 20's check). Run from the repository root:
+``python benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME] [--seed S] [--what-if] [P ...]``.
 """
 import argparse
 import dataclasses
 import os
 
+from odin_sched.sim.bounds import hidden_at, seconds_for_hidden, with_planning
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import hidden_vs_grendel
 from odin_sched.sim.simulate import hidden_fraction, metadata_scene, scaling, simulate, standing_for
 
 STEPS, WINDOW = 40, 10
+TARGET = 0.82  # issue 20's exposed hidden fraction
 
 
-def report(label: str, gpus: list, results: dict, planning: dict) -> None:
+def report(label: str, gpus: list, results: dict, planning: dict, profile) -> None:
     print(f"{label}: GPUs | odin st/s | barrier st/s | ceiling st/s | odin / ceiling | assigned bound st/s | "
           "odin / assigned bound | odin / barrier | "
           "compute GPU-s | comm odin / barrier | wait odin / barrier | of it planning | hidden | exposed | "
-          "cells moved | migration MB / window | migration ms / window (share of odin's run)")
+          "cells moved | migration MB / window | migration ms / window (share of odin's run) | "
+          f"odin st/s for exposed {TARGET} | exposed at ceiling | exposed at assigned bound")
     windows = -(-STEPS // WINDOW)
     for i, p in enumerate(gpus):
         o, b = results["odin"][i], results["barrier"][i]
         plan_o, plan_b = planning["odin"][i], planning["barrier"][i]
         exposed = hidden_vs_grendel(o.comm, o.wait - plan_o / p, b.comm, b.wait - plan_b / p)
+        compute, barrier_exposed = o.compute.sum(), b.comm.sum() + b.wait.sum() - plan_b
+        needed = with_planning(seconds_for_hidden(TARGET, p, compute, barrier_exposed), windows,
+                               profile.sharded_planning_seconds(p), profile.warmup_seconds * profile.slowdown(p))
+        at = [hidden_at(s, p, compute, plan_o, barrier_exposed) for s in (o.bound_seconds, o.assigned_bound_seconds)]
         print(f"{p:>4} | {o.steps_per_second:8.2f} | {b.steps_per_second:8.2f} | {o.ceiling_steps_per_second:8.2f} "
               f"| {o.steps_per_second / o.ceiling_steps_per_second:.3f} "
               f"| {o.assigned_ceiling_steps_per_second:8.2f} "
@@ -48,28 +60,29 @@ def report(label: str, gpus: list, results: dict, planning: dict) -> None:
               f"| {o.wait.sum():.2f} / {b.wait.sum():.2f} | {plan_o:.2f} / {plan_b:.2f} "
               f"| {hidden_fraction(o, b):+.3f} | {exposed:+.3f} | {o.migrated_cells} "
               f"| {o.migration_bytes / 1e6 / windows:.1f} | {1e3 * o.migration_seconds / windows:.2f} "
-              f"({o.migration_seconds / o.seconds:.3f})", flush=True)
+              f"({o.migration_seconds / o.seconds:.3f}) | {STEPS / needed:8.2f} | {at[0]:+.3f} | {at[1]:+.3f}",
+              flush=True)
 
 
-def main(gpus, gaussians, cameras, width, height, name):
+def main(gpus, gaussians, cameras, width, height, name, seed=0):
     profile = load_profile(name, gaussians)
     scene = city_scene(gaussians, cameras, width, height)
     print(f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, {STEPS} steps, window "
-          f"{WINDOW}, batch = GPUs, {name}; planning per window {dict(profile.plan_by_gpus)} s "
+          f"{WINDOW}, batch = GPUs, {name}, seed {seed}; planning per window {dict(profile.plan_by_gpus)} s "
           f"(load average {os.getloadavg()[0]:.1f})")
     free = dataclasses.replace(profile, plan_by_gpus=())
-    runs = {label: scaling(scene, prof, gpus, STEPS, modes=("odin", "barrier"), windows=(WINDOW,))
+    runs = {label: scaling(scene, prof, gpus, STEPS, modes=("odin", "barrier"), windows=(WINDOW,), seed=seed)
             for label, prof in (("planning charged", profile), ("planning free", free))}
     windows = -(-STEPS // WINDOW)
     # the windows' runs do not depend on the planning charge: the difference in waiting is the planning
     waited = {m: [c.wait.sum() - f.wait.sum() for c, f in zip(runs["planning charged"][m], runs["planning free"][m])]
               for m in ("odin", "barrier")}
-    report("planning charged", gpus, runs["planning charged"], waited)
-    report("planning free", gpus, runs["planning free"], {m: [0.0] * len(gpus) for m in waited})
+    report("planning charged", gpus, runs["planning charged"], waited, profile)
+    report("planning free", gpus, runs["planning free"], {m: [0.0] * len(gpus) for m in waited}, free)
     print(f"({windows} windows; the first is planned before training starts)")
 
 
-def what_if(gpus, gaussians, cameras, width, height, name):
+def what_if(gpus, gaussians, cameras, width, height, name, seed=0):
     """Odin (planning free) with what limits it taken away one at a time: as simulated, with the links
     free (no latency, bandwidth or sender overhead), and with the serving point at an image's end
     (``forward_share`` 1: cell versions wait for the whole image)."""
@@ -81,7 +94,7 @@ def what_if(gpus, gaussians, cameras, width, height, name):
                 "serving at image end": dataclasses.replace(base, forward_share=1.0)}
     print("what if (planning free): GPUs | " + " | ".join(f"{v} st/s, / ceiling, / assigned bound" for v in variants))
     for p in gpus:
-        runs = [simulate(scene, prof, "odin", p, STEPS, p, window=WINDOW) for prof in variants.values()]
+        runs = [simulate(scene, prof, "odin", p, STEPS, p, window=WINDOW, seed=seed) for prof in variants.values()]
         print(f"{p:>4} | " + " | ".join(f"{r.steps_per_second:.1f}, {r.steps_per_second / r.ceiling_steps_per_second:.3f}, "
                                         f"{r.steps_per_second / r.assigned_ceiling_steps_per_second:.3f}"
                                         for r in runs), flush=True)
@@ -108,5 +121,7 @@ if __name__ == "__main__":
     parser = city_scene_parser(__doc__.split("\n")[0])
     parser.add_argument("--what-if", action="store_true", help="odin with the links free and with the serving "
                         "point at an image's end, instead of the breakdown")
+    parser.add_argument("--seed", type=int, default=0, help="the training order's and the cost noise's seed "
+                        "(simulate's; the README's tables: 0)")
     a = parser.parse_args()
-    (what_if if a.what_if else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile)
+    (what_if if a.what_if else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile, a.seed)

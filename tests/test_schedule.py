@@ -155,6 +155,12 @@ def test_priority_with_hops_by_hand():
                                  version_cost, num_ranks=2, hop_cost=hop_cost)
         assert np.array_equal(schedule.rank, [0, 1, 0, 0, 1, 1, 1])
         assert np.array_equal(schedule.priority, np.array(expected, float)), hop_cost
+        # levels by hand: 2, 4 sources (0); 0 reads 2 and 4 (1); 3, 5 written by 0 (2); 1 reads 5 (3); 6 (4)
+        assert np.array_equal(schedule.level, [1, 3, 0, 2, 0, 2, 4])
+        without = plan_schedule(Comm(), steps, np.array([2.0, 4.0]), np.array([9.0, 5.0]), np.array([0, 1]),
+                                version_cost, num_ranks=2, hop_cost=hop_cost, levels=False)
+        assert without.level is None  # the rest of the plan is the same
+        assert np.array_equal(without.rank, schedule.rank) and np.array_equal(without.priority, schedule.priority)
 
 
 def test_phase_orders_every_edge(plans):

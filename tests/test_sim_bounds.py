@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from odin_sched.odin.program import StepMessages
-from odin_sched.sim.bounds import assigned_bound, busiest_rank, longest_path, transfer_path
+from odin_sched.sim.bounds import (assigned_bound, busiest_rank, hidden_at, longest_path, seconds_for_hidden,
+                                  transfer_path, with_planning)
 from odin_sched.sim.costmodel import H200_IB
+from odin_sched.sim.grendel import hidden_vs_grendel
 from odin_sched.sim.simulate import metadata_scene, simulate
 from pregel.dataflow import Routes
 
@@ -125,3 +127,26 @@ def test_simulated_runs_respect_the_bounds(mode, gpus):
     run = simulate(scene, dataclasses.replace(H200_IB, plan_by_gpus=()), mode, gpus, 8, gpus, window=4)
     assert run.seconds >= run.assigned_bound_seconds >= run.bound_seconds > 0
     assert run.steps_per_second <= run.assigned_ceiling_steps_per_second <= run.ceiling_steps_per_second
+
+
+def test_hidden_target_by_hand():
+    # 4 GPUs for 1 s: 3 GPU-s computing, 0.2 waiting on planning, so 0.8 communicating or waiting;
+    # barrier exposes 2: 1 - 0.8 / 2 = 0.6
+    assert hidden_at(1.0, 4, 3.0, 0.2, 2.0) == pytest.approx(0.6)
+    assert seconds_for_hidden(0.6, 4, 3.0, 2.0) == pytest.approx(0.95)  # (3 + 0.4 x 2) / 4
+    assert hidden_at(seconds_for_hidden(0.9, 8, 5.0, 3.0), 8, 5.0, 0.0, 3.0) == pytest.approx(0.9)
+    # windows of (1.0 - 0.2) / 4 = 0.2 s: planning 0.3 s outlasts each by 0.1, waited before windows 2-4
+    assert with_planning(1.0, 4, 0.3, 0.2) == pytest.approx(1.3)
+    assert with_planning(1.0, 4, 0.1, 0.2) == 1.0  # hidden behind every window
+
+
+@pytest.mark.parametrize("gpus", [3, 12])
+def test_hidden_at_a_run_equals_its_exposed_fraction(gpus):
+    """A simulated odin run's own seconds give the exposed hidden fraction counted from its communication
+    and waiting (every GPU-second of a run is computing, communicating or waiting)."""
+    scene = metadata_scene("city", 3000, 40, 64, 48)
+    free = dataclasses.replace(H200_IB, plan_by_gpus=())
+    odin, barrier = (simulate(scene, free, mode, gpus, 8, gpus, window=4) for mode in ("odin", "barrier"))
+    exposed = barrier.comm.sum() + barrier.wait.sum()
+    assert hidden_at(odin.seconds, gpus, odin.compute.sum(), 0.0, exposed) == pytest.approx(
+        hidden_vs_grendel(odin.comm, odin.wait, barrier.comm, barrier.wait), abs=1e-9)

@@ -157,7 +157,8 @@ class PlanConfig:
 
 
 def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np.ndarray, start: int, stop: int,
-               margin: Margin, config: PlanConfig, initial_reads: bool = True) -> tuple[Window, Schedule]:
+               margin: Margin, config: PlanConfig, initial_reads: bool = True,
+               levels: bool = False) -> tuple[Window, Schedule]:
     """Plan batches [start, stop) of ``batches`` [S, B] from cell metadata alone (collective on ``comm``,
     the same on every rank; the runtime passes a one-rank communicator): ``bounds`` of the K cells,
     their ``owner`` [K] int64 in [0, config.num_ranks), the visibility of the window's cameras (of
@@ -165,7 +166,8 @@ def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np
     ``margin``, the step graph (``relax_reads`` for max_staleness > 0) and
     its schedule. initial_reads: whether a window's initial cell versions send their parameters to their
     readers (the sharded runtime: nobody else holds them); without, an image that reads only initial
-    versions starts at once (every rank holding the window-start model).
+    versions starts at once (every rank holding the window-start model). levels: whether the schedule
+    computes ``Schedule.level`` (only ``--schedule-out`` writes it; running a window does not need it).
     cameras: a Scene or a SimScene (its viewmats, Ks, width and height); config: see ``PlanConfig``."""
     num_ranks, width, height, cost_weights = config.num_ranks, cameras.width, cameras.height, config.cost_weights
     used = np.unique(batches[start:stop])  # only the window's cameras are predicted
@@ -178,7 +180,7 @@ def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np
                                                        @ bounds.count.astype(np.float64))
                   + cost_weights[2] * width * height)
     schedule = plan_schedule(comm, steps, image_cost, bounds.count * param_columns(config.sh_degree) * 4, owner,
-                             num_ranks=num_ranks, hop_cost=config.hop_cost)
+                             num_ranks=num_ranks, hop_cost=config.hop_cost, levels=levels)
     graph = publish_before_compute(steps, schedule.rank)
     plan = DataflowPlan(graph if initial_reads else without_initial_reads(graph, steps), schedule.rank,
                         publish_first(schedule.priority, steps), schedule.phase)
@@ -253,7 +255,8 @@ class WindowPlanner:
         config = PlanConfig(len(owner), self.num_ranks, self.options.staleness, self.options.stale_impact,
                             sh_degree=self.setup.sh_degree)
         window, schedule = plan_cells(self.local_comm, bounds, owner, self.setup.scene, self.setup.batches, start,
-                                      stop, self.margin(base, stop, safety), config)
+                                      stop, self.margin(base, stop, safety), config,
+                                      levels=self.options.schedule_out is not None and self.first is None)
         return Planned(window, schedule, base, safety, time.perf_counter() - t0)
 
     def plan_ahead(self, base: int, start: int, stop: int, bounds: CellBounds, owner: np.ndarray):

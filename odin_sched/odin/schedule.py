@@ -187,12 +187,13 @@ def greedy_assignment(cost: np.ndarray, affinity: np.ndarray) -> np.ndarray:
 class Schedule:
     """The plan of a window, per vertex of its step graph (global order).
 
-    level [N] int64: longest path (edges) from a source; priority [N] float64: heaviest cost path
+    level [N] int64: longest path (edges) from a source (None when not asked for: the runtime's windows
+    do not use it, only ``--schedule-out`` writes it); priority [N] float64: heaviest cost path
     to a sink; rank [N] int64: the rank that runs or holds the vertex; phase [N] int64: the
     bulk-synchronous phase (images of batch b 2b, versions of batch b 2b + 1, initial versions -1).
     """
 
-    level: np.ndarray
+    level: np.ndarray | None
     priority: np.ndarray
     rank: np.ndarray
     phase: np.ndarray
@@ -200,15 +201,16 @@ class Schedule:
 
 def plan_schedule(comm, step_graph: StepGraph, image_cost: np.ndarray, cell_bytes: np.ndarray,
                   cell_owner: np.ndarray, version_cost: np.ndarray | None = None,
-                  num_ranks: int | None = None, hop_cost: tuple = (0.0, 0.0)) -> Schedule:
+                  num_ranks: int | None = None, hop_cost: tuple = (0.0, 0.0), levels: bool = True) -> Schedule:
     """Plan a window's schedule (collective; the same result on every rank).
 
     image_cost: [I] predicted cost of each image step; cell_bytes: [K] size of each cell;
     cell_owner: [K] int rank in ``[0, num_ranks)`` owning each cell; version_cost: [V] update cost
     of each cell version (default 0); num_ranks: the ranks to assign to (default ``comm.size``; the
     simulator plans for many virtual GPUs on one process); hop_cost: (per edge, per byte of its cell)
-    that an edge between two ranks adds to a path in the priority (``Hops``; in the costs' units).
-    Level does not depend on num_ranks; the priority does only through hop_cost.
+    that an edge between two ranks adds to a path in the priority (``Hops``; in the costs' units);
+    levels: whether to run ``Levels`` (else ``Schedule.level`` is None). Level does not depend on
+    num_ranks; the priority does only through hop_cost.
     """
     num_ranks = comm.size if num_ranks is None else int(num_ranks)
     error, inputs = None, None
@@ -221,7 +223,7 @@ def plan_schedule(comm, step_graph: StepGraph, image_cost: np.ndarray, cell_byte
     comm.agree(error)
     image_cost, cell_bytes, cell_owner, cost = inputs
     graph = load_graph(comm, ArraySource(step_graph.graph), "range")
-    level = _everywhere(graph, run(graph, Levels()).values)
+    level = _everywhere(graph, run(graph, Levels()).values) if levels else None
     rank = _everywhere(graph, run(graph, Assignment(step_graph, image_cost, cell_bytes, cell_owner,
                                                     num_ranks)).values)
     reverse = load_graph(comm, ArraySource(reversed_graph(step_graph.graph)), "range")

@@ -76,3 +76,26 @@ def assigned_bound(steps, plan, routes: Routes, cost: np.ndarray, profile, gpus:
     """Seconds no schedule of a planned window with its assignment can beat: the larger of
     ``busiest_rank`` and ``transfer_path`` (same arguments)."""
     return max(busiest_rank(plan, routes, cost, profile, gpus), transfer_path(steps, plan, routes, cost, profile, gpus))
+
+
+def hidden_at(seconds: float, gpus: int, compute: float, planning: float, barrier_exposed: float) -> float:
+    """The exposed hidden fraction (1 - odin's communication and waiting / barrier's ``barrier_exposed``,
+    GPU-seconds, planning left out of both) of a run of ``seconds`` on ``gpus`` GPUs that computes
+    ``compute`` GPU-seconds and waits ``planning`` GPU-seconds on exposed planning: every GPU-second of
+    the run not computing or planning is communication or waiting."""
+    return 1.0 - (gpus * seconds - compute - planning) / barrier_exposed
+
+
+def seconds_for_hidden(hidden: float, gpus: int, compute: float, barrier_exposed: float) -> float:
+    """The longest run (seconds, planning free) whose exposed hidden fraction is at least ``hidden``
+    (``hidden_at`` solved for its seconds, planning 0)."""
+    return (compute + (1.0 - hidden) * barrier_exposed) / gpus
+
+
+def with_planning(seconds: float, windows: int, planning: float, warmup: float) -> float:
+    """A planning-free run of ``seconds`` (``warmup`` of it once at the start, the rest in ``windows``
+    equal windows) with ``planning`` seconds per window planned while the previous window runs, the
+    first before training starts, as ``simulate`` charges it: each later window waits for what of its
+    planning outlasts the window before."""
+    window = (seconds - warmup) / windows
+    return seconds + (windows - 1) * max(0.0, planning - window)
