@@ -2,7 +2,9 @@
 
 Images are torch float tensors ``[H, W, 3]`` with values in [0, 1]. SSIM uses an 11 x 11 Gaussian
 window with sigma 1.5, zero padding of 5 pixels and the constants C1 = 0.01^2, C2 = 0.03^2, averaged over
-all pixels and channels, exactly like ``utils/loss_utils.py::ssim`` of 3DGS.
+all pixels and channels, exactly like ``utils/loss_utils.py::ssim`` of 3DGS (the same formula; its
+gradient is written by hand, ``_Ssim``, so that a megapixel image's backward pass does not keep the
+autograd graph's image-sized tensors).
 """
 import torch
 import torch.nn.functional as F
@@ -35,7 +37,7 @@ def _blur(maps: torch.Tensor) -> torch.Tensor:
     """Each channel of ``maps`` [1, k, H, W] blurred with the SSIM window (zero padding). The window is
     symmetric, so this is also its own adjoint (the backward pass's blur)."""
     k = maps.shape[1]
-    window = gaussian_window().to(maps.device, maps.dtype).expand(k, 1, SSIM_WINDOW, SSIM_WINDOW)
+    window = gaussian_window().to(maps.device, maps.dtype).expand(k, 1, SSIM_WINDOW, SSIM_WINDOW).contiguous()
     return F.conv2d(maps, window, padding=SSIM_WINDOW // 2, groups=k)
 
 
