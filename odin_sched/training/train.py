@@ -237,7 +237,8 @@ def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), ch
     """The set-up both trainers share before the first step: refuse checkpoints on the GPU, pick the
     device and the rasterizer (``render_device``; collective on ``comm`` for 'cuda'), check the settings
     and every output (``config.outputs()`` and ``extra_outputs``, (field, path) pairs), read the scene
-    (leaving its images on disk until asked for: ``Targets``) and copy the training data to the device. ``check(setup)``: a further problem (a string) or None. With ``comm``, a problem
+    (leaving its images on disk until asked for: ``Targets``) and copy the training data to the device.
+    ``check(setup)``: a further problem (a string) or None. With ``comm``, a problem
     on any rank is raised on every rank. Returns (TrainingSetup on the device, render)."""
     if config.out is None:
         raise InputError("TrainConfig.out must be given: the trained scene file")
