@@ -29,6 +29,11 @@ machine a single pair of runs decides nothing).
 Heavy (a few GB per rank at 2,000,000 Gaussians): run under the shared lock, with a time limit::
 
     flock /tmp/heavy.lock timeout 3600 .venv/bin/python benchmarks/odin_scale.py [--sizes 2000000,200000]
+
+At megapixel image sizes (the README's table; 4 steps, window 2: two windows)::
+
+    flock /tmp/heavy.lock timeout 1500 prlimit --as=12000000000 .venv/bin/python benchmarks/odin_scale.py \
+        --sizes 2000000 --cameras 48 --width 1280 --height 720 --steps 4 --window 2 --dir /tmp/i20mp
 """
 import argparse
 import os
@@ -62,13 +67,15 @@ def state_bytes_per_gaussian(sh_degree: int = 3) -> int:
 
 
 def run(command: list) -> tuple:
-    """Run a command; returns (wall seconds, peak RSS in bytes of its largest process)."""
-    started = time.perf_counter()
+    """Run a command; returns (wall seconds, peak RSS in bytes of its largest process, processor seconds
+    of all its processes: user + system)."""
+    started, cpu = time.perf_counter(), os.times()
     done = subprocess.run([sys.executable, "-c", PEAK_RSS, *command], capture_output=True, text=True)
     wall = time.perf_counter() - started
+    cpu = sum(getattr(os.times(), f) - getattr(cpu, f) for f in ("children_user", "children_system"))
     if done.returncode != 0:
         sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-3000:]}")
-    return wall, int(done.stdout.split()[-1]) * 1024
+    return wall, int(done.stdout.split()[-1]) * 1024, cpu
 
 
 def make_inputs(folder: str, gaussians: int, args) -> tuple:
@@ -76,9 +83,10 @@ def make_inputs(folder: str, gaussians: int, args) -> tuple:
     scene = os.path.join(folder, f"city_{gaussians}.h5")
     ply = os.path.join(folder, f"city_{gaussians}.ply")
     if not os.path.exists(scene):
-        subprocess.run([PREGEL, "generate-scene", "--gaussians", str(gaussians), "--cameras", str(args.cameras),
-                        "--width", str(args.width), "--height", str(args.height), "--layout", "city", "--seed", "1",
-                        "--out", scene], check=True, stdout=subprocess.DEVNULL)
+        wall, _, cpu = run([PREGEL, "generate-scene", "--gaussians", str(gaussians), "--cameras", str(args.cameras),
+                            "--width", str(args.width), "--height", str(args.height), "--layout", "city", "--seed",
+                            "1", "--out", scene])
+        print(f"generated {scene}: {wall:.1f} s, {cpu:.1f} processor s")
     if not os.path.exists(ply):
         from odin_sched.scenes.ply import write_ply
         from odin_sched.scenes.scene_io import read_scene
@@ -145,25 +153,26 @@ def main():
         scene, ply = make_inputs(args.dir, gaussians, args)
         one_model = gaussians * state_bytes_per_gaussian(args.sh_degree)
         print(f"\n### {gaussians:,} Gaussians (one process's training state: {one_model / 1e9:.2f} GB)\n")
-        print("| run | B | images/s | whole command s | largest process peak RSS GB | peak RSS GB/rank "
-              "| model GB/rank | window-end bytes/rank/window | plan s/window/rank |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| run | B | images/s | whole command s | processor s | load before | largest process peak RSS GB "
+              "| peak RSS GB/rank | model GB/rank | window-end bytes/rank/window | plan s/window/rank |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         results = {}
         runs = ([("one process", b, None, 1, True) for b in sorted(set(ranks))]
                 + [("one process, --no-cull", min(ranks), None, 1, False)]
                 + [(f"{mode} P={p}", p, mode, p, True) for mode in ("odin", "barrier") for p in ranks])
         for name, batch, mode, p, cull in runs:
             out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{p}_b{batch}{'' if cull else '_nocull'}.h5")
-            wall, rss = run(train_command(args, scene, ply, out, batch, mode, p, cull))
+            load = os.getloadavg()[0]
+            wall, rss, cpu = run(train_command(args, scene, ply, out, batch, mode, p, cull))
             data = read_run(out)
             cols, attrs = data["columns"], data["attrs"]
             images_per_s = attrs["steps_per_second"] * batch
             results[(mode if cull else "no-cull", p, batch)] = dict(images=images_per_s, rss=rss, cols=cols, cells=attrs.get("cells"))
-            print(f"| {name} | {batch} | {images_per_s:.2f} | {wall:.1f} | {rss / 1e9:.2f} | "
+            print(f"| {name} | {batch} | {images_per_s:.2f} | {wall:.1f} | {cpu:.1f} | {load:.2f} | {rss / 1e9:.2f} | "
                   f"{per_rank(cols, 'peak_rss_bytes', 1e9, '{:.2f}')} | "
                   f"{per_rank(cols, 'model_bytes', 1e9, '{:.2f}') if mode else f'{one_model / 1e9:.2f} (computed)'} | "
                   f"{per_rank(cols, 'window_end_bytes', windows, '{:,.0f}')} | "
-                  f"{per_rank(cols, 'plan_seconds', windows, '{:.2f}')} |")
+                  f"{per_rank(cols, 'plan_seconds', windows, '{:.2f}')} |", flush=True)
         print_targets(results, ranks, one_model, windows, args)
         print(f"\nload average {os.getloadavg()[0]:.2f} after the {gaussians:,}-Gaussian runs")
 
@@ -185,9 +194,7 @@ def alternate(args, gaussians: int, p: int) -> None:
         for name, mode, ranks in (("one process", None, 1), (f"odin P={p}", "odin", p)):
             out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{ranks}_b{p}_round.h5")
             before = os.getloadavg()[0]
-            cpu = os.times()
-            wall, _ = run(train_command(args, scene, ply, out, p, mode, ranks))
-            cpu = sum(getattr(os.times(), f) - getattr(cpu, f) for f in ("children_user", "children_system"))
+            wall, _, cpu = run(train_command(args, scene, ply, out, p, mode, ranks))
             data = read_run(out)
             images[mode] = data["attrs"]["steps_per_second"] * p
             ratio = f"{images['odin'] / images[None]:.2f}" if mode else ""

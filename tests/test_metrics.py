@@ -47,8 +47,40 @@ def test_ssim_identical_is_one_and_float32_close():
 
 def test_ssim_is_differentiable():
     x = torch.rand(12, 12, 3, dtype=torch.float64, requires_grad=True)
-    y = torch.rand(12, 12, 3, dtype=torch.float64)
-    assert torch.autograd.gradcheck(lambda a: ssim(a, y), (x,))
+    y = torch.rand(12, 12, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a: ssim(a, y.detach()), (x,))
+    assert torch.autograd.gradcheck(ssim, (x, y))
+
+
+def autograd_ssim(x, y):
+    """SSIM as the 3DGS reference writes it (five 2D convolutions), differentiated by torch's autograd."""
+    window = torch.outer(*(2 * [torch.exp(-(torch.arange(11.0, dtype=x.dtype) - 5) ** 2 / 4.5)]))
+    window = (window / window.sum()).expand(3, 1, 11, 11)
+    a, b = x.permute(2, 0, 1)[None], y.permute(2, 0, 1)[None]
+    mu_a, mu_b = (torch.nn.functional.conv2d(t, window, padding=5, groups=3) for t in (a, b))
+    blur = [torch.nn.functional.conv2d(t, window, padding=5, groups=3) for t in (a * a, b * b, a * b)]
+    var_a, var_b, cov = blur[0] - mu_a ** 2, blur[1] - mu_b ** 2, blur[2] - mu_a * mu_b
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    return (((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a ** 2 + mu_b ** 2 + c1) * (var_a + var_b + c2))).mean()
+
+
+def test_ssim_gradients_equal_autograd_of_the_reference_formula():
+    rng = np.random.default_rng(3)
+    x0 = rng.random((23, 31, 3))
+    y0 = np.clip(x0 + 0.1 * rng.standard_normal(x0.shape), 0, 1)
+    for image_grad, target_grad in ((True, False), (True, True), (False, True)):
+        got, want = [], []
+        for fn, out in ((ssim, got), (autograd_ssim, want)):
+            x = torch.tensor(x0, requires_grad=image_grad)
+            y = torch.tensor(y0, requires_grad=target_grad)
+            value = fn(x, y)
+            value.backward()
+            out += [value.detach(), x.grad, y.grad]
+        assert abs(got[0].item() - want[0].item()) < 1e-12
+        for g, w in zip(got[1:], want[1:]):
+            assert (g is None) == (w is None)
+            if g is not None:
+                assert torch.allclose(g, w, rtol=1e-9, atol=1e-13)
 
 
 def test_psnr_known_value():

@@ -67,3 +67,41 @@ def test_lazy_images_are_the_scene_files_and_convert_as_the_whole_array_does(sce
         assert np.array_equal(lazy.images[cam], eager.images[cam])
         assert torch.equal(targets[cam], whole[cam])
     assert sorted(targets.held) == [3, 5] and lazy.images.reads == 4 + 3  # 5 is held after its first read
+
+
+def test_one_process_reads_its_batches_images_and_holds_at_most_one_batch(scene, tmp_path, monkeypatch):
+    """The single-process trainer leaves the images on disk too: it reads a training camera's image only
+    for a batch that renders it (at most once per batch), a held-out one only to evaluate, and never
+    holds more than a batch's images at once (counted around the reader and the image cache)."""
+    from odin_sched.scenes.scene_io import SceneImages
+    from odin_sched.training.config import TrainConfig
+    from odin_sched.training.image_order import BatchOrder
+    from odin_sched.training.targets import Targets
+    from odin_sched.training.train import train
+
+    path, test_ids = scene
+    read, caches = [], []
+    read_image, make_cache = SceneImages.__getitem__, Targets.__init__
+
+    def counted_read(self, cam):
+        read.append(int(cam))
+        return read_image(self, cam)
+
+    def recorded_cache(self, *args, **kwargs):
+        make_cache(self, *args, **kwargs)
+        caches.append(self)
+
+    monkeypatch.setattr(SceneImages, "__getitem__", counted_read)
+    monkeypatch.setattr(Targets, "__init__", recorded_cache)
+    steps, batch = 6, 3
+    train(TrainConfig(path, steps, tmp_path / "one.h5", batch_size=batch, seed=4, eval_every=3, progress=False,
+                      densify=None, image_order="shuffled"))
+    train_ids = np.setdiff1d(np.arange(CAMERAS), test_ids)
+    batches = BatchOrder(train_ids, steps, batch, 4)  # the shuffled order
+    rendered = [int(c) for s in range(steps) for c in batches[s]]
+    training_reads = [c for c in read if c not in set(test_ids.tolist())]
+    assert set(training_reads) == set(rendered)
+    assert len(training_reads) <= len(rendered)
+    # two evaluations (steps 3 and 6) of every held-out view (the PNG's ground truth is read by the writer)
+    assert len(read) - len(training_reads) == 2 * len(test_ids)
+    assert max(cache.peak for cache in caches) <= batch

@@ -236,8 +236,9 @@ def to_device(setup: TrainingSetup, device) -> TrainingSetup:
 def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), check=None) -> tuple:
     """The set-up both trainers share before the first step: refuse checkpoints on the GPU, pick the
     device and the rasterizer (``render_device``; collective on ``comm`` for 'cuda'), check the settings
-    and every output (``config.outputs()`` and ``extra_outputs``, (field, path) pairs), read the scene (with
-    ``comm``, leaving its images on disk until asked for) and copy the training data to the device. ``check(setup)``: a further problem (a string) or None. With ``comm``, a problem
+    and every output (``config.outputs()`` and ``extra_outputs``, (field, path) pairs), read the scene
+    (leaving its images on disk until asked for: ``Targets``) and copy the training data to the device.
+    ``check(setup)``: a further problem (a string) or None. With ``comm``, a problem
     on any rank is raised on every rank. Returns (TrainingSetup on the device, render)."""
     if config.out is None:
         raise InputError("TrainConfig.out must be given: the trained scene file")
@@ -248,8 +249,7 @@ def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), ch
     dev, render = render_device(config.device, comm)
     setup, problem = None, None
     try:
-        setup = prepare(config, (*config.outputs(), *extra_outputs), lazy_images=comm is not None,
-                        owned_rows=comm is not None)
+        setup = prepare(config, (*config.outputs(), *extra_outputs), lazy_images=True, owned_rows=comm is not None)
         problem = check(setup) if check is not None else None
     except InputError as err:
         if comm is None:
@@ -297,6 +297,7 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     for step in range(resumed.step + 1, steps + 1):
         opt.lrs = setup.settings.lrs(setup.extent, step)
         batch = setup.batches[step - 1]
+        setup.targets.keep(batch)  # hold only this batch's images
         params = {name: p.detach() for name, p in opt.params.items()}
         kept = culling.kept_rows(params, opt.ids, scene, batch) if culling else [None] * len(batch)
         union = None if culling is None else torch.unique(torch.cat(kept))  # [u] ascending: the batch's rows
