@@ -39,7 +39,7 @@ from odin_sched.odin.trainer import OdinOptions
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
 from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 from odin_sched.sim.costmodel import load_profile
-from odin_sched.sim.grendel import hidden_vs_grendel
+from odin_sched.sim.grendel import exposed_seconds, hidden_vs_grendel
 from odin_sched.sim.presets import MIP360, PRESETS
 from odin_sched.sim.simulate import cells, num_cells, odin_preset, simulate
 from odin_sched.training.step import BatchSettings, param_columns
@@ -51,8 +51,16 @@ GPUS = (4, 8, 16, 32, 64)
 MODES = ("odin", "barrier", "grendel")
 TARGETS = {8: 1.22, 64: 1.89}  # Odin's published speed-ups over Grendel-GS
 COLUMNS = ("scene", "profile", "batch", "GPUs", "cells", "odin", "barrier", "grendel", "odin ÷ grendel", "odin ÷ barrier",
-           "ceiling ÷ grendel", "hidden vs grendel", "odin wait", "cells read per image",
-           "MB per image odin reads / grendel sends")
+           "ceiling ÷ grendel", "hidden vs grendel", "best hidden vs grendel: assigned bound / ceiling",
+           "odin wait", "cells read per image", "MB per image odin reads / grendel sends")
+
+
+def best_hidden(bound_seconds: float, gpus: int, compute: float, grendel_exposed: float) -> float:
+    """The most of Grendel's exposed GPU-seconds (``grendel_exposed``) that any schedule finishing in
+    ``bound_seconds`` or later on ``gpus`` GPUs and computing odin's GPU-seconds ``compute`` could hide:
+    1 - (gpus x bound_seconds - compute) / grendel_exposed, for such a schedule exposes (communicates or
+    waits) at least all of its GPU time that is not compute."""
+    return 1.0 - (gpus * bound_seconds - compute) / grendel_exposed
 
 
 def reads(scene, gpus: int, batch: int) -> tuple:
@@ -87,6 +95,10 @@ def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, ste
                      **{f"{m}_images_per_s": run[m].steps_per_second * batch for m in MODES},
                      "ceiling_images_per_s": o.ceiling_steps_per_second * batch,
                      "hidden_vs_grendel": hidden_vs_grendel(o.comm, o.wait, g.comm, g.wait),
+                     "odin_seconds": o.seconds, "bound_seconds": o.bound_seconds,
+                     "assigned_bound_seconds": o.assigned_bound_seconds,
+                     "odin_compute": float(o.compute.sum()), "odin_exposed": exposed_seconds(o.comm, o.wait),
+                     "grendel_exposed": exposed_seconds(g.comm, g.wait),
                      **{f"{m}_wait": run[m].wait_fraction for m in MODES},
                      **dict(zip(("read_share", "read_mb"), reads(scene, gpus, batch))),
                      "grendel_mb": g.bytes_sent / (steps * batch) / 1e6})
@@ -114,6 +126,8 @@ def table(parts: list) -> str:
                       *(f"{r[f'{m}_images_per_s']:.0f}" for m in MODES), f"{r['odin_images_per_s'] / g:.2f}",
                       f"{r['odin_images_per_s'] / r['barrier_images_per_s']:.2f}",
                       f"{r['ceiling_images_per_s'] / g:.2f}", f"{r['hidden_vs_grendel']:.2f}",
+                      " / ".join(f"{best_hidden(r[k], r['gpus'], r['odin_compute'], r['grendel_exposed']):.2f}"
+                                 for k in ("assigned_bound_seconds", "bound_seconds")),
                       f"{r['odin_wait']:.3f}", f"{r['read_share']:.2f}",
                       f"{r['read_mb']:.0f} / {r['grendel_mb']:.1f}"]
             lines.append("| " + " | ".join(str(c) for c in cells_) + " |")
