@@ -45,15 +45,21 @@ def test_each_column_is_the_hand_worked_figure(tmp_path):
     # GPU-s, hiding 1 - 1.0 / 2.0 = 0.50 of Grendel's 2.0; at the assigned bound 1.2 s: 4.8 - 3 = 1.8,
     # hiding 1 - 1.8 / 2.0 = 0.10. Odin itself took 1.5 s: 6 - 3 = 3.0 exposed, hidden 1 - 3 / 2 = -0.50.
     # 8 GPUs: compute 7.0, ceiling 1.0 s -> 1 - 1.0 / 0.5 = -1.00; assigned 1.25 s -> 1 - 3.0 / 0.5 = -5.00.
+    # 64 GPUs: compute 31.5, both bounds 0.5 s -> 1 - (32 - 31.5) / 5.0 = 0.90.
     rows = _tables(tmp_path, [_row(4, 100.0, 80.0, 50.0, 150.0, 1.5, 1.0, 1.2, 3.0, 3.0, 2.0),
-                              _row(8, 90.0, 90.0, 100.0, 120.0, 1.6, 1.0, 1.25, 7.0, 5.8, 0.5)])
+                              _row(8, 90.0, 90.0, 100.0, 120.0, 1.6, 1.0, 1.25, 7.0, 5.8, 0.5),
+                              _row(64, 500.0, 400.0, 200.0, 400.0, 1.0, 0.5, 0.5, 31.5, 10.0, 5.0)])
     assert rows == [
         "| counter | a100-nvlink | 1 x GPUs | 4 | 64 | 100 | 80 | 50 | 2.00 | 1.25 | 3.00 | -0.50 | 0.10 / 0.50 "
         "| 0.250 | 0.50 | 120 / 2.5 |",
         "| counter | a100-nvlink | 1 x GPUs | 8 | 128 | 90 | 90 | 100 | 0.90 | 1.00 | 1.20 | -10.60 | -5.00 / -1.00 "
         "| 0.250 | 0.50 | 120 / 2.5 |",
-        # the reach table: ceiling / grendel at 8 GPUs 1.20 (< 1.22), no 64-GPU row
-        "| counter | 1,200,000 | 1.20–1.20: out of reach | not run | 12 | 1.50 |"]
+        "| counter | a100-nvlink | 1 x GPUs | 64 | 1024 | 500 | 400 | 200 | 2.50 | 1.25 | 2.00 | -1.00 | 0.90 / 0.90 "
+        "| 0.250 | 0.50 | 120 / 2.5 |",
+        # the reach table: ceiling / grendel at 8 GPUs 1.20 (< 1.22), at 64 2.00 (>= 1.89), best hidden at
+        # the assigned bound -5.00, 0.10 and 0.90 (>= 0.82)
+        "| counter | 1,200,000 | 1.20–1.20: out of reach | 2.00–2.00: within reach | -5.00–0.90: within reach "
+        "| 12 | 1.50 |"]
 
 
 def test_a_run_exposes_exactly_its_gpu_time_not_computing():
