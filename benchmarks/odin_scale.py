@@ -30,7 +30,7 @@ Heavy (a few GB per rank at 2,000,000 Gaussians): run under the shared lock, wit
 
     flock /tmp/heavy.lock timeout 3600 .venv/bin/python benchmarks/odin_scale.py [--sizes 2000000,200000]
 
-At megapixel image sizes (the README's table; 4 steps, window 2: two windows)::
+At megapixel image sizes (docs/odin-measurements.md's table; 4 steps, window 2: two windows)::
 
     flock /tmp/heavy.lock timeout 1500 prlimit --as=12000000000 .venv/bin/python benchmarks/odin_scale.py \
         --sizes 2000000 --cameras 48 --width 1280 --height 720 --steps 4 --window 2 --dir /tmp/i20mp

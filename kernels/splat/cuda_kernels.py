@@ -3,9 +3,9 @@ forward and backward), each the twin of its stage's CPU kernel with the same arg
 
 They sit apart from their stages so that only a device run imports ``numba.cuda``: each stage's
 dispatch function imports this module when it is given device arrays, and a CPU run (every rank of a
-CPU training job) never loads numba-cuda (about 60 MB per process, measured in the README's Odin
-section). The per-Gaussian formulas are the ``@njit`` helpers of ``scalar_math`` and ``sh_math``, which
-numba-cuda compiles as device functions.
+CPU training job) never loads numba-cuda (about 60 MB per process, measured in
+docs/odin-measurements.md, "Memory per process at this size"). The per-Gaussian formulas are the
+``@njit`` helpers of ``scalar_math`` and ``sh_math``, which numba-cuda compiles as device functions.
 """
 
 import math

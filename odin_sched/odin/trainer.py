@@ -113,7 +113,7 @@ class OdinOptions:
 
 
 #: default cells hold about this many initial Gaussians: a cell version sums, Adam-steps and sends all of
-#: its cell's rows, however few an image touched (README, "At real model sizes")
+#: its cell's rows, however few an image touched (docs/odin-measurements.md, "At real model sizes")
 GAUSSIANS_PER_CELL = 8192
 #: ... but no more than this many cells per rank: planning and per-cell work grow with the cells
 MAX_CELLS_PER_RANK = 512

@@ -44,7 +44,7 @@ from pregel.errors import InputError
 
 #: the most bytes of rows rank 0 buffers at once (and so the largest message), and of images copied at once:
 #: rank 0 holds a few copies of a piece while writing it (with 64 MiB, the whole model of 200,000 Gaussians
-#: in one piece, its output phase added 148 MiB; README, "The floor, measured, and the output phase")
+#: in one piece, its output phase added 148 MiB; docs/odin-measurements.md, "The floor, measured, and the output phase")
 PIECE_BYTES = 8 << 20
 #: message tag of the rows' blocks
 ROWS_TAG = 31_001
