@@ -22,7 +22,7 @@ buffer would be, and the next exchange faults its pages in again.
 So above ``KEEP_BELOW`` every exchange through the window faults its small pages in, while
 ``Alltoallv``'s send and receive buffers are NumPy arrays, which the kernel may back with
 transparent huge pages (NumPy asks for them: one fault per 2 MiB). Measured at 10M vertices / 100M
-edges, P = 2 (README, "100M edges"): the first GNN layer's exchange (1.15 GB a rank; ``Alltoallv``'s
+edges, P = 2 (docs/performance-history.md, "100M edges"): the first GNN layer's exchange (1.15 GB a rank; ``Alltoallv``'s
 buffers over glibc's ``mmap`` threshold ``pregel.memory.HEAP_BLOCK_LIMIT``) is faster through the
 window, the second's (288 MB a rank; buffers under it) by ``Alltoallv``. A rank whose window would
 run emptied and whose ``Alltoallv`` buffers come from the heap flags ``ALLTOALLV``
