@@ -7,7 +7,7 @@ markdown table: odin's cells (the runtime's ``default_cells`` of the preset's Ga
 simulate`` cuts them by default), images/s of each mode, odin / grendel, odin / barrier, ceiling / grendel (the most any
 schedule of odin's windows could gain over Grendel), hidden vs grendel (1 - odin's exposed GPU-seconds /
 Grendel's), the most of it any schedule could hide that finishes no sooner than the bound that keeps odin's
-assignment and charges each transfer (``assigned_bound``) or than the ceiling (``best_hidden``), odin's wait
+assignment and charges each transfer (``assigned_bound``) or than the ceiling (``odin_sched.sim.bounds.hidden_at``, against Grendel's exposed time), odin's wait
 fraction, the share of the cells each training image reads (the planner's
 predicted visibility, ``predict_visible_cells`` within the first window's margin: what every image of a
 window waits for) and the MB of their parameters, against the MB per image Grendel's all-to-alls send. A second table gives, per scene, the ceiling over Grendel at 8 and 64 GPUs against
@@ -40,6 +40,7 @@ import numpy as np
 from odin_sched.odin.trainer import OdinOptions
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
 from odin_sched.scenes.visibility import predict_visible_cells, window_margin
+from odin_sched.sim.bounds import hidden_at
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import exposed_seconds, hidden_vs_grendel
 from odin_sched.sim.presets import MIP360, PRESETS
@@ -56,14 +57,6 @@ HIDDEN_TARGET = 0.82  # Odin's published share of Grendel-GS's exposed communica
 COLUMNS = ("scene", "profile", "batch", "GPUs", "cells", "odin", "barrier", "grendel", "odin ÷ grendel", "odin ÷ barrier",
            "ceiling ÷ grendel", "hidden vs grendel", "best hidden vs grendel: assigned bound / ceiling",
            "odin wait", "cells read per image", "MB per image odin reads / grendel sends")
-
-
-def best_hidden(bound_seconds: float, gpus: int, compute: float, grendel_exposed: float) -> float:
-    """The most of Grendel's exposed GPU-seconds (``grendel_exposed``) that any schedule finishing in
-    ``bound_seconds`` or later on ``gpus`` GPUs and computing odin's GPU-seconds ``compute`` could hide:
-    1 - (gpus x bound_seconds - compute) / grendel_exposed, for such a schedule exposes (communicates or
-    waits) at least all of its GPU time that is not compute."""
-    return 1.0 - (gpus * bound_seconds - compute) / grendel_exposed
 
 
 def reads(scene, gpus: int, batch: int) -> tuple:
@@ -129,7 +122,7 @@ def table(parts: list) -> str:
                       *(f"{r[f'{m}_images_per_s']:.0f}" for m in MODES), f"{r['odin_images_per_s'] / g:.2f}",
                       f"{r['odin_images_per_s'] / r['barrier_images_per_s']:.2f}",
                       f"{r['ceiling_images_per_s'] / g:.2f}", f"{r['hidden_vs_grendel']:.2f}",
-                      " / ".join(f"{best_hidden(r[k], r['gpus'], r['odin_compute'], r['grendel_exposed']):.2f}"
+                      " / ".join(f"{hidden_at(r[k], r['gpus'], r['odin_compute'], 0.0, r['grendel_exposed']):.2f}"
                                  for k in ("assigned_bound_seconds", "bound_seconds")),
                       f"{r['odin_wait']:.3f}", f"{r['read_share']:.2f}",
                       f"{r['read_mb']:.0f} / {r['grendel_mb']:.1f}"]
@@ -158,7 +151,7 @@ def reach(parts: list) -> str:
             ratios = [r["ceiling_images_per_s"] / r["grendel_images_per_s"] for p in mine for r in p["rows"]
                       if r["gpus"] == gpus]
             cols.append(verdict(ratios, target) if ratios else "not run")
-        cols.append(verdict([best_hidden(r["assigned_bound_seconds"], r["gpus"], r["odin_compute"], r["grendel_exposed"])
+        cols.append(verdict([hidden_at(r["assigned_bound_seconds"], r["gpus"], r["odin_compute"], 0.0, r["grendel_exposed"])
                              for p in mine for r in p["rows"]], HIDDEN_TARGET))
         generated = f"{mine[0]['gaussians']:,}" + (f" ({mine[0]['generated']:,})"
                                                     if mine[0]["generated"] != mine[0]["gaussians"] else "")

@@ -63,7 +63,7 @@ def test_each_column_is_the_hand_worked_figure(tmp_path):
 
 
 def test_a_run_exposes_exactly_its_gpu_time_not_computing():
-    """The premise of ``best_hidden``: per GPU, a simulated odin run's compute, communication and waiting
+    """The premise of ``hidden_at`` against Grendel: per GPU, a simulated odin run's compute, communication and waiting
     add up to its seconds, so at its own seconds the best hidden fraction is its hidden fraction, and it
     can only grow as the time falls to a bound."""
     scene = metadata_scene("city", 20_000, 200)

@@ -78,12 +78,13 @@ def assigned_bound(steps, plan, routes: Routes, cost: np.ndarray, profile, gpus:
     return max(busiest_rank(plan, routes, cost, profile, gpus), transfer_path(steps, plan, routes, cost, profile, gpus))
 
 
-def hidden_at(seconds: float, gpus: int, compute: float, planning: float, barrier_exposed: float) -> float:
-    """The exposed hidden fraction (1 - odin's communication and waiting / barrier's ``barrier_exposed``,
-    GPU-seconds, planning left out of both) of a run of ``seconds`` on ``gpus`` GPUs that computes
-    ``compute`` GPU-seconds and waits ``planning`` GPU-seconds on exposed planning: every GPU-second of
-    the run not computing or planning is communication or waiting."""
-    return 1.0 - (gpus * seconds - compute - planning) / barrier_exposed
+def hidden_at(seconds: float, gpus: int, compute: float, planning: float, baseline_exposed: float) -> float:
+    """The exposed hidden fraction (1 - odin's communication and waiting / the baseline's
+    ``baseline_exposed``, GPU-seconds, planning left out of both; the baseline is barrier or Grendel) of a
+    run of ``seconds`` on ``gpus`` GPUs that computes ``compute`` GPU-seconds and waits ``planning``
+    GPU-seconds on exposed planning: every GPU-second of the run not computing or planning is
+    communication or waiting. At a bound's seconds, the most any schedule that long could hide."""
+    return 1.0 - (gpus * seconds - compute - planning) / baseline_exposed
 
 
 def seconds_for_hidden(hidden: float, gpus: int, compute: float, barrier_exposed: float) -> float:
