@@ -63,22 +63,31 @@ class OutputPaths:
     png: str | None = None
 
 
+def id_order(ids: np.ndarray):
+    """The order that sorts ``ids`` [n] int64 (stable), or None when they ascend already (the trainers'
+    rows do: then no gather, which would cost more than the packing)."""
+    return None if len(ids) < 2 or bool(np.all(ids[1:] > ids[:-1])) else np.argsort(ids, kind="stable")
+
+
+def row_width(params: dict) -> int:
+    """The float32 columns of a packed row of ``params`` (name -> [n, ...]): the id's two, then each
+    parameter's values in ``PARAM_NAMES`` order."""
+    return ID_COLUMNS + sum(int(np.prod(np.shape(params[name])[1:])) for name in PARAM_NAMES)
+
+
 def pack_rows(ids: np.ndarray, params: dict) -> np.ndarray:
     """float32 [n, 2 + 11 + 3K], sorted by id: each Gaussian's int64 id (its bits in two float32
     columns), means 3, log scales 3, quaternion 4, opacity logit 1 and SH coefficients K x 3.
 
     ids: [n] int64; params: name -> NumPy [n, ...] float32 (means, scales, quats, opacities, sh0, shN)."""
     ids = np.ascontiguousarray(ids, dtype="<i8")
-    n = len(ids)
-    # the trainers' rows are in ascending id already: then no gather (it would cost more than the packing)
-    order = None if n < 2 or bool(np.all(ids[1:] > ids[:-1])) else np.argsort(ids, kind="stable")
-    columns = [ids.view("<f4").reshape(n, ID_COLUMNS), params["means"], params["scales"], params["quats"],
-               np.asarray(params["opacities"]).reshape(n, 1), params["sh0"], params["shN"]]
-    widths = [int(np.prod(np.shape(c)[1:])) for c in columns]
-    rows = np.empty((n, sum(widths)), np.float32)  # filled a column group at a time: no second copy of the rows
-    start = 0
-    for column, width in zip(columns, widths):  # a loop over the 7 parameter groups
-        block = np.asarray(column).reshape(n, width)
+    n, order = len(ids), id_order(ids)
+    rows = np.empty((n, row_width(params)), np.float32)  # filled a column group at a time: no second copy
+    rows[:, :ID_COLUMNS] = (ids if order is None else ids[order]).view("<f4").reshape(n, ID_COLUMNS)
+    start = ID_COLUMNS
+    for name in PARAM_NAMES:  # a loop over the 6 parameter groups
+        width = int(np.prod(np.shape(params[name])[1:]))
+        block = np.asarray(params[name]).reshape(n, width)
         rows[:, start:start + width] = block if order is None else block[order]
         start += width
     return rows
@@ -91,12 +100,8 @@ class PackedRows:
 
     def __init__(self, ids: np.ndarray, params: dict):
         self.ids = np.ascontiguousarray(ids, dtype="<i8")
-        self.params, n = params, len(self.ids)
-        # the trainers' rows are in ascending id already: then slices are packed as they are
-        self.order = None if n < 2 or bool(np.all(self.ids[1:] > self.ids[:-1])) else np.argsort(self.ids,
-                                                                                                  kind="stable")
-        width = ID_COLUMNS + sum(int(np.prod(np.shape(params[name])[1:])) for name in PARAM_NAMES)
-        self.shape = (n, width)
+        self.params, self.order = params, id_order(self.ids)  # slices of ascending rows are packed as they are
+        self.shape = (len(self.ids), row_width(params))
 
     def __len__(self) -> int:
         return self.shape[0]
