@@ -12,8 +12,8 @@ photos is an ``InputError``. pycolmap is an optional dependency
 Few photos may not be enough to calibrate a camera with many parameters: on the five photos of
 tests/data/cour_carree, ``OPENCV``'s fx and fy come out 725.7 and 301.8 (a real camera's pixels are
 square) with large tangential terms, which the undistortion turns into warped images that fit 3.3 dB
-worse after 1,500 training steps than those of a ``SIMPLE_RADIAL`` camera (README, "Real captures end
-to end"). ``calibration_warning`` says so when it happens.
+worse after 1,500 training steps than those of a ``SIMPLE_RADIAL`` camera (docs/performance-history.md,
+"Real captures: why the fit was poor before issue 22"). ``calibration_warning`` says so when it happens.
 """
 import os
 import tempfile
