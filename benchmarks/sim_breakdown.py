@@ -19,18 +19,28 @@ and barrier; charged, plus the planning that would then outlast the shorter wind
 have (``bounds.hidden_at``, with odin's planning wait).
 
 With ``--what-if``, odin alone (planning free) as simulated, with the links free, and with the serving
-point at an image's end instead (``what_if``). ``--seed`` changes the training order and the cost noise
+point at an image's end instead (``what_if``). With ``--bound-terms``, which term of the assigned bound binds
+in odin's first window (``bound_terms``: the busiest rank's work and its senders' time, the messages each
+rank sends, the heaviest path with messages charged and free). ``--seed`` changes the training order and the cost noise
 (``simulate``'s seed): the figures move with it (README, issue 20's check). Run from the repository root:
-``python benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME] [--seed S] [--what-if] [P ...]``.
+``python benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME] [--seed S] [--what-if |
+--bound-terms] [P ...]``.
 """
 import argparse
 import dataclasses
 import os
 
-from odin_sched.sim.bounds import hidden_at, seconds_for_hidden, with_planning
+import numpy as np
+
+from odin_sched.odin.depgraph import critical_path
+from odin_sched.odin.program import StepMessages
+from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
+from odin_sched.sim.bounds import busiest_rank, hidden_at, seconds_for_hidden, transfer_path, with_planning
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import hidden_vs_grendel
-from odin_sched.sim.simulate import hidden_fraction, metadata_scene, scaling, simulate, standing_for
+from odin_sched.sim.simulate import hidden_fraction, metadata_scene, scaling, simulate, standing_for, vertex_costs
+from odin_sched.training.step import param_columns
+from pregel.dataflow import Routes
 
 STEPS, WINDOW = 40, 10
 TARGET = 0.82  # issue 20's exposed hidden fraction
@@ -100,6 +110,34 @@ def what_if(gpus, gaussians, cameras, width, height, name, seed=0):
                                         for r in runs), flush=True)
 
 
+def bound_terms(gpus, gaussians, cameras, width, height, name, seed=0):
+    """Which term of the assigned bound (``bounds.assigned_bound``) binds in odin's first window (planning
+    free), per GPU count, in milliseconds: the work over the GPUs (the ceiling's term), the busiest rank's
+    work, the messages a rank sends (mean and most; an image's gradients go one to each other owner of its
+    cells, a cell version's parameters one to each other rank that reads it), the senders' time (mean,
+    and the busiest rank's: work plus its messages, ``busiest_rank``) and the heaviest path with each
+    message charged its transfer (``transfer_path``) and with messages free."""
+    scene = city_scene(gaussians, cameras, width, height)
+    profile = dataclasses.replace(load_profile(name, gaussians), plan_by_gpus=())
+    print("bound terms, first window (ms; planning free): GPUs | work / GPUs | busiest rank's work | messages a rank "
+          "sends: gradients mean / most, versions mean / most | senders' time mean | busiest rank (work + sends) "
+          "| path charged | path free | binds")
+    for p in gpus:
+        win = simulate(scene, profile, "odin", p, STEPS, p, window=WINDOW, seed=seed, trace=True).traced
+        cost = vertex_costs(win, scene.views, profile, np.random.default_rng([seed, 0]), profile.step_seconds)
+        routes = Routes(win.plan, StepMessages(win.steps, win.count, param_columns(DEFAULT_SH_DEGREE)), p)
+        sender = routes.group_source_rank[routes.remote]
+        image = win.steps.is_image(routes.group_src[routes.remote])
+        grads, versions = np.bincount(sender[image], minlength=p), np.bincount(sender[~image], minlength=p)
+        busy = busiest_rank(win.plan, routes, cost, profile, p)
+        path = transfer_path(win.steps, win.plan, routes, cost, profile, p)
+        ms = [1e3 * x for x in (cost.sum() / p, np.bincount(win.plan.rank, cost, p).max(),
+                                profile.overhead * (grads + versions).mean(), busy, path, critical_path(win.steps, cost))]
+        print(f"{p:>4} | {ms[0]:.1f} | {ms[1]:.1f} | {grads.mean():.0f} / {grads.max()}, {versions.mean():.0f} / "
+              f"{versions.max()} | {ms[2]:.2f} | {ms[3]:.1f} | {ms[4]:.1f} | {ms[5]:.1f} | "
+              f"{'busiest rank' if busy >= path else 'path'}", flush=True)
+
+
 def city_scene_parser(description: str) -> argparse.ArgumentParser:
     """The command line of the 1M-city simulator benchmarks: GPU counts, scene size, profile."""
     parser = argparse.ArgumentParser(description=description)
@@ -119,9 +157,12 @@ def city_scene(gaussians: int, cameras: int, width: int, height: int):
 
 if __name__ == "__main__":
     parser = city_scene_parser(__doc__.split("\n")[0])
-    parser.add_argument("--what-if", action="store_true", help="odin with the links free and with the serving "
-                        "point at an image's end, instead of the breakdown")
+    instead = parser.add_mutually_exclusive_group()
+    instead.add_argument("--what-if", action="store_true", help="odin with the links free and with the serving "
+                         "point at an image's end, instead of the breakdown")
     parser.add_argument("--seed", type=int, default=0, help="the training order's and the cost noise's seed "
                         "(simulate's; the README's tables: 0)")
+    instead.add_argument("--bound-terms", action="store_true", help="which term of the assigned bound binds in "
+                         "odin's first window, instead of the breakdown")
     a = parser.parse_args()
-    (what_if if a.what_if else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile, a.seed)
+    (what_if if a.what_if else bound_terms if a.bound_terms else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile, a.seed)
