@@ -26,24 +26,10 @@ uncapped; under the cap it stops at about 2.7 GB): run under the shared lock::
 """
 import argparse
 import os
-import subprocess
-import sys
 import time
 
-from odin_scale import (MPIEXEC, PEAK_RSS, PREGEL, make_inputs, per_rank, read_run,  # a sibling script
-                        state_bytes_per_gaussian, untrained_psnr)
-
-
-def timed(command: list) -> dict:
-    """Run a command; its exit status, last stderr line, wall seconds, processor seconds (every process)
-    and the peak RSS (bytes) of its largest process."""
-    started, cpu = time.perf_counter(), os.times()
-    done = subprocess.run([sys.executable, "-c", PEAK_RSS, *command], capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    cpu = sum(getattr(os.times(), f) - getattr(cpu, f) for f in ("children_user", "children_system"))
-    lines = done.stderr.strip().splitlines()
-    return dict(code=done.returncode, line=lines[-1] if lines else "", stderr=done.stderr, wall=wall, cpu=cpu,
-                rss=int(done.stdout.split()[-1]) * 1024 if done.stdout.strip() else 0)
+from odin_scale import (MPIEXEC, PREGEL, make_inputs, per_rank, read_run, state_bytes_per_gaussian,  # a sibling
+                        timed, untrained_psnr)
 
 
 def main():
@@ -97,6 +83,8 @@ def main():
               f"{load:.2f} | {result['rss'] / 1e9:.2f} | {per_rank(cols, 'peak_rss_bytes', 1e9, '{:.2f}')} | "
               f"{per_rank(cols, 'model_bytes', 1e9, '{:.2f}') if ranks > 1 else f'{one_model / 1e9:.2f} (computed)'} "
               f"| {attrs['final_psnr']:.4f} |", flush=True)
+    if os.path.exists(os.path.join(args.dir, f"{args.gaussians}_single.h5")):
+        print("\nThe cap did not stop the one process: lower --cap-gb or raise --gaussians.")
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
 
 

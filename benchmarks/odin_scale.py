@@ -74,16 +74,26 @@ def state_bytes_per_gaussian(sh_degree: int = 3) -> int:
     return 3 * 4 * param_columns(sh_degree) + 8 + 8 + (4 + 8 + 4)
 
 
-def run(command: list) -> tuple:
-    """Run a command; returns (wall seconds, peak RSS in bytes of its largest process, processor seconds
-    of all its processes: user + system)."""
+def timed(command: list) -> dict:
+    """Run a command; its exit status (``code``), stderr and last stderr line (``line``), wall seconds,
+    processor seconds of all its processes (user + system, ``cpu``) and the peak RSS in bytes of its
+    largest process (``rss``)."""
     started, cpu = time.perf_counter(), os.times()
     done = subprocess.run([sys.executable, "-c", PEAK_RSS, *command], capture_output=True, text=True)
     wall = time.perf_counter() - started
     cpu = sum(getattr(os.times(), f) - getattr(cpu, f) for f in ("children_user", "children_system"))
-    if done.returncode != 0:
-        sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-3000:]}")
-    return wall, int(done.stdout.split()[-1]) * 1024, cpu
+    lines = done.stderr.strip().splitlines()
+    return dict(code=done.returncode, stderr=done.stderr, line=lines[-1] if lines else "", wall=wall, cpu=cpu,
+                rss=int(done.stdout.split()[-1]) * 1024 if done.stdout.strip() else 0)
+
+
+def run(command: list) -> tuple:
+    """Run a command that must succeed; returns (wall seconds, peak RSS in bytes of its largest process,
+    processor seconds of all its processes: user + system)."""
+    done = timed(command)
+    if done["code"] != 0:
+        sys.exit(f"failed: {' '.join(command)}\n{done['stderr'][-3000:]}")
+    return done["wall"], done["rss"], done["cpu"]
 
 
 def make_inputs(folder: str, gaussians: int, args) -> tuple:

@@ -36,6 +36,19 @@ def test_images_are_renders_of_the_ground_truth():
     assert np.abs(s.images[1].astype(float) - expected).max() <= 1
 
 
+@pytest.mark.parametrize("layout, gaussians, views", [("city", 12000, 8), ("city", 40000, 1), ("objects", 3000, 1)])
+def test_images_equal_renders_of_every_gaussian(layout, gaussians, views):
+    # the generator renders only the k-d cells that may touch an image; the oracle renders them all
+    from kernels.splat import render
+    s = generate_scene(gaussians, 16, 24, 20, seed=2, layout=layout, views_per_spot=views)
+    g = {k: torch.from_numpy(v) for k, v in s.gaussians().items()}
+    for i in range(s.num_cameras):
+        image, _ = render(**g, viewmat=torch.from_numpy(s.viewmats[i]), K=torch.from_numpy(s.Ks[i]), width=24,
+                          height=20)
+        assert np.array_equal(np.round(np.clip(image.numpy(), 0, 1) * 255).astype(np.uint8), s.images[i]), i
+    assert s.images.mean() > 10
+
+
 def test_city_cameras_each_see_a_small_part():
     s = generate_scene(12000, 8, 24, 24, seed=0, layout="city")
     g = {k: torch.from_numpy(v) for k, v in s.gaussians().items()}
