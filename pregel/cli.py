@@ -950,9 +950,9 @@ def _main(args) -> int:
         if memory is not None:  # one line, not a traceback; under mpiexec it ends every rank
             print(f"pregel {args.command}{f' [rank {rank}]' if size > 1 else ''}: error: {memory}", file=sys.stderr,
                   flush=True)
-            if size == 1:
-                return EXIT_OUT_OF_MEMORY
-            _abort(EXIT_OUT_OF_MEMORY)
+            if size > 1:
+                _abort(EXIT_OUT_OF_MEMORY)  # MPICH may return from the abort while it tears the job down
+            return EXIT_OUT_OF_MEMORY
         _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
         if size == 1:
             raise

@@ -1,5 +1,6 @@
 """``keep_freed_memory``: freed blocks stay in the process (the kernel's own RSS count is the oracle);
 ``peak_rss_bytes``: the process's own peak in bytes (known allocation sizes are the oracle)."""
+import os
 import subprocess
 import sys
 
@@ -83,6 +84,10 @@ import resource, sys
 import numpy as np, torch
 import pregel.cli as cli
 def run(args):  # the command itself: one allocation of 1 GiB under an address-space limit 256 MiB above now
+    if len(sys.argv) > 3:  # under mpiexec: rank 0 waits in MPI for rank 1, which runs out of memory
+        from mpi4py import MPI
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            MPI.COMM_WORLD.Barrier()
     with open("/proc/self/status") as f:
         size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
     resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))
@@ -107,6 +112,19 @@ def test_an_allocation_over_the_address_space_limit_is_one_line(tmp_path, librar
     assert len(lines) == 1 and lines[0].startswith("pregel generate-scene: error: out of memory: "), done.stderr
     assert what in lines[0] and "address-space limit of" in lines[0], lines[0]
     assert not out.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status and RLIMIT_AS")
+def test_out_of_memory_on_one_rank_ends_every_rank(tmp_path):
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    out = tmp_path / "scene.h5"
+    done = subprocess.run([mpiexec, "-n", "2", sys.executable, "-c", OUT_OF_MEMORY, str(out), "numpy", "mpi"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("pregel generate-scene")]
+    assert len(lines) == 1 and lines[0].startswith("pregel generate-scene [rank 1]: error: out of memory: "), \
+        done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
 
 
 def test_other_errors_are_not_out_of_memory():
