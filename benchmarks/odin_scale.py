@@ -2,8 +2,11 @@
 side by side in one run, each a whole ``pregel train`` command (start-up, training, writing).
 
 For each model size (default 2,000,000 and 200,000 Gaussians), a generated `city` scene (48 cameras at
-64 x 48 by default) is trained from a PLY of its own Gaussians (``--init-ply``) for 12 steps with window
-4 (``--sh-degree``, default 3 as ``pregel train``'s): one process with B = 2 and B = 3 (culling: an image
+64 x 48 by default, taken 8 side by side at each of 6 spots of the fly-through: ``generate-scene
+--views-per-spot 8``, so that each spot's held-out camera sees what its 7 training cameras see) is
+trained from a PLY of its own Gaussians with seeded noise on their colours (``--color-noise``, standard
+deviation 0.05: training has something to correct that the held-out views show) for 12 steps with
+window 4 (``--sh-degree``, default 3 as ``pregel train``'s): one process with B = 2 and B = 3 (culling: an image
 renders only the Gaussians that can touch it, as an odin image step does), one process with B = 2 and
 ``--no-cull`` (every Gaussian rendered for every image, for reference), and ``mpiexec -n P`` with B = P
 in both distributed modes.
@@ -14,7 +17,10 @@ process's own peak, its part of writing the outputs included), the largest proce
 (``model_bytes``), bytes sent at window ends per rank per window (``window_end_bytes``) and planning
 seconds per window (``plan_seconds``). One process's model bytes are computed (G x the
 bytes of a Gaussian's training state: parameters, two Adam moments, step count, accumulators); it
-records no per-rank metrics. Then the targets of the issue this benchmark was written for:
+records no per-rank metrics. The held-out PSNR of each run is printed with that of the untrained model
+(the PLY, rendered as the trainer evaluates), and whether the distributed runs' PSNR equals the one
+process's with the same B bit for bit (it must: training is exact). Then the targets of the issue this
+benchmark was written for:
 
 * ``model_bytes`` per rank at P = 3 at most 0.45 of one process's;
 * peak RSS per rank at P = 3 at most 0.65 of one process's;
@@ -55,6 +61,8 @@ PEAK_RSS = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:
 #: the issue's targets
 MODEL_RATIO, RSS_RATIO, SPEEDUP = 0.45, 0.65, 1.5
 CELL_BYTES, IMAGE_BYTES = 64, 16
+#: the scene's views per spot (each spot's first is held out) and the seed of the PLY's colour noise
+VIEWS_PER_SPOT, NOISE_SEED = 8, 7
 
 
 def state_bytes_per_gaussian(sh_degree: int = 3) -> int:
@@ -66,34 +74,65 @@ def state_bytes_per_gaussian(sh_degree: int = 3) -> int:
     return 3 * 4 * param_columns(sh_degree) + 8 + 8 + (4 + 8 + 4)
 
 
-def run(command: list) -> tuple:
-    """Run a command; returns (wall seconds, peak RSS in bytes of its largest process, processor seconds
-    of all its processes: user + system)."""
+def timed(command: list) -> dict:
+    """Run a command; its exit status (``code``), stderr and last stderr line (``line``), wall seconds,
+    processor seconds of all its processes (user + system, ``cpu``) and the peak RSS in bytes of its
+    largest process (``rss``)."""
     started, cpu = time.perf_counter(), os.times()
     done = subprocess.run([sys.executable, "-c", PEAK_RSS, *command], capture_output=True, text=True)
     wall = time.perf_counter() - started
     cpu = sum(getattr(os.times(), f) - getattr(cpu, f) for f in ("children_user", "children_system"))
-    if done.returncode != 0:
-        sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-3000:]}")
-    return wall, int(done.stdout.split()[-1]) * 1024, cpu
+    lines = done.stderr.strip().splitlines()
+    return dict(code=done.returncode, stderr=done.stderr, line=lines[-1] if lines else "", wall=wall, cpu=cpu,
+                rss=int(done.stdout.split()[-1]) * 1024 if done.stdout.strip() else 0)
+
+
+def run(command: list) -> tuple:
+    """Run a command that must succeed; returns (wall seconds, peak RSS in bytes of its largest process,
+    processor seconds of all its processes: user + system)."""
+    done = timed(command)
+    if done["code"] != 0:
+        sys.exit(f"failed: {' '.join(command)}\n{done['stderr'][-3000:]}")
+    return done["wall"], done["rss"], done["cpu"]
 
 
 def make_inputs(folder: str, gaussians: int, args) -> tuple:
-    """(scene file, PLY of its Gaussians) of a generated `city` scene, made once per size."""
-    scene = os.path.join(folder, f"city_{gaussians}.h5")
-    ply = os.path.join(folder, f"city_{gaussians}.ply")
+    """(scene file, PLY of its Gaussians with noisy colours) of a generated `city` scene with
+    ``VIEWS_PER_SPOT`` views per spot, made once per size (and colour noise)."""
+    scene = os.path.join(folder, f"city_{gaussians}_spots{VIEWS_PER_SPOT}.h5")
+    ply = os.path.join(folder, f"city_{gaussians}_spots{VIEWS_PER_SPOT}_noise{args.color_noise:g}.ply")
     if not os.path.exists(scene):
         wall, _, cpu = run([PREGEL, "generate-scene", "--gaussians", str(gaussians), "--cameras", str(args.cameras),
                             "--width", str(args.width), "--height", str(args.height), "--layout", "city", "--seed",
-                            "1", "--out", scene])
+                            "1", "--views-per-spot", str(VIEWS_PER_SPOT), "--out", scene])
         print(f"generated {scene}: {wall:.1f} s, {cpu:.1f} processor s")
     if not os.path.exists(ply):
         from odin_sched.scenes.ply import write_ply
         from odin_sched.scenes.scene_io import read_scene
 
-        model = read_scene(scene)
-        write_ply(ply, model.means, model.scales, model.quats, model.opacities, colors=model.colors)
+        started = time.perf_counter()
+        model = read_scene(scene, lazy_images=True, init=False)
+        noise = np.random.default_rng(NOISE_SEED).normal(0.0, args.color_noise, model.colors.shape)
+        colors = np.clip(model.colors + noise.astype(np.float32), 0.0, 1.0)
+        write_ply(ply, model.means, model.scales, model.quats, model.opacities, colors=colors)
+        print(f"wrote {ply}: {time.perf_counter() - started:.1f} s")
     return scene, ply
+
+
+def untrained_psnr(scene: str, ply: str, sh_degree: int) -> float:
+    """Mean held-out PSNR (dB) of the model in ``ply`` before any step, evaluated as the trainers evaluate
+    (``odin_sched.training.train.evaluate``, culled) at the SH degree of the first step."""
+    import torch
+    from kernels.splat import render
+    from odin_sched.training.config import TrainConfig
+    from odin_sched.training.culling import Culling
+    from odin_sched.training.train import evaluate, prepare
+
+    setup = prepare(TrainConfig(scene=scene, steps=1, init_ply=ply, sh_degree=sh_degree), lazy_images=True)
+    ids = torch.arange(len(setup.initial["means"]))
+    kept = Culling().kept_rows(setup.initial, ids, setup.scene, setup.test_ids)
+    return evaluate(render, setup.initial, setup.scene, setup.test_ids, setup.targets, setup.active_sh_degree(1),
+                    kept)[0]
 
 
 def train_command(args, scene, ply, out, batch, mode=None, ranks=1, cull=True) -> list:
@@ -133,6 +172,8 @@ def main():
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--window", type=int, default=4)
     parser.add_argument("--sh-degree", type=int, default=3, help="pregel train's --sh-degree (its default 3)")
+    parser.add_argument("--color-noise", type=float, default=0.05,
+                        help="standard deviation of the seeded noise added to the PLY's colours (default 0.05)")
     parser.add_argument("--dir", default="benchmarks/odin_scale_out")
     parser.add_argument("--rounds", type=int, default=0,
                         help="instead of the table: N alternating rounds of one process and odin, both with "
@@ -153,9 +194,12 @@ def main():
         scene, ply = make_inputs(args.dir, gaussians, args)
         one_model = gaussians * state_bytes_per_gaussian(args.sh_degree)
         print(f"\n### {gaussians:,} Gaussians (one process's training state: {one_model / 1e9:.2f} GB)\n")
+        before = untrained_psnr(scene, ply, args.sh_degree)
+        print(f"held-out PSNR of the untrained model: {before:.4f} dB\n")
         print("| run | B | images/s | whole command s | processor s | load before | largest process peak RSS GB "
-              "| peak RSS GB/rank | model GB/rank | window-end bytes/rank/window | plan s/window/rank |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+              "| peak RSS GB/rank | model GB/rank | window-end bytes/rank/window | plan s/window/rank "
+              "| held-out PSNR dB |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         results = {}
         runs = ([("one process", b, None, 1, True) for b in sorted(set(ranks))]
                 + [("one process, --no-cull", min(ranks), None, 1, False)]
@@ -167,12 +211,14 @@ def main():
             data = read_run(out)
             cols, attrs = data["columns"], data["attrs"]
             images_per_s = attrs["steps_per_second"] * batch
-            results[(mode if cull else "no-cull", p, batch)] = dict(images=images_per_s, rss=rss, cols=cols, cells=attrs.get("cells"))
+            results[(mode if cull else "no-cull", p, batch)] = dict(images=images_per_s, rss=rss, cols=cols,
+                                                                    cells=attrs.get("cells"), psnr=attrs["final_psnr"])
             print(f"| {name} | {batch} | {images_per_s:.2f} | {wall:.1f} | {cpu:.1f} | {load:.2f} | {rss / 1e9:.2f} | "
                   f"{per_rank(cols, 'peak_rss_bytes', 1e9, '{:.2f}')} | "
                   f"{per_rank(cols, 'model_bytes', 1e9, '{:.2f}') if mode else f'{one_model / 1e9:.2f} (computed)'} | "
                   f"{per_rank(cols, 'window_end_bytes', windows, '{:,.0f}')} | "
-                  f"{per_rank(cols, 'plan_seconds', windows, '{:.2f}')} |", flush=True)
+                  f"{per_rank(cols, 'plan_seconds', windows, '{:.2f}')} | {attrs['final_psnr']:.4f} |", flush=True)
+        print_psnr(results, before)
         print_targets(results, ranks, one_model, windows, args)
         print(f"\nload average {os.getloadavg()[0]:.2f} after the {gaussians:,}-Gaussian runs")
 
@@ -205,6 +251,18 @@ def alternate(args, gaussians: int, p: int) -> None:
                   f"{before:.2f} / {os.getloadavg()[0]:.2f} | {ratio} |", flush=True)
     print(f"\nmedian odin / one process over {args.rounds} rounds: {np.median(ratios):.2f} "
           f"({min(ratios):.2f}-{max(ratios):.2f}; goal >= {SPEEDUP})")
+
+
+def print_psnr(results: dict, before: float) -> None:
+    """Held-out PSNR before and after training, and whether every run equals the one process with its B
+    bit for bit."""
+    for batch in sorted({b for (_, _, b) in results}):
+        runs = {key: r["psnr"] for key, r in results.items() if key[2] == batch}
+        single = runs[(None, 1, batch)]
+        others = ", ".join(f"{mode} P={p}: {'equal' if value == single else f'DIFFERS ({float(value)!r})'}"
+                           for (mode, p, _), value in runs.items() if mode is not None)
+        print(f"\nB = {batch}: held-out PSNR {before:.4f} dB untrained, {float(single)!r} dB after training "
+              f"(one process); bit for bit against it: {others}")
 
 
 def print_targets(results: dict, ranks: list, one_model: int, windows: int, args) -> None:

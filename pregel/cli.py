@@ -20,11 +20,12 @@ from contextlib import contextmanager  # noqa: E402
 
 from pregel.errors import InputError  # noqa: E402
 from pregel.interrupt import EXIT_INTERRUPTED, exit_on_interrupt  # noqa: E402
-from pregel.memory import keep_freed_memory  # noqa: E402
+from pregel.memory import keep_freed_memory, out_of_memory  # noqa: E402
 from pregel.outputs import check_outputs  # noqa: E402
 from pregel.quick_exit import end_process  # noqa: E402
 
 EXIT_BAD_INPUT = 2
+EXIT_OUT_OF_MEMORY = 3
 #: the config classes whose fields the flags set: the library's "TrainConfig.batch_size" is "--batch-size"
 CONFIG_CLASSES = ("TrainConfig", "OdinOptions", "SimulateConfig", "PageRank", "ShortestPaths", "BreadthFirst")
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
@@ -409,6 +410,9 @@ def _add_generate_scene(sub) -> None:
     p.add_argument("--layout", choices=("objects", "city"), default="objects",
                    help="objects on a ground plane with a camera ring, or a city-block grid with a "
                         "low fly-through (default %(default)s)")
+    p.add_argument("--views-per-spot", type=int, default=1, metavar="K",
+                   help="city: the fly-through stops at C / K spots and takes K views side by side at each "
+                        "(8: every held-out camera sees what its spot's training cameras see; default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
     p.set_defaults(run=_run_generate_scene)
@@ -419,7 +423,7 @@ def _run_generate_scene(args) -> None:
     from odin_sched.scenes.scene_io import write_scene
     started = time.perf_counter()
     scene = generate_scene(args.gaussians, args.cameras, args.width, args.height, seed=args.seed,
-                           layout=args.layout)
+                           layout=args.layout, views_per_spot=args.views_per_spot)
     write_scene(args.out, scene)
     print(f"wrote {args.out}: {args.layout} scene, {scene.num_gaussians:,} Gaussians, {scene.num_cameras} "
           f"cameras at {args.width} x {args.height}, {scene.init_means.shape[0]:,} initial points "
@@ -942,6 +946,13 @@ def _main(args) -> int:
         if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
             print(f"pregel {args.command}: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
+        memory = out_of_memory(err)
+        if memory is not None:  # one line, not a traceback; under mpiexec it ends every rank
+            print(f"pregel {args.command}{f' [rank {rank}]' if size > 1 else ''}: error: {memory}", file=sys.stderr,
+                  flush=True)
+            if size > 1:
+                _abort(EXIT_OUT_OF_MEMORY)  # MPICH may return from the abort while it tears the job down
+            return EXIT_OUT_OF_MEMORY
         _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
         if size == 1:
             raise

@@ -96,3 +96,28 @@ def require_memory(nbytes: int, what: str) -> None:
     if nbytes > total:
         raise InputError(f"{what} would take {nbytes / 2**30:,.1f} GiB, more than this machine's "
                          f"{total / 2**30:,.1f} GiB of memory")
+
+
+#: what torch's CPU allocator says when an allocation fails (it raises RuntimeError, not MemoryError)
+TORCH_ALLOCATION_FAILED = "DefaultCPUAllocator: can't allocate memory"
+
+
+def out_of_memory(err: BaseException) -> str | None:
+    """One line for an allocation that failed (``MemoryError``, or torch's CPU allocator's RuntimeError),
+    naming what was asked for where the error says and the limit that stopped it: this process's
+    address-space limit (``prlimit --as``, ``ulimit -v``, RLIMIT_AS) when one is set, else the machine's
+    memory. None for any other error."""
+    text = str(err)
+    if not (isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and TORCH_ALLOCATION_FAILED in text)):
+        return None
+    if TORCH_ALLOCATION_FAILED in text:  # "... you tried to allocate N bytes. Error code 12 ..."
+        asked = text.partition("tried to allocate ")[2].partition(" bytes")[0]
+        what = f"could not allocate {int(asked) / 2**30:,.2f} GiB" if asked.isdigit() else "an allocation failed"
+    else:
+        what = text.splitlines()[0] if text.strip() else "an allocation failed"
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit != resource.RLIM_INFINITY:
+        within = f"this process's address-space limit of {limit / 2**30:,.2f} GiB (RLIMIT_AS: prlimit --as, ulimit -v)"
+    else:
+        within = f"this machine's {physical_memory() / 2**30:,.1f} GiB"
+    return f"out of memory: {what}, within {within}"

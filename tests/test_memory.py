@@ -1,5 +1,6 @@
 """``keep_freed_memory``: freed blocks stay in the process (the kernel's own RSS count is the oracle);
 ``peak_rss_bytes``: the process's own peak in bytes (known allocation sizes are the oracle)."""
+import os
 import subprocess
 import sys
 
@@ -76,3 +77,58 @@ def test_release_hands_a_large_free_heap_back():
                                              capture_output=True, text=True).stdout.split())
     assert kept < 1 << 20            # freed, but still resident
     assert released > 380 << 20      # handed back by release_freed_memory
+
+
+OUT_OF_MEMORY = """
+import resource, sys
+import numpy as np, torch
+import pregel.cli as cli
+def run(args):  # the command itself: one allocation of 1 GiB under an address-space limit 256 MiB above now
+    if len(sys.argv) > 3:  # under mpiexec: rank 0 waits in MPI for rank 1, which runs out of memory
+        from mpi4py import MPI
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            MPI.COMM_WORLD.Barrier()
+    with open("/proc/self/status") as f:
+        size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))
+    if sys.argv[2] == "numpy":
+        np.ones(1 << 30, np.uint8)
+    else:
+        torch.ones(1 << 28, dtype=torch.float32)
+    open(args.out, "w").close()  # never reached
+cli._run_generate_scene = run
+sys.exit(cli.main(["generate-scene", "--gaussians", "100", "--cameras", "2", "--out", sys.argv[1]]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status and RLIMIT_AS")
+@pytest.mark.parametrize("library, what", [("numpy", "Unable to allocate 1.00 GiB"),
+                                           ("torch", "could not allocate 1.00 GiB")])
+def test_an_allocation_over_the_address_space_limit_is_one_line(tmp_path, library, what):
+    out = tmp_path / "scene.h5"
+    done = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(out), library], capture_output=True, text=True)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 3, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("pregel generate-scene: error: out of memory: "), done.stderr
+    assert what in lines[0] and "address-space limit of" in lines[0], lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status and RLIMIT_AS")
+def test_out_of_memory_on_one_rank_ends_every_rank(tmp_path):
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    out = tmp_path / "scene.h5"
+    done = subprocess.run([mpiexec, "-n", "2", sys.executable, "-c", OUT_OF_MEMORY, str(out), "numpy", "mpi"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("pregel generate-scene")]
+    assert len(lines) == 1 and lines[0].startswith("pregel generate-scene [rank 1]: error: out of memory: "), \
+        done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
+def test_other_errors_are_not_out_of_memory():
+    from pregel.memory import out_of_memory
+
+    assert out_of_memory(RuntimeError("shape mismatch")) is None and out_of_memory(ValueError("x")) is None
+    assert out_of_memory(MemoryError()).startswith("out of memory: an allocation failed, within ")
