@@ -166,23 +166,27 @@ class Comm:
         return out
 
     def allgather_rows(self, rows: np.ndarray) -> np.ndarray:
-        """Every rank's ``rows`` [n_r, ...] concatenated in rank order, on every rank (one Allgatherv)."""
+        """Every rank's ``rows`` [n_r, ...] concatenated in rank order, on every rank (the row counts
+        exchanged, then one Allgatherv)."""
+        if self.size == 1:
+            return np.ascontiguousarray(rows)
+        return self.allgather_known(rows, self.mpi.allgather(len(rows)))
+
+    def allgather_known(self, rows: np.ndarray, counts) -> np.ndarray:
+        """``allgather_rows`` when every rank's row count [size] is already known (one Allgatherv, no
+        count exchange): rank r gives ``counts[r]`` rows."""
         rows = np.ascontiguousarray(rows)
         if self.size == 1:
             return rows
         from mpi4py import MPI
 
-        out, layout = self._rows_layout(rows, allocate=True)
+        out, layout = _known_layout(rows, np.asarray(counts, dtype=np.int64), allocate=True)
         self.mpi.Allgatherv([_as_bytes(rows), MPI.BYTE], [_as_bytes(out), layout, MPI.BYTE])
         return out
 
     def _rows_layout(self, rows: np.ndarray, allocate: bool):
         """(output array or None, (byte counts, byte displacements) per rank) for gathering ``rows``."""
-        counts = np.asarray(self.mpi.allgather(len(rows)), dtype=np.int64)
-        row = int(np.prod(rows.shape[1:], dtype=np.int64))
-        out = np.empty((int(counts.sum()),) + rows.shape[1:], dtype=rows.dtype) if allocate else None
-        item_counts = counts * row * rows.dtype.itemsize
-        return out, (item_counts, np.concatenate([[0], np.cumsum(item_counts)[:-1]]))
+        return _known_layout(rows, np.asarray(self.mpi.allgather(len(rows)), dtype=np.int64), allocate)
 
     # ------------------------------------------------------------------ point-to-point (non-blocking)
     # Used only with size > 1 (at one rank a runtime delivers locally). Buffers are contiguous
@@ -286,6 +290,15 @@ class Comm:
             agreed.collective = True  # every rank raises it: no rank is left waiting
             raise agreed
         return [v for _, v in gathered]
+
+
+def _known_layout(rows: np.ndarray, counts: np.ndarray, allocate: bool):
+    """(output array or None, (byte counts, byte displacements) per rank) for gathering ``rows`` [n_r,
+    ...] of every rank, ``counts`` [size] int64 rows each."""
+    row = int(np.prod(rows.shape[1:], dtype=np.int64))
+    out = np.empty((int(counts.sum()),) + rows.shape[1:], dtype=rows.dtype) if allocate else None
+    item_counts = counts * row * rows.dtype.itemsize
+    return out, (item_counts, np.concatenate([[0], np.cumsum(item_counts)[:-1]]))
 
 
 def _as_bytes(array: np.ndarray) -> np.ndarray:

@@ -26,12 +26,13 @@ RANKS = 3
 
 
 class GatheredComm:
-    """What ``allgather_rows`` returns on every rank of a job: every rank's rows in rank order (given)."""
+    """What ``allgather_known`` returns on every rank of a job: every rank's rows in rank order (given)."""
 
     def __init__(self, parts):
-        self.parts = parts
+        self.parts, self.size = parts, len(parts)
 
-    def allgather_rows(self, rows):
+    def allgather_known(self, rows, counts):
+        assert [len(p) for p in self.parts] == list(counts)  # the sizes every rank knows are the sizes sent
         return np.concatenate(self.parts)
 
 

@@ -111,3 +111,15 @@ def test_densification_ran(cases):
             scene = read_scene(case["scene"])
             start = scene.num_gaussians if "init_ply" in case else scene.init_means.shape[0]
             assert read_scene(folder / f"{name}_single.h5").num_gaussians != start, name
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_every_rank_closes_the_scene_file(tmp_path, size):
+    scene = tmp_path / "scene.h5"
+    write_scene(scene, generate_scene(200, 8, 16, 12, seed=3, layout="city"))
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    script = os.path.join(os.path.dirname(__file__), "mpi_scripts", "scene_closed.py")
+    done = subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", script, str(scene), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", str(size)] * size

@@ -194,3 +194,57 @@ def test_densification_is_on_by_default_and_no_densify_turns_it_off(tmp_path):
         out = tmp_path / f"t{expected}.h5"
         assert main(["train", "--scene", str(scene), "--steps", "2", "--out", str(out), *flags]) == 0
         assert bool(read_scene(out).attrs["densify"]) is expected
+
+
+def writable(path) -> bool:
+    """Whether this process can open ``path`` for writing: HDF5 refuses while it is still open for
+    reading here ("file is already open for read-only")."""
+    import h5py
+
+    try:
+        h5py.File(path, "r+").close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_scene_file_is_closed_when_training_ends(scene_path, tmp_path, monkeypatch, fails):
+    # closed by the trainer itself, not when the images object is collected: the set-up (and with it the
+    # images) is kept alive here, as the traceback of a failed run keeps it
+    import odin_sched.training.train as train_module
+
+    kept, set_up = [], train_module.set_up
+
+    def keeping(*args, **kwargs):
+        kept.append(set_up(*args, **kwargs))
+        return kept[-1]
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("writing failed")
+
+    monkeypatch.setattr(train_module, "set_up", keeping)
+    if fails:  # the images were read, then the run fails before its end
+        monkeypatch.setattr(train_module, "write_outputs", failing)
+    config = TrainConfig(scene_path, 3, tmp_path / "c.h5", seed=0, eval_every=3, progress=False)
+    assert writable(scene_path)
+    if fails:
+        with pytest.raises(RuntimeError, match="writing failed") as caught:
+            train(config)
+        assert caught.tb is not None
+    else:
+        train(config)
+    assert kept[0][0].scene.images.reads > 0 and writable(scene_path)
+
+
+def test_scene_images_close_and_open_again(scene_path):
+    scene = read_scene(scene_path, lazy_images=True)
+    whole = read_scene(scene_path).images
+    with scene.images as images:
+        assert np.array_equal(images[2], whole[2])
+        assert not writable(scene_path)
+    assert writable(scene_path)
+    assert np.array_equal(scene.images[1], whole[1]) and scene.images.reads == 2  # a read after close opens it
+    scene.images.close()
+    scene.images.close()  # closing twice does nothing
+    assert writable(scene_path)

@@ -97,3 +97,20 @@ def test_bad_visible_mask_is_rejected():
     opt = VisibleAdam(make_params(4), default_lrs(1.0))
     with pytest.raises(ValueError, match="visible"):
         opt.step(torch.ones(3, dtype=torch.bool))
+
+
+def test_without_a_copy_the_given_tensors_are_trained_the_same():
+    g = 40
+    given = make_params(g, seed=3)
+    copied, own = VisibleAdam(make_params(g, seed=3), default_lrs(2.0)), VisibleAdam(given, default_lrs(2.0), copy=False)
+    start = {k: v.clone() for k, v in given.items()}
+    for step in range(3):
+        visible = torch.arange(g) % (step + 2) == 0
+        for opt in (copied, own):
+            for name, grad in fake_grads(g, step).items():
+                opt.params[name].grad = grad
+            opt.step(visible)
+    for k in SHAPES:
+        assert own.params[k].data_ptr() == given[k].data_ptr()  # trained in place, no second copy
+        assert torch.equal(given[k], own.params[k].detach()) and not torch.equal(given[k], start[k])
+        assert torch.equal(own.params[k], copied.params[k]) and torch.equal(own.exp_avg_sq[k], copied.exp_avg_sq[k])

@@ -1,10 +1,17 @@
-"""The window end's motion check counts what the full computation over every row counts.
+"""The window end: its motion check counts what the full computation over every row counts, and its one
+combined exchange gives what the separate exchanges and a brute-force pass give.
 
 ``escaped`` measures only the rows whose means or log-scales changed since the snapshot; the oracle is
 ``motion_within_margin`` over every row (float64 norms and growths). Cases: rows moved by random steps
 around the margin, rows that became infinite or NaN and rows left at infinity, and a negative margin,
-which even a row that kept its values exceeds.
+which even a row that kept its values exceeds. The exchange runs under mpiexec at P = 1, 2, 3
+(tests/mpi_scripts/window_end_exchange.py says what it checks).
 """
+import os
+import shutil
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +19,9 @@ import torch
 from odin_sched.odin.window_end import escaped, motion_snapshot
 from odin_sched.scenes.visibility import Margin, motion_within_margin
 from odin_sched.training.optim import VisibleAdam
+
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "window_end_exchange.py")
 
 
 def oracle(snapshot: dict, opt: VisibleAdam, margin: Margin) -> int:
@@ -40,3 +50,12 @@ def test_escaped_counts_what_every_row_counts(seed, margin):
     expected = oracle(snapshot, opt, margin)
     assert escaped(snapshot, opt, margin) == expected
     assert 0 < expected < g if margin.means >= 0 else expected == g
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_one_exchange_gives_the_separate_results(size):
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    done = subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", str(size)] * size

@@ -42,9 +42,16 @@ def bounds_of(rows: np.ndarray) -> CellBounds:
 
 
 def exchange_metadata(comm, rows: np.ndarray, owner: np.ndarray) -> CellBounds:
-    """Every cell's bounds on every rank (collective): each rank gives the rows [k, META_COLUMNS] of its
-    cells (those with ``owner == comm.rank``, ascending id); owner: [K] int64 rank of each cell."""
-    gathered = comm.allgather_rows(np.ascontiguousarray(rows, np.float32))
+    """Every cell's bounds on every rank (collective: one Allgatherv, every rank's cell count is known from
+    ``owner``): each rank gives the rows [k, META_COLUMNS] of its cells (those with ``owner == comm.rank``,
+    ascending id); owner: [K] int64 rank of each cell."""
+    counts = np.bincount(owner, minlength=comm.size)
+    return gathered_bounds(comm.allgather_known(np.ascontiguousarray(rows, np.float32), counts), owner)
+
+
+def gathered_bounds(gathered: np.ndarray, owner: np.ndarray) -> CellBounds:
+    """The ``CellBounds`` of every cell from the metadata rows [K, META_COLUMNS] of every rank's cells in
+    rank order (each rank's ascending id, as ``exchange_metadata`` gathers them); owner: [K] int64."""
     by_cell = np.argsort(owner, kind="stable")  # the order of the gathered rows: by rank, then cell id
     out = np.empty_like(gathered)
     out[by_cell] = gathered

@@ -143,7 +143,7 @@ class Shard:
         indptr, members, owner, index = _cut(params["means"], rank, size, num_cells)
         owned = {k: v.detach()[index] for k, v in params.items()} if read_rows is None else \
             {k: v.to(index.device) for k, v in read_rows(index.cpu().numpy()).items()}
-        mine = VisibleAdam(owned, lrs, betas, eps)
+        mine = VisibleAdam(owned, lrs, betas, eps, copy=False)  # ``owned`` is this rank's own copy already
         mine.ids = index.clone()  # the initial ids are the rows
         accum = GradAccumulator(len(index), mine.device) if keep_stats else None
         return cls(rank, indptr, members, owner, mine, accum)
@@ -164,7 +164,7 @@ class Shard:
         columns = checkpoint.restore_rows(state, lambda row: mine[row])
         params = {name[len("params/"):]: torch.from_numpy(np.array(value)).to(device)
                   for name, value in columns.items() if name.startswith("params/")}
-        opt = VisibleAdam(params, lrs, betas, eps)
+        opt = VisibleAdam(params, lrs, betas, eps, copy=False)  # ``params`` were read for it
         accum = install_columns(opt, columns, keep_stats)
         return cls(rank, indptr, members, owner, opt, accum)
 

@@ -211,7 +211,7 @@ class RankRecord:
         m.compute_seconds += result.compute_seconds
         m.comm_seconds += result.comm_seconds
         m.wait_seconds += result.wait_seconds + max(0.0, returned - called - result.elapsed_seconds)
-        m.images += int(np.count_nonzero(window.plan.rank[window.steps.images] == self.rank))
+        m.images += int(np.count_nonzero(image_ranks(window) == self.rank))
         m.messages_sent += result.messages_sent
         m.bytes_sent += result.bytes_sent
         if self.tracing and result.spans is not None:
@@ -289,10 +289,14 @@ def cached_bytes(window: Window, rank: int, columns: int) -> int:
     return int(window.count[steps.version_cell[versions]].sum() * columns * 4)
 
 
+def image_ranks(window: Window) -> np.ndarray:
+    """[I] int64 the rank that renders each image of ``window`` (its plan's assignment)."""
+    return window.plan.rank[window.steps.images]
+
+
 def window_cameras(window: Window, rank: int) -> np.ndarray:
-    """Cameras [k] of the images ``rank`` renders in ``window`` (its plan's assignment)."""
-    steps = window.steps
-    return np.unique(steps.image_camera[window.plan.rank[steps.images] == rank])
+    """Cameras [k] of the images ``rank`` renders in ``window``."""
+    return np.unique(window.steps.image_camera[image_ranks(window) == rank])
 
 
 def eval_plan(visible: np.ndarray, owner: np.ndarray, size: int) -> tuple[DataflowPlan, np.ndarray]:
@@ -377,7 +381,7 @@ class DistributedTrainer:
             bad = [escaped(snapshots[planned.base], self.shard.opt, planned.window.margin),
                    escaped(snapshots[start], self.shard.opt, self.planner.premise(ahead)) if ahead else 0]
             t0 = time.perf_counter()
-            end = exchange_window_end(self.comm, self.shard, image_losses, stop - start,
+            end = exchange_window_end(self.comm, self.shard, image_losses, image_ranks(planned.window),
                                       self.setup.settings.batch_size, bad)
             self.record.window_ended(t0, time.perf_counter(), planned.window, end.bytes_sent)
             losses[start:stop], bounds = end.losses, end.bounds
@@ -576,6 +580,13 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
     extra_outputs = (("timeline", options.timeline), ("schedule_out", options.schedule_out))
     setup, render = set_up(config, checkpoint, comm, extra_outputs,
                            check=lambda setup: check_options(options, comm.size, setup.initial["means"].shape[0]))
+    with setup.scene.images:  # the scene file closes however training ends
+        return train_from_setup(comm, setup, render, config, options, checkpoint)
+
+
+def train_from_setup(comm, setup: TrainingSetup, render, config: TrainConfig, options: OdinOptions,
+                 checkpoint=None) -> TrainResult:
+    """``train_distributed`` after its set-up: ``set_up``'s (setup, render) for ``config`` on this rank."""
     if config.batch_size < comm.size and comm.rank == 0:
         print(f"note: batch size {config.batch_size} < {comm.size} ranks: at most {config.batch_size} ranks can "
               f"work on a batch at once")

@@ -1,8 +1,9 @@
 """The work at a window's end: the only collective exchange of a window, metadata-sized.
 
-Every rank sends its images' losses (16 bytes each), its counts of Gaussians that left the
-visibility margins (``escaped``) and the metadata of its cells (``odin_sched.odin.cell_meta``, 32 bytes
-per cell); no parameter crosses ranks here. Every rank gets the window's batch losses, the summed
+Every rank sends its images' losses (8 bytes each), its counts of Gaussians that left the visibility
+margins (``escaped``, 8 bytes each) and the metadata of its cells (``odin_sched.odin.cell_meta``, 32
+bytes per cell), together in one Allgatherv whose layout every rank knows; no parameter crosses ranks
+here. Every rank gets the window's batch losses, the summed
 counts and every cell's bounds, from which the next windows are planned.
 """
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from odin_sched.odin.cell_meta import exchange_metadata
+from odin_sched.odin.cell_meta import META_COLUMNS, gathered_bounds
 from odin_sched.scenes.cells import CellBounds
 from odin_sched.scenes.visibility import motion_within_margin
 from odin_sched.training.optim import VisibleAdam
@@ -28,23 +29,37 @@ class WindowEnd:
     bytes_sent: int
 
 
-def exchange_window_end(comm, shard, image_losses: dict, batches: int, batch_size: int, counts) -> WindowEnd:
-    """Window end (collective): image_losses {image of the window: loss} of this rank's images (image i is
-    position i % B of the window's batch i // B, of ``batches``); counts: [n] int64 this rank's counts to
-    sum; shard: the rank's ``Shard`` (its cells' metadata)."""
+def exchange_window_end(comm, shard, image_losses: dict, image_rank: np.ndarray, batch_size: int,
+                        counts) -> WindowEnd:
+    """Window end (collective): image_losses {image of the window: loss} of this rank's images, image_rank
+    [images] int64 the rank of each of the window's images (image i is position i % B of the window's
+    batch i // B); counts: [n] int64 this rank's counts to sum (n the same on every rank); shard: the
+    rank's ``Shard`` (its cells' metadata).
+
+    One Allgatherv of a float64 buffer per rank, laid out as every rank knows from the plan and the cells'
+    owners (``window_end_words``): its images' losses by ascending image, its counts (int64 bits), then
+    its cells' metadata rows (``META_COLUMNS`` float32, ascending cell: 4 float64 words each)."""
     counts = np.asarray(counts, np.int64)
-    rows = np.concatenate([np.array(sorted(image_losses.items()), np.float64).reshape(-1, 2),
-                           np.stack([-1.0 - np.arange(len(counts)), counts.astype(np.float64)], axis=1)])
-    meta = shard.metadata()
-    gathered = comm.allgather_rows(rows)
-    bounds = exchange_metadata(comm, meta, shard.owner)
-    images = gathered[:, 0] >= 0
-    by_image = dict(zip(gathered[images, 0].astype(np.int64), gathered[images, 1]))
-    total = np.zeros(len(counts), np.int64)
-    np.add.at(total, (-1 - gathered[~images, 0]).astype(np.int64), gathered[~images, 1].astype(np.int64))
-    losses = np.array([batch_loss([by_image[i] for i in range(j * batch_size, (j + 1) * batch_size)])
-                       for j in range(batches)])
-    return WindowEnd(losses, total, bounds, int(rows.nbytes + meta.nbytes))
+    mine = np.flatnonzero(image_rank == comm.rank)
+    meta = np.ascontiguousarray(shard.metadata(), np.float32)
+    send = np.concatenate([np.array([image_losses[i] for i in mine], np.float64), counts.view(np.float64),
+                           meta.view(np.float64).ravel()])
+    images, cells = window_end_words(image_rank, shard.owner, comm.size)
+    n, words = len(counts), images + len(counts) + cells
+    parts = np.split(comm.allgather_known(send, words), np.cumsum(words)[:-1])  # by rank
+    by_image = np.empty(len(image_rank))
+    by_image[np.argsort(image_rank, kind="stable")] = np.concatenate([p[:i] for p, i in zip(parts, images)])
+    total = np.sum([p[i:i + n].view(np.int64) for p, i in zip(parts, images)], axis=0, dtype=np.int64)
+    rows = np.concatenate([p[i + n:] for p, i in zip(parts, images)]).view(np.float32)
+    losses = np.array([batch_loss(by_image[j:j + batch_size].tolist()) for j in range(0, len(by_image), batch_size)])
+    return WindowEnd(losses, total, gathered_bounds(rows.reshape(-1, META_COLUMNS), shard.owner), int(send.nbytes))
+
+
+def window_end_words(image_rank: np.ndarray, owner: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(images [size], metadata words [size]) int64 that each rank sends at a window end: its images of
+    ``image_rank`` [images] and 4 float64 words for each of its cells of ``owner`` [K]."""
+    return (np.bincount(image_rank, minlength=size).astype(np.int64),
+            np.bincount(owner, minlength=size).astype(np.int64) * (META_COLUMNS // 2))
 
 
 def motion_snapshot(opt: VisibleAdam) -> dict:

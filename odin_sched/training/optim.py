@@ -41,9 +41,11 @@ class VisibleAdam:
     lrs: dict name -> float            # learning rate per parameter (may be changed between steps)
     The moments, step counts and ids live on the parameters' device (CPU or GPU); ``ids`` [G] int64
     are the Gaussians' global ids (``odin_sched.training.gaussian_ids``), 0 .. G - 1 at the start.
+    copy: train copies of ``params`` (False: train the given tensors themselves, for tensors made for this
+    optimizer that nothing else uses: no second copy of the model is made while it is built).
     """
 
-    def __init__(self, params: dict, lrs: dict, betas=(0.9, 0.999), eps: float = 1e-15):
+    def __init__(self, params: dict, lrs: dict, betas=(0.9, 0.999), eps: float = 1e-15, copy: bool = True):
         missing = set(params) - set(lrs)
         if missing:
             raise ValueError(f"lrs: no learning rate for {sorted(missing)}")
@@ -56,7 +58,7 @@ class VisibleAdam:
         self.params = {}
         self.exp_avg = {}
         self.exp_avg_sq = {}
-        self._install(params)
+        self._install(params, copy)
         self.step_count = torch.zeros(self.num_gaussians, dtype=torch.int64, device=self.device)
         self.ids = initial_ids(self.num_gaussians, self.device)
 
@@ -68,9 +70,9 @@ class VisibleAdam:
     def device(self) -> torch.device:
         return next(iter(self.params.values())).device
 
-    def _install(self, params: dict) -> None:
+    def _install(self, params: dict, copy: bool) -> None:
         for name, value in params.items():
-            self.params[name] = value.detach().clone().requires_grad_(True)
+            self.params[name] = (value.detach().clone() if copy else value.detach()).requires_grad_(True)
             self.exp_avg[name] = torch.zeros_like(self.params[name])
             self.exp_avg_sq[name] = torch.zeros_like(self.params[name])
 

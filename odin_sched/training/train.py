@@ -277,6 +277,12 @@ def train(config: TrainConfig, checkpoint=None) -> TrainResult:
     Returns a TrainResult.
     """
     setup, render = set_up(config, checkpoint)
+    with setup.scene.images:  # the scene file closes however training ends
+        return train_from_setup(setup, render, config, checkpoint)
+
+
+def train_from_setup(setup: TrainingSetup, render, config: TrainConfig, checkpoint=None) -> TrainResult:
+    """``train`` after its set-up: ``set_up``'s (setup, render) for ``config``."""
     dev = setup.initial["means"].device
     steps, batch_size, densify, ssim_weight = config.steps, config.batch_size, config.densify, config.ssim_weight
     seed, eval_every, progress = config.seed, config.eval_every, config.progress
