@@ -12,7 +12,7 @@ from odin_sched.odin.depgraph import build_step_graph
 from odin_sched.odin.program import GRAD_EXTRA, StepMessages
 from odin_sched.scenes.cells import CellBounds, cell_members
 from odin_sched.scenes.visibility import Margin, predict_visible_cells_numpy
-from odin_sched.sim.rows import ID_WORDS, RowCosts, RowMessages, gaussian_bounds, pair_rows
+from odin_sched.sim.rows import ID_WORDS, PairRows, RowCosts, RowMessages, gaussian_bounds, pair_rows, union_counts
 from odin_sched.sim.simulate import cells, metadata_scene, simulate
 from odin_sched.sim.costmodel import load_profile
 from pregel.dataflow import DataflowPlan, Routes
@@ -190,3 +190,22 @@ def _in_view(hook, cam, ids, margin):
                                        hook.scene.width, hook.scene.height, margin)[0, 0]:
             kept.add(g)
     return kept
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1 << 24])
+def test_union_counts_in_chunks_equal_python_sets(chunk):
+    rng = np.random.default_rng(4)
+    counts = rng.integers(0, 6, 30)
+    rows = PairRows(np.arange(30), np.concatenate([[0], np.cumsum(counts)]),
+                    np.concatenate([np.sort(rng.choice(12, c, replace=False)) for c in counts]).astype(np.int32),
+                    np.full(30, 12))
+    group = np.sort(rng.integers(0, 9, 50))
+    pair = rng.integers(0, 30, 50)
+    expected = np.zeros(10, np.int64)
+    for g in range(10):
+        union = set()
+        for p in pair[group == g]:
+            union |= set(rows.ids[rows.indptr[p]:rows.indptr[p + 1]].tolist())
+        expected[g] = len(union)
+    assert union_counts(group, pair, rows, 10, chunk).tolist() == expected.tolist()
+    assert expected.max() > 5

@@ -69,19 +69,40 @@ def pair_rows(points: CellBounds, member_indptr: np.ndarray, members: np.ndarray
     key = np.unique(np.asarray(cameras, np.int64) * num_cells + np.asarray(cells, np.int64))
     cam, cell = key // num_cells, key % num_cells
     size = member_indptr[cell + 1] - member_indptr[cell]
-    starts = np.concatenate([[0], np.cumsum(size)])
-    flat = np.repeat(member_indptr[cell] - starts[:-1], size) + np.arange(starts[-1])  # into members
-    ids = members[flat]
-    keep = np.zeros(len(ids), bool)
+    kept, counts = [], np.zeros(len(key), np.int64)
     first = np.flatnonzero(np.diff(cam, prepend=-1) != 0)
-    for a, b in zip(first, np.append(first[1:], len(cam))):  # one camera's pairs: pairs [a, b)
-        lo, hi = starts[a], starts[b]
+    for a, b in zip(first, np.append(first[1:], len(cam))):  # one camera's pairs [a, b) at a time
+        starts = np.concatenate([[0], np.cumsum(size[a:b])])
+        flat = np.repeat(member_indptr[cell[a:b]] - starts[:-1], size[a:b]) + np.arange(starts[-1])
+        ids = members[flat].astype(np.int32 if len(members) < 2 ** 31 else np.int64)
         c = int(cam[a])
-        keep[lo:hi] = predict_visible_cells(_subset(points, ids[lo:hi]), scene.viewmats[c:c + 1],
-                                            scene.Ks[c:c + 1], scene.width, scene.height, margin)[0]
-    pair = np.repeat(np.arange(len(key)), size)
-    counts = np.bincount(pair[keep], minlength=len(key))
-    return PairRows(key, np.concatenate([[0], np.cumsum(counts)]), ids[keep], size.astype(np.int64))
+        mask = predict_visible_cells(_subset(points, ids), scene.viewmats[c:c + 1], scene.Ks[c:c + 1], scene.width,
+                                     scene.height, margin)[0]
+        counts[a:b] = np.bincount(np.repeat(np.arange(b - a), size[a:b])[mask], minlength=b - a)
+        kept.append(ids[mask])
+    ids = np.concatenate([np.empty(0, np.int32), *kept])
+    return PairRows(key, np.concatenate([[0], np.cumsum(counts)]), ids, size.astype(np.int64))
+
+
+def union_counts(group: np.ndarray, pair: np.ndarray, rows: PairRows, groups: int, chunk: int = 1 << 24) -> np.ndarray:
+    """[groups] the number of distinct rows over the pairs of each group: edges with ``group`` [e]
+    (ascending) and ``pair`` [e] (into ``rows``). Sorted keys (group, row id), a chunk of about ``chunk``
+    keys at a time, each chunk whole groups."""
+    n = np.diff(rows.indptr)[pair]
+    ends = np.cumsum(n)
+    out = np.zeros(groups, np.int64)
+    last = np.flatnonzero(np.diff(group, append=-1) != 0)  # the last edge of each group
+    lo = 0
+    while lo < len(group):
+        cut = np.searchsorted(ends[last], (ends[lo - 1] if lo else 0) + chunk, side="right")
+        hi = int(last[max(cut - 1, np.searchsorted(last, lo))]) + 1  # whole groups, at least one
+        m = n[lo:hi]
+        at = np.repeat(rows.indptr[pair[lo:hi]] - (np.cumsum(m) - m), m) + np.arange(m.sum())
+        width = int(rows.ids.max(initial=0)) + 1
+        keys = np.unique(np.repeat(group[lo:hi].astype(np.int64), m) * width + rows.ids[at])
+        out += np.bincount(keys // width, minlength=groups)
+        lo = hi
+    return out
 
 
 @dataclass(frozen=True)
@@ -98,10 +119,12 @@ class RowCosts:
 class RowMessages:
     """``simulate``'s ``message_sizes`` hook: row-level messages (module docstring). scene: the SimScene;
     columns: float32 parameters per Gaussian; costs: ``RowCosts``; scale: a factor on every row count
-    (1: the scene's geometry)."""
+    (1: the scene's geometry); margin: the motion margin of the rows' test (None: the window's, as the
+    planner's; ``Margin(0, 0)``: rows chosen when each message is sent, from the parameters it carries,
+    which receives of unknown size would allow)."""
 
-    def __init__(self, scene, columns: int, costs: RowCosts = RowCosts(), scale: float = 1.0):
-        self.scene, self.columns, self.costs, self.scale = scene, columns, costs, scale
+    def __init__(self, scene, columns: int, costs: RowCosts = RowCosts(), scale: float = 1.0, margin=None):
+        self.scene, self.columns, self.costs, self.scale, self.margin = scene, columns, costs, scale, margin
         self.points = gaussian_bounds(scene.means, scene.scales)
         self.members = {}  # K -> (indptr, members) of win.cell_of
         self.sent = {"whole": 0.0, "rows": 0.0}  # remote words of the windows seen, as sent whole and as rows
@@ -120,7 +143,7 @@ class RowMessages:
         read_image = np.repeat(np.arange(steps.num_images), np.diff(steps.image_reads_indptr))
         read_cell = steps.version_cell[steps.version_index(steps.image_reads)]
         rows = pair_rows(self.points, indptr, members, steps.image_camera[read_image], read_cell, self.scene,
-                         win.margin)
+                         win.margin if self.margin is None else self.margin)
         kept = np.diff(rows.indptr)
         self.read_share.append(float(kept.sum() / max(rows.members.sum(), 1)))
         # the share of a cell's generated Gaussians scales to its count in the window (stand-ins, densification)
@@ -141,11 +164,7 @@ class RowMessages:
         e = np.flatnonzero(~src_image & dst_image & remote)
         cell = steps.version_cell[steps.version_index(routes.src[e])]
         pair = rows.find(steps.image_camera[routes.dst[e]], cell, k)
-        n = kept[pair]
-        at = np.repeat(rows.indptr[pair] - (np.cumsum(n) - n), n) + np.arange(n.sum())
-        gaussians = len(self.points.count)
-        union = np.unique(np.repeat(routes.group_of_edge[e], n) * gaussians + rows.ids[at])
-        generated = np.bincount(union // gaussians, minlength=len(words))
+        generated = union_counts(routes.group_of_edge[e], pair, rows, len(words))
         other = np.zeros(len(words), bool)
         other[routes.group_of_edge[~src_image & ~dst_image]] = True
         version = np.flatnonzero(~steps.is_image(routes.group_src) & routes.remote & ~other)
