@@ -16,8 +16,9 @@ Three parts, each printing a markdown table:
   odin / ceiling, assigned bound / ceiling, exposed hidden vs barrier (1 - (comm + wait)_odin / (comm +
   wait)_barrier, planning wait in both: 0 here, it hides behind the windows) and remote MB per image.
 * ``presets``: Rubble and Mip360 presets (``odin_preset``, as ``benchmarks/grendel_compare.py``), 20
-  steps, batch = GPUs: grendel, odin whole, odin rows, rows with the selection free, and rows chosen
-  when each message is sent (no motion margin: receives of unknown size), free: images/s, odin / grendel, hidden vs grendel,
+  steps, batch = GPUs: grendel, odin with whole cells, and odin with rows planned (the window's margin)
+  and chosen at sending (no margin: receives posted at a whole cell's size, the message's own length
+  read from its status), each with the row costs folded in and free: images/s, odin / grendel, hidden vs grendel,
   and MB per image odin sends between GPUs against Grendel's all-to-alls. With ``--measured-share`` the
   row counts of a preset with a measured share of Gaussians in view (``ScenePreset.visible``) are
   scaled by that share over the share the generated layout's cameras have on screen (the generated
@@ -27,7 +28,9 @@ Run from the repository root (deterministic; niced; Rubble's under the shared lo
 
     python benchmarks/rows_whatif.py costs --costs rows_costs.json
     python benchmarks/rows_whatif.py city --costs rows_costs.json --gpus 8,16,32,64,128
-    python benchmarks/rows_whatif.py presets --costs rows_costs.json --scenes counter --profiles a100-nvlink,h200-ib
+    flock /tmp/heavy.lock python benchmarks/rows_whatif.py presets --costs rows_costs.json --scenes rubble
+    python benchmarks/rows_whatif.py presets --costs rows_costs.json --scenes counter,bicycle --generate 150000 \
+        [--measured-share]
 """
 import argparse
 import json
@@ -138,12 +141,13 @@ def layout_on_screen(scene) -> float:
     return float(np.diff(scene.views.on_screen_indptr)[scene.train_ids].mean() / sampled)
 
 
-def presets(names, profiles, gpus, costs: RowCosts, measured_share: bool, steps: int = 20) -> str:
+def presets(names, profiles, gpus, costs: RowCosts, measured_share: bool, generate: int | None = None,
+            steps: int = 20) -> str:
     """The presets' table (module docstring)."""
     lines = ["| scene | profile | GPUs | messages | row scale | images/s | grendel | odin ÷ grendel | "
              "hidden vs grendel | at the assigned bound | MB per image odin / grendel |", "|" + " --- |" * 11]
     for name in names:
-        scene = odin_preset(name, gpus)
+        scene = odin_preset(name, gpus, generated=generate)
         scale = 1.0
         if measured_share and PRESETS[name].visible:
             scale = PRESETS[name].visible / layout_on_screen(scene)
@@ -151,18 +155,18 @@ def presets(names, profiles, gpus, costs: RowCosts, measured_share: bool, steps:
             profile = load_profile(profile_name, scene.total_gaussians)
             for p in gpus:
                 g = simulate(scene, profile, "grendel", p, steps, p)
-                hook = RowMessages(scene, COLUMNS, costs, min(scale, 1.0))
-                exact = RowMessages(scene, COLUMNS, scale=min(scale, 1.0), margin=Margin(0.0, 0.0))
+                share, none = min(scale, 1.0), Margin(0.0, 0.0)
+                hooks = {"rows planned": RowMessages(scene, COLUMNS, costs, share),
+                         "rows planned, selection free": RowMessages(scene, COLUMNS, scale=share),
+                         "rows at sending": RowMessages(scene, COLUMNS, costs, share, none),
+                         "rows at sending, selection free": RowMessages(scene, COLUMNS, scale=share, margin=none)}
                 runs = {"whole cells": simulate(scene, profile, "odin", p, steps, p),
-                        "rows": simulate(scene, profile, "odin", p, steps, p, message_sizes=hook),
-                        "rows, selection free": simulate(scene, profile, "odin", p, steps, p, message_sizes=RowMessages(
-                            scene, COLUMNS, scale=min(scale, 1.0))),
-                        "rows at sending, no margin, free": simulate(scene, profile, "odin", p, steps, p,
-                                                                     message_sizes=exact)}
+                        **{label: simulate(scene, profile, "odin", p, steps, p, message_sizes=hook)
+                           for label, hook in hooks.items()}}
                 exposed_g = float(g.comm.sum() + g.wait.sum())
                 for label, o in runs.items():
-                    sent = {"whole cells": hook.sent["whole"], "rows at sending, no margin, free": exact.sent["rows"]}
-                    mb = sent.get(label, hook.sent["rows"]) / (steps * p) / 1e6
+                    hook = hooks.get(label, hooks["rows planned"])
+                    mb = hook.sent["whole" if label == "whole cells" else "rows"] / (steps * p) / 1e6
                     lines.append(
                         f"| {name} | {profile_name} | {p} | {label} | {min(scale, 1.0):.2f} | "
                         f"{o.steps_per_second * p:.0f} | {g.steps_per_second * p:.0f} | "
@@ -170,7 +174,9 @@ def presets(names, profiles, gpus, costs: RowCosts, measured_share: bool, steps:
                         f"{hidden_vs_grendel(o.comm, o.wait, g.comm, g.wait):.2f} | "
                         f"{hidden_at(o.assigned_bound_seconds, p, float(o.compute.sum()), 0.0, exposed_g):.2f} | "
                         f"{mb:.1f} / {g.bytes_sent / (steps * p) / 1e6:.1f} |")
-                print("\n".join(lines[-4:]), f"(rows / whole pairs read {np.mean(hook.read_share):.3f}, "
+                print("\n".join(lines[-5:]), f"(rows / whole pairs read, planned "
+                      f"{np.mean(hooks['rows planned'].read_share):.3f}, at sending "
+                      f"{np.mean(hooks['rows at sending'].read_share):.3f}, "
                       f"load {os.getloadavg()[0]:.1f}, peak RSS "
                       f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20:.2f} GiB)", flush=True)
     return "\n".join(lines)
@@ -185,6 +191,8 @@ def main() -> None:
     parser.add_argument("--profiles", default="a100-nvlink,h200-ib")
     parser.add_argument("--measured-share", action="store_true",
                         help="scale a Mip360 preset's rows to its measured share of Gaussians in view")
+    parser.add_argument("--generate", type=int, help="a preset of more Gaussians is generated as a stand-in of "
+                        "about this many (default: pregel simulate's, 2 million above 8 million)")
     parser.add_argument("--max-gb", type=float, default=6.0, help="address-space cap of this process")
     a = parser.parse_args()
     cap = int(a.max_gb * 2 ** 30)
@@ -200,7 +208,7 @@ def main() -> None:
         text = city(gpus or [8, 16, 32, 64, 128], load_costs(a.costs))
     else:
         text = presets(a.scenes.split(","), a.profiles.split(","), gpus or [8, 64], load_costs(a.costs),
-                       a.measured_share)
+                       a.measured_share, a.generate)
     print(text)
     print(f"(processor seconds {time.process_time() - t0:.0f}, peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20:.2f} GiB, load {os.getloadavg()})")

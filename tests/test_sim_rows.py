@@ -199,7 +199,7 @@ def test_union_counts_in_chunks_equal_python_sets(chunk):
     rows = PairRows(np.arange(30), np.concatenate([[0], np.cumsum(counts)]),
                     np.concatenate([np.sort(rng.choice(12, c, replace=False)) for c in counts]).astype(np.int32),
                     np.full(30, 12))
-    group = np.sort(rng.integers(0, 9, 50))
+    group = np.sort(np.concatenate([rng.integers(0, 6, 47), [6, 7, 8]]))  # groups 6-8: one edge each
     pair = rng.integers(0, 30, 50)
     expected = np.zeros(10, np.int64)
     for g in range(10):
@@ -209,3 +209,15 @@ def test_union_counts_in_chunks_equal_python_sets(chunk):
         expected[g] = len(union)
     assert union_counts(group, pair, rows, 10, chunk).tolist() == expected.tolist()
     assert expected.max() > 5
+
+
+def test_row_costs_at_sending_charged_by_hand():
+    """Rows chosen at sending: every version tests its cell's 4 Gaussians for each image on another rank
+    that reads it (cameras 1 and 2), instead of once per window on the initial version."""
+    scene, win, routes = _hand_window(4)
+    words, extra = RowMessages(scene, COLUMNS, RowCosts(test=1.0, gather=10.0, scatter=100.0),
+                               margin=Margin(0.0, 0.0))(win, routes)
+    p, g = 3 * (COLUMNS + ID_WORDS), 2 * (COLUMNS + GRAD_EXTRA)
+    assert extra[6] == 2 * 4 * 1.0 + 10 * p  # read by images 1 and 2 (rank 1)
+    assert extra[7] == 2 * 4 * 1.0 + 10 * p + 100 * 2 * g  # read by images 4 and 5
+    assert extra[8] == 100 * 2 * g  # read by no image

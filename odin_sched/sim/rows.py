@@ -86,21 +86,27 @@ def pair_rows(points: CellBounds, member_indptr: np.ndarray, members: np.ndarray
 
 def union_counts(group: np.ndarray, pair: np.ndarray, rows: PairRows, groups: int, chunk: int = 1 << 24) -> np.ndarray:
     """[groups] the number of distinct rows over the pairs of each group: edges with ``group`` [e]
-    (ascending) and ``pair`` [e] (into ``rows``). Sorted keys (group, row id), a chunk of about ``chunk``
-    keys at a time, each chunk whole groups."""
+    (ascending) and ``pair`` [e] (into ``rows``). A group of one edge has its pair's rows; the others
+    count the changes in their sorted (group, row id) keys, a chunk of about ``chunk`` keys at a time,
+    each chunk whole groups."""
     n = np.diff(rows.indptr)[pair]
-    ends = np.cumsum(n)
+    edges = np.bincount(group, minlength=groups)
     out = np.zeros(groups, np.int64)
+    single = edges[group] == 1
+    out[group[single]] = n[single]
+    group, pair, n = group[~single], pair[~single], n[~single]
+    ends = np.cumsum(n)
     last = np.flatnonzero(np.diff(group, append=-1) != 0)  # the last edge of each group
+    width = int(rows.ids.max(initial=0)) + 1
     lo = 0
     while lo < len(group):
         cut = np.searchsorted(ends[last], (ends[lo - 1] if lo else 0) + chunk, side="right")
         hi = int(last[max(cut - 1, np.searchsorted(last, lo))]) + 1  # whole groups, at least one
         m = n[lo:hi]
         at = np.repeat(rows.indptr[pair[lo:hi]] - (np.cumsum(m) - m), m) + np.arange(m.sum())
-        width = int(rows.ids.max(initial=0)) + 1
-        keys = np.unique(np.repeat(group[lo:hi].astype(np.int64), m) * width + rows.ids[at])
-        out += np.bincount(keys // width, minlength=groups)
+        keys = np.sort(np.repeat(group[lo:hi].astype(np.int64), m) * width + rows.ids[at])
+        distinct = keys[np.flatnonzero(np.diff(keys, prepend=-1) != 0)]
+        out += np.bincount(distinct // width, minlength=groups)
         lo = hi
     return out
 
@@ -176,18 +182,22 @@ class RowMessages:
 
     def _seconds(self, win, routes, rows, read_image, read_cell, words) -> np.ndarray:
         """[N] seconds added: each remote message's gather of its words on its sender and scatter on its
-        receiver (charged to the group's first destination), and on each initial version of a cell the
-        owner's frustum test of the cell's Gaussians (its count in the window) for every camera whose
-        image reads the cell on another rank."""
+        receiver (charged to the group's first destination), and the owner's frustum test of a cell's
+        Gaussians (its count in the window) for each camera whose image reads the cell on another rank:
+        once per window on the cell's initial version (the window's margin), or with a margin given (rows
+        chosen at sending) on every version for each such image that reads it."""
         steps, costs = win.steps, self.costs
         extra = np.zeros(win.plan.rank.shape[0])
         g = np.flatnonzero(routes.remote)
         np.add.at(extra, routes.group_src[g], costs.gather * words[g])
         np.add.at(extra, routes.dst[routes.group_ptr[g]], costs.scatter * words[g])
-        image_rank = win.plan.rank[:steps.num_images]
+        remote = win.plan.rank[:steps.num_images][read_image] != win.owner[read_cell]
+        if self.margin is not None:
+            np.add.at(extra, steps.image_reads[remote], costs.test * win.count[read_cell[remote]])
+            return extra
         pair = rows.find(steps.image_camera[read_image], read_cell, steps.num_cells)
         remote_reader = np.zeros(len(rows.key), bool)
-        np.logical_or.at(remote_reader, pair, image_rank[read_image] != win.owner[read_cell])
+        np.logical_or.at(remote_reader, pair, remote)
         cells = rows.key % steps.num_cells
         first = steps.version_of(cells, np.full(len(cells), -1))
         ok = (first >= 0) & remote_reader
