@@ -12,7 +12,8 @@ Three parts, each printing a markdown table:
 * ``city``: issue 20's scene (``city``, 1,000,000 Gaussians, 2,000 cameras at 256 x 192, 40 steps,
   window 10, batch = GPUs, ``h200-ib`` with planning as ``pregel simulate`` loads it): barrier (whole
   cells), odin with whole cells, odin with rows (the row costs folded in) and with rows whose selection,
-  gathers and scatters cost nothing (what a device-side selection would approach): steps/s, ceiling,
+  gathers and scatters cost nothing (what a device-side selection would approach), with ``--at-sending``
+  also rows chosen at sending (no margin), free: steps/s, ceiling,
   odin / ceiling, assigned bound / ceiling, exposed hidden vs barrier (1 - (comm + wait)_odin / (comm +
   wait)_barrier, planning wait in both: 0 here, it hides behind the windows) and remote MB per image.
 * ``presets``: Rubble and Mip360 presets (``odin_preset``, as ``benchmarks/grendel_compare.py``), 20
@@ -103,7 +104,7 @@ def load_costs(path: str | None) -> RowCosts:
         return RowCosts(**json.load(f))
 
 
-def city(gpus, costs: RowCosts, steps: int = 40, window: int = 10) -> str:
+def city(gpus, costs: RowCosts, at_sending: bool = False, steps: int = 40, window: int = 10) -> str:
     """The 1 M city's table (module docstring)."""
     gaussians = 1_000_000
     scene = standing_for(metadata_scene("city", gaussians, 2000, 256, 192, 0), gaussians)
@@ -113,14 +114,16 @@ def city(gpus, costs: RowCosts, steps: int = 40, window: int = 10) -> str:
              "|" + " --- |" * 10]
     for p in gpus:
         barrier = simulate(scene, profile, "barrier", p, steps, p, window=window)
-        hook = RowMessages(scene, COLUMNS, costs)
+        hooks = {"rows": RowMessages(scene, COLUMNS, costs),
+                 "rows, selection free": RowMessages(scene, COLUMNS)}
+        if at_sending:
+            hooks["rows at sending, selection free"] = RowMessages(scene, COLUMNS, margin=Margin(0.0, 0.0))
         runs = {"whole cells": simulate(scene, profile, "odin", p, steps, p, window=window),
-                "rows": simulate(scene, profile, "odin", p, steps, p, window=window, message_sizes=hook),
-                "rows, selection free": simulate(scene, profile, "odin", p, steps, p, window=window,
-                                                 message_sizes=RowMessages(scene, COLUMNS))}
+                **{label: simulate(scene, profile, "odin", p, steps, p, window=window, message_sizes=hook)
+                   for label, hook in hooks.items()}}
         exposed_b = float(barrier.comm.sum() + barrier.wait.sum())
         for label, o in runs.items():
-            mb = hook.sent["whole" if label == "whole cells" else "rows"] / (steps * p) / 1e6
+            mb = hooks.get(label, hooks["rows"]).sent["whole" if label == "whole cells" else "rows"] / (steps * p) / 1e6
             lines.append(f"| {p} | {label} | {o.steps_per_second:.1f} | {o.ceiling_steps_per_second:.1f} | "
                          f"{o.steps_per_second / o.ceiling_steps_per_second:.3f} | "
                          f"{o.assigned_ceiling_steps_per_second / o.ceiling_steps_per_second:.3f} | "
@@ -128,7 +131,7 @@ def city(gpus, costs: RowCosts, steps: int = 40, window: int = 10) -> str:
                          f"{hidden_vs_grendel(o.comm, o.wait, barrier.comm, barrier.wait):.2f} | "
                          f"{hidden_at(o.assigned_bound_seconds, p, float(o.compute.sum()), 0.0, exposed_b):.2f} | "
                          f"{mb:.1f} |")
-        print("\n".join(lines[-3:]), f"(rows / whole pairs read {np.mean(hook.read_share):.3f}, "
+        print("\n".join(lines[-len(runs):]), f"(rows / whole pairs read {np.mean(hooks['rows'].read_share):.3f}, "
               f"load {os.getloadavg()[0]:.1f})", flush=True)
     return "\n".join(lines)
 
@@ -191,6 +194,7 @@ def main() -> None:
     parser.add_argument("--profiles", default="a100-nvlink,h200-ib")
     parser.add_argument("--measured-share", action="store_true",
                         help="scale a Mip360 preset's rows to its measured share of Gaussians in view")
+    parser.add_argument("--at-sending", action="store_true", help="city: also rows chosen at sending, free")
     parser.add_argument("--generate", type=int, help="a preset of more Gaussians is generated as a stand-in of "
                         "about this many (default: pregel simulate's, 2 million above 8 million)")
     parser.add_argument("--max-gb", type=float, default=6.0, help="address-space cap of this process")
@@ -205,7 +209,7 @@ def main() -> None:
             with open(a.costs, "w") as f:
                 json.dump(costs.__dict__, f)
     elif a.part == "city":
-        text = city(gpus or [8, 16, 32, 64, 128], load_costs(a.costs))
+        text = city(gpus or [8, 16, 32, 64, 128], load_costs(a.costs), a.at_sending)
     else:
         text = presets(a.scenes.split(","), a.profiles.split(","), gpus or [8, 64], load_costs(a.costs),
                        a.measured_share, a.generate)
