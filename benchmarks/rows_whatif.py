@@ -5,9 +5,9 @@ Three parts, each printing a markdown table:
 
 * ``costs``: what choosing, gathering and scattering rows costs on this machine (one thread, NumPy, the
   host arrays the runtime's messages are): the planner's test of one Gaussian against one camera
-  (``predict_visible_cells`` on single-Gaussian boxes, 200,000 at a time), a message's rows gathered from
-  a cell's block (``take``) and scattered into a zeroed block of the cell, per word, at a cell of 8,192
-  rows (the runtime's default cell) with a quarter and all of its rows. Writes ``--costs`` (JSON:
+  (``predict_visible_cells`` on single-Gaussian boxes, 200,000 against 16 cameras at once), a message's
+  rows gathered from a cell's block (``take``) and scattered into a zeroed block of the cell, per word,
+  at a cell of 8,192 rows (the runtime's default cell) with a quarter and all of its rows. Writes ``--costs`` (JSON:
   ``RowCosts`` fields, the largest per-word figure of each kind) for the other parts.
 * ``city``: issue 20's scene (``city``, 1,000,000 Gaussians, 2,000 cameras at 256 x 192, 40 steps,
   window 10, batch = GPUs, ``h200-ib`` with planning as ``pregel simulate`` loads it): barrier (whole
@@ -15,12 +15,13 @@ Three parts, each printing a markdown table:
   gathers and scatters cost nothing (what a device-side selection would approach), with ``--at-sending``
   also rows chosen at sending (no margin), free: steps/s, ceiling,
   odin / ceiling, assigned bound / ceiling, exposed hidden vs barrier (1 - (comm + wait)_odin / (comm +
-  wait)_barrier, planning wait in both: 0 here, it hides behind the windows) and remote MB per image.
+  wait)_barrier, planning wait in both: none with whole cells, README; windows made shorter may expose
+  some at 128 GPUs) and remote MB per image.
 * ``presets``: Rubble and Mip360 presets (``odin_preset``, as ``benchmarks/grendel_compare.py``), 20
   steps, batch = GPUs: grendel, odin with whole cells, and odin with rows planned (the window's margin)
   and chosen at sending (no margin: receives posted at a whole cell's size, the message's own length
-  read from its status), each with the row costs folded in and free: images/s, odin / grendel, hidden vs grendel,
-  and MB per image odin sends between GPUs against Grendel's all-to-alls. With ``--measured-share`` the
+  read from its status), each with the row costs folded in and free: images/s, odin / grendel, hidden
+  vs grendel, and MB per image odin sends between GPUs against Grendel's all-to-alls. With ``--measured-share`` the
   row counts of a preset with a measured share of Gaussians in view (``ScenePreset.visible``) are
   scaled by that share over the share the generated layout's cameras have on screen (the generated
   ``objects`` layout puts about 95 % of the scene in every view, the captures a third).
@@ -30,7 +31,7 @@ Run from the repository root (deterministic; niced; Rubble's under the shared lo
     python benchmarks/rows_whatif.py costs --costs rows_costs.json
     python benchmarks/rows_whatif.py city --costs rows_costs.json --gpus 8,16,32,64,128
     flock /tmp/heavy.lock python benchmarks/rows_whatif.py presets --costs rows_costs.json --scenes rubble
-    python benchmarks/rows_whatif.py presets --costs rows_costs.json --scenes counter,bicycle --generate 150000 \
+    python benchmarks/rows_whatif.py presets --costs rows_costs.json --scenes counter,bicycle --generate 200000 \
         [--measured-share]
 """
 import argparse
