@@ -310,7 +310,8 @@ def cells(scene: SimScene, num_cells: int) -> tuple:
 def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps: int, batch_size: int,
              window: int = OdinOptions.window, cells_per_gpu: int | None = None,
              max_staleness: int = 1, seed: int = 0,
-             trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH) -> SimResult:
+             trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH,
+             message_sizes=None) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``num_cells`` cells (by default
     the runtime's ``default_cells`` of the Gaussians the scene stands for; ``cells_per_gpu`` x gpus if given),
@@ -321,7 +322,10 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     plan is made from, the moved cells' state charged as ``migrate`` sends it (``migration_cost``); the
     plan made ahead is made for the new owners (``OdinTrainer._moved``), so a move costs no planning
     again, as in the runtime; then the counts densify
-    (``densified_counts`` with ``densify_growth``; 0: cells never grow)."""
+    (``densified_counts`` with ``densify_growth``; 0: cells never grow). ``message_sizes``: a what-if, not
+    what the runtime sends (None: the runtime's messages): called with each planned window and its
+    ``Routes``, it returns the words of every message group and the seconds [N] added to each vertex
+    (``odin_sched.sim.rows.RowMessages``)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
     comm = _local_comm()
@@ -370,6 +374,10 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         worst = max(worst, int(win.staleness.max(initial=0)))
         cost = vertex_costs(win, scene.views, profile, np.random.default_rng([seed, start]),
                             profile.step_seconds * gpus / batch_size)
+        run = _WindowRun(win, cost, profile, gpus, trace and start == 0, param_columns(sh_degree))
+        if message_sizes is not None:  # a what-if: the groups' sizes and costs replaced in place (run's own)
+            run.routes.group_size[:], extra = message_sizes(win, run.routes)
+            cost += extra
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         ceiling = max(cost.sum() / processors, cost.sum() / p if p else 0.0)
@@ -388,7 +396,6 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
             clock += planning
             bound += planning
             totals["compute"] += planning
-        run = _WindowRun(win, cost, profile, gpus, trace and start == 0, param_columns(sh_degree))
         assigned += max(ceiling, assigned_bound(win.steps, win.plan, run.routes, cost, profile, gpus)) - ceiling
         run.dataflow() if mode != "barrier" else run.bsp()
         end = run.end.max()
