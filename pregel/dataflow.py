@@ -409,14 +409,16 @@ class Firing:
         self.counts["fired"] += 1
         return inputs
 
-    def route(self, u: int, out) -> list:
-        """Deliver ``u``'s output to its out-neighbours here; returns [(group, payload)] for the
-        other ranks (the concatenation of the per-edge payloads for each; None without payloads), to
-        send in that order: the group with the highest-priority reader first (``Routes.send_order``)."""
+    def route(self, u: int, out):
+        """Deliver ``u``'s output to its out-neighbours here and yield (group, payload) for the other
+        ranks (the concatenation of the per-edge payloads for each; None without payloads) in sending
+        order, the group with the highest-priority reader first (``Routes.send_order``), each as soon as
+        its payload is joined: a transport sends it before the next is joined, so the most urgent message
+        does not wait for the others' sender time. Consume it whole."""
         r = self.routes
         g0, g1 = r.vertex_groups[u], r.vertex_groups[u + 1]
         if g0 == g1:
-            return []
+            return
         a, b = r.group_ptr[g0], r.group_ptr[g1]
         payload = None
         if self.carry and r.broadcast[u]:
@@ -425,17 +427,15 @@ class Firing:
             _check_keys(out, u, r.dst[a:b])
             for v, n in zip(r.dst[a:b].tolist(), r.sizes[a:b].tolist()):
                 _payload(out[v], u, n, f"its payload for vertex {v}")
-        remote = []
         for g in r.send_order[g0:g1].tolist():
             if r.group_rank[g] == self.rank:
                 self.deliver(g, payload if r.broadcast[u] else out)
                 continue
             if self.carry and not r.broadcast[u]:
                 payload = _joined([out[v] for v in r.dst[r.group_ptr[g]:r.group_ptr[g + 1]].tolist()])
-            remote.append((g, payload))
             self.counts["messages_sent"] += 1
             self.counts["bytes_sent"] += 4 * int(r.group_size[g])
-        return remote
+            yield g, payload
 
     def deliver(self, g: int, payload) -> None:
         """Hold group ``g``'s payload for its readers here; queue those that became ready."""

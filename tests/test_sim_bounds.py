@@ -75,7 +75,7 @@ def _first_window(gpus: int):
 def test_assigned_bound_equals_its_definition_by_networkx(gpus):
     """The bound, rebuilt edge by edge: the step graph's dependencies (not the plan's ordering edges; none
     from initial versions, which the simulator's plan drops), each edge between two ranks weighing the
-    sender's time for all its source's messages (one per destination rank), the link's latency and the
+    sender's time for one message (sent first, it waits for no other of its source's), the link's latency and the
     bytes of the message (``StepMessages.payload_size``: a version's parameters once, an image's gradients
     summed over the cells of that rank) over its bandwidth; and the busiest rank's work with its sends."""
     win, routes, cost = _first_window(gpus)
@@ -90,9 +90,6 @@ def test_assigned_bound_equals_its_definition_by_networkx(gpus):
             size = int(program.payload_size(np.array([u]), np.array([v]))[0])
             key = (u, int(rank[v]))
             floats[key] = size if not steps.is_image(u) else floats.get(key, 0) + size
-    messages = {}
-    for u, r in floats:
-        messages[u] = messages.get(u, 0) + 1
     weight = []
     for u, v in edges:
         if rank[u] == rank[v]:
@@ -101,7 +98,7 @@ def test_assigned_bound_equals_its_definition_by_networkx(gpus):
         node = rank[u] // profile.gpus_per_node == rank[v] // profile.gpus_per_node
         latency, bandwidth = ((profile.node_latency, profile.node_bandwidth) if node
                               else (profile.latency, profile.bandwidth))
-        weight.append(profile.overhead * messages[u] + latency + 4.0 * floats[(u, int(rank[v]))] / bandwidth)
+        weight.append(profile.overhead + latency + 4.0 * floats[(u, int(rank[v]))] / bandwidth)
     busy = np.zeros(gpus)
     for v in range(g.num_nodes):
         busy[rank[v]] += cost[v]

@@ -83,9 +83,16 @@ class Window:
 
 
 def publish_first(priority: np.ndarray, steps: StepGraph) -> np.ndarray:
-    """Firing priorities [N]: cell versions before any image, then by critical path. A version's update
-    is cheap and other ranks' images wait for it, so it is published as soon as it is ready."""
+    """Firing priorities [N] from the critical path ``priority`` [N] (>= 0): cell versions before any
+    image, by critical path; then images of earlier batches before those of later ones, and within a
+    batch by critical path. A version's update is cheap and other ranks' images wait for it, so it is
+    published as soon as it is ready. A batch's images read what the batch before wrote, on many ranks
+    at once, so a rank that runs a later batch's image while an earlier batch's is ready holds back the
+    gradients that other ranks' next images wait for, while its later image's own readers come later
+    anyway (issue 20's scene: docs/simulator-measurements.md, "The order: batches first")."""
     out = np.asarray(priority, np.float64).copy()
+    span = out.max(initial=0.0) + 1.0
+    out[steps.images] += (steps.num_batches - 1 - steps.image_batch) * span
     out[steps.versions] += out.max(initial=0.0) + 1.0
     return out
 

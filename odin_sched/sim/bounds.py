@@ -5,7 +5,9 @@ The simulator's ceiling (``SimResult.ceiling_steps_per_second``) takes per windo
 the processors and the heaviest path with messages free. With the assignment fixed two more things hold for
 every schedule: a rank runs its own vertices one after another (and pays the sender's time of its messages),
 and an edge between two ranks cannot be crossed faster than its message's transfer: the sender's time for
-the vertex's messages, then the link's latency and the message's bytes over its bandwidth (no queueing).
+one message (the runtime sends each of a vertex's messages once its own sender's time is paid, so the
+first to go waits for no other), then the link's latency and the message's bytes over its bandwidth (no
+queueing).
 ``assigned_bound`` is the larger of the busiest rank's time and the heaviest path with those edges charged.
 """
 import numpy as np
@@ -35,13 +37,11 @@ def longest_path(cost: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.
 
 def message_seconds(routes: Routes, profile, group: np.ndarray) -> np.ndarray:
     """[m] least seconds from a vertex's end to the arrival of its messages ``group`` [m] (remote groups of
-    ``routes``): the sender's time for all its messages (``profile.overhead`` each, paid before any leaves,
-    as the simulator and the runtime send), the link's latency and the message's float32 bytes over its
-    bandwidth."""
-    sent = np.bincount(routes.group_src[routes.remote], minlength=len(routes.vertex_groups) - 1)
+    ``routes``): the sender's time for one message (``profile.overhead``: each message leaves once its own
+    is paid, as the simulator and the runtime send, ``Firing.route``; sent first, it waits for no other),
+    the link's latency and the message's float32 bytes over its bandwidth."""
     latency, bandwidth = profile.link(routes.group_source_rank[group], routes.group_rank[group])
-    return (profile.overhead * sent[routes.group_src[group]] + latency
-            + 4.0 * routes.group_size[group] / np.asarray(bandwidth, np.float64))
+    return profile.overhead + latency + 4.0 * routes.group_size[group] / np.asarray(bandwidth, np.float64)
 
 
 def busiest_rank(plan, routes: Routes, cost: np.ndarray, profile, gpus: int) -> float:

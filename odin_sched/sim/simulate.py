@@ -581,25 +581,32 @@ class _WindowRun:
             self.spans[rank].append((kind, t0, t1, vertex))
 
     def _fire(self, rank: int, u: int | None = None):
-        """Fire ``u`` (default: rank's next ready vertex): (vertex, seconds, remote groups)."""
+        """Take ``u`` (default: rank's next ready vertex) with its inputs: (vertex, seconds)."""
         f = self.firings[rank]
         u = f.pop() if u is None else u
         f.inputs(u)
-        seconds = float(self.cost[u])
-        return u, seconds, [g for g, _ in f.route(u, None)]
+        return u, float(self.cost[u])
 
-    def _compute(self, env, cpu: "Processors", me: int, u: int, seconds: float, remote: list):
-        """SimPy process steps of rank ``me`` firing ``u``: ``seconds`` of compute, then the sender's
-        overhead of its ``remote`` messages."""
+    def _compute(self, env, cpu: "Processors", me: int, u: int, seconds: float, route: bool = True, send=None):
+        """SimPy process steps of rank ``me`` firing ``u``: ``seconds`` of compute, then (``route``: the
+        fire's end) its outputs routed as the runtime routes them after the fire (``Firing.route``): the
+        local readers served, and each remote message sent (``send(me, group)``, if given) once the
+        sender's overhead for it is paid, in sending order. Returns their groups."""
         t0 = env.now
         yield from cpu.hold(me, seconds)
         self.compute[me] += env.now - t0
         self._span(me, "compute", t0, env.now, u)
-        if remote:
-            t0 = env.now
-            yield from cpu.hold(me, self.profile.overhead * len(remote))
-            self.comm[me] += env.now - t0
-            self._span(me, "send", t0, env.now, u)
+        if not route:
+            return []
+        remote, t0 = [], env.now
+        for g, _ in self.firings[me].route(u, None):
+            yield from cpu.hold(me, self.profile.overhead)
+            remote.append(g)
+            if send is not None:
+                send(me, g)
+        self.comm[me] += env.now - t0
+        self._span(me, "send", t0, env.now, u)
+        return remote
 
     def dataflow(self) -> None:
         """Every rank fires ready vertices by priority and sends at once (SimPy processes)."""
@@ -629,26 +636,24 @@ class _WindowRun:
 
         cpu = Processors(env, self.profile, self.gpus)
 
-        def fire(me, u, seconds, remote):
-            yield from self._compute(env, cpu, me, u, seconds, remote)
-            for g in remote:
-                send(me, g)
+        def fire(me, u, seconds):
+            yield from self._compute(env, cpu, me, u, seconds, send=send)
 
         def rank(me):
             f = self.firings[me]
             while not f.done:
                 if f.ready:
-                    u, seconds, remote = self._fire(me)
+                    u, seconds = self._fire(me)
                     if u < self.images:  # the runtime's serving point: after the forward pass, the rank
                         # fires its ready cell versions (``StepMessages.servable``), then the backward pass
                         forward = seconds * self.profile.forward_share
-                        yield from self._compute(env, cpu, me, u, forward, [])
+                        yield from self._compute(env, cpu, me, u, forward, route=False)
                         seconds -= forward
                         served = f.pop_servable()
                         while served is not None:
                             yield from fire(me, *self._fire(me, served))
                             served = f.pop_servable()
-                    yield from fire(me, u, seconds, remote)
+                    yield from fire(me, u, seconds)
                 else:
                     t0 = env.now
                     wake[me] = env.event()
@@ -675,9 +680,7 @@ class _WindowRun:
         def rank_phase(me, vertices, sent, met, arrived):
             """Fire this rank's vertices of the phase, then wait at the barrier until all have."""
             for u in vertices:
-                u, seconds, remote = self._fire(me, u)
-                yield from self._compute(env, cpu, me, u, seconds, remote)
-                sent.extend(remote)
+                sent.extend((yield from self._compute(env, cpu, me, *self._fire(me, u))))
             clocks[me] = env.now
             cpu.release(me)
             arrived.append(me)
