@@ -535,6 +535,9 @@ def _add_train(sub) -> None:
     p.add_argument("--position-lr-max-steps", type=int, default=defaults.position_lr_max_steps, metavar="IMAGES",
                    help="the means' learning rate decays from 1.6e-4 to 1.6e-6 x scene extent over N images, "
                         "whatever the run's length (reference position_lr_max_steps, default %(default)s)")
+    p.add_argument("--position-lr-init", type=float, default=defaults.position_lr_init, metavar="RATE",
+                   help="the means' first learning rate per unit of scene extent (reference position_lr_init, "
+                        "default %(default)s); lower it when the cameras span far more than one view sees")
     p.add_argument("--image-order", choices=("shuffled", "spread"), default=None,
                    help="shuffled: seeded permutations of the training cameras; spread: the same, but "
                         "consecutive batches see different parts of the scene where possible (default: "

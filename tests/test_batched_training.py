@@ -33,7 +33,7 @@ def scene_path(tmp_path_factory):
     return path
 
 
-def _oracle(scene, batches, ssim_weight):
+def _oracle(scene, batches, ssim_weight, position_lr_init=DEFAULT_LR["means"]):
     b = batches.shape[1]
     params = {k: v.clone().requires_grad_(True) for k, v in init_gaussians(scene.init_means, scene.init_colors).items()}
     m = {k: torch.zeros_like(v) for k, v in params.items()}
@@ -45,7 +45,7 @@ def _oracle(scene, batches, ssim_weight):
     for step, cams in enumerate(batches):
         lr = {k: DEFAULT_LR[k] * math.sqrt(b) for k in NAMES}
         # the reference's get_expon_lr_func at iteration = the batch's first image, over 30,000 images
-        lr["means"] = DEFAULT_LR["means"] * extent * 0.01 ** ((step * b + 1) / 30_000) * math.sqrt(b)
+        lr["means"] = position_lr_init * extent * 0.01 ** ((step * b + 1) / 30_000) * math.sqrt(b)
         seen = torch.zeros_like(t, dtype=torch.bool)
         for cam in cams:
             image, visible = render(**{k: params[k] for k in NAMES[:4]},
@@ -77,15 +77,15 @@ def _trained(scene) -> dict:
     return {**out, "sh0": torch.from_numpy(scene.sh[:, :1]), "shN": torch.from_numpy(scene.sh[:, 1:])}
 
 
-@pytest.mark.parametrize("batch_size", [1, 3])
-def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size, monkeypatch):
+@pytest.mark.parametrize("batch_size,position_lr_init", [(1, DEFAULT_LR["means"]), (3, DEFAULT_LR["means"]), (3, 2e-5)])
+def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size, position_lr_init, monkeypatch):
     monkeypatch.setattr("odin_sched.scenes.sh.SH_DEGREE_INTERVAL", SH_INTERVAL)
     out = tmp_path / "t.h5"
     train(TrainConfig(scene_path, STEPS, out, seed=4, ssim_weight=0.2, eval_every=STEPS, progress=False,
-                      batch_size=batch_size, image_order="shuffled"))
+                      batch_size=batch_size, image_order="shuffled", position_lr_init=position_lr_init))
     scene = read_scene(scene_path)
     train_ids = np.flatnonzero(~heldout_mask(scene))
-    expected = _oracle(scene, shuffled_batches(train_ids, STEPS, batch_size, 4), 0.2)
+    expected = _oracle(scene, shuffled_batches(train_ids, STEPS, batch_size, 4), 0.2, position_lr_init)
     trained = read_scene(out)
     assert trained.sh.shape[1] == 16 and np.any(trained.sh[:, 9:] != 0)  # degree 3 was trained
     got_params = _trained(trained)
@@ -94,8 +94,8 @@ def test_batched_training_matches_plain_torch(scene_path, tmp_path, batch_size, 
         # rounding into a full step, so a few elements may differ by up to a couple of learning rates;
         # all others agree to float precision.
         got = got_params[name]
-        lr = DEFAULT_LR[name] * math.sqrt(batch_size) * (scene_extent(read_scene(scene_path).viewmats)
-                                                          if name == "means" else 1.0)
+        lr = ((position_lr_init * scene_extent(scene.viewmats)) if name == "means" else DEFAULT_LR[name]) \
+            * math.sqrt(batch_size)
         close = torch.isclose(got, expected[name], rtol=1e-5, atol=0.01 * lr)  # 1% of one step
         assert close.float().mean() >= 0.99, name
         assert (got - expected[name]).abs().max() <= 2 * 8 * lr * STEPS, name

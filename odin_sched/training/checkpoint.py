@@ -110,7 +110,8 @@ def train_identity(config: TrainConfig) -> dict:
                          "ssim_weight": config.ssim_weight, "eval_every": config.eval_every,
                          "image_order": resolved_order(config.image_order, config.batch_size),
                          "densify": densify_options, "sh_degree": config.sh_degree,
-                         "position_lr_max_steps": config.position_lr_max_steps}}
+                         "position_lr_max_steps": config.position_lr_max_steps,
+                         "position_lr_init": config.position_lr_init}}
 
 
 class TrainCheckpointer(ShardedCheckpointer):

@@ -25,6 +25,8 @@ class TrainConfig:
     densify: "DensifyConfig | None" = None  # odin_sched.training.densify.DensifyConfig; None: no densification
     position_lr_max_steps: int = 30_000     # images over which the means' learning rate decays 100x, whatever
                                             # the run's length (the reference's position_lr_max_steps)
+    position_lr_init: float = 1.6e-4        # the means' first learning rate per unit of scene extent (the
+                                            # reference's position_lr_init; it decays to a hundredth of it)
     init_ply: str | os.PathLike | None = None  # start from a 3DGS PLY's Gaussians instead of /init
     image_order: str | None = None          # 'shuffled' or 'spread' (default: shuffled for B = 1, else spread)
     device: str = "cpu"                     # 'cpu', or 'cuda': each rank trains on its GPU

@@ -45,11 +45,13 @@ def param_columns(sh_degree: int) -> int:
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """Adam hyperparameters for batches of ``batch_size`` images (Grendel-GS scaling) and the means'
-    learning-rate decay horizon ``position_lr_max_steps`` (in images)."""
+    """Adam hyperparameters for batches of ``batch_size`` images (Grendel-GS scaling), the means'
+    learning-rate decay horizon ``position_lr_max_steps`` (in images) and their initial rate per unit of
+    scene extent ``position_lr_init`` (the reference's 1.6e-4)."""
 
     batch_size: int
     position_lr_max_steps: int = POSITION_LR_MAX_STEPS
+    position_lr_init: float = DEFAULT_LR["means"]
 
     @property
     def lr_scale(self) -> float:
@@ -65,13 +67,14 @@ class BatchSettings:
 
     def lrs(self, extent: float, step: int) -> dict:
         """Learning rates for batch ``step`` (1-based): 3DGS's rates x sqrt(B), the means' scaled with the
-        scene extent and decayed exponentially, as the reference's ``get_expon_lr_func``, from 1.6e-4 to
-        1.6e-6 over ``position_lr_max_steps`` images (then constant); the batch's first image,
+        scene extent and decayed exponentially, as the reference's ``get_expon_lr_func``, from
+        ``position_lr_init`` (1.6e-4) to a hundredth of it over ``position_lr_max_steps`` images (then
+        constant); the batch's first image,
         (step - 1) B + 1, is the reference's iteration (Grendel-GS's for B > 1)."""
         image = (step - 1) * self.batch_size + 1
         progress = min(image / self.position_lr_max_steps, 1.0)
         lrs = {name: lr * self.lr_scale for name, lr in DEFAULT_LR.items()}
-        lrs["means"] = DEFAULT_LR["means"] * extent * MEANS_LR_FINAL_FACTOR ** progress * self.lr_scale
+        lrs["means"] = self.position_lr_init * extent * MEANS_LR_FINAL_FACTOR ** progress * self.lr_scale
         return lrs
 
 

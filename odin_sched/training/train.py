@@ -30,6 +30,7 @@ attributes ``steps``, ``seed``, ``ssim_weight``, ``final_psnr``, ``wall_time_s``
 ``/gaussians/sh``, their DC colour in ``/gaussians/colors``); optionally a 3DGS PLY; and a PNG of the
 first held-out view rendered beside its ground truth.
 """
+import math
 import os
 import time
 from dataclasses import dataclass, replace
@@ -181,6 +182,8 @@ def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False, owned_ro
         raise InputError(f"TrainConfig.eval_every must be at least 1, got {eval_every}")
     if config.position_lr_max_steps < 1:
         raise InputError(f"TrainConfig.position_lr_max_steps must be at least 1, got {config.position_lr_max_steps}")
+    if not (math.isfinite(config.position_lr_init) and config.position_lr_init > 0.0):
+        raise InputError(f"TrainConfig.position_lr_init must be a positive number, got {config.position_lr_init}")
     image_order = resolved_order(image_order, batch_size)
     if image_order not in IMAGE_ORDERS:
         raise InputError(f"TrainConfig.image_order must be one of {', '.join(IMAGE_ORDERS)}, got {image_order!r}")
@@ -211,7 +214,8 @@ def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False, owned_ro
     if batch_size > len(train_ids):
         raise InputError(f"TrainConfig.batch_size {batch_size} is more than the {len(train_ids)} training cameras "
                          f"of {scene_path}")
-    settings, extent = BatchSettings(batch_size, config.position_lr_max_steps), scene_extent(scene.viewmats)
+    settings = BatchSettings(batch_size, config.position_lr_max_steps, config.position_lr_init)
+    extent = scene_extent(scene.viewmats)
     if image_order == "spread":
         sees = visible_cells_of_cameras(initial["means"].numpy(), initial["scales"].numpy(), scene.viewmats,
                                         scene.Ks, scene.width, scene.height, settings, extent)
