@@ -943,7 +943,8 @@ def _main(args) -> int:
             return EXIT_BAD_INPUT
         print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err), vars(args))}", file=sys.stderr,
               flush=True)
-        _abort(EXIT_BAD_INPUT)
+        _abort(EXIT_BAD_INPUT)  # MPICH may return from the abort while it tears the job down
+        return EXIT_BAD_INPUT
     except BaseException as err:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
         rank, size = _mpi_world()
         if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
@@ -966,6 +967,7 @@ def _main(args) -> int:
         traceback.print_exc()
         sys.stderr.flush()
         _abort(1)
+        return 1
     return 0
 
 

@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
+from pregel.errors import InputError
 from pregel.generate import generate_graph
 from pregel.graph_io import GraphData, write_graph
 
@@ -78,3 +79,19 @@ def test_missing_graph_and_missing_output_folder(tmp_path, graph_file):
     assert missing.returncode == 2 and "none.h5: no such file" in missing.stderr
     no_folder = mpirun(2, "run", "wcc", "--graph", graph_file, "--out", tmp_path / "no" / "o.h5")
     assert no_folder.returncode == 2 and "cannot write: its folder" in no_folder.stderr
+
+
+@pytest.mark.parametrize("error, code", [(InputError("bad rows in one slice"), 2),
+                                         (RuntimeError("deliberate failure"), 1)])
+def test_a_rank_whose_abort_returns_still_exits_non_zero(tmp_path, monkeypatch, error, code):
+    """MPICH may return from ``MPI_Abort`` while it tears the job down: the rank must not then exit 0."""
+    import pregel.cli as cli
+
+    def run(args):
+        raise error
+
+    monkeypatch.setattr(cli, "_run_generate_scene", run)
+    monkeypatch.setattr(cli, "_mpi_world", lambda: (1, 2))  # rank 1 of 2, its error not collective
+    monkeypatch.setattr(cli, "_abort", lambda code: None)  # the abort returned
+    argv = ["generate-scene", "--gaussians", "100", "--cameras", "2", "--out", str(tmp_path / "s.h5")]
+    assert cli.main(argv) == code
