@@ -585,7 +585,7 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
 
 
 def train_from_setup(comm, setup: TrainingSetup, render, config: TrainConfig, options: OdinOptions,
-                 checkpoint=None) -> TrainResult:
+                     checkpoint=None) -> TrainResult:
     """``train_distributed`` after its set-up: ``set_up``'s (setup, render) for ``config`` on this rank."""
     if config.batch_size < comm.size and comm.rank == 0:
         print(f"note: batch size {config.batch_size} < {comm.size} ranks: at most {config.batch_size} ranks can "
