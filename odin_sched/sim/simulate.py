@@ -264,6 +264,8 @@ class SimResult:
     migration_bytes: float = 0.0  # bytes of cells moved between owners at window ends (sharded profiles)
     migration_seconds: float = 0.0  # seconds those moves took, on the critical path
     migrated_cells: int = 0  # cells moved
+    messages_sent: float = 0.0  # messages between GPUs, summed over GPUs and windows (odin's modes)
+    planning_wait: float = 0.0  # GPU-seconds of ``wait`` spent on planning that outlasted a window (sharded)
 
     @property
     def steps_per_second(self) -> float:
@@ -311,7 +313,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
              window: int = OdinOptions.window, cells_per_gpu: int | None = None,
              max_staleness: int = 1, seed: int = 0,
              trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH,
-             message_sizes=None) -> SimResult:
+             message_sizes=None, joining=None) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``num_cells`` cells (by default
     the runtime's ``default_cells`` of the Gaussians the scene stands for; ``cells_per_gpu`` x gpus if given),
@@ -325,7 +327,9 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     (``densified_counts`` with ``densify_growth``; 0: cells never grow). ``message_sizes``: a what-if, not
     what the runtime sends (None: the runtime's messages): called with each planned window and its
     ``Routes``, it returns the words of every message group and the seconds [N] added to each vertex
-    (``odin_sched.sim.rows.RowMessages``)."""
+    (``odin_sched.sim.rows.RowMessages``). ``joining``: a what-if, not what the runtime sends (None: one
+    message per group): a rank joins the messages of its fires into fewer (``odin_sched.sim.joining``;
+    dataflow modes only)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
     comm = _local_comm()
@@ -359,6 +363,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     owner = owners_by_count(bounds.count, gpus)
     total, row_bytes = int(bounds.count.sum()), 4 * row_words(param_columns(sh_degree), True)
     migrated = {"bytes": 0.0, "seconds": 0.0, "cells": 0}
+    messages = planning_wait = 0.0
     for start in range(0, steps, window):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1)
@@ -378,6 +383,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         if message_sizes is not None:  # a what-if: the groups' sizes and costs replaced in place (run's own)
             run.routes.group_size[:], extra = message_sizes(win, run.routes)
             cost += extra
+        if joining is not None:
+            run.join_with(joining(win, run.routes), joining.flush)
         p = parallelism(win.steps, cost)
         work, path = work + cost.sum(), path + (cost.sum() / p if p else 0.0)
         ceiling = max(cost.sum() / processors, cost.sum() / p if p else 0.0)
@@ -388,6 +395,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
             memory = np.maximum(memory, held)
             planning = profile.sharded_planning_seconds(gpus)
             exposed = max(0.0, planning - last_window) if start else 0.0
+            planning_wait += exposed * gpus
             clock += exposed
             bound += exposed
             totals["wait"] += exposed
@@ -399,6 +407,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         assigned += max(ceiling, assigned_bound(win.steps, win.plan, run.routes, cost, profile, gpus)) - ceiling
         run.dataflow() if mode != "barrier" else run.bsp()
         end = run.end.max()
+        messages += run.messages.sum()
         for k in totals:
             totals[k] += getattr(run, k)
         totals["wait"] += end - run.end  # the window-end barrier
@@ -430,7 +439,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
                      work / path if path else 0.0, stale, worst, spans, traced, arrivals, bound, bound + assigned,
                      window,
                      memory_bytes=float(memory.max()), migration_bytes=migrated["bytes"],
-                     migration_seconds=migrated["seconds"], migrated_cells=migrated["cells"])
+                     migration_seconds=migrated["seconds"], migrated_cells=migrated["cells"], messages_sent=messages,
+                     planning_wait=planning_wait)
 
 
 def vertex_costs(win, views: CameraViews, profile: CostProfile, rng: np.random.Generator,
@@ -572,9 +582,21 @@ class _WindowRun:
         self.routes = Routes(win.plan, program, gpus)
         self.firings = [Firing(win.plan, program, copy.copy(self.routes).select(r), r, gpus, carry=False)
                         for r in range(gpus)]
-        self.compute, self.comm, self.wait, self.end = (np.zeros(gpus) for _ in range(4))
+        self.compute, self.comm, self.wait, self.end, self.messages = (np.zeros(gpus) for _ in range(5))
         self.spans = [[] for _ in range(gpus)] if trace else []
         self.arrivals = []  # traced: (rank, source vertex, seconds) of every message received
+        self.key = self.key_words = self.flush = None  # the joining what-if (``join_with``); None: none
+        self.held = [[] for _ in range(gpus)]  # per rank: the groups it holds to join
+        self.holding = np.zeros(gpus, bool)  # whether a rank now holds its messages to join them
+
+    def join_with(self, keys: tuple, flush: str) -> None:
+        """The joining what-if (``odin_sched.sim.joining``): keys = (key [G] int64 of every group, -1: sent
+        alone at once; words [K] of a joined message of each key, or None: its groups' words summed); flush:
+        'serving' (a rank holds its messages while it serves at a serving point) or 'run' (it holds them
+        until its next image part or wait)."""
+        self.key, self.key_words = keys
+        self.flush = flush
+        self.holding[:] = flush == "run"
 
     def _span(self, rank, kind, t0, t1, vertex=-1):
         if self.spans and t1 > t0:
@@ -600,13 +622,34 @@ class _WindowRun:
             return []
         remote, t0 = [], env.now
         for g, _ in self.firings[me].route(u, None):
+            if send is not None and self.holding[me] and self.key[g] >= 0:
+                self.held[me].append(g)  # joined later (``_release``)
+                continue
             yield from cpu.hold(me, self.profile.overhead)
             remote.append(g)
             if send is not None:
-                send(me, g)
+                send(me, [g], self.routes.group_size[g])
         self.comm[me] += env.now - t0
         self._span(me, "send", t0, env.now, u)
         return remote
+
+    def _release(self, cpu: "Processors", me: int, send):
+        """SimPy process steps: rank ``me`` sends the groups it holds (``join_with``), those to one rank with
+        one key as one message (in the order of their first group), each after its sender's overhead."""
+        if not self.held[me]:
+            return
+        groups, self.held[me] = np.asarray(self.held[me], np.int64), []
+        r, t0 = self.routes, cpu.env.now
+        bucket = r.group_rank[groups] * (int(self.key.max()) + 1) + self.key[groups]
+        _, first, inverse = np.unique(bucket, return_index=True, return_inverse=True)
+        for b in np.argsort(first).tolist():
+            joined = groups[inverse.reshape(-1) == b]
+            words = (r.group_size[joined].sum() if self.key_words is None
+                     else self.key_words[self.key[joined[0]]])
+            yield from cpu.hold(me, self.profile.overhead)
+            send(me, joined.tolist(), words)
+        self.comm[me] += cpu.env.now - t0
+        self._span(me, "send", t0, cpu.env.now)
 
     def dataflow(self) -> None:
         """Every rank fires ready vertices by priority and sends at once (SimPy processes)."""
@@ -617,22 +660,25 @@ class _WindowRun:
         out_free, in_free = np.zeros(self.gpus), np.zeros(self.gpus)
         wake = [env.event() for _ in range(self.gpus)]
 
-        def arrive(dst, g):
-            if self.spans:
-                self.arrivals.append((dst, int(np.searchsorted(r.vertex_groups, g, side="right")) - 1, env.now))
-            self.firings[dst].received(g, None)
+        def arrive(dst, groups):
+            for g in groups:
+                if self.spans:
+                    self.arrivals.append((dst, int(np.searchsorted(r.vertex_groups, g, side="right")) - 1, env.now))
+                self.firings[dst].received(g, None)
             if not wake[dst].triggered:
                 wake[dst].succeed()
 
-        def send(src, g):
-            dst = int(r.group_rank[g])
+        def send(src, groups, words):
+            """One message from ``src`` of ``words`` float32 words carrying ``groups`` (one rank's)."""
+            dst = int(r.group_rank[groups[0]])
+            self.messages[src] += 1
             latency, bandwidth = self.profile.link(src, dst)
-            seconds = 4.0 * r.group_size[g] / float(bandwidth)
+            seconds = 4.0 * words / float(bandwidth)
             begin = max(env.now, out_free[src])  # the sender's link streams its messages in order ...
             out_free[src] = begin + seconds
             in_free[dst] = max(begin, in_free[dst]) + seconds  # ... and the receiver's drains them in order
             event = env.timeout(in_free[dst] + float(latency) - env.now)
-            event.callbacks.append(lambda _, dst=dst, g=g: arrive(dst, g))
+            event.callbacks.append(lambda _, dst=dst, groups=groups: arrive(dst, groups))
 
         cpu = Processors(env, self.profile, self.gpus)
 
@@ -646,26 +692,36 @@ class _WindowRun:
                     u, seconds = self._fire(me)
                     if u < self.images:  # the runtime's serving point: after the forward pass, the rank
                         # fires its ready cell versions (``StepMessages.servable``), then the backward pass
+                        yield from self._release(cpu, me, send)  # (joining: held messages go before an image)
                         forward = seconds * self.profile.forward_share
                         yield from self._compute(env, cpu, me, u, forward, route=False)
                         seconds -= forward
+                        self.holding[me] |= self.flush == "serving"
                         served = f.pop_servable()
                         while served is not None:
                             yield from fire(me, *self._fire(me, served))
                             served = f.pop_servable()
+                        self.holding[me] = self.flush == "run"
+                        yield from self._release(cpu, me, send)
                     yield from fire(me, u, seconds)
+                elif self.held[me]:  # (joining) send what it holds, then look again: a message may come meanwhile
+                    yield from self._release(cpu, me, send)
                 else:
                     t0 = env.now
                     wake[me] = env.event()
                     yield from cpu.wait(me, wake[me])
                     self.wait[me] += env.now - t0
                     self._span(me, "wait", t0, env.now)
+            yield from self._release(cpu, me, send)
             cpu.release(me)
             self.end[me] = env.now
 
         for me in range(self.gpus):
             env.process(rank(me))
         env.run()
+        stuck = [me for me, f in enumerate(self.firings) if not f.done]
+        if stuck:
+            raise RuntimeError(f"simulated ranks {stuck[:8]} never fired all their vertices")
 
     def bsp(self) -> None:
         """Phase by phase as ``run_dataflow(mode='bsp')``: fire, barrier, one Alltoallv of the phase."""
@@ -700,8 +756,10 @@ class _WindowRun:
                 yield env.all_of([env.process(rank_phase(me, order[starts[me]:bounds[i]].tolist(), sent, met, arrived))
                                   for me, (_, order, bounds) in enumerate(orders)])
                 starts = [bounds[i] for _, _, bounds in orders]
-                exchange = self._alltoallv(np.array(sent, np.int64))  # from the last rank out of the barrier
-                for g in sent:
+                sent = np.array(sent, np.int64)
+                exchange = self._alltoallv(sent)  # from the last rank out of the barrier
+                self.messages += np.bincount(r.group_source_rank[sent], minlength=gpus)
+                for g in sent.tolist():
                     self.firings[int(r.group_rank[g])].received(g, None)
                 done = env.now + exchange  # the Alltoallv ends together, after the last rank joined it
                 for me in range(gpus):
