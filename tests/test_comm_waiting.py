@@ -73,3 +73,24 @@ def test_a_rank_that_shares_cores_sleeps_between_looks_and_one_that_does_not_nev
     comm.waitall(sends)
     np.testing.assert_array_equal(received, sent)
     assert naps == ([comm_module.IDLE_POLL_SECONDS] if shares_cores else [])
+
+
+@pytest.mark.parametrize("shares_cores", [False, True])
+def test_an_idle_waitall_sleeps_twice_as_long_each_time_up_to_the_cap_whatever_the_cores(monkeypatch, shares_cores):
+    comm = Comm(MPI.COMM_SELF)
+    comm.shares_cores = shares_cores
+    received, sent = np.zeros(4, np.float32), np.arange(4, dtype=np.float32)
+    sends, naps = [], []
+
+    def nap(seconds):  # the message arrives during the seventh nap
+        naps.append(seconds)
+        if len(naps) == 7:
+            sends.append(comm.isend(sent, 0, 5))
+
+    monkeypatch.setattr(comm_module, "IDLE_POLL_SECONDS", 1e-4)
+    monkeypatch.setattr(comm_module, "IDLE_POLL_MAX_SECONDS", 2e-3)
+    monkeypatch.setattr(comm_module.time, "sleep", nap)
+    comm.waitall([comm.irecv(received, 0, 5)], idle=True)
+    comm.waitall(sends)
+    np.testing.assert_array_equal(received, sent)
+    assert naps == pytest.approx([1e-4, 2e-4, 4e-4, 8e-4, 1.6e-3, 2e-3, 2e-3])
