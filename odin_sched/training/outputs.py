@@ -171,10 +171,10 @@ def merged_rows(comm, rows, piece_bytes: int = PIECE_BYTES):
         # no row with an id above the smallest "last id received" of the ranks still sending can come later
         bound = min((int(ids[r][-1]) for r in np.flatnonzero(sent < counts)), default=None)
         cut = [len(i) if bound is None else int(np.searchsorted(i, bound, side="right")) for i in ids]
-        ready = np.concatenate([b[:c] for b, c in zip(buffers, cut)])
         order = np.argsort(np.concatenate([i[:c] for i, c in zip(ids, cut)]), kind="stable")
+        ready = np.concatenate([b[:c] for b, c in zip(buffers, cut)])[order]  # the unsorted copy freed at once
         buffers, ids = [b[c:] for b, c in zip(buffers, cut)], [i[c:] for i, c in zip(ids, cut)]
-        yield ready[order]
+        yield ready
 
 
 class _TrainedFiles:
