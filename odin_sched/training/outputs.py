@@ -12,7 +12,9 @@ any split of the model over the ranks, any order), and rank 0 writes
 
 The rows reach rank 0 by a k-way merge: each rank sorts its rows by id and sends them in blocks of at
 most ``piece_bytes / P`` bytes, one in flight at a time, which rank 0 receives once it has written all of
-that rank's previous block (no collective per block). Rank 0 writes every buffered row whose id is at most the smallest "last id of the latest block"
+that rank's previous block (no collective per block: meeting the others at one per block kept rank 0
+asleep 4.1 s of its 23 s at 10,000,000 Gaussians; docs/odin-measurements.md, "Rank 0's writing without a
+collective per block"). Rank 0 writes every buffered row whose id is at most the smallest "last id of the latest block"
 among the ranks still sending (no row with a smaller id can come later), so its buffer never holds
 more than ``piece_bytes`` of rows, whatever the size of the model (at most a few copies of a piece are
 alive at once: the received blocks, the merged block, its columns, its PLY rows). The files are those that
@@ -24,7 +26,7 @@ repeated id) is one ``InputError`` on every rank, and nothing is written.
 of the writing itself can be in it: ``late_metrics``, called on every rank once its part is done (rank 0:
 everything written but ``/metrics``; the others: every row sent), gives the entries that are known only
 then (the distributed trainer's ``/metrics/per_rank`` with each process's peak resident set). The ranks
-other than 0 wait for rank 0 without polling a processor (``Comm.bcast``/``barrier`` with ``idle``: they
+other than 0 wait for rank 0 without polling a processor (``Comm.waitall``/``barrier`` with ``idle``: they
 look, then sleep, longer and longer up to ``pregel.comm.IDLE_POLL_MAX_SECONDS``); an error on rank 0
 still ends every rank (an ``InputError`` by the agreement at the end, anything else by the launcher's
 abort).
