@@ -170,7 +170,8 @@ def merged_rows(comm, rows, piece_bytes: int = PIECE_BYTES):
         comm.waitall(requests)
         for r in want:
             ids[r] = _ids(buffers[r])
-        # no row with an id above the smallest "last id received" of the ranks still sending can come later
+        # the rows with ids up to the smallest "last id received" of the ranks still sending are final:
+        # no smaller id can come later
         bound = min((int(ids[r][-1]) for r in np.flatnonzero(sent < counts)), default=None)
         cut = [len(i) if bound is None else int(np.searchsorted(i, bound, side="right")) for i in ids]
         order = np.argsort(np.concatenate([i[:c] for i, c in zip(ids, cut)]), kind="stable")
