@@ -226,15 +226,15 @@ class Comm:
                 return done or []
             time.sleep(IDLE_POLL_SECONDS)
 
-    def waitall(self, requests: list) -> None:
-        """Block until every one of the ``requests`` has completed (waiting like ``waitsome``)."""
+    def waitall(self, requests: list, idle: bool = False) -> None:
+        """Block until every one of the ``requests`` has completed (waiting like ``waitsome``; ``idle``:
+        looking and sleeping longer and longer, whatever the cores, as ``barrier(idle=True)`` does)."""
         from mpi4py import MPI
 
-        if not self.shares_cores:
+        if not (self.shares_cores or idle):
             MPI.Request.Waitall(requests)
             return
-        while not MPI.Request.Testall(requests):
-            time.sleep(IDLE_POLL_SECONDS)
+        _look_and_sleep(lambda: MPI.Request.Testall(requests), idle)
 
     @property
     def tag_limit(self) -> int:
@@ -269,11 +269,7 @@ class Comm:
         if not (self.shares_cores or idle):
             self.mpi.Barrier()
             return
-        request, pause = self.mpi.Ibarrier(), IDLE_POLL_SECONDS
-        while not request.Test():
-            time.sleep(pause)
-            if idle:
-                pause = min(2 * pause, IDLE_POLL_MAX_SECONDS)
+        _look_and_sleep(self.mpi.Ibarrier().Test, idle)
 
     def agree(self, error: InputError | None, value=None) -> list:
         """Collective check before continuing: if any rank hit an ``InputError``, all raise one.
@@ -290,6 +286,16 @@ class Comm:
             agreed.collective = True  # every rank raises it: no rank is left waiting
             raise agreed
         return [v for _, v in gathered]
+
+
+def _look_and_sleep(done, idle: bool) -> None:
+    """Call ``done()`` until it is true, sleeping ``IDLE_POLL_SECONDS`` between calls (``idle``: each sleep
+    twice the last, up to ``IDLE_POLL_MAX_SECONDS``)."""
+    pause = IDLE_POLL_SECONDS
+    while not done():
+        time.sleep(pause)
+        if idle:
+            pause = min(2 * pause, IDLE_POLL_MAX_SECONDS)
 
 
 def _known_layout(rows: np.ndarray, counts: np.ndarray, allocate: bool):

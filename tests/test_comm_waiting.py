@@ -53,19 +53,26 @@ def test_ranks_share_cores_exactly_when_more_than_one_runs_and_they_outnumber_th
     assert Comm(_World(size)).shares_cores == (size > 1 and local > CORES)
 
 
-@pytest.mark.parametrize("shares_cores", [False, True])
-def test_a_rank_that_shares_cores_sleeps_between_looks_and_one_that_does_not_never_sleeps(monkeypatch, shares_cores):
+def one_message_during_nap(monkeypatch, shares_cores: bool, nap_number: int):
+    """(comm on COMM_SELF with ``shares_cores``, the buffer to receive into, the values sent, the sends, the
+    naps taken): ``time.sleep`` recorded instead of slept, sending the message during nap ``nap_number``."""
     comm = Comm(MPI.COMM_SELF)
     comm.shares_cores = shares_cores
     received, sent = np.zeros(4, np.float32), np.arange(4, dtype=np.float32)
     sends, naps = [], []
 
-    def nap(seconds):  # the message arrives during the first nap
+    def nap(seconds):
         naps.append(seconds)
-        if not sends:
+        if len(naps) == nap_number:
             sends.append(comm.isend(sent, 0, 5))
 
     monkeypatch.setattr(comm_module.time, "sleep", nap)
+    return comm, received, sent, sends, naps
+
+
+@pytest.mark.parametrize("shares_cores", [False, True])
+def test_a_rank_that_shares_cores_sleeps_between_looks_and_one_that_does_not_never_sleeps(monkeypatch, shares_cores):
+    comm, received, sent, sends, naps = one_message_during_nap(monkeypatch, shares_cores, 1)
     request = comm.irecv(received, 0, 5)
     if not shares_cores:  # MPI's own wait blocks until the message is there: send it first
         sends.append(comm.isend(sent, 0, 5))
@@ -73,3 +80,14 @@ def test_a_rank_that_shares_cores_sleeps_between_looks_and_one_that_does_not_nev
     comm.waitall(sends)
     np.testing.assert_array_equal(received, sent)
     assert naps == ([comm_module.IDLE_POLL_SECONDS] if shares_cores else [])
+
+
+@pytest.mark.parametrize("shares_cores", [False, True])
+def test_an_idle_waitall_sleeps_twice_as_long_each_time_up_to_the_cap_whatever_the_cores(monkeypatch, shares_cores):
+    comm, received, sent, sends, naps = one_message_during_nap(monkeypatch, shares_cores, 7)
+    monkeypatch.setattr(comm_module, "IDLE_POLL_SECONDS", 1e-4)
+    monkeypatch.setattr(comm_module, "IDLE_POLL_MAX_SECONDS", 2e-3)
+    comm.waitall([comm.irecv(received, 0, 5)], idle=True)
+    comm.waitall(sends)
+    np.testing.assert_array_equal(received, sent)
+    assert naps == pytest.approx([1e-4, 2e-4, 4e-4, 8e-4, 1.6e-3, 2e-3, 2e-3])

@@ -117,13 +117,16 @@ def test_one_process_writes_the_oracles_files(model, oracle, rows):
     assert_same_files(name, folder, oracle)
 
 
+@pytest.mark.parametrize("case", ["ok", "runs"])
 @pytest.mark.parametrize("size", [1, 2, 3])
-def test_rows_split_over_ranks_give_the_oracles_files(model, oracle, size):
+def test_rows_split_over_ranks_give_the_oracles_files(model, oracle, size, case):
+    """Rows split at random (ok), or in runs of consecutive ids per rank as a spatial split gives them and
+    merged a row per block (runs: a rank's whole run is written before the next rank's blocks are needed)."""
     folder = model[0]
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder), "ok"],
+    subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder), case],
                    check=True, timeout=300, env=env)
-    assert_same_files(f"ok_{size}", folder, oracle)
+    assert_same_files(f"{case}_{size}", folder, oracle)
 
 
 @pytest.mark.parametrize("size", [1, 3])

@@ -34,37 +34,74 @@ LAYOUTS = ("objects", "city")
 FOCAL_FACTOR = 0.9  # focal length in units of the image width (about 58 degrees field of view)
 SPOT_STEP = 0.4  # world units between the side-by-side views of one city spot (streets are 4 wide)
 RENDER_CELLS = 1024  # k-d cells whose boxes decide which Gaussians an image renders
+CITY_CHUNK = 2048  # city blocks built at once (bounds the temporary arrays)
+SHAPES = {"means": (3,), "scales": (3,), "quats": (4,), "opacities": (), "colors": (3,)}  # a Gaussian's arrays
 
 
-def _random_quats(rng, n):
-    q = rng.standard_normal((n, 4))
-    return q / np.linalg.norm(q, axis=1, keepdims=True)
+def _uniform(unit, low, high):
+    """``low + (high - low) * unit``: numpy's ``Generator.uniform`` applied to draws ``unit`` of
+    ``Generator.random`` (the two consume the stream alike)."""
+    return low + (high - low) * unit
 
 
-def _surfels(points, colors, spacing, rng):
-    """Gaussians at surface points: isotropic-ish, sized to overlap neighbours ``spacing`` apart."""
-    n = points.shape[0]
-    scales = np.log(spacing * rng.uniform(0.45, 0.7, size=(n, 3)))
-    opacity = rng.uniform(0.85, 0.98, size=n)
+def _surfel_shapes(points, colors, spacing, scale_unit, opacity_unit, quat_normal):
+    """Gaussians at surface points [n, 3] with colours [n, 3]: isotropic-ish, sized to overlap neighbours
+    ``spacing`` (scalar or [n, 1]) apart, from the generator's draws: scale_unit [n, 3] and opacity_unit [n]
+    uniform in [0, 1), quat_normal [n, 4] standard normal."""
+    scales = np.log(spacing * _uniform(scale_unit, 0.45, 0.7))
+    opacity = _uniform(opacity_unit, 0.85, 0.98)
     return {
         "means": points,
         "scales": scales,
-        "quats": _random_quats(rng, n),
+        "quats": quat_normal / np.linalg.norm(quat_normal, axis=1, keepdims=True),
         "opacities": np.log(opacity / (1.0 - opacity)),
         "colors": np.clip(colors, 0.0, 1.0),
     }
+
+
+def _surfels(points, colors, spacing, rng):
+    """Gaussians at surface points: ``_surfel_shapes`` with its draws taken from ``rng``."""
+    n = points.shape[0]
+    scale_unit, opacity_unit = rng.random((n, 3)), rng.random(n)
+    return _surfel_shapes(points, colors, spacing, scale_unit, opacity_unit, rng.standard_normal((n, 4)))
 
 
 def _concat(parts):
     return {k: np.concatenate([p[k] for p in parts]).astype(np.float32) for k in parts[0]}
 
 
+def _ground_points(center, size, palette, cell, xy_unit, noise):
+    """Points and colours [n, 3] of a checkered square of side ``size`` at z = 0 around ``center`` ([2] or
+    [n, 2]), from draws xy_unit [n, 2] uniform in [0, 1) and noise [n, 3] standard normal."""
+    xy = center + _uniform(xy_unit, -0.5 * size, 0.5 * size)
+    checker = (np.floor(xy[:, 0] / cell) + np.floor(xy[:, 1] / cell)).astype(int) % 2
+    pts = np.column_stack([xy, np.zeros(len(xy))])
+    return pts, palette[checker] + (0.0 + 0.02 * noise)
+
+
 def _ground(n, center, size, palette, cell, rng):
     """Checkered square of side ``size`` at z = 0 around ``center`` (x, y)."""
-    xy = center + rng.uniform(-0.5 * size, 0.5 * size, size=(n, 2))
-    checker = (np.floor(xy[:, 0] / cell) + np.floor(xy[:, 1] / cell)).astype(int) % 2
-    pts = np.column_stack([xy, np.zeros(n)])
-    return pts, palette[checker] + rng.normal(0, 0.02, (n, 3)), math.sqrt(size * size / n)
+    xy_unit = rng.random((n, 2))
+    pts, colors = _ground_points(center, size, palette, cell, xy_unit, rng.standard_normal((n, 3)))
+    return pts, colors, math.sqrt(size * size / n)
+
+
+def _box_areas(half):
+    """Face areas [..., 6] of boxes with half sides ``half`` [..., 3] (faces -x, +x, -y, +y, -z, +z)."""
+    h0, h1, h2 = half[..., 0], half[..., 1], half[..., 2]
+    return np.stack([h1 * h2, h1 * h2, h0 * h2, h0 * h2, h0 * h1, h0 * h1], axis=-1)
+
+
+def _box_points(half, face, u_unit):
+    """Offsets [n, 3] of points on the surfaces of axis-aligned boxes (half sides ``half`` [3] or [n, 3])
+    from the centres, on faces ``face`` [n], and their vertical stripe's number [n] (int), from draws
+    u_unit [n, 3] uniform in [0, 1)."""
+    n = len(face)
+    half = np.broadcast_to(half, (n, 3))
+    u = _uniform(u_unit, -1, 1) * half
+    axis, sign = face // 2, np.where(face % 2 == 0, -1.0, 1.0)
+    u[np.arange(n), axis] = sign * half[np.arange(n), axis]
+    return u, np.floor((u[:, 0] + u[:, 1]) / (0.5 * np.maximum(half[:, 0], half[:, 1]))).astype(int)
 
 
 def _sphere(n, center, radius, palette, rng):
@@ -76,14 +113,10 @@ def _sphere(n, center, radius, palette, rng):
 
 def _box(n, center, half, palette, rng):
     """Points on the surface of an axis-aligned box (faces picked by area), vertical stripes."""
-    areas = np.array([half[1] * half[2], half[1] * half[2], half[0] * half[2], half[0] * half[2],
-                      half[0] * half[1], half[0] * half[1]])
+    areas = _box_areas(half)
     face = rng.choice(6, size=n, p=areas / areas.sum())
-    u = rng.uniform(-1, 1, size=(n, 3)) * half
-    axis, sign = face // 2, np.where(face % 2 == 0, -1.0, 1.0)
-    u[np.arange(n), axis] = sign * half[axis]
-    stripe = (np.floor((u[:, 0] + u[:, 1]) / (0.5 * max(half[0], half[1]))).astype(int)) % len(palette)
-    return center + u, palette[stripe], math.sqrt(4 * areas.sum() / n)
+    u, stripe = _box_points(half, face, rng.random((n, 3)))
+    return center + u, palette[stripe % len(palette)], math.sqrt(4 * areas.sum() / n)
 
 
 def _cylinder(n, center, radius, height, palette, rng, cone=False):
@@ -138,24 +171,76 @@ def _objects_layout(g, c, rng):
     return gaussians, viewmats
 
 
+def _blockwise(ground, box, blocks):
+    """Rows [blocks * (n_ground + n_box), k] of ``blocks`` blocks, each its ground rows then its box rows,
+    from the ground rows [blocks * n_ground, k] and box rows [blocks * n_box, k], block after block."""
+    k = ground.shape[1]
+    rows = np.empty((blocks, (len(ground) + len(box)) // blocks, k))
+    n_ground = len(ground) // blocks
+    rows[:, :n_ground] = ground.reshape(blocks, n_ground, k)
+    rows[:, n_ground:] = box.reshape(blocks, -1, k)
+    return rows.reshape(-1, k)
+
+
+def _city_blocks(rng, blocks, per_side, pitch, count, ground_palette):
+    """The Gaussians (dict of float64 arrays, ``_surfel_shapes``) of the city blocks ``blocks`` [B] (numbers
+    on a grid ``per_side`` blocks wide, ``pitch`` apart) of ``count`` Gaussians each, rows block by block
+    (a third the ground patch, then the building), with the draws of ``rng`` that building them one block
+    at a time would take, in that order (per block: height, half sides, palette, ground points, box faces
+    and points, then the ground's and the box's surfels). The draws are the only loop over the blocks:
+    numpy's normal draws take a varying number of the generator's words, so the blocks' runs of uniform
+    and normal draws cannot be drawn as one; the rest is vectorised over the blocks."""
+    nb, ng = len(blocks), count // 3
+    nx = count - ng  # the box's
+    widths = [12, 2 * ng, nx, 3 * nx, 3 * ng, ng, 3 * nx, nx]  # the uniform draws of a block, in order
+    uniform, normal = np.empty((nb, sum(widths))), np.empty((nb, 7 * ng + 4 * nx))
+    uniform_cuts = np.cumsum([0, 12 + 2 * ng, 4 * nx + 4 * ng, 4 * nx])
+    normal_cuts = [0, 3 * ng, 7 * ng, 7 * ng + 4 * nx]
+    for b in range(nb):
+        for k in range(3):  # one call per run, uniform and normal runs alternating as a block's build draws
+            rng.random(out=uniform[b, uniform_cuts[k]:uniform_cuts[k + 1]])
+            rng.standard_normal(out=normal[b, normal_cuts[k]:normal_cuts[k + 1]])
+    head, xy, face_unit, u_unit, ground_scale, ground_opacity, box_scale, box_opacity = np.split(
+        uniform, np.cumsum(widths)[:-1], axis=1)
+    noise, ground_quat, box_quat = np.split(normal, normal_cuts[1:3], axis=1)
+
+    centers = (np.stack([blocks % per_side, blocks // per_side], axis=1).astype(float) + 0.5) * pitch
+    height = _uniform(head[:, 0], 2.0, 6.0)
+    half = np.column_stack([_uniform(head[:, 1], 1.5, 2.8), _uniform(head[:, 2], 1.5, 2.8), height / 2])
+    palettes = _uniform(head[:, 3:], 0.15, 0.95).reshape(nb, 3, 3)
+    ground_pts, ground_colors = _ground_points(np.repeat(centers, ng, axis=0), 6.0, ground_palette, 1.5,
+                                               xy.reshape(-1, 2), noise.reshape(-1, 3))
+    areas = _box_areas(half)
+    cdf = np.cumsum(areas / areas.sum(axis=1, keepdims=True), axis=1)  # numpy's choice(6, p=...): its cdf,
+    cdf /= cdf[:, -1:]
+    face = (cdf[:, None, :] <= face_unit[:, :, None]).sum(axis=2).ravel()  # searchsorted(side="right")
+    u, stripe = _box_points(np.repeat(half, nx, axis=0), face, u_unit.reshape(-1, 3))
+    box_pts = np.repeat(np.column_stack([centers, height / 2]), nx, axis=0) + u
+    box_colors = palettes[np.repeat(np.arange(nb), nx), stripe % 3]
+    spacing = np.repeat(np.column_stack([np.full(nb, math.sqrt(36.0 / ng)), np.sqrt(4 * areas.sum(axis=1) / nx)]),
+                        [ng, nx], axis=1).reshape(-1, 1)
+    return _surfel_shapes(_blockwise(ground_pts, box_pts, nb), _blockwise(ground_colors, box_colors, nb), spacing,
+                          _blockwise(ground_scale.reshape(-1, 3), box_scale.reshape(-1, 3), nb),
+                          _blockwise(ground_opacity.reshape(-1, 1), box_opacity.reshape(-1, 1), nb)[:, 0],
+                          _blockwise(ground_quat.reshape(-1, 4), box_quat.reshape(-1, 4), nb))
+
+
 def _city_layout(g, c, rng, views_per_spot=1):
     blocks_per_side = max(2, int(round(math.sqrt(g / 300))))  # about 300 Gaussians per block
     pitch = 10.0  # block spacing (block 6 wide, streets 4 wide)
     n_blocks = blocks_per_side ** 2
-    counts = np.full(n_blocks, g // n_blocks)
-    counts[: g % n_blocks] += 1
     ground_palette = np.array([[0.35, 0.35, 0.38], [0.5, 0.5, 0.48]])
-    parts = []
-    for b in range(n_blocks):  # a handful of clusters, each built vectorised
-        center = (np.array([b % blocks_per_side, b // blocks_per_side], float) + 0.5) * pitch
-        n_ground = counts[b] // 3
-        height = rng.uniform(2.0, 6.0)
-        half = np.array([rng.uniform(1.5, 2.8), rng.uniform(1.5, 2.8), height / 2])
-        palette = rng.uniform(0.15, 0.95, size=(3, 3))
-        for pts, col, s in (_ground(n_ground, center, 6.0, ground_palette, 1.5, rng),
-                            _box(counts[b] - n_ground, np.append(center, height / 2), half, palette, rng)):
-            parts.append(_surfels(pts, col, s, rng))
-    gaussians = _concat(parts)
+    # blocks of g // n_blocks Gaussians, the first g % n_blocks one more; built CITY_CHUNK blocks of one size
+    # at a time, in block order
+    larger = g % n_blocks
+    cuts = sorted(set(range(0, n_blocks, CITY_CHUNK)) | {larger, n_blocks})
+    gaussians = {k: np.empty((g,) + shape, np.float32) for k, shape in SHAPES.items()}
+    row = 0
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        count = g // n_blocks + (lo < larger)
+        for k, v in _city_blocks(rng, np.arange(lo, hi), blocks_per_side, pitch, count, ground_palette).items():
+            gaussians[k][row:row + len(v)] = v
+        row += (hi - lo) * count
     # fly-through: along the streets between block rows, in a serpentine, looking ahead and down, stopping
     # at `spots` places and taking `views_per_spot` views side by side (across the street) at each
     span = blocks_per_side * pitch

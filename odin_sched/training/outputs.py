@@ -11,8 +11,10 @@ any split of the model over the ranks, any order), and rank 0 writes
   source file).
 
 The rows reach rank 0 by a k-way merge: each rank sorts its rows by id and sends them in blocks of at
-most ``piece_bytes / P`` bytes, a rank's next block only once rank 0 has written all of its previous
-one. Rank 0 writes every buffered row whose id is at most the smallest "last id of the latest block"
+most ``piece_bytes / P`` bytes, one in flight at a time, which rank 0 receives once it has written all of
+that rank's previous block (no collective per block: meeting the others at one per block kept rank 0
+asleep 4.1 s of its 23 s at 10,000,000 Gaussians; docs/odin-measurements.md, "Rank 0's writing without a
+collective per block"). Rank 0 writes every buffered row whose id is at most the smallest "last id of the latest block"
 among the ranks still sending (no row with a smaller id can come later), so its buffer never holds
 more than ``piece_bytes`` of rows, whatever the size of the model (at most a few copies of a piece are
 alive at once: the received blocks, the merged block, its columns, its PLY rows). The files are those that
@@ -24,7 +26,7 @@ repeated id) is one ``InputError`` on every rank, and nothing is written.
 of the writing itself can be in it: ``late_metrics``, called on every rank once its part is done (rank 0:
 everything written but ``/metrics``; the others: every row sent), gives the entries that are known only
 then (the distributed trainer's ``/metrics/per_rank`` with each process's peak resident set). The ranks
-other than 0 wait for rank 0 without polling a processor (``Comm.bcast``/``barrier`` with ``idle``: they
+other than 0 wait for rank 0 without polling a processor (``Comm.waitall``/``barrier`` with ``idle``: they
 look, then sleep, longer and longer up to ``pregel.comm.IDLE_POLL_MAX_SECONDS``); an error on rank 0
 still ends every rank (an ``InputError`` by the agreement at the end, anything else by the launcher's
 abort).
@@ -132,7 +134,11 @@ def merged_rows(comm, rows, piece_bytes: int = PIECE_BYTES):
     """Every rank's ``rows`` (packed, sorted by id, the same width everywhere: an array or ``PackedRows``,
     sliced a block at a time) in ascending id order, as
     blocks [m, width] yielded on rank 0 (nothing on the others, which send theirs); collective: every
-    rank must run the generator to its end. Rank 0 buffers at most ``piece_bytes`` of rows."""
+    rank must run the generator to its end. Rank 0 buffers at most ``piece_bytes`` of rows.
+
+    No collective per block: each other rank sends its blocks in order, one in flight at a time (the next
+    once rank 0 has received the last, waiting idle meanwhile), and rank 0 receives a rank's next block
+    when it has written all of that rank's previous one, so the next is usually there already."""
     size, rank = (1, 0) if comm is None else (comm.size, comm.rank)
     block = max(1, piece_bytes // (size * rows.shape[1] * 4))
     if size == 1:
@@ -140,21 +146,20 @@ def merged_rows(comm, rows, piece_bytes: int = PIECE_BYTES):
             yield rows[start:start + block]
         return
     counts = np.array(comm.allgather(len(rows)), np.int64)
-    sent = np.zeros(size, np.int64)  # rank 0: the rows each rank has sent so far
-    buffers = [rows[:0]] * size      # rank 0: each rank's received rows not yet written
-    want = counts > 0                # the ranks that send their next block in this round
+    if rank != 0:
+        for start in range(0, len(rows), block):
+            comm.waitall([comm.isend(np.ascontiguousarray(rows[start:start + block]).reshape(-1), 0, ROWS_TAG)],
+                         idle=True)
+        return
+    sent = np.zeros(size, np.int64)            # the rows each rank has sent so far
+    buffers = [rows[:0]] * size                # each rank's received rows not yet written ...
+    ids = [np.empty(0, np.int64)] * size       # ... and their ids
     while True:
-        want = comm.bcast(want if rank == 0 else None, idle=True)  # the others wait while rank 0 writes
-        if want is None:
+        want = np.flatnonzero([len(b) == 0 for b in buffers] & (sent < counts))  # the ranks to receive from
+        if len(want) == 0 and not any(len(b) for b in buffers):
             return
-        if rank != 0:
-            if want[rank]:
-                start = sent[rank]
-                sent[rank] += min(block, counts[rank] - start)
-                comm.waitall([comm.isend(np.ascontiguousarray(rows[start:sent[rank]]).reshape(-1), 0, ROWS_TAG)])
-            continue
         requests = []
-        for r in np.flatnonzero(want):
+        for r in want:
             n = int(min(block, counts[r] - sent[r]))
             if r == 0:
                 buffers[0] = rows[sent[0]:sent[0] + n]
@@ -163,15 +168,16 @@ def merged_rows(comm, rows, piece_bytes: int = PIECE_BYTES):
                 requests.append(comm.irecv(buffers[r].reshape(-1), int(r), ROWS_TAG))
             sent[r] += n
         comm.waitall(requests)
-        more = sent < counts
-        bound = min((int(_ids(buffers[r][-1:])[0]) for r in np.flatnonzero(more)), default=None)
-        cut = [len(b) if bound is None else int(np.searchsorted(_ids(b), bound, side="right")) for b in buffers]
-        ready = np.concatenate([b[:c] for b, c in zip(buffers, cut)])
-        buffers = [b[c:] for b, c in zip(buffers, cut)]
-        want = np.array([len(b) == 0 for b in buffers]) & more
-        if not want.any() and not any(len(b) for b in buffers):
-            want = None
-        yield ready[np.argsort(_ids(ready), kind="stable")]
+        for r in want:
+            ids[r] = _ids(buffers[r])
+        # the rows with ids up to the smallest "last id received" of the ranks still sending are final:
+        # no smaller id can come later
+        bound = min((int(ids[r][-1]) for r in np.flatnonzero(sent < counts)), default=None)
+        cut = [len(i) if bound is None else int(np.searchsorted(i, bound, side="right")) for i in ids]
+        order = np.argsort(np.concatenate([i[:c] for i, c in zip(ids, cut)]), kind="stable")
+        ready = np.concatenate([b[:c] for b, c in zip(buffers, cut)])[order]  # the unsorted copy freed at once
+        buffers, ids = [b[c:] for b, c in zip(buffers, cut)], [i[c:] for i, c in zip(ids, cut)]
+        yield ready
 
 
 class _TrainedFiles:
@@ -188,11 +194,11 @@ class _TrainedFiles:
         f.attrs["width"], f.attrs["height"] = int(source.attrs["width"]), int(source.attrs["height"])
         for key, value in attrs.items():
             f.attrs[key] = value
-        for name, tail, dtype in (("means", (3,), np.float32), ("scales", (3,), np.float32),
-                                  ("quats", (4,), np.float32), ("opacities", (), np.float32),
-                                  ("colors", (3,), np.float32), ("sh", (sh_count, 3), np.float32),
-                                  ("ids", (), np.int64)):
-            f.create_dataset(f"gaussians/{name}", shape=(total,) + tail, dtype=dtype)
+        self.datasets = {name: f.create_dataset(f"gaussians/{name}", shape=(total,) + tail, dtype=dtype)
+                         for name, tail, dtype in (("means", (3,), np.float32), ("scales", (3,), np.float32),
+                                                   ("quats", (4,), np.float32), ("opacities", (), np.float32),
+                                                   ("colors", (3,), np.float32), ("sh", (sh_count, 3), np.float32),
+                                                   ("ids", (), np.int64))}
         _copy_cameras(source, f, piece_bytes)
         self.ply = None
         if paths.ply is not None:
@@ -208,7 +214,8 @@ class _TrainedFiles:
 
     def write(self, rows: np.ndarray) -> None:
         """Write the next block of rows (packed, ascending ids after all earlier blocks')."""
-        block = unpack_rows(rows)
+        # each column group copied once, contiguous: h5py, the checks and the PLY rows then read it as it is
+        block = {name: np.ascontiguousarray(values) for name, values in unpack_rows(rows).items()}
         block["colors"] = sh0_to_rgb(block["sh"][:, 0]).astype(np.float32)
         validate_gaussians(block, self.paths.out)
         if self.last_id is not None and block["ids"][0] <= self.last_id:
@@ -216,8 +223,8 @@ class _TrainedFiles:
                                 "one Gaussian: ids must be unique")
         self.last_id = int(block["ids"][-1])
         stop = self.done + len(rows)
-        for name in ("means", "scales", "quats", "opacities", "colors", "sh", "ids"):
-            self.f[f"gaussians/{name}"][self.done:stop] = block[name]
+        for name, dataset in self.datasets.items():
+            dataset[self.done:stop] = block[name]
         if self.ply is not None:
             self.ply.write(ply_rows(block["means"], block["scales"], block["quats"], block["opacities"],
                                     block["sh"]))  # its buffer, not a bytes copy

@@ -3,7 +3,8 @@
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/write_trained.py FOLDER CASE
 FOLDER/model.npz holds the whole model (ids [G], means, scales, quats, opacities, sh0, shN, view, the
 split seed); each rank takes the rows that a seeded random assignment gives it (at P = 3 rank 1 gets none),
-in a shuffled order, and passes them; rank 0 passes the view. CASE 'ok' writes FOLDER/out_P.{h5,ply,png};
+in a shuffled order, and passes them; rank 0 passes the view. CASE 'ok' writes FOLDER/ok_P.{h5,ply,png};
+CASE 'runs' the same from runs of 50 consecutive ids per rank (in turn), one row per block, as runs_P.*;
 CASE 'duplicate' repeats one id on the last rank and prints each rank's InputError as "rank R: MESSAGE".
 """
 import os
@@ -27,6 +28,10 @@ def main(folder, case):
     owner = rng.integers(0, comm.size + 1, len(model["ids"])) % comm.size  # rank 0 gets about twice the rows
     if comm.size == 3:
         owner[owner == 1] = 2  # and rank 1 none
+    piece_bytes = int(model["piece_bytes"])
+    if case == "runs":  # as a spatial split gives them: runs of 50 consecutive ids a rank, in blocks of 1 row
+        owner = (np.argsort(np.argsort(model["ids"])) // 50) % comm.size
+        piece_bytes = 1
     mine = rng.permutation(np.flatnonzero(owner == comm.rank))
     ids = model["ids"][mine]
     if case == "duplicate" and comm.rank == comm.size - 1:
@@ -38,7 +43,7 @@ def main(folder, case):
     try:
         write_trained(comm, ids, {k: model[k][mine] for k in NAMES}, model["scene"].item(), paths,
                       model["view"] if comm.rank == 0 else None, metrics={"loss": model["loss"]},
-                      attrs={"steps": 7, "mode": "test"}, piece_bytes=int(model["piece_bytes"]))
+                      attrs={"steps": 7, "mode": "test"}, piece_bytes=piece_bytes)
     except InputError as err:
         exit_with_collective_error(comm, err)
 
