@@ -16,7 +16,7 @@ from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.joining import DynamicJoin
 from odin_sched.sim.simulate import simulate
 
-from join_whatif import exposed
+from join_whatif import figures
 from sim_breakdown import STEPS, WINDOW, city_scene, city_scene_parser
 
 
@@ -33,9 +33,7 @@ def main(gpus, gaussians, cameras, width, height, name, seed=0, groups=(1, 2, 4,
             for label, hook in (("today", None),) + ((("(a) run", DynamicJoin("run")),) if join else ()):
                 o = simulate(scene, profile, "odin", p, STEPS, p, window=WINDOW, seed=seed, joining=hook,
                              owner_group=k)
-                print(f"{p:>4} | {k} | {label} | {o.steps_per_second / o.ceiling_steps_per_second:.3f} "
-                      f"| {o.steps_per_second / b.steps_per_second:.3f} | {exposed(o, b):+.3f} "
-                      f"| {o.messages_sent / p / windows:.0f}", flush=True)
+                print(f"{p:>4} | {k} | {label} | {figures(o, b, windows)}", flush=True)
 
 
 if __name__ == "__main__":
