@@ -26,6 +26,13 @@ def exposed(o, b) -> float:
     return hidden_vs_grendel(o.comm, o.wait - o.planning_wait / p, b.comm, b.wait - b.planning_wait / p)
 
 
+def figures(o, b, windows: int) -> str:
+    """Odin run ``o`` against barrier run ``b`` as a table's cells: odin / ceiling | odin / barrier | exposed
+    hidden | messages a GPU sends per window (of ``windows``)."""
+    return (f"{o.steps_per_second / o.ceiling_steps_per_second:.3f} | {o.steps_per_second / b.steps_per_second:.3f} "
+            f"| {exposed(o, b):+.3f} | {o.messages_sent / o.gpus / windows:.0f}")
+
+
 def main(gpus, gaussians, cameras, width, height, name, seed=0):
     profile = load_profile(name, gaussians)
     scene = city_scene(gaussians, cameras, width, height)
@@ -45,9 +52,7 @@ def main(gpus, gaussians, cameras, width, height, name, seed=0):
                 total = {k: sum(s[k] for s in merged.stats) for k in merged.stats[0]}
                 extra = (f" | {total['messages']:,} / {total['merged_messages']:,}, "
                          f"{4e-6 * total['words']:.0f} / {4e-6 * total['merged_words']:.0f}")
-            print(f"{p:>4} | {label} | {o.steps_per_second / o.ceiling_steps_per_second:.3f} "
-                  f"| {o.steps_per_second / b.steps_per_second:.3f} | {exposed(o, b):+.3f} "
-                  f"| {o.messages_sent / p / windows:.0f}{extra}", flush=True)
+            print(f"{p:>4} | {label} | {figures(o, b, windows)}{extra}", flush=True)
 
 
 if __name__ == "__main__":

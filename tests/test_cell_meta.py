@@ -179,15 +179,31 @@ def test_owners_by_count_deals_rounds_by_load():
     assert owners_by_count(counts, 3).tolist() == [0, 1, 2, 1, 0, 2, 1, 2]
 
 
-@pytest.mark.parametrize("size", [1, 4, 7])
-def test_owners_by_count_balances_and_interleaves(size):
+def test_owners_by_count_deals_groups_of_neighbours():
+    # worked by hand, groups of 2: {0, 1} 10, {2, 3} 10, {4, 5} 105, {6, 7} 10; the round of groups 0-2
+    # by count: {4, 5} to rank 0, {0, 1} to 1, {2, 3} to 2 (loads 105, 10, 10); {6, 7} to the lightest, 1.
+    # Groups of 4 would leave 2 groups for 3 ranks: cut to 8 // 3 = 2 cells a group, the same owners
+    counts = np.array([5, 5, 5, 5, 100, 5, 5, 5])
+    assert owners_by_count(counts, 3, 2).tolist() == [1, 1, 2, 2, 0, 0, 1, 1]
+    assert owners_by_count(counts, 3, 4).tolist() == [1, 1, 2, 2, 0, 0, 1, 1]
+    # a last group shorter than the others: {0, 1, 2} 8, {3, 4, 5} 15, {6} 2; 15 to rank 0, 8 to 1, 2 to 1
+    assert owners_by_count(np.array([3, 1, 4, 1, 5, 9, 2]), 2, 3).tolist() == [1, 1, 1, 0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("size,group", [(1, 1), (4, 1), (7, 1), (4, 3), (7, 4), (5, 9)])
+def test_owners_by_count_balances_and_interleaves(size, group):
     counts = np.random.default_rng(size).integers(0, 1000, 45)
-    owner = owners_by_count(counts, size)
+    owner = owners_by_count(counts, size, group)
     assert set(owner.tolist()) == set(range(size))
+    k = min(group, 45 // size)  # groups of k consecutive cells, at least one a rank
+    starts = np.arange(0, 45, k)
+    group_counts = np.array([counts[s:s + k].sum() for s in starts])
+    assert all(len(set(owner[s:s + k].tolist())) == 1 for s in starts)
     loads = np.bincount(owner, weights=counts, minlength=size)
-    assert loads.max() - loads.min() <= counts.max()
-    for start in range(0, len(counts), size):  # each round of consecutive cells on distinct ranks
-        part = owner[start:start + size]
+    assert loads.max() - loads.min() <= group_counts.max()
+    firsts = owner[starts]
+    for start in range(0, len(starts), size):  # each round of consecutive groups on distinct ranks
+        part = firsts[start:start + size]
         assert len(set(part.tolist())) == len(part)
 
 

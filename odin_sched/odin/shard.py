@@ -29,24 +29,32 @@ from odin_sched.training.optim import VisibleAdam
 from odin_sched.training.step import pack_params, param_columns, unpack_params
 
 
-def owners_by_count(counts: np.ndarray, size: int) -> np.ndarray:
+OWNER_GROUP = 1  # cells dealt together by default (``owners_by_count``; the runtime and the simulator)
+
+
+def owners_by_count(counts: np.ndarray, size: int, group: int = OWNER_GROUP) -> np.ndarray:
     """Owner rank [K] of each cell, balanced by Gaussian count and interleaved in k-d order: the cells are
-    dealt in rounds of ``size`` consecutive cells (spatial neighbours), each round's cells by decreasing
-    count to the ranks by increasing load so far (ties: the lower cell, the lower rank). So every rank owns
-    at least one cell (for K >= size), the heaviest load is at most the lightest plus the largest count,
-    and the cells of one region, which a batch's images all read, have as many owners as the region has
-    cells: the batch's gradients and cell versions spread over that many ranks' links instead of
-    queueing on a few owners' (README, issue 20's simulator check). A loop over rounds (K / size).
+    cut into groups of ``group`` consecutive cells (spatial neighbours; fewer if there would be fewer groups
+    than ranks, at least 1) and the groups dealt in rounds of ``size`` consecutive groups, each round's
+    groups by decreasing count to the ranks by increasing load so far (ties: the lower group, the lower
+    rank). So every rank owns at least one cell (for K >= size), the heaviest load is at most the lightest
+    plus the largest group's count, and the cells of one region, which a batch's images all read, have
+    about 1 / ``group`` as many owners as the region has cells: the batch's gradients and cell versions
+    spread over that many ranks' links instead of queueing on a few owners' (README, issue 20's simulator
+    check), and an image sends fewer messages the larger the groups. A loop over rounds (K / group / size).
     counts: [K] Gaussians per cell."""
     counts = np.asarray(counts, np.int64)
-    owner, loads = np.empty(len(counts), np.int64), np.zeros(size, np.int64)
-    for start in range(0, len(counts), size):
-        cells = np.arange(start, min(start + size, len(counts)))
-        cells = cells[np.argsort(-counts[cells], kind="stable")]
-        ranks = np.argsort(loads, kind="stable")[:len(cells)]
-        owner[cells] = ranks
-        loads[ranks] += counts[cells]
-    return owner
+    group = max(1, min(group, len(counts) // max(size, 1)))
+    of_cell = np.arange(len(counts)) // group
+    counts_g = np.add.reduceat(counts, np.arange(0, len(counts), group)) if group > 1 else counts
+    owner, loads = np.empty(len(counts_g), np.int64), np.zeros(size, np.int64)
+    for start in range(0, len(counts_g), size):
+        groups = np.arange(start, min(start + size, len(counts_g)))
+        groups = groups[np.argsort(-counts_g[groups], kind="stable")]
+        ranks = np.argsort(loads, kind="stable")[:len(groups)]
+        owner[groups] = ranks
+        loads[ranks] += counts_g[groups]
+    return owner[of_cell]
 
 
 def _cut(means: torch.Tensor, rank: int, size: int, num_cells: int) -> tuple:

@@ -39,7 +39,7 @@ from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.migration import rebalance, row_words
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.planner import PlanConfig, plan_cells
-from odin_sched.odin.shard import owners_by_count
+from odin_sched.odin.shard import OWNER_GROUP, owners_by_count
 from odin_sched.odin.program import StepMessages
 from odin_sched.odin.trainer import OdinOptions, default_cells
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE, check_sh_degree
@@ -313,7 +313,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
              window: int = OdinOptions.window, cells_per_gpu: int | None = None,
              max_staleness: int = 1, seed: int = 0,
              trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH,
-             message_sizes=None, joining=None) -> SimResult:
+             message_sizes=None, joining=None, owner_group: int = OWNER_GROUP) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``num_cells`` cells (by default
     the runtime's ``default_cells`` of the Gaussians the scene stands for; ``cells_per_gpu`` x gpus if given),
@@ -329,7 +329,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     ``Routes``, it returns the words of every message group and the seconds [N] added to each vertex
     (``odin_sched.sim.rows.RowMessages``). ``joining``: a what-if, not what the runtime sends (None: one
     message per group): a rank joins the messages of its fires into fewer (``odin_sched.sim.joining``;
-    dataflow modes only)."""
+    dataflow modes only). ``owner_group``: the cells dealt together to one owner (``owners_by_count``;
+    by default the runtime's)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
     comm = _local_comm()
@@ -360,7 +361,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     memory, reads, last_window = np.zeros(gpus), set(), 0.0
     traced = arrivals = None
     cell_of, bounds = cells(scene, num_cells(scene.total_gaussians, gpus, cells_per_gpu))
-    owner = owners_by_count(bounds.count, gpus)
+    owner = owners_by_count(bounds.count, gpus, owner_group)
     total, row_bytes = int(bounds.count.sum()), 4 * row_words(param_columns(sh_degree), True)
     migrated = {"bytes": 0.0, "seconds": 0.0, "cells": 0}
     messages = planning_wait = 0.0
