@@ -22,9 +22,10 @@ With ``--what-if``, odin alone (planning free) as simulated, with the links free
 point at an image's end instead (``what_if``). With ``--bound-terms``, which term of the assigned bound binds
 in odin's first window (``bound_terms``: the busiest rank's work and its senders' time, the messages each
 rank sends, the heaviest path with messages charged and free). ``--seed`` changes the training order and the cost noise
-(``simulate``'s seed): the figures move with it (README, issue 20's check). Run from the repository root:
-``python benchmarks/sim_breakdown.py [--gaussians G --cameras C --profile NAME] [--seed S] [--what-if |
---bound-terms] [P ...]``.
+(``simulate``'s seed): the figures move with it (README, issue 20's check). ``--host-sends``: every run with
+the sender's time of the messages on a host thread beside the GPU (``CostProfile.host_sends``; the runtime's
+``--send-thread``). Run from the repository root: ``python benchmarks/sim_breakdown.py [--gaussians G
+--cameras C --profile NAME] [--seed S] [--host-sends] [--what-if | --bound-terms] [P ...]``.
 """
 import argparse
 import dataclasses
@@ -74,11 +75,18 @@ def report(label: str, gpus: list, results: dict, planning: dict, profile) -> No
               flush=True)
 
 
-def main(gpus, gaussians, cameras, width, height, name, seed=0):
-    profile = load_profile(name, gaussians)
+def profile_of(name: str, gaussians: int, host_sends: bool = False):
+    """The profile ``name`` as ``pregel simulate`` loads it for ``gaussians``; ``host_sends``: with the
+    sender's time on a host thread beside the GPU (``CostProfile.host_sends``, a what-if)."""
+    return dataclasses.replace(load_profile(name, gaussians), host_sends=host_sends)
+
+
+def main(gpus, gaussians, cameras, width, height, name, seed=0, host_sends=False):
+    profile = profile_of(name, gaussians, host_sends)
     scene = city_scene(gaussians, cameras, width, height)
+    sends = " with host sends" if host_sends else ""
     print(f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, {STEPS} steps, window "
-          f"{WINDOW}, batch = GPUs, {name}, seed {seed}; planning per window {dict(profile.plan_by_gpus)} s "
+          f"{WINDOW}, batch = GPUs, {name}{sends}, seed {seed}; planning per window {dict(profile.plan_by_gpus)} s "
           f"(load average {os.getloadavg()[0]:.1f})")
     free = dataclasses.replace(profile, plan_by_gpus=())
     runs = {label: scaling(scene, prof, gpus, STEPS, modes=("odin", "barrier"), windows=(WINDOW,), seed=seed)
@@ -92,12 +100,12 @@ def main(gpus, gaussians, cameras, width, height, name, seed=0):
     print(f"({windows} windows; the first is planned before training starts)")
 
 
-def what_if(gpus, gaussians, cameras, width, height, name, seed=0):
+def what_if(gpus, gaussians, cameras, width, height, name, seed=0, host_sends=False):
     """Odin (planning free) with what limits it taken away one at a time: as simulated, with the links
     free (no latency, bandwidth or sender overhead), and with the serving point at an image's end
     (``forward_share`` 1: cell versions wait for the whole image)."""
     scene = city_scene(gaussians, cameras, width, height)
-    base = dataclasses.replace(load_profile(name, gaussians), plan_by_gpus=())
+    base = dataclasses.replace(profile_of(name, gaussians, host_sends), plan_by_gpus=())
     variants = {"as simulated": base,
                 "links free": dataclasses.replace(base, latency=0.0, bandwidth=1e18, node_latency=0.0,
                                                   node_bandwidth=1e18, overhead=0.0),
@@ -110,7 +118,7 @@ def what_if(gpus, gaussians, cameras, width, height, name, seed=0):
                                         for r in runs), flush=True)
 
 
-def bound_terms(gpus, gaussians, cameras, width, height, name, seed=0):
+def bound_terms(gpus, gaussians, cameras, width, height, name, seed=0, host_sends=False):
     """Which term of the assigned bound (``bounds.assigned_bound``) binds in odin's first window (planning
     free), per GPU count, in milliseconds: the work over the GPUs (the ceiling's term), the busiest rank's
     work, the messages a rank sends (mean and most; an image's gradients go one to each other owner of its
@@ -118,7 +126,7 @@ def bound_terms(gpus, gaussians, cameras, width, height, name, seed=0):
     and the busiest rank's: work plus its messages, ``busiest_rank``) and the heaviest path with each
     message charged its transfer (``transfer_path``) and with messages free."""
     scene = city_scene(gaussians, cameras, width, height)
-    profile = dataclasses.replace(load_profile(name, gaussians), plan_by_gpus=())
+    profile = dataclasses.replace(profile_of(name, gaussians, host_sends), plan_by_gpus=())
     print("bound terms, first window (ms; planning free): GPUs | work / GPUs | busiest rank's work | messages a rank "
           "sends: gradients mean / most, versions mean / most | senders' time mean | busiest rank (work + sends) "
           "| path charged | path free | binds")
@@ -164,5 +172,8 @@ if __name__ == "__main__":
                         "(simulate's; the README's tables: 0)")
     instead.add_argument("--bound-terms", action="store_true", help="which term of the assigned bound binds in "
                          "odin's first window, instead of the breakdown")
+    parser.add_argument("--host-sends", action="store_true", help="a what-if: the sender's time of the messages "
+                        "paid by a host thread beside the GPU (CostProfile.host_sends)")
     a = parser.parse_args()
-    (what_if if a.what_if else bound_terms if a.bound_terms else main)(a.gpus, a.gaussians, a.cameras, a.width, a.height, a.profile, a.seed)
+    (what_if if a.what_if else bound_terms if a.bound_terms else main)(a.gpus, a.gaussians, a.cameras, a.width,
+                                                                       a.height, a.profile, a.seed, a.host_sends)

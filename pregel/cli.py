@@ -554,6 +554,10 @@ def _add_train(sub) -> None:
     p.add_argument("--stale-impact", type=float, default=0.25, metavar="F",
                    help="odin-fast: the share of an image's predicted visible Gaussians it may read stale, "
                         "its smallest cells first (default 0.25)")
+    p.add_argument("--send-thread", action="store_true",
+                   help="odin, odin-fast: post each rank's messages from a thread beside its compute, so that a "
+                        "GPU rank renders its next image while the last one's messages are posted (needs MPI "
+                        "with MPI_THREAD_MULTIPLE; on processor cores it only moves that time to another thread)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default: about one per "
                         "8192 initial Gaussians, at least 16 and at most 512 per rank; smaller cells make the "
@@ -734,6 +738,9 @@ def _add_simulate(sub) -> None:
     p.add_argument("--shared-cores", type=int, default=defaults.shared_cores, metavar="N",
                    help="all virtual GPUs share N processors, as mpiexec -n P on an N-core machine "
                         "(default 0: each has its own)")
+    p.add_argument("--host-sends", action="store_true",
+                   help="each GPU's messages are posted by a host thread beside it, as pregel train --send-thread "
+                        "runs on GPUs (default: the GPU pays each message's sender time itself)")
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--out", required=True, help="result file (.h5)")
     p.set_defaults(run=_run_simulate)

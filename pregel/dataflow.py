@@ -31,13 +31,12 @@ import numpy as np
 
 from pregel.atomic import atomic_output
 from pregel.graph_io import GraphData
+from pregel.sends import Requests, Sends, SendThread, thread_multiple
 
 MODES = ("dataflow", "bsp")
 #: Dataflow mode looks for arrived messages before a fire only once this many times the last
 #: look's duration has passed since it (testing n open receives costs O(n)), and when idle.
 POLL_SPACING = 4.0
-#: Completed sends are collected once this many (then twice as many as remain open) have piled up.
-SEND_CHECK = 16
 
 
 class DataflowProgram:
@@ -141,16 +140,21 @@ class DataflowResult:
 
 
 def run_dataflow(comm, plan: DataflowPlan, program: DataflowProgram, mode: str = "dataflow",
-                 trace: bool = False) -> DataflowResult:
-    """Fire every vertex of ``plan`` once on its rank (collectively, on every rank of ``comm``)."""
+                 trace: bool = False, send_thread: bool = False) -> DataflowResult:
+    """Fire every vertex of ``plan`` once on its rank (collectively, on every rank of ``comm``).
+    ``send_thread``: in dataflow mode, post the messages from a thread beside the compute
+    (``pregel.sends.SendThread``; needs ``MPI_THREAD_MULTIPLE``)."""
     if mode not in MODES:
         raise ValueError(f"run_dataflow: mode must be one of {MODES}, got {mode!r}")
+    if send_thread and not thread_multiple(comm):
+        raise ValueError("run_dataflow: send_thread needs MPI initialised with MPI_THREAD_MULTIPLE")
     routes = Routes(plan, program, comm.size, comm.rank)
     if comm.size > 1 and routes.num_messages > comm.tag_limit + 1:
         raise ValueError(f"run_dataflow: {routes.num_messages:,} messages, but MPI tags stop at "
                          f"{comm.tag_limit:,}: coarsen the DAG or use fewer ranks")
     comm.barrier()  # a common start, so that the spans of different ranks line up
-    run = _Run(comm, plan, program, routes, _Clock(trace))
+    sends = SendThread(comm) if send_thread and mode == "dataflow" and comm.size > 1 else Sends(comm)
+    run = _Run(comm, plan, program, routes, _Clock(trace), sends)
     run.dataflow() if mode == "dataflow" else run.bsp()
     return run.result(mode)
 
@@ -307,37 +311,6 @@ class _Clock:
             self.spans.append(Span(kind, t0 - self.start, t1 - self.start, vertex))
 
 
-class _Requests:
-    """Open non-blocking requests, each with an item kept until it completes (a buffer, a group).
-
-    ``requests`` is the list to pass to ``testsome``/``waitsome``, which set completed entries
-    to null; those are dropped once they are half of the list, so each completion costs O(1).
-    """
-
-    def __init__(self):
-        self.requests, self.items, self.open = [], [], 0
-
-    def add(self, request, item) -> None:
-        self.requests.append(request)
-        self.items.append(item)
-        self.open += 1
-
-    def completed(self, indices: list) -> list:
-        """The items of the requests at ``indices`` (just completed), forgotten here."""
-        items = [self.items[i] for i in indices]
-        for i in indices:
-            self.items[i] = None
-        self.open -= len(indices)
-        if 2 * self.open < len(self.requests):
-            keep = [i for i, item in enumerate(self.items) if item is not None]
-            self.requests = [self.requests[i] for i in keep]
-            self.items = [self.items[i] for i in keep]
-        return items
-
-    def __bool__(self) -> bool:
-        return self.open > 0
-
-
 class Firing:
     """The execution policy of one rank, whatever carries the messages: which local vertices are
     ready (all inputs arrived), which fires next (highest priority, ties by lowest id), what each
@@ -460,11 +433,11 @@ class Firing:
 class _Run:
     """One rank's run over MPI: the transport that drives this rank's ``Firing``."""
 
-    def __init__(self, comm, plan, program, routes: Routes, clock: _Clock):
+    def __init__(self, comm, plan, program, routes: Routes, clock: _Clock, sends):
         self.comm, self.plan, self.program, self.routes, self.clock = comm, plan, program, routes, clock
         self.firing = Firing(plan, program, routes, comm.rank, comm.size)
-        self.receives, self.sends = _Requests(), _Requests()  # items: (group, buffer); buffers kept alive
-        self.next_send_check = SEND_CHECK
+        self.receives = Requests()  # items: (group, buffer)
+        self.sends = sends  # a ``Sends`` or a ``SendThread`` (dataflow mode)
         self.firing_now = None  # [vertex, when its current compute span began] of the fire under way
 
     # ------------------------------------------------------------------ the two modes
@@ -497,7 +470,7 @@ class _Run:
                 self._arrived(receives.completed(done))
                 clock.add("recv", t0)
         t0 = time.perf_counter()
-        comm.waitall(self.sends.requests)
+        self.sends.close()
         clock.add("wait", t0)
         firing.ctx.serve = _nothing_to_serve  # a cycle through this run: its buffers now go with it
 
@@ -509,13 +482,10 @@ class _Run:
 
     def _send(self, u: int, out) -> None:
         """Route ``u``'s output ``out`` and send its messages to other ranks (non-blocking)."""
-        r, comm, sends = self.routes, self.comm, self.sends
+        r = self.routes
         t0 = time.perf_counter()
         for g, payload in self.firing.route(u, out):
-            sends.add(comm.isend(payload, int(r.group_rank[g]), int(r.tag[g])), payload)
-        if len(sends.requests) >= self.next_send_check:
-            sends.completed(comm.testsome(sends.requests))
-            self.next_send_check = 2 * len(sends.requests) + SEND_CHECK
+            self.sends.post(payload, int(r.group_rank[g]), int(r.tag[g]))
         self.clock.add("send", t0, u)
 
     def _serve(self) -> None:

@@ -37,7 +37,8 @@ def test_every_field_has_its_flag(cls, command, no_flag):
     (TrainConfig, "train", ("batch_size", "seed", "ssim_weight", "eval_every", "ply", "png", "init_ply",
                             "sh_degree", "position_lr_max_steps", "position_lr_init")),
     (SimulateConfig, "simulate", ("layout", "gaussians", "cameras", "width", "height", "steps", "profile",
-                                  "cells_per_gpu", "max_staleness", "shared_cores", "seed", "sh_degree")),
+                                  "cells_per_gpu", "max_staleness", "shared_cores", "seed", "sh_degree",
+                                  "host_sends")),
 ])
 def test_flag_defaults_are_the_fields_defaults(cls, command, fields):
     actions = _subcommand(command)

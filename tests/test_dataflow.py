@@ -21,6 +21,7 @@ from pregel.graph_io import GraphData
 
 SIZES = (1, 2, 3)
 MODES = ("dataflow", "bsp")
+RUN_MODES = MODES + ("dataflow-thread",)  # run by mpiexec; the last: dataflow with send_thread
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "run_dataflow.py")
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 TIMEOUT = 120
@@ -123,7 +124,7 @@ def _cases(runs):
     for size in SIZES:
         for name in graphs:
             if f"{name}/dataflow/values" in results[size]:
-                for mode in MODES:
+                for mode in RUN_MODES:
                     prefix = f"{name}/{mode}/"
                     yield size, name, mode, graphs[name], {key[len(prefix):]: value for key, value in
                                                            results[size].items() if key.startswith(prefix)}
@@ -136,7 +137,7 @@ def test_values_match_the_networkx_oracle_bitwise_equal_across_modes_and_sizes(r
         reference = runs[2][1 if name != "slow" else 2][f"{name}/dataflow/values"]  # "slow": P = 2 only
         assert np.array_equal(got["values"], reference), (size, name, mode)
         seen.add((size, name, mode))
-    assert len(seen) == 3 * 3 * 2 + 2
+    assert len(seen) == 3 * 3 * len(RUN_MODES) + len(RUN_MODES)  # "slow" at P = 2 only
 
 
 def test_each_vertex_gets_one_payload_of_the_right_size_from_each_in_neighbour(runs):
@@ -161,7 +162,7 @@ def test_the_ready_vertex_of_highest_priority_fires_first(runs):
             continue
         sequence = np.argsort(got["times"][:, 3], kind="stable")  # firing order on the one busy rank
         by_priority = lambda vs: sorted(vs, key=lambda v: (-arrays["priority"][v], v))  # noqa: E731
-        if mode == "dataflow":  # 0 first (highest), then everything else is ready at once
+        if mode != "bsp":  # 0 first (highest), then everything else is ready at once
             expected = [0] + by_priority(range(1, 25))
         else:  # phase 0 (0 and the free vertices 13..24), then phase 1 (1..12)
             expected = by_priority([0, *range(13, 25)]) + by_priority(range(1, 13))
@@ -200,7 +201,7 @@ def test_chrome_traces_have_one_thread_per_rank_and_ordered_spans_inside_the_run
     folder, graphs, results = runs
     _, _, _, arrays = graphs["random"]
     for size in SIZES:
-        for mode in MODES:
+        for mode in RUN_MODES:
             with open(folder / f"trace_{size}_{mode}.json") as f:
                 events = json.load(f)["traceEvents"]
             names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
@@ -219,9 +220,10 @@ def test_chrome_traces_have_one_thread_per_rank_and_ordered_spans_inside_the_run
                     assert any(e["cat"] == "barrier" for e in spans)
 
 
-def test_an_exception_in_fire_on_one_rank_ends_the_job(dags):
+@pytest.mark.parametrize("fail", ["fail", "fail-thread"])
+def test_an_exception_in_fire_on_one_rank_ends_the_job(dags, fail):
     folder, _ = dags
-    done = _launch(2, folder, "fail")  # rank 0 would wait forever for the failed vertex's message
+    done = _launch(2, folder, fail)  # rank 0 would wait forever for the failed vertex's message
     assert done.returncode != 0
     assert "deliberate failure in fire of vertex 2 on rank 1" in done.stderr
 

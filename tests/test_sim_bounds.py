@@ -99,15 +99,19 @@ def test_assigned_bound_equals_its_definition_by_networkx(gpus):
         latency, bandwidth = ((profile.node_latency, profile.node_bandwidth) if node
                               else (profile.latency, profile.bandwidth))
         weight.append(profile.overhead + latency + 4.0 * floats[(u, int(rank[v]))] / bandwidth)
-    busy = np.zeros(gpus)
+    work, sends = np.zeros(gpus), np.zeros(gpus)
     for v in range(g.num_nodes):
-        busy[rank[v]] += cost[v]
+        work[rank[v]] += cost[v]
     for u, _ in floats:
-        busy[rank[u]] += profile.overhead
+        sends[rank[u]] += profile.overhead
+    busy = work + sends
     src, dst = np.array(edges).T
     path = _networkx_longest(cost, src, dst, np.array(weight))
     assert transfer_path(steps, win.plan, routes, cost, profile, gpus) == pytest.approx(path, rel=1e-12)
     assert busiest_rank(win.plan, routes, cost, profile, gpus) == pytest.approx(busy.max(), rel=1e-12)
+    # a host thread paying the sender's time beside the GPU: the busier of the two per rank
+    host = dataclasses.replace(profile, host_sends=True)
+    assert busiest_rank(win.plan, routes, cost, host, gpus) == pytest.approx(np.maximum(work, sends).max(), rel=1e-12)
     assert assigned_bound(steps, win.plan, routes, cost, profile, gpus) == max(
         busiest_rank(win.plan, routes, cost, profile, gpus), transfer_path(steps, win.plan, routes, cost, profile, gpus))
     assert path > _networkx_longest(cost, src, dst, np.zeros(len(src)))  # the messages lengthen it
@@ -115,13 +119,16 @@ def test_assigned_bound_equals_its_definition_by_networkx(gpus):
         assert len({bool(rank[u] // 8 == rank[v] // 8) for u, v in edges if rank[u] != rank[v]}) == 2
 
 
+@pytest.mark.parametrize("host_sends", [False, True])
 @pytest.mark.parametrize("mode", ["odin", "barrier"])
 @pytest.mark.parametrize("gpus", [4, 12])
-def test_simulated_runs_respect_the_bounds(mode, gpus):
+def test_simulated_runs_respect_the_bounds(mode, gpus, host_sends):
     """Every simulated run of the windows takes at least the assignment's bound, which is at least the
-    ceiling's (the busiest rank works at least the mean; charging edges lengthens no path less)."""
+    ceiling's (the busiest rank works at least the mean; charging edges lengthens no path less); also with
+    the sender's time on a host thread beside the GPU."""
     scene = metadata_scene("city", 3000, 40, 64, 48)
-    run = simulate(scene, dataclasses.replace(H200_IB, plan_by_gpus=()), mode, gpus, 8, gpus, window=4)
+    profile = dataclasses.replace(H200_IB, plan_by_gpus=(), host_sends=host_sends)
+    run = simulate(scene, profile, mode, gpus, 8, gpus, window=4)
     assert run.seconds >= run.assigned_bound_seconds >= run.bound_seconds > 0
     assert run.steps_per_second <= run.assigned_ceiling_steps_per_second <= run.ceiling_steps_per_second
 

@@ -98,6 +98,7 @@ class OdinOptions:
     stale_impact: float = STALE_IMPACT  # odin-fast: the largest share of an image's Gaussians read stale
     split_above: int | None = None     # a cell with more Gaussians splits in two at a window end (None: never)
     max_imbalance: float = 1.25        # cells migrate when a rank owns more than this x the mean Gaussians
+    send_thread: bool = False  # post the dataflow's messages from a thread beside the compute (``pregel.sends``)
 
     @property
     def staleness(self) -> int:
@@ -141,6 +142,9 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | 
         return f"OdinOptions.max_imbalance must be at least 1, got {options.max_imbalance}"
     if options.window < 1:
         return f"OdinOptions.window must be at least 1, got {options.window}"
+    if options.send_thread and options.mode == "barrier":
+        return ("OdinOptions.send_thread: barrier mode exchanges a phase's messages in one Alltoallv; "
+                "a send thread serves odin and odin-fast only")
     cells = options.resolved_cells(size, num_gaussians)
     if cells < 1:
         return f"OdinOptions.cells must be at least 1, got {cells}"
@@ -468,7 +472,8 @@ class DistributedTrainer:
         called = time.perf_counter()
         mode = "bsp" if self.options.mode == "barrier" else "dataflow"
         trace = self.record.tracing or reported
-        result = run_dataflow(self.comm, window.plan, program, mode=mode, trace=trace)
+        result = run_dataflow(self.comm, window.plan, program, mode=mode, trace=trace,
+                              send_thread=self.options.send_thread)
         self.record.window_run(result, called, time.perf_counter(), window, program.updated)
         self.window_spans = result.spans
         return program.image_losses
@@ -532,7 +537,8 @@ class DistributedTrainer:
         plan, cells = eval_plan(visible, self.shard.owner, self.comm.size)
         program = EvalViews(cams, cells, self.shard, scene, setup.targets, self.render, setup.active_sh_degree(stop),
                             setup.sh_degree, self.staging, self.culling)
-        run_dataflow(self.comm, plan, program, mode="bsp" if self.options.mode == "barrier" else "dataflow")
+        run_dataflow(self.comm, plan, program, mode="bsp" if self.options.mode == "barrier" else "dataflow",
+                     send_thread=self.options.send_thread)
         self.view = program.first_view
         rows = self.comm.allgather_rows(np.array(sorted(program.psnr.items()), np.float64).reshape(-1, 2))
         by_view = dict(zip(rows[:, 0].astype(np.int64), rows[:, 1]))

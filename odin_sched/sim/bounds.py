@@ -47,9 +47,11 @@ def message_seconds(routes: Routes, profile, group: np.ndarray) -> np.ndarray:
 def busiest_rank(plan, routes: Routes, cost: np.ndarray, profile, gpus: int) -> float:
     """Seconds of the busiest of ``gpus`` ranks in a planned window: the ``cost`` [N] of the vertices the
     plan (``DataflowPlan``, rank [N]) puts on it plus ``profile.overhead`` per message it sends
-    (``routes``' remote groups)."""
-    sent = np.bincount(routes.group_source_rank[routes.remote], minlength=gpus)
-    return float((np.bincount(plan.rank, cost, gpus) + profile.overhead * sent).max(initial=0.0))
+    (``routes``' remote groups); with ``profile.host_sends`` the larger of the two (the host pays the
+    sender's time beside the GPU)."""
+    sent = profile.overhead * np.bincount(routes.group_source_rank[routes.remote], minlength=gpus)
+    work = np.bincount(plan.rank, cost, gpus)
+    return float((np.maximum(work, sent) if profile.host_sends else work + sent).max(initial=0.0))
 
 
 def transfer_path(steps, plan, routes: Routes, cost: np.ndarray, profile, gpus: int) -> float:

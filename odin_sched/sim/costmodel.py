@@ -45,6 +45,12 @@
   between nodes), plus ``overhead`` seconds of the sender's time; the latency and bandwidth of
   ``cpu-here`` come from an MPI ping-pong on this machine (``pingpong``).
 
+* ``host_sends`` (a what-if, off in every profile): the sender's time of a message is paid by a host
+  thread beside the GPU instead of by the GPU, as a CUDA program whose kernel launches return before the
+  kernels end can post one image's messages while the GPU renders the next. A message still leaves only
+  once its own sender's time is paid, after those the host was given before it; a rank's window (and, in
+  barrier mode, its phase) ends when its host has posted everything. Not with shared ``cores``.
+
 Profiles: ``cpu-here`` (measured here); ``a100-nvlink`` (Grendel-GS's set-up, the reference rasterizer's
 costs fitted to its published times; ``A100_NVLINK``); ``h200-ib`` (the same scaled to H200 GPUs by
 their published figures, 8 per node on NVLink, nodes on InfiniBand; ``H200_IB``); ``h200-kernels``
@@ -97,6 +103,7 @@ class CostProfile:
     sharded: bool = False  # odin, barrier: charge the sharded runtime's window ends and planning (below)
     plan_by_gpus: tuple = ()  # ((P, seconds), ...) measured planning per window at P ranks (sharded)
     forward_share: float = FORWARD_SHARE  # of an image's cost, the part before its serving point (below)
+    host_sends: bool = False  # a what-if: the sender's time paid by a host thread beside the GPU (below)
 
     def sharded_planning_seconds(self, gpus: int) -> float:
         """Seconds of one window's planning at ``gpus`` ranks: ``plan_by_gpus`` interpolated linearly in

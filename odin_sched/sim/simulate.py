@@ -333,6 +333,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     by default the runtime's)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
+    if profile.host_sends and (profile.cores or joining is not None):
+        raise InputError("host_sends: a host thread beside a GPU: not with shared cores nor with joining")
     comm = _local_comm()
     settings = BatchSettings(batch_size)
     extent = scene_extent(scene.viewmats)
@@ -589,6 +591,8 @@ class _WindowRun:
         self.key = self.key_words = self.flush = None  # the joining what-if (``join_with``); None: none
         self.held = [[] for _ in range(gpus)]  # per rank: the groups it holds to join
         self.holding = np.zeros(gpus, bool)  # whether a rank now holds its messages to join them
+        self.host_free = np.zeros(gpus)  # (``profile.host_sends``) when each rank's host has posted all it was given
+        self.host_seconds = np.zeros(gpus)  # (``profile.host_sends``) the host's sender time, off the GPU
 
     def join_with(self, keys: tuple, flush: str) -> None:
         """The joining what-if (``odin_sched.sim.joining``): keys = (key [G] int64 of every group, -1: sent
@@ -626,13 +630,36 @@ class _WindowRun:
             if send is not None and self.holding[me] and self.key[g] >= 0:
                 self.held[me].append(g)  # joined later (``_release``)
                 continue
-            yield from cpu.hold(me, self.profile.overhead)
             remote.append(g)
+            if self.profile.host_sends:
+                self._post(env, me, g, send)
+                continue
+            yield from cpu.hold(me, self.profile.overhead)
             if send is not None:
                 send(me, [g], self.routes.group_size[g])
         self.comm[me] += env.now - t0
         self._span(me, "send", t0, env.now, u)
         return remote
+
+    def _post(self, env, me: int, group: int, send) -> None:
+        """The host-sends what-if (``CostProfile.host_sends``): rank ``me``'s host thread pays the sender's time
+        of message ``group`` after the messages it was given before, while the GPU goes on; the message leaves
+        then (``send(me, [group], words)``, if given)."""
+        overhead = self.profile.overhead
+        self.host_free[me] = max(env.now, self.host_free[me]) + overhead
+        self.host_seconds[me] += overhead
+        if send is not None:
+            event = env.timeout(self.host_free[me] - env.now)
+            event.callbacks.append(lambda _, g=group: send(me, [g], self.routes.group_size[g]))
+
+    def _host_done(self, env, me: int):
+        """SimPy process steps: rank ``me`` waits until its host has posted all it was given (charged as
+        communication); nothing without ``CostProfile.host_sends``."""
+        tail = self.host_free[me] - env.now
+        if tail > 0:
+            self._span(me, "send", env.now, self.host_free[me])
+            yield env.timeout(tail)
+            self.comm[me] += tail
 
     def _release(self, cpu: "Processors", me: int, send):
         """SimPy process steps: rank ``me`` sends the groups it holds (``join_with``), those to one rank with
@@ -714,6 +741,7 @@ class _WindowRun:
                     self.wait[me] += env.now - t0
                     self._span(me, "wait", t0, env.now)
             yield from self._release(cpu, me, send)
+            yield from self._host_done(env, me)
             cpu.release(me)
             self.end[me] = env.now
 
@@ -738,6 +766,7 @@ class _WindowRun:
             """Fire this rank's vertices of the phase, then wait at the barrier until all have."""
             for u in vertices:
                 sent.extend((yield from self._compute(env, cpu, me, *self._fire(me, u))))
+            yield from self._host_done(env, me)
             clocks[me] = env.now
             cpu.release(me)
             arrived.append(me)
@@ -963,6 +992,8 @@ def run(config: SimulateConfig) -> dict:
         raise InputError(f"SimulateConfig.max_staleness must be at least 0, got {config.max_staleness}")
     if config.shared_cores < 0:
         raise InputError(f"SimulateConfig.shared_cores must be at least 0, got {config.shared_cores}")
+    if config.host_sends and config.shared_cores:
+        raise InputError("SimulateConfig.host_sends: a host thread beside each GPU, not with shared_cores")
     sh_degree = check_sh_degree(config.sh_degree, "SimulateConfig.sh_degree")
     unknown = [m for m in config.modes if m not in SIM_MODES]
     if unknown or not config.modes:
@@ -994,7 +1025,8 @@ def run(config: SimulateConfig) -> dict:
         scene = standing_for(metadata_scene(config.layout, made, config.cameras, config.width, config.height,
                                             config.seed), config.gaussians)
     # GPUs share the processors of shared_cores, not this machine's; planning as measured at this size
-    profile = replace(load_profile(config.profile, scene.total_gaussians), cores=config.shared_cores)
+    profile = replace(load_profile(config.profile, scene.total_gaussians), cores=config.shared_cores,
+                      host_sends=config.host_sends)
     gpus, windows = list(config.gpus), tuple(config.window)
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,

@@ -1,11 +1,12 @@
-"""Run the dataflow test programs on the DAGs of FOLDER/dags.npz at this job's size, in both modes.
+"""Run the dataflow test programs on the DAGs of FOLDER/dags.npz at this job's size, in every mode.
 
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/run_dataflow.py FOLDER
-       mpiexec -n 2 python -m mpi4py tests/mpi_scripts/run_dataflow.py FOLDER fail
+       mpiexec -n 2 python -m mpi4py tests/mpi_scripts/run_dataflow.py FOLDER fail|fail-thread
 
 Writes FOLDER/dataflow_P.npz on rank 0: for each DAG and mode the values, inputs and fire times of
 every vertex and each rank's statistics, and FOLDER/trace_P_MODE.json (Chrome traces of the random
-DAG). ``fail``: vertex 2 on rank 1 raises in ``fire`` while rank 0 waits for its message.
+DAG). Modes: dataflow, bsp, and dataflow-thread (dataflow with ``send_thread``). ``fail``: vertex 2
+on rank 1 raises in ``fire`` while rank 0 waits for its message (``fail-thread``: with ``send_thread``).
 """
 
 import os
@@ -71,7 +72,9 @@ def plan_of(dags, name: str, size: int) -> DataflowPlan:
 
 
 def run_case(comm, plan, program, mode, trace=False):
-    result = run_dataflow(comm, plan, program, mode=mode, trace=trace)
+    """Run ``program`` in ``mode`` (dataflow-thread: dataflow with its sends posted by a thread of their own)."""
+    result = run_dataflow(comm, plan, program, mode=mode.split("-")[0], trace=trace,
+                          send_thread=mode == "dataflow-thread")
     everyone = comm.allgather((program.values, program.inputs, program.times, result))
     if comm.rank != 0:
         return None, everyone
@@ -85,17 +88,17 @@ def run_case(comm, plan, program, mode, trace=False):
     return (values, inputs, times, stats), everyone
 
 
-def main(folder, fail=False):
+def main(folder, fail=None):
     comm = Comm()
     dags = dict(np.load(os.path.join(folder, "dags.npz")))
     if fail:
-        run_dataflow(comm, plan_of(dags, "slow", comm.size), Values(fail=2))
+        run_dataflow(comm, plan_of(dags, "slow", comm.size), Values(fail=2), send_thread=fail == "fail-thread")
         return
     out = {}
     cases = ["random", "wide", "priority"] + (["slow"] if comm.size == 2 else [])
     for name in cases:
         plan = plan_of(dags, name, comm.size)
-        for mode in ("dataflow", "bsp"):
+        for mode in ("dataflow", "bsp", "dataflow-thread"):
             slow = {0: 0.5} if name == "slow" else None
             gathered, everyone = run_case(comm, plan, Values(slow), mode, trace=name == "random")
             if comm.rank != 0:
@@ -115,4 +118,4 @@ def main(folder, fail=False):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], fail=len(sys.argv) > 2 and sys.argv[2] == "fail")
+    main(sys.argv[1], fail=sys.argv[2] if len(sys.argv) > 2 else None)
