@@ -30,7 +30,8 @@ benchmark was written for:
 
 With ``--rounds N`` it runs instead N alternating rounds of one process and odin at P = 2, both with B = 2,
 and prints per run images/s, processor seconds and the load average, and the median ratio (on a shared
-machine a single pair of runs decides nothing).
+machine a single pair of runs decides nothing); ``--send-thread`` adds to each round odin with ``pregel
+train --send-thread``.
 
 Heavy (a few GB per rank at 2,000,000 Gaussians): run under the shared lock, with a time limit::
 
@@ -135,13 +136,15 @@ def untrained_psnr(scene: str, ply: str, sh_degree: int) -> float:
                     kept)[0]
 
 
-def train_command(args, scene, ply, out, batch, mode=None, ranks=1, cull=True) -> list:
+def train_command(args, scene, ply, out, batch, mode=None, ranks=1, cull=True, send_thread=False) -> list:
     command = [PREGEL, "train", "--scene", scene, "--init-ply", ply, "--steps", str(args.steps), "--batch-size",
                str(batch), "--out", out, "--seed", "0", "--sh-degree", str(args.sh_degree)]
     if not cull:
         command.append("--no-cull")
     if mode is not None:
         command = [MPIEXEC, "-n", str(ranks)] + command + ["--mode", mode, "--window", str(args.window)]
+    if send_thread:
+        command.append("--send-thread")
     return command
 
 
@@ -178,6 +181,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=0,
                         help="instead of the table: N alternating rounds of one process and odin, both with "
                              "B = P (P: the smallest of --ranks), and their median ratio")
+    parser.add_argument("--send-thread", action="store_true",
+                        help="with --rounds: each round also runs odin with pregel train's --send-thread")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     ranks = [int(r) for r in args.ranks.split(",")]
@@ -234,23 +239,27 @@ def alternate(args, gaussians: int, p: int) -> None:
     print("| round | run | images/s | whole command s | processor s (command) | processor s/rank (training) "
           "| load before / after | odin / one process |")
     print("|---|---|---|---|---|---|---|---|")
-    ratios = []
+    runs = [("one process", None, 1, False), (f"odin P={p}", "odin", p, False)]
+    if args.send_thread:
+        runs.append((f"odin P={p} --send-thread", "odin", p, True))
+    ratios = {name: [] for name, mode, _, _ in runs if mode}
     for i in range(args.rounds):
-        images = {}
-        for name, mode, ranks in (("one process", None, 1), (f"odin P={p}", "odin", p)):
-            out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{ranks}_b{p}_round.h5")
+        single = None
+        for name, mode, ranks, thread in runs:
+            out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{ranks}_b{p}{'_thread' * thread}_round.h5")
             before = os.getloadavg()[0]
-            wall, _, cpu = run(train_command(args, scene, ply, out, p, mode, ranks))
+            wall, _, cpu = run(train_command(args, scene, ply, out, p, mode, ranks, send_thread=thread))
             data = read_run(out)
-            images[mode] = data["attrs"]["steps_per_second"] * p
-            ratio = f"{images['odin'] / images[None]:.2f}" if mode else ""
+            images = data["attrs"]["steps_per_second"] * p
+            single = single or images
             if mode:
-                ratios.append(images["odin"] / images[None])
-            print(f"| {i + 1} | {name} | {images[mode]:.2f} | {wall:.1f} | {cpu:.1f} | "
+                ratios[name].append(images / single)
+            print(f"| {i + 1} | {name} | {images:.2f} | {wall:.1f} | {cpu:.1f} | "
                   f"{per_rank(data['columns'], 'processor_seconds', 1.0, '{:.2f}') if mode else ''} | "
-                  f"{before:.2f} / {os.getloadavg()[0]:.2f} | {ratio} |", flush=True)
-    print(f"\nmedian odin / one process over {args.rounds} rounds: {np.median(ratios):.2f} "
-          f"({min(ratios):.2f}-{max(ratios):.2f}; goal >= {SPEEDUP})")
+                  f"{before:.2f} / {os.getloadavg()[0]:.2f} | {f'{images / single:.2f}' if mode else ''} |", flush=True)
+    for name, values in ratios.items():
+        print(f"\nmedian {name} / one process over {args.rounds} rounds: {np.median(values):.2f} "
+              f"({min(values):.2f}-{max(values):.2f}; goal >= {SPEEDUP})")
 
 
 def print_psnr(results: dict, before: float) -> None:
