@@ -27,9 +27,11 @@ scenes asked for. Run one scene at a time under the shared lock, e.g.::
     python benchmarks/grendel_compare.py --table-only --dir results/grendel_compare --out table.md
 
 The process caps its own address space (``--max-gb``, default 6) so a run too large fails with
-MemoryError instead of calling the OOM killer.
+MemoryError instead of calling the OOM killer. ``--host-sends``: odin's and barrier's messages posted by a
+host thread beside each GPU (``pregel simulate --host-sends``), kept in a ``--dir`` of its own.
 """
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -74,11 +76,13 @@ def reads(scene, gpus: int, batch: int) -> tuple:
     return float(visible.mean()), float(mb.mean())
 
 
-def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, steps: int) -> dict:
-    """Simulate every mode at each GPU count with batch = ``multiple`` x GPUs: {rows: [dict per GPU count],
-    processor_seconds, peak_rss_mb, gaussians, generated}."""
+def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, steps: int,
+             host_sends: bool = False) -> dict:
+    """Simulate every mode at each GPU count with batch = ``multiple`` x GPUs (``host_sends``: the sender's
+    time on a host thread beside each GPU, ``CostProfile.host_sends``): {rows: [dict per GPU count],
+    processor_seconds, peak_rss_mb, gaussians, generated, host_sends}."""
     t0 = time.process_time()
-    profile = load_profile(profile_name, scene.total_gaussians)
+    profile = dataclasses.replace(load_profile(profile_name, scene.total_gaussians), host_sends=host_sends)
     rows = []
     for gpus in gpu_counts:
         batch = multiple * gpus
@@ -103,7 +107,7 @@ def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, ste
               + f" images/s, ceiling {rows[-1]['ceiling_images_per_s']:.1f}", flush=True)
     return {"scene": name, "profile": profile_name, "multiple": multiple, "steps": steps, "rows": rows,
             "gaussians": scene.total_gaussians, "generated": len(scene.means),
-            "processor_seconds": time.process_time() - t0,
+            "host_sends": host_sends, "processor_seconds": time.process_time() - t0,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "load_average": os.getloadavg()}
 
@@ -175,6 +179,8 @@ def main() -> None:
     parser.add_argument("--out", help="also write the markdown tables here")
     parser.add_argument("--table-only", action="store_true", help="simulate nothing; tables of the parts there")
     parser.add_argument("--max-gb", type=float, default=6.0, help="address-space cap of this process")
+    parser.add_argument("--host-sends", action="store_true", help="the sender's time of odin's and barrier's "
+                        "messages on a host thread beside each GPU (pregel simulate --host-sends); use its own --dir")
     args = parser.parse_args()
     cap = int(args.max_gb * 2 ** 30)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -191,13 +197,17 @@ def main() -> None:
             continue
         scene = odin_preset(name, gpu_counts, generated=args.generate)
         for profile, k in todo:
-            part = run_part(scene, name, profile, k, gpu_counts, args.steps)
+            part = run_part(scene, name, profile, k, gpu_counts, args.steps, args.host_sends)
             path = part_path(args.dir, name, profile, k)
             with open(path + ".tmp", "w") as f:
                 json.dump(part, f, indent=1)
             os.replace(path + ".tmp", path)
     parts = [json.load(open(part_path(args.dir, s, p, k))) for s in scenes for p in profiles for k in multiples
              if os.path.exists(part_path(args.dir, s, p, k))]
+    mixed = [f"{p['scene']}_{p['profile']}_b{p['multiple']}" for p in parts if p.get("host_sends", False) != args.host_sends]
+    if mixed:
+        raise SystemExit(f"grendel_compare: {args.dir} holds parts {'without' if args.host_sends else 'with'} "
+                         f"--host-sends ({', '.join(mixed[:4])}): use another --dir")
     text = table(parts) + "\n\n" + reach(parts) + "\n"
     print(text)
     if args.out:
