@@ -104,3 +104,19 @@ def test_cells_help_states_the_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert (f"about one per {GAUSSIANS_PER_CELL} initial Gaussians, at least {OdinOptions.CELLS_PER_RANK} and at "
             f"most {MAX_CELLS_PER_RANK} per rank") in text
+
+
+def test_send_thread_refused_without_mpi_thread_multiple(scene, tmp_path):
+    """MPI initialised at a lower thread level (mpi4py.rc.thread_level 'serialized'): --send-thread is one
+    line and exit 2 on every rank, nothing written."""
+    out = tmp_path / "t.h5"
+    code = ("import sys, mpi4py; mpi4py.rc.thread_level = 'serialized'; from pregel.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    result = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-c", code, "train", "--scene", str(scene),
+                             "--steps", "2", "--out", str(out), "--send-thread"],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--send-thread needs MPI initialised with MPI_THREAD_MULTIPLE" in lines[0], result.stderr
+    assert not out.exists()

@@ -82,6 +82,7 @@ from pregel.generate import edges_to_csr
 from pregel.memory import peak_rss_bytes
 from pregel.graph_io import GraphData
 from pregel.progress import Progress
+from pregel.sends import thread_multiple
 
 
 @dataclass
@@ -128,8 +129,9 @@ def default_cells(num_gaussians: int, size: int) -> int:
     return max(OdinOptions.CELLS_PER_RANK * size, min(wanted, MAX_CELLS_PER_RANK * size))
 
 
-def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | None:
-    """A one-line problem with the distributed options, or None."""
+def check_options(options: OdinOptions, size: int, num_gaussians: int, threads: bool = True) -> str | None:
+    """A one-line problem with the distributed options, or None; ``threads``: whether MPI runs with
+    ``MPI_THREAD_MULTIPLE`` (``pregel.sends.thread_multiple``)."""
     if options.mode not in MODES:
         return f"OdinOptions.mode must be one of {', '.join(MODES)}, got {options.mode!r}"
     if options.max_staleness < 0:
@@ -145,6 +147,8 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int) -> str | 
     if options.send_thread and options.mode == "barrier":
         return ("OdinOptions.send_thread: barrier mode exchanges a phase's messages in one Alltoallv; "
                 "a send thread serves odin and odin-fast only")
+    if options.send_thread and not threads:
+        return "OdinOptions.send_thread needs MPI initialised with MPI_THREAD_MULTIPLE (mpi4py's default)"
     cells = options.resolved_cells(size, num_gaussians)
     if cells < 1:
         return f"OdinOptions.cells must be at least 1, got {cells}"
@@ -585,7 +589,8 @@ def train_distributed(comm, config: TrainConfig, options: OdinOptions, checkpoin
     """
     extra_outputs = (("timeline", options.timeline), ("schedule_out", options.schedule_out))
     setup, render = set_up(config, checkpoint, comm, extra_outputs,
-                           check=lambda setup: check_options(options, comm.size, setup.initial["means"].shape[0]))
+                           check=lambda setup: check_options(options, comm.size, setup.initial["means"].shape[0],
+                                                             thread_multiple(comm)))
     with setup.scene.images:  # the scene file closes however training ends
         return train_from_setup(comm, setup, render, config, options, checkpoint)
 
