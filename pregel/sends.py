@@ -10,7 +10,6 @@ that time to another thread of the same cores. The simulator's ``CostProfile.hos
 
 import queue
 import threading
-import time
 
 #: Completed sends are collected once this many (then twice as many as remain open) have piled up.
 SEND_CHECK = 16
@@ -60,11 +59,9 @@ class Sends:
             self.open.completed(self.comm.testsome(self.open.requests))
             self.next_check = 2 * len(self.open.requests) + SEND_CHECK
 
-    def close(self) -> float:
-        """Wait until every send has completed; the seconds waited."""
-        t0 = time.perf_counter()
+    def close(self) -> None:
+        """Wait until every send has completed."""
         self.comm.waitall(self.open.requests)
-        return time.perf_counter() - t0
 
 
 class SendThread:
@@ -74,7 +71,6 @@ class SendThread:
 
     def __init__(self, comm):
         self.sends, self.jobs, self.error = Sends(comm), queue.SimpleQueue(), None
-        self.seconds = 0.0  # spent posting on this thread
         self.thread = threading.Thread(target=self._work, name="pregel-sends", daemon=True)
         self.thread.start()
 
@@ -91,23 +87,18 @@ class SendThread:
                 return
             if self.error is not None:
                 continue
-            t0 = time.perf_counter()
             try:
                 self.sends.post(*job)
             except Exception as error:  # handed to the compute thread
                 self.error = error
-            self.seconds += time.perf_counter() - t0
 
-    def close(self) -> float:
-        """Let this thread post what it was given and end, then wait until every send has completed; the
-        seconds the compute thread waited."""
-        t0 = time.perf_counter()
+    def close(self) -> None:
+        """Let this thread post what it was given and end, then wait until every send has completed."""
         self.jobs.put(None)
         self.thread.join()
         if self.error is not None:
             raise self.error
         self.sends.close()
-        return time.perf_counter() - t0
 
 
 def thread_multiple(comm) -> bool:
