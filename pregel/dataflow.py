@@ -78,12 +78,18 @@ class DataflowPlan:
     graph: the DAG (CSR over sources; repeated edges count once); rank: [N] int64 rank that fires
     each vertex; priority: [N] float64, higher fires first among the ready vertices of a rank;
     phase: [N] int64 superstep of each vertex in BSP mode, strictly increasing along every edge.
+    sequence: optional [N] int64, in dataflow mode: a vertex with sequence s >= 0 fires only once every
+    vertex of its rank with a sequence below s - ``lookahead`` has begun firing (-1: free), so a rank
+    does not start a vertex far ahead in its sequence while an earlier one is about to be ready. It must
+    not decrease along any path between two sequenced vertices (else a rank could wait for itself).
     """
 
     graph: GraphData
     rank: np.ndarray
     priority: np.ndarray
     phase: np.ndarray
+    sequence: np.ndarray | None = None
+    lookahead: int = 0
 
 
 def _nothing_to_serve() -> None:
@@ -216,6 +222,10 @@ def _check_plan(plan: DataflowPlan, size: int) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"DataflowPlan.{name} must have shape ({n},), got {shape}")
     if n and (plan.rank.min() < 0 or plan.rank.max() >= size):
         raise ValueError(f"DataflowPlan.rank must lie in [0, {size}) for a job of {size} ranks")
+    if plan.sequence is not None and (np.shape(plan.sequence) != (n,) or plan.lookahead < 0
+                                      or (n and np.asarray(plan.sequence).min() < -1)):
+        raise ValueError(f"DataflowPlan.sequence must have shape ({n},) with values >= -1 and lookahead >= 0, "
+                         f"got shape {np.shape(plan.sequence)} and lookahead {plan.lookahead}")
     src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
     key = np.unique(src * n + graph.indices.astype(np.int64))
     src, dst = key // max(n, 1), key % max(n, 1)
@@ -331,6 +341,7 @@ class Firing:
         self.missing, self.uses = routes.missing.copy(), routes.uses.copy()
         self.held = {}  # group -> its payload array, or a local per-edge group's fire output (dict)
         self.ready = []  # heap of (-priority, vertex)
+        self.gate = None if plan.sequence is None else _SequenceGate(plan.sequence, self.local, plan.lookahead)
         self.counts = dict.fromkeys(("fired", "messages_sent", "bytes_sent", "messages_received",
                                      "bytes_received"), 0)
         for v in self.local[self.missing[self.local] == 0].tolist():
@@ -342,7 +353,7 @@ class Firing:
 
     def pop(self) -> int:
         """The ready vertex to fire next (there must be one)."""
-        return heapq.heappop(self.ready)[1]
+        return self._begins(heapq.heappop(self.ready)[1])
 
     def pop_servable(self) -> int | None:
         """The ready servable vertex to fire next at a serving point (highest priority, ties by lowest id),
@@ -352,7 +363,15 @@ class Firing:
             return None
         self.ready.remove(best)
         heapq.heapify(self.ready)
-        return best[1]
+        return self._begins(best[1])
+
+    def _begins(self, v: int) -> int:
+        """``v`` begins firing: the ready vertices its sequence's gate held back (``DataflowPlan.sequence``)
+        and now lets go are queued. Returns ``v``."""
+        if self.gate is not None:
+            for w in self.gate.begins(v):
+                heapq.heappush(self.ready, (-float(self.plan.priority[w]), w))
+        return v
 
     def bsp_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """BSP mode: (phases [F], the local vertices in firing order [n], the end of each phase's
@@ -427,7 +446,45 @@ class Firing:
         self.counts["bytes_received"] += 4 * int(self.routes.group_size[g])
 
     def _push(self, v: int) -> None:
-        heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
+        if self.gate is None or not self.gate.holds(v):
+            heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
+
+
+class _SequenceGate:
+    """The ready vertices of one rank that ``DataflowPlan.sequence`` holds back: a vertex of sequence s fires
+    only once every local vertex of a sequence below s - ``lookahead`` has begun.
+
+    sequence: [N] int64 (-1: free); local: [n] the rank's vertices."""
+
+    def __init__(self, sequence: np.ndarray, local: np.ndarray, lookahead: int):
+        self.sequence, self.lookahead = sequence, lookahead
+        mine = sequence[local]
+        self.left = np.bincount(mine[mine >= 0]) if (mine >= 0).any() else np.zeros(0, np.int64)
+        self.front = 0  # the lowest sequence with a local vertex not begun
+        self._advance()
+        self.waiting = {}  # sequence -> its ready vertices held back
+
+    def holds(self, v: int) -> bool:
+        """Whether ready vertex ``v`` must wait (it is then kept until ``begins`` lets it go)."""
+        s = int(self.sequence[v])
+        if s <= self.front + self.lookahead:
+            return False
+        self.waiting.setdefault(s, []).append(v)
+        return True
+
+    def begins(self, v: int) -> list:
+        """``v`` begins firing: the held vertices that may now fire."""
+        s = int(self.sequence[v])
+        if s < 0:
+            return []
+        self.left[s] -= 1
+        limit = self.front + self.lookahead
+        self._advance()
+        return [w for t in range(limit + 1, self.front + self.lookahead + 1) for w in self.waiting.pop(t, ())]
+
+    def _advance(self) -> None:
+        while self.front < len(self.left) and self.left[self.front] == 0:
+            self.front += 1
 
 
 class _Run:

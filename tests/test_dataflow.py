@@ -276,6 +276,42 @@ def test_per_edge_vertex_must_return_one_payload_per_out_neighbour():
         run_dataflow(Comm(), plan, PerEdge({1: np.zeros(2, np.float32)}))
 
 
+class _Order(DataflowProgram):
+    """Logs the order in which vertices fire (empty payloads)."""
+
+    def __init__(self):
+        self.log = []
+
+    def fire(self, ctx, vertex, inputs):
+        self.log.append(vertex)
+        return np.zeros(0, np.float32)
+
+
+@pytest.mark.parametrize("lookahead,order", [(None, [1, 2, 3, 0]), (0, [3, 0, 2, 1]), (1, [2, 3, 0, 1]),
+                                             (2, [1, 2, 3, 0])])
+def test_a_vertex_waits_for_the_earlier_ones_of_its_sequence(lookahead, order):
+    """Vertices 0, 1, 2 are in sequences 0, 2, 1; 3 is free and feeds 0; priorities 1 > 2 > 3 > 0. Worked
+    by hand: without a sequence the ready 1, 2, 3 fire by priority, then 0. With lookahead 0, 1 and 2 wait
+    for 0 (sequence 0 not begun): 3 fires, then 0, which lets 2 go (sequence 1), which lets 1 go. With
+    lookahead 1 only 1 waits (2 > 0 + 1): 2 and 3 fire, then 0, then 1. With 2 nothing waits."""
+    graph = GraphData(np.array([0, 0, 0, 0, 1]), np.array([0]))
+    sequence = None if lookahead is None else np.array([0, 2, 1, -1])
+    plan = DataflowPlan(graph, np.zeros(4, np.int64), np.array([0.0, 3.0, 2.0, 1.0]), np.array([1, 0, 0, 0]),
+                        sequence, lookahead or 0)
+    program = _Order()
+    assert run_dataflow(Comm(), plan, program).fired == 4
+    assert program.log == order
+
+
+@pytest.mark.parametrize("sequence,lookahead", [(np.zeros(3, np.int64), 0), (np.array([0, -2, 0, 0]), 0),
+                                                (np.zeros(4, np.int64), -1)])
+def test_a_bad_sequence_is_a_clear_error(sequence, lookahead):
+    plan = DataflowPlan(GraphData(np.array([0, 0, 0, 0, 1]), np.array([0])), np.zeros(4, np.int64), np.zeros(4),
+                        np.array([1, 0, 0, 0]), sequence, lookahead)
+    with pytest.raises(ValueError, match=r"DataflowPlan.sequence must have shape \(4,\) with values >= -1"):
+        run_dataflow(Comm(), plan, _Order())
+
+
 class _Serving(DataflowProgram):
     """Vertex 0 calls ``ctx.serve()`` part way; vertices 1 and 3 are servable (1 ready at the start,
     3 once 1 has fired); every fire is logged."""

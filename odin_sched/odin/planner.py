@@ -97,6 +97,22 @@ def publish_first(priority: np.ndarray, steps: StepGraph) -> np.ndarray:
     return out
 
 
+#: a rank starts an image only once all its images of batches more than this many before it have begun
+BATCHES_AHEAD = 1
+
+
+def batch_sequence(steps: StepGraph) -> np.ndarray:
+    """[N] int64 ``DataflowPlan.sequence`` of a window: each image its batch, cell versions free (-1). With
+    ``BATCHES_AHEAD`` a rank does not fill a wait with an image of a much later batch (one that reads other
+    cells, ready early) while its image of an earlier batch, which other ranks' next images wait for, is
+    about to be ready: the later image, started first, would hold the earlier one back by a whole image
+    (issue 20's scene: docs/simulator-measurements.md, "A rank's images in batch order"). Images of a batch
+    depend only on earlier batches, so a rank never waits for itself."""
+    out = np.full(steps.num_vertices, -1, np.int64)
+    out[steps.images] = steps.image_batch
+    return out
+
+
 def publish_before_compute(steps: StepGraph, rank: np.ndarray) -> GraphData:
     """The step graph plus same-rank ordering edges: a cell version -> the images on its owner's rank
     in the first two batches that read the version. A rank fires one vertex at a time, so an owner that
@@ -190,7 +206,8 @@ def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np
                              num_ranks=num_ranks, hop_cost=config.hop_cost, levels=levels)
     graph = publish_before_compute(steps, schedule.rank)
     plan = DataflowPlan(graph if initial_reads else without_initial_reads(graph, steps), schedule.rank,
-                        publish_first(schedule.priority, steps), schedule.phase)
+                        publish_first(schedule.priority, steps), schedule.phase, batch_sequence(steps),
+                        BATCHES_AHEAD)
     return Window(start, stop, bounds.count, owner, visible, steps, plan, margin, staleness), schedule
 
 
