@@ -31,7 +31,6 @@ MemoryError instead of calling the OOM killer. ``--host-sends``: odin's and barr
 host thread beside each GPU (``pregel simulate --host-sends``), kept in a ``--dir`` of its own.
 """
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -82,7 +81,7 @@ def run_part(scene, name: str, profile_name: str, multiple: int, gpu_counts, ste
     time on a host thread beside each GPU, ``CostProfile.host_sends``): {rows: [dict per GPU count],
     processor_seconds, peak_rss_mb, gaussians, generated, host_sends}."""
     t0 = time.process_time()
-    profile = dataclasses.replace(load_profile(profile_name, scene.total_gaussians), host_sends=host_sends)
+    profile = load_profile(profile_name, scene.total_gaussians, host_sends)
     rows = []
     for gpus in gpu_counts:
         batch = multiple * gpus

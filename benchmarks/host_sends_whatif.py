@@ -12,7 +12,6 @@ as ``sim_breakdown.py``'s ``exposed``). Run from the repository root:
 ``python benchmarks/host_sends_whatif.py [--seed S] [P ...]``.
 """
 import os
-from dataclasses import replace
 
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.simulate import simulate
@@ -22,8 +21,7 @@ from sim_breakdown import STEPS, WINDOW, city_scene, city_scene_parser
 
 
 def main(gpus, gaussians, cameras, width, height, name, seed=0):
-    today = load_profile(name, gaussians)
-    profiles = {"today": today, "host sends": replace(today, host_sends=True)}
+    profiles = {"today": load_profile(name, gaussians), "host sends": load_profile(name, gaussians, True)}
     scene = city_scene(gaussians, cameras, width, height)
     print(f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, {STEPS} steps, window {WINDOW}, "
           f"batch = GPUs, {name}, planning charged, seed {seed} (load average {os.getloadavg()[0]:.1f})")

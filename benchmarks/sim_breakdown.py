@@ -75,14 +75,8 @@ def report(label: str, gpus: list, results: dict, planning: dict, profile) -> No
               flush=True)
 
 
-def profile_of(name: str, gaussians: int, host_sends: bool = False):
-    """The profile ``name`` as ``pregel simulate`` loads it for ``gaussians``; ``host_sends``: with the
-    sender's time on a host thread beside the GPU (``CostProfile.host_sends``, a what-if)."""
-    return dataclasses.replace(load_profile(name, gaussians), host_sends=host_sends)
-
-
 def main(gpus, gaussians, cameras, width, height, name, seed=0, host_sends=False):
-    profile = profile_of(name, gaussians, host_sends)
+    profile = load_profile(name, gaussians, host_sends)
     scene = city_scene(gaussians, cameras, width, height)
     sends = " with host sends" if host_sends else ""
     print(f"city, {gaussians:,} Gaussians, {cameras:,} cameras at {width} x {height}, {STEPS} steps, window "
@@ -105,7 +99,7 @@ def what_if(gpus, gaussians, cameras, width, height, name, seed=0, host_sends=Fa
     free (no latency, bandwidth or sender overhead), and with the serving point at an image's end
     (``forward_share`` 1: cell versions wait for the whole image)."""
     scene = city_scene(gaussians, cameras, width, height)
-    base = dataclasses.replace(profile_of(name, gaussians, host_sends), plan_by_gpus=())
+    base = dataclasses.replace(load_profile(name, gaussians, host_sends), plan_by_gpus=())
     variants = {"as simulated": base,
                 "links free": dataclasses.replace(base, latency=0.0, bandwidth=1e18, node_latency=0.0,
                                                   node_bandwidth=1e18, overhead=0.0),
@@ -126,7 +120,7 @@ def bound_terms(gpus, gaussians, cameras, width, height, name, seed=0, host_send
     and the busiest rank's: work plus its messages, ``busiest_rank``) and the heaviest path with each
     message charged its transfer (``transfer_path``) and with messages free."""
     scene = city_scene(gaussians, cameras, width, height)
-    profile = dataclasses.replace(profile_of(name, gaussians, host_sends), plan_by_gpus=())
+    profile = dataclasses.replace(load_profile(name, gaussians, host_sends), plan_by_gpus=())
     print("bound terms, first window (ms; planning free): GPUs | work / GPUs | busiest rank's work | messages a rank "
           "sends: gradients mean / most, versions mean / most | senders' time mean | busiest rank (work + sends) "
           "| path charged | path free | binds")

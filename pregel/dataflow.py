@@ -446,7 +446,7 @@ class Firing:
         self.counts["bytes_received"] += 4 * int(self.routes.group_size[g])
 
     def _push(self, v: int) -> None:
-        if self.gate is None or not self.gate.holds(v):
+        if self.gate is None or not self.gate.hold_back(v):
             heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
 
 
@@ -459,13 +459,13 @@ class _SequenceGate:
     def __init__(self, sequence: np.ndarray, local: np.ndarray, lookahead: int):
         self.sequence, self.lookahead = sequence, lookahead
         mine = sequence[local]
-        self.left = np.bincount(mine[mine >= 0]) if (mine >= 0).any() else np.zeros(0, np.int64)
+        self.left = np.bincount(mine[mine >= 0])  # local vertices not begun, per sequence
         self.front = 0  # the lowest sequence with a local vertex not begun
         self._advance()
         self.waiting = {}  # sequence -> its ready vertices held back
 
-    def holds(self, v: int) -> bool:
-        """Whether ready vertex ``v`` must wait (it is then kept until ``begins`` lets it go)."""
+    def hold_back(self, v: int) -> bool:
+        """Whether ready vertex ``v`` must wait; if so it is kept here until ``begins`` lets it go."""
         s = int(self.sequence[v])
         if s <= self.front + self.lookahead:
             return False

@@ -3,7 +3,7 @@ completes, and hands its errors to the compute thread (a recording stand-in for 
 import numpy as np
 import pytest
 
-from pregel.sends import SEND_CHECK, Requests, Sends, SendThread, thread_multiple
+from pregel.sends import SEND_CHECK, Requests, Sends, SendThread
 
 
 class _Recording:
@@ -59,10 +59,3 @@ def test_requests_forget_completed_items():
     assert requests.requests == ["r3", "r5"] and requests.items == [3, 5]
     requests.completed([0, 1])
     assert not requests
-
-
-def test_one_process_needs_no_thread_level():
-    class One:
-        size = 1
-
-    assert thread_multiple(One())

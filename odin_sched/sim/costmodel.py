@@ -224,10 +224,16 @@ def _scaled_to_h200(profile: CostProfile) -> CostProfile:
 H200_IB = _scaled_to_h200(A100_NVLINK)
 
 
-def load_profile(name: str, gaussians: int = 1_000_000) -> CostProfile:
+def load_profile(name: str, gaussians: int = 1_000_000, host_sends: bool = False) -> CostProfile:
     """The profile ``name``: 'a100-nvlink', 'h200-ib', 'h200-kernels', or 'cpu-here' (measured here,
     ``profiles/cpu-here.json``). The sharded profiles plan as measured for the scene size in
-    ``profiles/plan-times.json`` nearest (in log) to ``gaussians``."""
+    ``profiles/plan-times.json`` nearest (in log) to ``gaussians``. ``host_sends``: with the what-if of
+    that name (the sender's time on a host thread beside each GPU, ``pregel train --send-thread``)."""
+    profile = _named_profile(name, gaussians)
+    return replace(profile, host_sends=True) if host_sends else profile
+
+
+def _named_profile(name: str, gaussians: int) -> CostProfile:
     builtin = {p.name: p for p in (A100_NVLINK, H200_IB, H200_KERNELS)}
     if name in builtin:
         profile = builtin[name]

@@ -592,7 +592,6 @@ class _WindowRun:
         self.held = [[] for _ in range(gpus)]  # per rank: the groups it holds to join
         self.holding = np.zeros(gpus, bool)  # whether a rank now holds its messages to join them
         self.host_free = np.zeros(gpus)  # (``profile.host_sends``) when each rank's host has posted all it was given
-        self.host_seconds = np.zeros(gpus)  # (``profile.host_sends``) the host's sender time, off the GPU
 
     def join_with(self, keys: tuple, flush: str) -> None:
         """The joining what-if (``odin_sched.sim.joining``): keys = (key [G] int64 of every group, -1: sent
@@ -645,9 +644,7 @@ class _WindowRun:
         """The host-sends what-if (``CostProfile.host_sends``): rank ``me``'s host thread pays the sender's time
         of message ``group`` after the messages it was given before, while the GPU goes on; the message leaves
         then (``send(me, [group], words)``, if given)."""
-        overhead = self.profile.overhead
-        self.host_free[me] = max(env.now, self.host_free[me]) + overhead
-        self.host_seconds[me] += overhead
+        self.host_free[me] = max(env.now, self.host_free[me]) + self.profile.overhead
         if send is not None:
             event = env.timeout(self.host_free[me] - env.now)
             event.callbacks.append(lambda _, g=group: send(me, [g], self.routes.group_size[g]))
@@ -1025,8 +1022,8 @@ def run(config: SimulateConfig) -> dict:
         scene = standing_for(metadata_scene(config.layout, made, config.cameras, config.width, config.height,
                                             config.seed), config.gaussians)
     # GPUs share the processors of shared_cores, not this machine's; planning as measured at this size
-    profile = replace(load_profile(config.profile, scene.total_gaussians), cores=config.shared_cores,
-                      host_sends=config.host_sends)
+    profile = replace(load_profile(config.profile, scene.total_gaussians, config.host_sends),
+                      cores=config.shared_cores)
     gpus, windows = list(config.gpus), tuple(config.window)
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
