@@ -558,6 +558,10 @@ def _add_train(sub) -> None:
                    help="odin, odin-fast: post each rank's messages from a thread beside its compute, so that a "
                         "GPU rank renders its next image while the last one's messages are posted (needs MPI "
                         "with MPI_THREAD_MULTIPLE; on processor cores it only moves that time to another thread)")
+    p.add_argument("--batches-ahead", type=int, default=0, metavar="N",
+                   help="odin, odin-fast: a rank starts an image only once all its images of batches more than N "
+                        "before it have begun (default 0: of every earlier batch; a larger N lets a rank fill a wait "
+                        "with a later batch's image, which pays where cells take long to arrive)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default: about one per "
                         "8192 initial Gaussians, at least 16 and at most 512 per rank; smaller cells make the "
@@ -741,6 +745,9 @@ def _add_simulate(sub) -> None:
     p.add_argument("--host-sends", action="store_true",
                    help="each GPU's messages are posted by a host thread beside it, as pregel train --send-thread "
                         "runs on GPUs (default: the GPU pays each message's sender time itself)")
+    p.add_argument("--batches-ahead", type=int, default=defaults.batches_ahead, metavar="N",
+                   help="as pregel train's: a rank starts an image only once its images of batches more than N "
+                        "before it have begun (default %(default)s)")
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--out", required=True, help="result file (.h5)")
     p.set_defaults(run=_run_simulate)

@@ -36,15 +36,23 @@ def test_every_field_has_its_flag(cls, command, no_flag):
 @pytest.mark.parametrize("cls,command,fields", [
     (TrainConfig, "train", ("batch_size", "seed", "ssim_weight", "eval_every", "ply", "png", "init_ply",
                             "sh_degree", "position_lr_max_steps", "position_lr_init")),
+    (OdinOptions, "train", ("max_staleness", "max_imbalance", "send_thread", "batches_ahead")),
     (SimulateConfig, "simulate", ("layout", "gaussians", "cameras", "width", "height", "steps", "profile",
                                   "cells_per_gpu", "max_staleness", "shared_cores", "seed", "sh_degree",
-                                  "host_sends")),
+                                  "host_sends", "batches_ahead")),
 ])
 def test_flag_defaults_are_the_fields_defaults(cls, command, fields):
     actions = _subcommand(command)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     for name in fields:
         assert actions[name].default == defaults[name], name
+
+
+def test_the_simulator_plans_as_the_runtime_by_default():
+    from odin_sched.odin.planner import BATCHES_AHEAD, PlanConfig
+
+    assert SimulateConfig("x.h5").batches_ahead == OdinOptions.batches_ahead == BATCHES_AHEAD
+    assert PlanConfig(1, 1).batches_ahead == BATCHES_AHEAD
 
 
 def test_library_errors_name_the_field_and_the_command_line_the_flag(tmp_path, capsys):

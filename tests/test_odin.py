@@ -7,7 +7,8 @@ oracle), and no visibility prediction failed; so is the held-out PSNR, which the
 owner's Gaussians: the MPI script forbids gathering the whole model, and the ids stay unique. Two
 cases make cells split and migrate between owners (a low --split-above and --max-imbalance 1), and one
 migrates cells without splits: its plans made ahead all run (no re-plan); one resets the opacities in
-place between windows (a cell's packed parameters kept from a window must not outlive it). One starts
+place between windows (a cell's packed parameters kept from a window must not outlive it); in one a rank
+may start an image before its image of the batch before (``--batches-ahead 1``). One starts
 from a PLY (every rank reads the means of all Gaussians and the other columns of the rows it owns). Each (P, mode) is one mpiexec launch that trains every case. The SH degree rises
 every SH_INTERVAL images (patched down from 1,000, in the MPI script too), so the cases train degrees
 0 to 3 and carry every SH coefficient in their messages.
@@ -58,6 +59,8 @@ def cases(tmp_path_factory):
     table["city_b1_d_reset"] = dict(table["city_b1_d"], opacity_reset=2)
     # cells migrate without splitting: the moves are those of the plans made ahead, which all run
     table["city_b4_d_move"] = dict(table["city_b4_d"], cells=7, window=2, max_imbalance=1.0)
+    # a rank may start an image while its image of the batch before has not begun (PlanConfig.batches_ahead)
+    table["city_b4_d_ahead"] = dict(table["city_b4_d"], batches_ahead=1)
     # from a PLY at SH degree 3 (every coefficient non-zero): each rank reads the rows it owns, 64 at a time
     city = read_scene(scenes["city"])
     sh = np.random.default_rng(2).normal(0.0, 0.2, (city.num_gaussians, 16, 3)).astype(np.float32)

@@ -91,3 +91,26 @@ def test_cached_bytes_counts_each_remote_version_read_once(tmp_path):
         assert cached_bytes(window, r, 14) == expected
         total += expected
     assert total > 0  # some images read other ranks' cells
+
+
+@pytest.mark.parametrize("batches_ahead", [0, 2])
+def test_the_plan_orders_each_rank_s_images_by_batch(batches_ahead):
+    """``PlanConfig.batches_ahead`` reaches the plan's gate: every image's sequence is its batch (the
+    batches it was planned from, counted by hand: 3 images a batch), every cell version is free (-1)."""
+    from mpi4py import MPI
+
+    from odin_sched.odin.planner import PlanConfig, plan_cells
+    from odin_sched.odin.shard import owners_by_count
+    from odin_sched.scenes.cells import cell_bounds, kd_cells
+
+    city = generate_scene(600, 10, 32, 24, seed=1, layout="city")
+    means, scales = np.asarray(city.means, np.float32), np.asarray(city.scales, np.float32)
+    cell_of = kd_cells(means, 8)
+    bounds = cell_bounds(means, scales, cell_of, 8)
+    batches = (np.arange(12) % len(city.viewmats)).reshape(4, 3)
+    window, _ = plan_cells(Comm(MPI.COMM_SELF), bounds, owners_by_count(bounds.count, 3), city, batches, 0, 4,
+                           Margin(0.1, 0.01), PlanConfig(8, 3, batches_ahead=batches_ahead))
+    plan, images = window.plan, window.steps.num_images
+    assert plan.lookahead == batches_ahead
+    assert plan.sequence[:images].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert (plan.sequence[images:] == -1).all()

@@ -97,13 +97,15 @@ def publish_first(priority: np.ndarray, steps: StepGraph) -> np.ndarray:
     return out
 
 
-#: a rank starts an image only once all its images of batches more than this many before it have begun
-BATCHES_AHEAD = 1
+#: the default ``PlanConfig.batches_ahead``: a rank starts an image only once all its images of batches more than
+#: this many before it have begun (0: of every earlier batch; docs/simulator-measurements.md, "A rank's images in
+#: batch order", has 0-3 measured)
+BATCHES_AHEAD = 0
 
 
 def batch_sequence(steps: StepGraph) -> np.ndarray:
     """[N] int64 ``DataflowPlan.sequence`` of a window: each image its batch, cell versions free (-1). With
-    ``BATCHES_AHEAD`` a rank does not fill a wait with an image of a much later batch (one that reads other
+    ``PlanConfig.batches_ahead`` = 0 (the default) a rank does not fill a wait with an image of a later batch (one that reads other
     cells, ready early) while its image of an earlier batch, which other ranks' next images wait for, is
     about to be ready: the later image, started first, would hold the earlier one back by a whole image
     (issue 20's scene: docs/simulator-measurements.md, "A rank's images in batch order"). Images of a batch
@@ -168,7 +170,8 @@ class PlanConfig:
     image's predicted cost ``cost_weights · (1, predicted visible Gaussians, pixels)``; a cell's transfer
     its Gaussians' parameters at SH degree ``sh_degree`` (``param_columns``); an edge between two ranks
     adds ``hop_cost`` (per edge, per byte of its cell; in the cost weights' units) to a path in the
-    firing priority (``schedule.Hops``; zeros: hops are free)."""
+    firing priority (``schedule.Hops``; zeros: hops are free); a rank starts an image only once all its
+    images of batches more than ``batches_ahead`` before it have begun (``batch_sequence``)."""
 
     num_cells: int
     num_ranks: int
@@ -177,6 +180,7 @@ class PlanConfig:
     cost_weights: tuple = (0.0, 1.0, PIXEL_COST)
     sh_degree: int = DEFAULT_SH_DEGREE
     hop_cost: tuple = (0.0, 0.0)
+    batches_ahead: int = BATCHES_AHEAD
 
 
 def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np.ndarray, start: int, stop: int,
@@ -207,7 +211,7 @@ def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np
     graph = publish_before_compute(steps, schedule.rank)
     plan = DataflowPlan(graph if initial_reads else without_initial_reads(graph, steps), schedule.rank,
                         publish_first(schedule.priority, steps), schedule.phase, batch_sequence(steps),
-                        BATCHES_AHEAD)
+                        config.batches_ahead)
     return Window(start, stop, bounds.count, owner, visible, steps, plan, margin, staleness), schedule
 
 
@@ -277,7 +281,7 @@ class WindowPlanner:
         t0 = time.perf_counter()
         safety = self.safety
         config = PlanConfig(len(owner), self.num_ranks, self.options.staleness, self.options.stale_impact,
-                            sh_degree=self.setup.sh_degree)
+                            sh_degree=self.setup.sh_degree, batches_ahead=self.options.batches_ahead)
         window, schedule = plan_cells(self.local_comm, bounds, owner, self.setup.scene, self.setup.batches, start,
                                       stop, self.margin(base, stop, safety), config,
                                       levels=self.options.schedule_out is not None and self.first is None)

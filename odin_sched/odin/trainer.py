@@ -62,7 +62,7 @@ from odin_sched.odin.depgraph import write_schedule
 from odin_sched.odin.migration import migrate, rebalance, split_cells
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.owner_densify import densify_owned
-from odin_sched.odin.planner import Planned, Window, WindowPlanner
+from odin_sched.odin.planner import BATCHES_AHEAD, Planned, Window, WindowPlanner
 from odin_sched.odin.program import CellCulling, CellInputs, EvalViews, ImageInputs, TrainingSteps
 from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
@@ -100,6 +100,7 @@ class OdinOptions:
     split_above: int | None = None     # a cell with more Gaussians splits in two at a window end (None: never)
     max_imbalance: float = 1.25        # cells migrate when a rank owns more than this x the mean Gaussians
     send_thread: bool = False  # post the dataflow's messages from a thread beside the compute (``pregel.sends``)
+    batches_ahead: int = BATCHES_AHEAD  # a rank starts an image once its images of batches more than this before began
 
     @property
     def staleness(self) -> int:
@@ -144,9 +145,14 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int, threads: 
         return f"OdinOptions.max_imbalance must be at least 1, got {options.max_imbalance}"
     if options.window < 1:
         return f"OdinOptions.window must be at least 1, got {options.window}"
+    if options.batches_ahead < 0:
+        return f"OdinOptions.batches_ahead must be at least 0, got {options.batches_ahead}"
     if options.send_thread and options.mode == "barrier":
         return ("OdinOptions.send_thread: barrier mode exchanges a phase's messages in one Alltoallv; "
                 "a send thread serves odin and odin-fast only")
+    if options.batches_ahead != BATCHES_AHEAD and options.mode == "barrier":
+        return ("OdinOptions.batches_ahead: barrier mode fires a phase's vertices in turn; the batch order "
+                "serves odin and odin-fast only")
     if options.send_thread and not threads:
         return "OdinOptions.send_thread needs MPI initialised with MPI_THREAD_MULTIPLE (mpi4py's default)"
     cells = options.resolved_cells(size, num_gaussians)

@@ -38,7 +38,7 @@ from odin_sched.odin.depgraph import parallelism
 from odin_sched.training.image_order import spread_batches
 from odin_sched.odin.migration import rebalance, row_words
 from odin_sched.odin.modes import MODES
-from odin_sched.odin.planner import PlanConfig, plan_cells
+from odin_sched.odin.planner import BATCHES_AHEAD, PlanConfig, plan_cells
 from odin_sched.odin.shard import OWNER_GROUP, owners_by_count
 from odin_sched.odin.program import StepMessages
 from odin_sched.odin.trainer import OdinOptions, default_cells
@@ -313,7 +313,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
              window: int = OdinOptions.window, cells_per_gpu: int | None = None,
              max_staleness: int = 1, seed: int = 0,
              trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH,
-             message_sizes=None, joining=None, owner_group: int = OWNER_GROUP) -> SimResult:
+             message_sizes=None, joining=None, owner_group: int = OWNER_GROUP,
+             batches_ahead: int = BATCHES_AHEAD) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``num_cells`` cells (by default
     the runtime's ``default_cells`` of the Gaussians the scene stands for; ``cells_per_gpu`` x gpus if given),
@@ -330,7 +331,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     (``odin_sched.sim.rows.RowMessages``). ``joining``: a what-if, not what the runtime sends (None: one
     message per group): a rank joins the messages of its fires into fewer (``odin_sched.sim.joining``;
     dataflow modes only). ``owner_group``: the cells dealt together to one owner (``owners_by_count``;
-    by default the runtime's)."""
+    by default the runtime's). ``batches_ahead``: as ``PlanConfig``'s (by default the runtime's)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
     if profile.host_sends and (profile.cores or joining is not None):
@@ -373,7 +374,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
         t0 = time.perf_counter()
         win, _ = plan_cells(comm, bounds, owner, scene, batches, start, stop, margin,
-                            PlanConfig(bounds.num_cells, gpus, staleness, cost_weights=weights, sh_degree=sh_degree),
+                            PlanConfig(bounds.num_cells, gpus, staleness, cost_weights=weights, sh_degree=sh_degree,
+                                       batches_ahead=batches_ahead),
                             initial_reads=False)
         win = replace(win, cell_of=cell_of)
         planned = time.perf_counter() - t0
@@ -985,8 +987,9 @@ def run(config: SimulateConfig) -> dict:
             raise InputError(f"SimulateConfig.{name} must be at least 1, got {value}")
     if config.batch_size is not None and config.batch_size < 1:
         raise InputError(f"SimulateConfig.batch_size must be at least 1, got {config.batch_size}")
-    if config.max_staleness < 0:
-        raise InputError(f"SimulateConfig.max_staleness must be at least 0, got {config.max_staleness}")
+    for name in ("max_staleness", "batches_ahead"):
+        if getattr(config, name) < 0:
+            raise InputError(f"SimulateConfig.{name} must be at least 0, got {getattr(config, name)}")
     if config.shared_cores < 0:
         raise InputError(f"SimulateConfig.shared_cores must be at least 0, got {config.shared_cores}")
     if config.host_sends and config.shared_cores:
@@ -1027,7 +1030,7 @@ def run(config: SimulateConfig) -> dict:
     gpus, windows = list(config.gpus), tuple(config.window)
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
-                      sh_degree=sh_degree)
+                      sh_degree=sh_degree, batches_ahead=config.batches_ahead)
     seen = scene.features[scene.train_ids, 0]
     print(f"{config.scene or config.layout}: {scene.total_gaussians:,} Gaussians, {len(scene.viewmats):,} cameras "
           f"at {scene.width} x {scene.height}, in view per image {seen.mean():,.0f} (spread {seen.std():,.0f}), "
@@ -1039,6 +1042,7 @@ def run(config: SimulateConfig) -> dict:
                    "cameras": len(scene.viewmats), "steps": config.steps, "batch_size": config.batch_size or 0,
                    "windows": list(windows), "cells_per_gpu": config.cells_per_gpu or 0,  # 0: the default
                    "cells": [num_cells(scene.total_gaussians, p, config.cells_per_gpu) for p in gpus],
-                   "max_staleness": config.max_staleness, "sh_degree": sh_degree})
+                   "max_staleness": config.max_staleness, "sh_degree": sh_degree,
+                   "batches_ahead": config.batches_ahead})
     print(f"wrote {config.out}")
     return results
