@@ -31,7 +31,7 @@ benchmark was written for:
 With ``--rounds N`` it runs instead N alternating rounds of one process and odin at P = 2, both with B = 2,
 and prints per run images/s, processor seconds and the load average, and the median ratio (on a shared
 machine a single pair of runs decides nothing); ``--send-thread`` adds to each round odin with ``pregel
-train --send-thread``.
+train --send-thread``, ``--batches-ahead N`` odin with ``pregel train --batches-ahead N``.
 
 Heavy (a few GB per rank at 2,000,000 Gaussians): run under the shared lock, with a time limit::
 
@@ -136,16 +136,14 @@ def untrained_psnr(scene: str, ply: str, sh_degree: int) -> float:
                     kept)[0]
 
 
-def train_command(args, scene, ply, out, batch, mode=None, ranks=1, cull=True, send_thread=False) -> list:
+def train_command(args, scene, ply, out, batch, mode=None, ranks=1, cull=True, flags=()) -> list:
     command = [PREGEL, "train", "--scene", scene, "--init-ply", ply, "--steps", str(args.steps), "--batch-size",
                str(batch), "--out", out, "--seed", "0", "--sh-degree", str(args.sh_degree)]
     if not cull:
         command.append("--no-cull")
     if mode is not None:
         command = [MPIEXEC, "-n", str(ranks)] + command + ["--mode", mode, "--window", str(args.window)]
-    if send_thread:
-        command.append("--send-thread")
-    return command
+    return command + list(flags)
 
 
 def read_run(path) -> dict:
@@ -183,6 +181,8 @@ def main():
                              "B = P (P: the smallest of --ranks), and their median ratio")
     parser.add_argument("--send-thread", action="store_true",
                         help="with --rounds: each round also runs odin with pregel train's --send-thread")
+    parser.add_argument("--batches-ahead", type=int, default=None, metavar="N",
+                        help="with --rounds: each round also runs odin with pregel train's --batches-ahead N")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     ranks = [int(r) for r in args.ranks.split(",")]
@@ -239,16 +239,20 @@ def alternate(args, gaussians: int, p: int) -> None:
     print("| round | run | images/s | whole command s | processor s (command) | processor s/rank (training) "
           "| load before / after | odin / one process |")
     print("|---|---|---|---|---|---|---|---|")
-    runs = [("one process", None, 1, False), (f"odin P={p}", "odin", p, False)]
+    runs = [("one process", None, 1, ()), (f"odin P={p}", "odin", p, ())]
     if args.send_thread:
-        runs.append((f"odin P={p} --send-thread", "odin", p, True))
+        runs.append((f"odin P={p} --send-thread", "odin", p, ("--send-thread",)))
+    if args.batches_ahead is not None:
+        runs.append((f"odin P={p} --batches-ahead {args.batches_ahead}", "odin", p,
+                     ("--batches-ahead", str(args.batches_ahead))))
     ratios = {name: [] for name, mode, _, _ in runs if mode}
     for i in range(args.rounds):
         single = None
-        for name, mode, ranks, thread in runs:
-            out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{ranks}_b{p}{'_thread' * thread}_round.h5")
+        for name, mode, ranks, flags in runs:
+            tag = "".join(f"_{f.strip('-')}" for f in flags)
+            out = os.path.join(args.dir, f"{gaussians}_{mode or 'single'}_p{ranks}_b{p}{tag}_round.h5")
             before = os.getloadavg()[0]
-            wall, _, cpu = run(train_command(args, scene, ply, out, p, mode, ranks, send_thread=thread))
+            wall, _, cpu = run(train_command(args, scene, ply, out, p, mode, ranks, flags=flags))
             data = read_run(out)
             images = data["attrs"]["steps_per_second"] * p
             single = single or images

@@ -105,11 +105,12 @@ BATCHES_AHEAD = 0
 
 def batch_sequence(steps: StepGraph) -> np.ndarray:
     """[N] int64 ``DataflowPlan.sequence`` of a window: each image its batch, cell versions free (-1). With
-    ``PlanConfig.batches_ahead`` = 0 (the default) a rank does not fill a wait with an image of a later batch (one that reads other
-    cells, ready early) while its image of an earlier batch, which other ranks' next images wait for, is
-    about to be ready: the later image, started first, would hold the earlier one back by a whole image
-    (issue 20's scene: docs/simulator-measurements.md, "A rank's images in batch order"). Images of a batch
-    depend only on earlier batches, so a rank never waits for itself."""
+    ``PlanConfig.batches_ahead`` 0 (the default) a rank does not fill a wait with an image of a later batch
+    (one that reads other cells, ready early) while its image of an earlier batch, which other ranks' next
+    images wait for, is about to be ready: the later image, started first, would hold the earlier one back
+    by a whole image (issue 20's scene: docs/simulator-measurements.md, "A rank's images in batch order"
+    and "Every earlier batch first"). Images of a batch depend only on earlier batches, so a rank never
+    waits for itself."""
     out = np.full(steps.num_vertices, -1, np.int64)
     out[steps.images] = steps.image_batch
     return out
