@@ -21,7 +21,14 @@ d. Whole jobs on the device, in this process (P = 1): ``pregel infer --device cu
    initialisation) on a power-law graph with 64 features, against PyG's full-graph forward on the
    GPU with ``edge_index`` and with a sparse CSR ``adj_t`` (outputs compared); and steps of
    ``pregel train --device cuda`` (``odin_sched.training.train.train``) against the same training on the CPU.
-e. The InferTurbo-scale projection of a 2-layer SAGE (64 -> 64 -> 16) from (a) at F = 64: edge-layers
+e. Messages posted beside the compute on a GPU rank: ``mpiexec -n 2 pregel train --device cuda --mode odin``
+   with and without ``--send-thread``, in alternating rounds on the same scene (both ranks share the one
+   GPU, so this checks whether the thread overlaps MPI's host time per message with the device's work,
+   not multi-GPU scaling): median milliseconds per image, and each run's communication seconds per rank,
+   messages per rank and the largest relative difference of the two trained models (not bit for bit: the
+   CUDA backward's atomics). ``pregel simulate --host-sends`` charges the thread; this is its first
+   measurement on a GPU.
+f. The InferTurbo-scale projection of a 2-layer SAGE (64 -> 64 -> 16) from (a) at F = 64: edge-layers
    per second per GPU, bytes per edge per rank of the ghost exchange (hash partition, measured on
    the benchmark graph), and what they give for 10 billion vertices / 100 billion edges on 64 and 512
    GPUs, with 25 GB/s InfiniBand per GPU and ``--load-gbps`` of storage per GPU (InferTurbo: 2 hours).
@@ -31,6 +38,10 @@ torch CUDA the peers run on torch's CPU and gsplat is skipped: those timings mea
 """
 
 import argparse
+import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -62,6 +73,13 @@ JOBS = {  # SAGE graph (nodes, features, hidden, classes); training scene (Gauss
     "quick": ((100_000, 64, 64, 16), (5_000, 8, 128, 10)),
     "smoke": ((200, 8, 8, 4), (40, 3, 16, 2)),
 }
+SEND_THREAD_RUNS = {  # (e): Gaussians, cameras, image size, steps, cells, rounds
+    "full": (200_000, 16, 512, 24, 256, 2),
+    "quick": (50_000, 8, 256, 12, 64, 1),
+    "smoke": (40, 3, 16, 1, 4, 1),
+}
+BIN = os.path.dirname(sys.executable)
+PARAMETERS = ("means", "scales", "quats", "opacities", "colors")
 
 
 def progress(message: str) -> None:
@@ -224,9 +242,9 @@ def ghost_bytes_per_edge(indptr, indices, ranks: int) -> float:
 
 
 def projection_section(indptr, indices, width: int, kernel_seconds: float, num_edges: int, load_gbps: float):
-    """(e) rows: the 2-layer SAGE on 10 billion vertices / 100 billion edges on 64 and 512 GPUs, its
+    """(f) rows: the 2-layer SAGE on 10 billion vertices / 100 billion edges on 64 and 512 GPUs, its
     compute rate from the gather's ``kernel_seconds`` at F = ``width`` (64 but in smoke runs)."""
-    progress(f"(e) InferTurbo-scale projection from the F = {width} gather")
+    progress(f"(f) InferTurbo-scale projection from the F = {width} gather")
     edge_layers_per_second = num_edges / kernel_seconds
     rows = []
     for gpus in (64, 512):
@@ -300,6 +318,47 @@ def training_section(folder: str, gaussians: int, cameras: int, size: int, steps
              1e3 * per_step["cpu"], f"pregel train on the CPU; last loss rel diff {gap:.1e}")]
 
 
+def send_thread_section(folder: str, gaussians: int, cameras: int, size: int, steps: int, cells: int,
+                        rounds: int):
+    """(e) row: odin at P = 2 on the device with its messages posted by a thread beside the compute
+    (``pregel train --send-thread``) against posted inline, ``rounds`` alternating pairs of runs."""
+    import h5py
+
+    from odin_sched.scenes.scene_gen import generate_scene
+    from odin_sched.scenes.scene_io import write_scene
+
+    progress(f"(e) odin P = 2 on the device, {gaussians} Gaussians, {cameras} cameras at {size}x{size}, "
+             f"{steps} steps, {cells} cells, {rounds} round(s), with and without --send-thread")
+    scene = f"{folder}/send_thread_scene.h5"
+    write_scene(scene, generate_scene(gaussians, cameras, size, size, seed=0))
+    environment = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    seconds, runs = {False: [], True: []}, {}
+    for _ in range(rounds):
+        for thread in (False, True):
+            out = f"{folder}/send_thread_{thread}.h5"
+            command = [shutil.which("mpiexec", path=BIN) or "mpiexec", "-n", "2",
+                       shutil.which("pregel", path=BIN) or "pregel", "train", "--scene", scene, "--steps",
+                       str(steps), "--batch-size", "2", "--mode", "odin", "--device", "cuda", "--cells", str(cells),
+                       "--eval-every", str(steps), "--seed", "0", "--out", out]
+            subprocess.run(command + ["--send-thread"] * thread, check=True, env=environment)
+            with h5py.File(out, "r") as f:
+                seconds[thread].append(1.0 / (2 * f.attrs["steps_per_second"]))
+                fields = [str(name) for name in f.attrs["per_rank_fields"]]
+                table = f["metrics/per_rank"][()]
+                runs[thread] = ({name: f[f"gaussians/{name}"][()] for name in PARAMETERS},
+                                {name: table[:, fields.index(name)] for name in ("comm_seconds", "messages_sent")})
+    gap = max(float(np.max(np.abs(runs[True][0][name] - runs[False][0][name])
+                           / np.maximum(np.abs(runs[False][0][name]), 1e-6))) for name in PARAMETERS)
+
+    def per_rank(thread, name, fmt):
+        return " / ".join(fmt.format(v) for v in runs[thread][1][name])
+    return [("send thread", f"odin P=2 on one GPU, ms per image, {gaussians} Gaussians at {size}x{size}",
+             1e3 * float(np.median(seconds[True])), 1e3 * float(np.median(seconds[False])),
+             f"posted inline (medians of {rounds}); comm s/rank {per_rank(True, 'comm_seconds', '{:.3g}')} "
+             f"with the thread, {per_rank(False, 'comm_seconds', '{:.3g}')} inline; "
+             f"messages/rank {per_rank(True, 'messages_sent', '{:.0f}')}; models' largest rel diff {gap:.1e}")]
+
+
 def print_table(rows) -> None:
     header = ("section", "case", "ours", "peer", "ours / peer", "peer and notes")
     lines = [header] + [(s, c, f"{o:.4g}", f"{p:.4g}", f"{o / p:.2f}" if p == p else "-", n)
@@ -334,6 +393,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as folder:
         rows += sage_section(folder, *graph_sizes, device)
         rows += training_section(folder, *scene_sizes)
+        rows += send_thread_section(folder, *SEND_THREAD_RUNS["smoke" if args.smoke else "quick" if args.quick
+                                                              else "full"])
     rows += projection_section(indptr, indices, widths[-1], gather_seconds[widths[-1]], a_in.nnz,
                                args.load_gbps)
     print_table(rows)
