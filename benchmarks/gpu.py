@@ -74,7 +74,7 @@ JOBS = {  # SAGE graph (nodes, features, hidden, classes); training scene (Gauss
     "smoke": ((200, 8, 8, 4), (40, 3, 16, 2)),
 }
 SEND_THREAD_RUNS = {  # (e): Gaussians, cameras, image size, steps, cells, rounds
-    "full": (200_000, 16, 512, 24, 256, 2),
+    "full": (200_000, 16, 512, 16, 256, 2),
     "quick": (50_000, 8, 256, 12, 64, 1),
     "smoke": (40, 3, 16, 1, 4, 1),
 }
