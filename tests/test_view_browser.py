@@ -70,9 +70,11 @@ def _until(condition, what: str):
 
 
 def _canvas(driver) -> np.ndarray:
-    """The canvas as drawn once the current view is sorted and drawn: uint8 [H, W, 3]."""
-    driver.execute_async_script("window.viewer.settled().then(arguments[0])")
-    data = driver.execute_script("return document.getElementById('canvas').toDataURL('image/png')")
+    """The canvas as drawn once the current view is sorted and drawn: uint8 [H, W, 3]. Read in the same
+    task as the check that settles it: a later frame (a motion frame at lower resolution, when a loaded
+    machine makes the viewer lower its motion quality) may redraw the canvas before a separate read."""
+    data = driver.execute_async_script("const done = arguments[0]; window.viewer.settled().then(() => "
+                                       "done(document.getElementById('canvas').toDataURL('image/png')))")
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[1]))).convert("RGB"))
 
 
@@ -113,9 +115,9 @@ def test_viewer_draws_the_scene_cameras_as_pregel_render_does(browser, scene_fil
 
         for c in range(scene.num_cameras):  # the draw order: each Gaussian in front once, farthest first
             browser.execute_script(f"window.viewer.setCamera({c})")
-            browser.execute_async_script("window.viewer.settled().then(arguments[0])")
-            order = np.array(browser.execute_script(
-                "return Array.from(window.viewer.order.subarray(0, window.viewer.instances))"))
+            order = np.array(browser.execute_async_script(  # read as it settles (see _canvas)
+                "const done = arguments[0], v = window.viewer; "
+                "v.settled().then(() => done(Array.from(v.order.subarray(0, v.instances))))"))
             z = scene.means.astype(np.float64) @ scene.viewmats[c, 2, :3].astype(np.float64) + scene.viewmats[c, 2, 3]
             np.testing.assert_array_equal(np.sort(order), np.flatnonzero(z > 0.01))
             assert np.all(np.diff(z[order]) <= np.ptp(z[order]) / 65535 + 1e-6)  # 16-bit depth keys
