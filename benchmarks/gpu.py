@@ -379,8 +379,8 @@ def main(argv=None):
     parser.add_argument("--load-gbps", type=float, default=2.0,
                         help="storage read bandwidth per GPU for the projection's load term, GB/s")
     args = parser.parse_args(argv)
-    nodes, avg_degree, widths, iterations, counts, width, height, repeats = SIZES[
-        "smoke" if args.smoke else "quick" if args.quick else "full"]
+    preset = "smoke" if args.smoke else "quick" if args.quick else "full"
+    nodes, avg_degree, widths, iterations, counts, width, height, repeats = SIZES[preset]
     device = Device()
     gpu = "Numba CUDA simulator" if numba.config.ENABLE_CUDASIM else cuda.get_current_device().name
     progress(f"kernels on: {gpu}; torch peers on: {device.torch}")
@@ -389,12 +389,11 @@ def main(argv=None):
     rows, gather_seconds = gather_section(a_in, widths, repeats, device)
     rows += pagerank_section(indptr, indices, a_in, iterations, repeats, device)
     rows += rasterizer_section(counts, width, height, repeats, device)
-    graph_sizes, scene_sizes = JOBS["smoke" if args.smoke else "quick" if args.quick else "full"]
+    graph_sizes, scene_sizes = JOBS[preset]
     with tempfile.TemporaryDirectory() as folder:
         rows += sage_section(folder, *graph_sizes, device)
         rows += training_section(folder, *scene_sizes)
-        rows += send_thread_section(folder, *SEND_THREAD_RUNS["smoke" if args.smoke else "quick" if args.quick
-                                                              else "full"])
+        rows += send_thread_section(folder, *SEND_THREAD_RUNS[preset])
     rows += projection_section(indptr, indices, widths[-1], gather_seconds[widths[-1]], a_in.nnz,
                                args.load_gbps)
     print_table(rows)
