@@ -19,6 +19,9 @@ from pregel.comm import Comm
 from pregel.dataflow import DataflowPlan, DataflowProgram, run_dataflow, write_chrome_trace
 from pregel.graph_io import GraphData
 
+#: seconds that vertex 0 (on rank 0) sleeps in the "slow" case: long, so that a loaded machine still
+#: tells a rank that waits for it from one that does not
+SLOW_SECONDS = 2.0
 STATS = ("fired", "compute_seconds", "comm_seconds", "wait_seconds", "messages_sent", "bytes_sent",
          "messages_received", "bytes_received", "elapsed_seconds")
 
@@ -99,7 +102,7 @@ def main(folder, fail=None):
     for name in cases:
         plan = plan_of(dags, name, comm.size)
         for mode in ("dataflow", "bsp", "dataflow-thread"):
-            slow = {0: 0.5} if name == "slow" else None
+            slow = {0: SLOW_SECONDS} if name == "slow" else None
             gathered, everyone = run_case(comm, plan, Values(slow), mode, trace=name == "random")
             if comm.rank != 0:
                 continue
