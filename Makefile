@@ -19,9 +19,13 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Two pytest workers: most tests wait on mpiexec launches, so two overlap on 2 cores (README, Testing).
+# Each test file stays on one worker, so its module fixtures run once. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
-	NUMBA_ENABLE_CUDASIM=1 $(BIN)/python -m pytest -q tests/cudasim
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+	NUMBA_ENABLE_CUDASIM=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/cudasim
 
 # On a CUDA machine (README, GPU): install the `gpu` extra (GPU_EXTRA=gpu-cu12 for CUDA 12 drivers)
 # and run the CUDA kernel tests on the device.
