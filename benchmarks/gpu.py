@@ -38,10 +38,7 @@ torch CUDA the peers run on torch's CPU and gsplat is skipped: those timings mea
 """
 
 import argparse
-import os
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -78,8 +75,6 @@ SEND_THREAD_RUNS = {  # (e): Gaussians, cameras, image size, steps, cells, round
     "quick": (50_000, 8, 256, 12, 64, 1),
     "smoke": (40, 3, 16, 1, 4, 1),
 }
-BIN = os.path.dirname(sys.executable)
-PARAMETERS = ("means", "scales", "quats", "opacities", "colors")
 
 
 def progress(message: str) -> None:
@@ -322,41 +317,36 @@ def send_thread_section(folder: str, gaussians: int, cameras: int, size: int, st
                         rounds: int):
     """(e) row: odin at P = 2 on the device with its messages posted by a thread beside the compute
     (``pregel train --send-thread``) against posted inline, ``rounds`` alternating pairs of runs."""
-    import h5py
-
+    from odin_scale import MPIEXEC, PREGEL, per_rank, read_run  # a sibling script; it sets one thread a rank
     from odin_sched.scenes.scene_gen import generate_scene
-    from odin_sched.scenes.scene_io import write_scene
+    from odin_sched.scenes.scene_io import read_scene, write_scene
 
     progress(f"(e) odin P = 2 on the device, {gaussians} Gaussians, {cameras} cameras at {size}x{size}, "
              f"{steps} steps, {cells} cells, {rounds} round(s), with and without --send-thread")
     scene = f"{folder}/send_thread_scene.h5"
     write_scene(scene, generate_scene(gaussians, cameras, size, size, seed=0))
-    environment = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    seconds, runs = {False: [], True: []}, {}
+    seconds, columns, models = {False: [], True: []}, {}, {}
     for _ in range(rounds):
         for thread in (False, True):
             out = f"{folder}/send_thread_{thread}.h5"
-            command = [shutil.which("mpiexec", path=BIN) or "mpiexec", "-n", "2",
-                       shutil.which("pregel", path=BIN) or "pregel", "train", "--scene", scene, "--steps",
-                       str(steps), "--batch-size", "2", "--mode", "odin", "--device", "cuda", "--cells", str(cells),
-                       "--eval-every", str(steps), "--seed", "0", "--out", out]
-            subprocess.run(command + ["--send-thread"] * thread, check=True, env=environment)
-            with h5py.File(out, "r") as f:
-                seconds[thread].append(1.0 / (2 * f.attrs["steps_per_second"]))
-                fields = [str(name) for name in f.attrs["per_rank_fields"]]
-                table = f["metrics/per_rank"][()]
-                runs[thread] = ({name: f[f"gaussians/{name}"][()] for name in PARAMETERS},
-                                {name: table[:, fields.index(name)] for name in ("comm_seconds", "messages_sent")})
-    gap = max(float(np.max(np.abs(runs[True][0][name] - runs[False][0][name])
-                           / np.maximum(np.abs(runs[False][0][name]), 1e-6))) for name in PARAMETERS)
-
-    def per_rank(thread, name, fmt):
-        return " / ".join(fmt.format(v) for v in runs[thread][1][name])
+            subprocess.run([MPIEXEC, "-n", "2", PREGEL, "train", "--scene", scene, "--steps", str(steps),
+                            "--batch-size", "2", "--mode", "odin", "--device", "cuda", "--cells", str(cells),
+                            "--eval-every", str(steps), "--seed", "0", "--out", out] + ["--send-thread"] * thread,
+                           check=True)
+            run = read_run(out)
+            seconds[thread].append(1.0 / (2 * run["attrs"]["steps_per_second"]))
+            columns[thread] = run["columns"]
+            trained = read_scene(out, lazy_images=True)
+            trained.images.close()
+            models[thread] = trained.gaussians()  # every parameter array, the SH coefficients included
+    gap = max(float(np.max(np.abs(models[True][name] - models[False][name])
+                           / np.maximum(np.abs(models[False][name]), 1e-6))) for name in models[False])
     return [("send thread", f"odin P=2 on one GPU, ms per image, {gaussians} Gaussians at {size}x{size}",
              1e3 * float(np.median(seconds[True])), 1e3 * float(np.median(seconds[False])),
-             f"posted inline (medians of {rounds}); comm s/rank {per_rank(True, 'comm_seconds', '{:.3g}')} "
-             f"with the thread, {per_rank(False, 'comm_seconds', '{:.3g}')} inline; "
-             f"messages/rank {per_rank(True, 'messages_sent', '{:.0f}')}; models' largest rel diff {gap:.1e}")]
+             f"posted inline (medians of {rounds}); last round: comm s/rank "
+             f"{per_rank(columns[True], 'comm_seconds', fmt='{:.3g}')} with the thread, "
+             f"{per_rank(columns[False], 'comm_seconds', fmt='{:.3g}')} inline; messages/rank "
+             f"{per_rank(columns[True], 'messages_sent')}; models' largest rel diff {gap:.1e}")]
 
 
 def print_table(rows) -> None:
