@@ -152,6 +152,31 @@ def test_occlusion_culling_leaves_the_frame_as_it_was(browser, tmp_path):
         _stop(proc)
 
 
+def test_a_view_drawn_whole_is_not_drawn_again_at_motion_quality(browser, scene_file):
+    # Within the settle window after a change the viewer still counts as moving, and a slow moving frame may
+    # lower its motion quality after the view was already drawn whole: that view must stay as drawn, not be
+    # drawn again at the lower resolution. Here the quality drops and the window never ends (lastChange in
+    # the future) for 10 animation frames; then the window ends.
+    proc, address = _start(["view", str(scene_file), "--port", "0"])
+    try:
+        browser.get(address + "?scale=1")
+        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
+        assert browser.execute_script("return window.viewerError || null") is None
+        browser.execute_script("window.viewer.setCamera(0)")
+        whole = _canvas(browser)
+        drawn, still_whole = browser.execute_async_script(
+            "const done = arguments[0], v = window.viewer, before = v.frames; let ticks = 0; "
+            "v.quality = 1 / 16; v.lastChange = performance.now() + 1e9; "
+            "const tick = () => { if (++ticks < 10) { requestAnimationFrame(tick); return; } "
+            "  const result = [v.frames - before, v.drawnVersion === v.viewVersion]; "
+            "  v.lastChange = -Infinity; done(result); }; "
+            "requestAnimationFrame(tick)")
+        assert (drawn, still_whole) == (0, True)
+        np.testing.assert_array_equal(_canvas(browser), whole)
+    finally:
+        _stop(proc)
+
+
 def _sh_scene(degree: int, path, seed: int = 5):
     """A scene whose Gaussians have SH of ``degree`` with large band-1 coefficients (strongly view-dependent
     colour); written to ``path``. Returns its SH-3 coefficients [G, 16, 3]."""

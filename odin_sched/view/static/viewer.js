@@ -433,8 +433,10 @@ class Viewer {
   }
 
   frame(force = false, moving = null) {
-    // draws when the view, the order or the resolution changed since the last frame drawn
+    // draws when the view, the order or the resolution changed since the last frame drawn; a view drawn
+    // whole stays as drawn (the motion quality may still drop within the settle window: nothing better)
     this.timeMotionFrame();
+    if (!force && this.drawnVersion === this.viewVersion) return;
     const now = performance.now();
     if (moving === null) moving = now - this.lastChange < Math.max(SETTLE_MS, 3 * this.motionFrameMs);
     this.requestSort(moving);
