@@ -71,8 +71,7 @@ def _until(condition, what: str):
 
 def _canvas(driver) -> np.ndarray:
     """The canvas as drawn once the current view is sorted and drawn: uint8 [H, W, 3]. Read in the same
-    task as the check that settles it: a later frame (a motion frame at lower resolution, when a loaded
-    machine makes the viewer lower its motion quality) may redraw the canvas before a separate read."""
+    task as the check that settles it, so that no frame comes between them."""
     data = driver.execute_async_script("const done = arguments[0]; window.viewer.settled().then(() => "
                                        "done(document.getElementById('canvas').toDataURL('image/png')))")
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[1]))).convert("RGB"))
