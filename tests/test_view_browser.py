@@ -1,6 +1,7 @@
 """`pregel view` and the training dashboard in a real browser: headless Chromium (Debian's chromium and
 chromium-driver, installed by .ci/run) driven by Selenium, WebGL2 in software (SwiftShader)."""
 import base64
+import contextlib
 import io
 import os
 import shutil
@@ -59,6 +60,20 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def _viewer(driver, path):
+    """``pregel view PATH`` loaded in ``driver`` at the scene's size, its viewer started without an error;
+    the server stops on leaving."""
+    proc, address = _start(["view", str(path), "--port", "0"])
+    try:
+        driver.get(address + "?scale=1")
+        _until(lambda: driver.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
+        assert driver.execute_script("return window.viewerError || null") is None
+        yield
+    finally:
+        _stop(proc)
+
+
 def _until(condition, what: str):
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
@@ -96,11 +111,7 @@ def test_viewer_draws_the_scene_cameras_as_pregel_render_does(browser, scene_fil
     scene = read_scene(scene_file)
     cam = 3
     assert main(["render", "--scene", str(scene_file), "--cameras", f"0,{cam}", "--out", str(tmp_path)]) == 0
-    proc, address = _start(["view", str(scene_file), "--port", "0"])
-    try:
-        browser.get(address + "?scale=1")
-        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
-        assert browser.execute_script("return window.viewerError || null") is None
+    with _viewer(browser, scene_file):
         first = _canvas(browser)  # camera 0 at the scene's size
         assert first.shape == (scene.height, scene.width, 3) and first.std() > 5  # not blank
         assert _psnr(first, np.asarray(Image.open(tmp_path / "0000.png"))) >= 22
@@ -127,19 +138,13 @@ def test_viewer_draws_the_scene_cameras_as_pregel_render_does(browser, scene_fil
         moved = np.array(browser.execute_script("return window.viewer.viewmat()")).reshape(4, 4)
         assert np.abs(moved - scene.viewmats[cam]).max() > 1e-3
         assert np.abs(_canvas(browser).astype(int) - shot).mean() > 2
-    finally:
-        _stop(proc)
 
 
 def test_occlusion_culling_leaves_the_frame_as_it_was(browser, tmp_path):
     # 30,000 Gaussians: the page draws them front to back in chunks, culling those behind opaque pixels
     write_scene(tmp_path / "dense.h5", generate_scene(30000, 4, 128, 96, seed=4))
     assert main(["render", "--scene", str(tmp_path / "dense.h5"), "--cameras", "1", "--out", str(tmp_path)]) == 0
-    proc, address = _start(["view", str(tmp_path / "dense.h5"), "--port", "0"])
-    try:
-        browser.get(address + "?scale=1")
-        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
-        assert browser.execute_script("return window.viewerError || null") is None
+    with _viewer(browser, tmp_path / "dense.h5"):
         browser.execute_script("window.viewer.setCamera(1)")
         culled = _canvas(browser)
         browser.execute_script("window.viewer.occlusion = false; window.viewer.frame(true)")
@@ -147,8 +152,6 @@ def test_occlusion_culling_leaves_the_frame_as_it_was(browser, tmp_path):
         assert _psnr(culled, np.asarray(Image.open(tmp_path / "0001.png"))) >= 40
         # what is culled lies behind pixels of transmittance <= ~1.5/255: at most 2 levels of 8 bits
         assert np.abs(culled.astype(int) - whole).max() <= 2
-    finally:
-        _stop(proc)
 
 
 def test_a_view_drawn_whole_is_not_drawn_again_at_motion_quality(browser, scene_file):
@@ -156,11 +159,7 @@ def test_a_view_drawn_whole_is_not_drawn_again_at_motion_quality(browser, scene_
     # lower its motion quality after the view was already drawn whole: that view must stay as drawn, not be
     # drawn again at the lower resolution. Here the quality drops and the window never ends (lastChange in
     # the future) for 10 animation frames; then the window ends.
-    proc, address = _start(["view", str(scene_file), "--port", "0"])
-    try:
-        browser.get(address + "?scale=1")
-        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
-        assert browser.execute_script("return window.viewerError || null") is None
+    with _viewer(browser, scene_file):
         browser.execute_script("window.viewer.setCamera(0)")
         whole = _canvas(browser)
         drawn, still_whole = browser.execute_async_script(
@@ -172,8 +171,6 @@ def test_a_view_drawn_whole_is_not_drawn_again_at_motion_quality(browser, scene_
             "requestAnimationFrame(tick)")
         assert (drawn, still_whole) == (0, True)
         np.testing.assert_array_equal(_canvas(browser), whole)
-    finally:
-        _stop(proc)
 
 
 def _sh_scene(degree: int, path, seed: int = 5):
@@ -193,19 +190,13 @@ def test_viewer_draws_view_dependent_colour_as_pregel_render_does(browser, tmp_p
     for name in ("sh3", "sh0"):
         assert main(["render", "--scene", str(tmp_path / f"{name}.h5"), "--cameras", ",".join(map(str, cams)),
                      "--out", str(tmp_path / name)]) == 0
-    proc, address = _start(["view", str(tmp_path / "sh3.h5"), "--port", "0"])
-    try:
-        browser.get(address + "?scale=1")
-        _until(lambda: browser.execute_script("return !!window.viewer || window.viewerError"), "the viewer")
-        assert browser.execute_script("return window.viewerError || null") is None
+    with _viewer(browser, tmp_path / "sh3.h5"):
         for cam in cams:
             browser.execute_script(f"window.viewer.setCamera({cam})")
             shot = _canvas(browser)
             sh3, sh0 = (np.asarray(Image.open(tmp_path / name / f"{cam:04d}.png")) for name in ("sh3", "sh0"))
             assert _psnr(sh3, sh0) < 16  # the model's colour depends strongly on the view
             assert _psnr(shot, sh3) >= 22
-    finally:
-        _stop(proc)
 
 
 def _shown(driver, element_id: str):
