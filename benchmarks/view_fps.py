@@ -14,6 +14,7 @@ time, and how many Gaussians the last sort kept.
     .venv/bin/python benchmarks/view_fps.py [--sizes 100000,1000000] [--frames 10] [--opacity LOGIT] [--dir DIR]
 """
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -41,15 +42,48 @@ def random_model(path, n: int, seed: int = 0, opacity: float | None = None) -> N
     write_ply(path, means, scales, quats, logits, rng.random((n, 3)))
 
 
-def measure(driver, address: str, frames: int, width: int, height: int) -> tuple[dict, dict, dict]:
+def chromium():
+    """Debian's headless Chromium (FLAGS) under Selenium, with room for a software frame of millions of
+    Gaussians."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    for flag in FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver.command_executor.client_config.timeout = 900  # a software frame of 1M Gaussians takes long
+    driver.set_script_timeout(600)
+    return driver
+
+
+@contextlib.contextmanager
+def served(path):
+    """``pregel view PATH`` in a process of its own; yields the page's address, and stops it on leaving."""
+    proc = subprocess.Popen([sys.executable, "-m", "pregel.cli", "view", path, "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        yield line[line.index("http://"):].split()[0]
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def open_page(driver, address: str, width: int, height: int) -> None:
+    """Load the page at ``width`` x ``height`` and wait until its first view is drawn whole."""
     driver.get(address + f"?width={width}&height={height}")
     deadline = time.monotonic() + 300
     while not driver.execute_script("return !!window.viewer || window.viewerError || null"):
         if time.monotonic() > deadline:
             raise RuntimeError("the viewer did not start")
         time.sleep(0.2)
-    driver.set_script_timeout(600)
     driver.execute_async_script("window.viewer.settled().then(arguments[0])")
+
+
+def measure(driver, address: str, frames: int, width: int, height: int) -> tuple[dict, dict, dict]:
+    open_page(driver, address, width, height)
     run = "window.viewer.benchmark({}, {}, {}).then(arguments[0])"
     driver.execute_async_script(run.format(frames, 90, "false"))  # warm-up, not counted
     rounds = {True: [], False: []}
@@ -73,16 +107,8 @@ def main() -> None:
                         help="every Gaussian's opacity logit (default: random, N(0, 1)); e.g. 3 (0.95) for a "
                              "nearly opaque model, more like the surfaces of a trained one")
     args = parser.parse_args()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
     work = args.dir or tempfile.mkdtemp(prefix="view_fps_")
-    options = Options()
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
-    driver.command_executor.client_config.timeout = 900  # a software frame of 1M Gaussians takes long
+    driver = chromium()
     with open("/proc/loadavg") as f:
         print(f"load average {' '.join(f.read().split()[:3])}")
     print(f"{'Gaussians':>10} {'still fps':>9} {'unculled':>9} {'moving fps':>10} {'quality':>8} {'sort ms':>8} "
@@ -92,15 +118,8 @@ def main() -> None:
             path = os.path.join(work, f"random_{n}" + ("" if args.opacity is None else f"_o{args.opacity:g}") + ".ply")
             if not os.path.exists(path):
                 random_model(path, n, opacity=args.opacity)
-            proc = subprocess.Popen([sys.executable, "-m", "pregel.cli", "view", path, "--port", "0"],
-                                    stdout=subprocess.PIPE, text=True)
-            try:
-                line = proc.stdout.readline()
-                still, unculled, moving = measure(driver, line[line.index("http://"):].split()[0], args.frames, args.width,
-                                        args.height)
-            finally:
-                proc.terminate()
-                proc.wait()
+            with served(path) as address:
+                still, unculled, moving = measure(driver, address, args.frames, args.width, args.height)
             print(f"{n:>10,} {still['fps']:>9.2f} {unculled['fps']:>9.2f} {moving['fps']:>10.2f} {moving['quality']:>8.3f} "
                   f"{moving['sortMs']:>8.0f} {moving['drawn']:>10,}", flush=True)
     finally:

@@ -14,12 +14,9 @@ over and no sort under way), the frames drawn in all and the frames drawn after 
 """
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
-import time
 
-from view_fps import FLAGS, random_model  # a sibling script: benchmarks/ is on the path when run
+from view_fps import chromium, open_page, random_model, served  # a sibling script: benchmarks/ is on the path when run
 
 #: the page's script: jump, then sample every animation frame until the view is final; the settle
 #: window's rule is the page's own (``Viewer.frame``: SETTLE_MS = 250 or three moving frames)
@@ -45,14 +42,7 @@ requestAnimationFrame(tick);
 def jumps(driver, address: str, count: int) -> list:
     """``count`` jumps of the view on the page at ``address``, each once the last is final: a dict each
     (whole and final milliseconds, frames drawn, frames drawn after the view was first whole)."""
-    driver.get(address + "?width=800&height=600")
-    deadline = time.monotonic() + 300
-    while not driver.execute_script("return !!window.viewer || window.viewerError || null"):
-        if time.monotonic() > deadline:
-            raise RuntimeError("the viewer did not start")
-        time.sleep(0.2)
-    driver.set_script_timeout(600)
-    driver.execute_async_script("window.viewer.settled().then(arguments[0])")
+    open_page(driver, address, 800, 600)
     return [driver.execute_async_script(JUMP, 0.5 if i % 2 == 0 else -0.5) for i in range(count)]
 
 
@@ -62,16 +52,8 @@ def main() -> None:
     parser.add_argument("--jumps", type=int, default=4)
     parser.add_argument("--dir", default=None, help="where to write the models (default: a temporary folder)")
     args = parser.parse_args()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
     work = args.dir or tempfile.mkdtemp(prefix="view_jump_")
-    options = Options()
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
-    driver.command_executor.client_config.timeout = 900  # a software frame of millions of Gaussians takes long
+    driver = chromium()
     with open("/proc/loadavg") as f:
         print(f"load average {' '.join(f.read().split()[:3])}")
     print(f"{'Gaussians':>10} {'jump':>4} {'whole ms':>9} {'final ms':>9} {'frames':>6} {'after whole':>11}")
@@ -80,14 +62,8 @@ def main() -> None:
             path = os.path.join(work, f"random_{n}.ply")
             if not os.path.exists(path):
                 random_model(path, n)
-            proc = subprocess.Popen([sys.executable, "-m", "pregel.cli", "view", path, "--port", "0"],
-                                    stdout=subprocess.PIPE, text=True)
-            try:
-                line = proc.stdout.readline()
-                results = jumps(driver, line[line.index("http://"):].split()[0], args.jumps)
-            finally:
-                proc.terminate()
-                proc.wait()
+            with served(path) as address:
+                results = jumps(driver, address, args.jumps)
             for i, r in enumerate(results):
                 print(f"{n:>10,} {i + 1:>4} {r['whole']:>9.0f} {r['final']:>9.0f} {r['frames']:>6} {r['after']:>11}",
                       flush=True)
