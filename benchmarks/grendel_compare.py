@@ -45,7 +45,8 @@ from odin_sched.sim.bounds import hidden_at
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import exposed_seconds, hidden_vs_grendel
 from odin_sched.sim.presets import MIP360, PRESETS
-from odin_sched.sim.simulate import cells, num_cells, odin_preset, simulate
+from odin_sched.sim.scene import cells, num_cells, odin_preset
+from odin_sched.sim.simulate import simulate
 from odin_sched.training.step import BatchSettings, param_columns
 from odin_sched.training.train import scene_extent
 

@@ -32,7 +32,7 @@ from odin_sched.sim.presets import GRENDEL_IMAGES as IMAGES
 from odin_sched.sim.presets import GRENDEL_MINUTES as PUBLISHED
 from odin_sched.sim.presets import GRENDEL_SETUPS as SETUPS
 from odin_sched.sim.presets import MIP360, PRESETS
-from odin_sched.sim.simulate import preset_scene
+from odin_sched.sim.scene import preset_scene
 
 GENERATED = 400_000  # Gaussians generated per scene; each stands for gaussians / GENERATED (preset_scene)
 

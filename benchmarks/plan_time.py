@@ -24,7 +24,8 @@ from odin_sched.odin.planner import PlanConfig, plan_cells
 from odin_sched.odin.shard import owners_by_count
 from odin_sched.odin.trainer import OdinOptions
 from odin_sched.scenes.cells import cut_cells
-from odin_sched.sim.simulate import _local_comm, metadata_scene
+from odin_sched.sim.scene import metadata_scene
+from odin_sched.sim.simulate import local_comm
 from odin_sched.scenes.visibility import window_margin
 from odin_sched.training.image_order import spread_batches
 from odin_sched.training.step import BatchSettings
@@ -52,7 +53,7 @@ def main(gpu_counts, gaussians, cameras, width, height, path=PLAN_TIMES):
         load, times = os.getloadavg()[0], []
         for _ in range(REPEATS):  # the runtime plans every window: the median of a few calls, not the first
             wall, cpu = time.perf_counter(), time.process_time()
-            plan_cells(_local_comm(), bounds, owner, scene, batches, 0, WINDOW, margin, config)
+            plan_cells(local_comm(), bounds, owner, scene, batches, 0, WINDOW, margin, config)
             times.append((time.process_time() - cpu, time.perf_counter() - wall))
         cpu, wall = (float(np.median(column)) for column in zip(*times))
         print(f"P = {gpus:>3}: {wall:.2f} s wall, {cpu:.2f} s processor per window (load average {load:.1f})",

@@ -48,7 +48,8 @@ from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import hidden_vs_grendel
 from odin_sched.sim.presets import PRESETS
 from odin_sched.sim.rows import RowCosts, RowMessages, gaussian_bounds
-from odin_sched.sim.simulate import metadata_scene, odin_preset, simulate, standing_for
+from odin_sched.sim.scene import metadata_scene, odin_preset, standing_for
+from odin_sched.sim.simulate import simulate
 from odin_sched.training.step import param_columns
 from odin_sched.odin.program import GRAD_EXTRA
 

@@ -12,7 +12,7 @@ exposed planning, and two hidden fractions: ``hidden`` = 1 - wait_odin / wait_ba
 simulator's ``/hidden_fraction``) and ``exposed`` = 1 - (comm + wait)_odin / (comm + wait)_barrier
 (communication and waiting that odin does not expose; planning left out of both), and the cells that
 migrated between owners at window ends (the simulator's densification model and the runtime's
-``rebalance``, ``odin_sched.sim.simulate.densified_counts``), their bytes and seconds per window. And what
+``rebalance``, ``odin_sched.sim.window_end.densified_counts``), their bytes and seconds per window. And what
 the exposed target asks: the odin steps/s at which ``exposed`` would reach ``TARGET`` (the same compute
 and barrier; charged, plus the planning that would then outlast the shorter windows,
 ``bounds.with_planning``), and the ``exposed`` that a run at the ceiling and at the assigned bound would
@@ -39,7 +39,10 @@ from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
 from odin_sched.sim.bounds import busiest_rank, hidden_at, seconds_for_hidden, transfer_path, with_planning
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import hidden_vs_grendel
-from odin_sched.sim.simulate import hidden_fraction, metadata_scene, scaling, simulate, standing_for, vertex_costs
+from odin_sched.sim.results import hidden_fraction
+from odin_sched.sim.scene import metadata_scene, standing_for
+from odin_sched.sim.simulate import scaling, simulate
+from odin_sched.sim.window_run import vertex_costs
 from odin_sched.training.step import param_columns
 from pregel.dataflow import Routes
 

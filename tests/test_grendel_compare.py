@@ -13,7 +13,8 @@ import pytest
 
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.grendel import exposed_seconds, hidden_vs_grendel
-from odin_sched.sim.simulate import metadata_scene, simulate
+from odin_sched.sim.scene import metadata_scene
+from odin_sched.sim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "grendel_compare.py"

@@ -11,7 +11,8 @@ from odin_sched.sim.bounds import (assigned_bound, busiest_rank, hidden_at, long
                                   transfer_path, with_planning)
 from odin_sched.sim.costmodel import H200_IB
 from odin_sched.sim.grendel import hidden_vs_grendel
-from odin_sched.sim.simulate import metadata_scene, simulate
+from odin_sched.sim.scene import metadata_scene
+from odin_sched.sim.simulate import simulate
 from pregel.dataflow import Routes
 
 COLUMNS = 59  # float32 parameters per Gaussian at SH degree 3, as simulate sends them

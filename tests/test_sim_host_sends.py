@@ -6,7 +6,9 @@ import pytest
 
 from odin_sched.sim.config import SimulateConfig
 from odin_sched.sim.costmodel import load_profile
-from odin_sched.sim.simulate import _WindowRun, metadata_scene, run, simulate
+from odin_sched.sim.scene import metadata_scene
+from odin_sched.sim.simulate import run, simulate
+from odin_sched.sim.window_run import WindowRun
 from pregel.errors import InputError
 
 from test_sim_joining import COLUMNS, _hand_window
@@ -18,7 +20,7 @@ def _run(host_sends: bool):
     profile = dataclasses.replace(load_profile("h200-ib"), overhead=1.0, latency=0.0, node_latency=0.0,
                                   bandwidth=1e30, node_bandwidth=1e30, host_sends=host_sends)
     win, cost = _hand_window()
-    run = _WindowRun(win, cost, profile, 2, True, COLUMNS)
+    run = WindowRun(win, cost, profile, 2, True, COLUMNS)
     run.dataflow()
     return run
 

@@ -8,7 +8,9 @@ import pytest
 from odin_sched.odin.depgraph import build_step_graph
 from odin_sched.sim.costmodel import load_profile
 from odin_sched.sim.joining import DynamicJoin, MergedVersions, same_inputs
-from odin_sched.sim.simulate import _WindowRun, metadata_scene, simulate
+from odin_sched.sim.scene import metadata_scene
+from odin_sched.sim.simulate import simulate
+from odin_sched.sim.window_run import WindowRun
 from pregel.dataflow import DataflowPlan
 from pregel.graph_io import GraphData
 
@@ -58,7 +60,7 @@ def _hand_window():
 
 def _messages(joining):
     win, cost = _hand_window()
-    run = _WindowRun(win, cost, load_profile("h200-ib"), 2, False, COLUMNS)
+    run = WindowRun(win, cost, load_profile("h200-ib"), 2, False, COLUMNS)
     if joining is not None:
         run.join_with(joining(win, run.routes), joining.flush)
     run.dataflow()  # raises if a rank never fires all its vertices
@@ -80,7 +82,7 @@ def test_hand_window_messages_counted_by_hand():
 
 def test_merged_versions_stats_by_hand():
     win, _ = _hand_window()
-    run = _WindowRun(win, np.zeros(15), load_profile("h200-ib"), 2, False, COLUMNS)
+    run = WindowRun(win, np.zeros(15), load_profile("h200-ib"), 2, False, COLUMNS)
     # the simulator's initial versions carry nothing (every rank holds the window-start parameters); versions
     # 7 and 10 send their cells (10 and 20 Gaussians) to rank 1, merged as one message of both
     words = float((10 + 20) * COLUMNS)

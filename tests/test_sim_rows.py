@@ -13,7 +13,8 @@ from odin_sched.odin.program import GRAD_EXTRA, StepMessages
 from odin_sched.scenes.cells import CellBounds, cell_members
 from odin_sched.scenes.visibility import Margin, predict_visible_cells_numpy
 from odin_sched.sim.rows import ID_WORDS, PairRows, RowCosts, RowMessages, gaussian_bounds, pair_rows, union_counts
-from odin_sched.sim.simulate import cells, metadata_scene, simulate
+from odin_sched.sim.scene import cells, metadata_scene
+from odin_sched.sim.simulate import simulate
 from odin_sched.sim.costmodel import load_profile
 from pregel.dataflow import DataflowPlan, Routes
 

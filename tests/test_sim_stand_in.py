@@ -12,8 +12,8 @@ import pytest
 from pregel.errors import InputError
 
 from odin_sched.sim.costmodel import camera_views, load_profile
-from odin_sched.sim.simulate import (SimScene, cells, metadata_scene, num_cells, preset_scene, simulate,
-                                     stand_in_size, standing_for)
+from odin_sched.sim.scene import SimScene, cells, metadata_scene, num_cells, preset_scene, stand_in_size, standing_for
+from odin_sched.sim.simulate import simulate
 from odin_sched.sim.presets import PRESETS
 
 

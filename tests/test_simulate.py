@@ -19,7 +19,8 @@ from odin_sched.odin.depgraph import build_step_graph
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import write_scene
 from odin_sched.odin.shard import owners_by_count
-from odin_sched.sim.simulate import MODES, cells, metadata_scene, scaling, scene_of_setup, simulate
+from odin_sched.sim.scene import cells, metadata_scene, scene_of_setup
+from odin_sched.sim.simulate import MODES, scaling, simulate
 from odin_sched.odin.staleness import relax_reads
 from odin_sched.training.train import TrainConfig, prepare
 
@@ -182,7 +183,7 @@ def _finish_times(profile, jobs, ranks=3):
     seconds, 'wait' waits for an event that happens the given seconds after the wait begins."""
     import simpy
 
-    from odin_sched.sim.simulate import Processors
+    from odin_sched.sim.processors import Processors
 
     env = simpy.Environment()
     cpu = Processors(env, profile, ranks)
@@ -297,7 +298,7 @@ def _small_window():
     """A planned window (6 batches of 4 images, 12 cells, 2 ranks) of a small city, and its scene."""
     from odin_sched.training.image_order import spread_batches
     from odin_sched.odin.planner import PlanConfig, plan_window
-    from odin_sched.sim.simulate import _local_comm
+    from odin_sched.sim.simulate import local_comm
     from odin_sched.training.step import BatchSettings
     from odin_sched.training.train import scene_extent, visible_cells_of_cameras
     from odin_sched.scenes.visibility import window_margin
@@ -308,13 +309,13 @@ def _small_window():
     batches = spread_batches(scene.train_ids, 6, 4, 0, sees)
     lrs = settings.lrs(extent, 1)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, 6)
-    win, _ = plan_window(_local_comm(), scene.means, scene.scales, scene, batches, 0, 6, margin,
+    win, _ = plan_window(local_comm(), scene.means, scene.scales, scene, batches, 0, 6, margin,
                          PlanConfig(12, 2, 0, cost_weights=(0.0, 1.0, 0.0)))
     return win, scene
 
 
 def test_image_costs_carry_resampled_fit_errors():
-    from odin_sched.sim.simulate import vertex_costs
+    from odin_sched.sim.window_run import vertex_costs
 
     win, scene = _small_window()
     exact = dataclasses.replace(load_profile("cpu-here"), image_noise=())
@@ -330,7 +331,7 @@ def test_image_costs_carry_resampled_fit_errors():
 
 def test_cell_updates_cost_less_when_their_batch_saw_none_of_their_gaussians():
     from kernels.splat.projection import project
-    from odin_sched.sim.simulate import vertex_costs
+    from odin_sched.sim.window_run import vertex_costs
 
     win, scene = _small_window()
     profile = dataclasses.replace(load_profile("cpu-here"), image_noise=(), version=(1.0, 0.01), version_unseen=0.25)
@@ -372,7 +373,7 @@ def test_messages_and_gathers_weigh_the_sh_coefficients():
     """A Gaussian's parameters are 59 floats at SH degree 3 (3 + 3 + 4 + 1 + 16 x 3), 14 at degree 0: the
     step graph's messages, the window-end gather and the simulated communication follow."""
     from odin_sched.odin.program import StepMessages
-    from odin_sched.sim.simulate import gather_bytes
+    from odin_sched.sim.window_end import gather_bytes
     from odin_sched.training.step import param_columns
 
     assert (param_columns(3), param_columns(1), param_columns(0)) == (59, 23, 14)
@@ -397,7 +398,7 @@ def test_messages_and_gathers_weigh_the_sh_coefficients():
 def test_window_memory_against_a_loop():
     """Owned state plus read-only copies of the remote cells a rank's images read (this window and the
     one before), against a plain loop over the images' reads."""
-    from odin_sched.sim.simulate import state_bytes, window_memory
+    from odin_sched.sim.window_end import state_bytes, window_memory
     from odin_sched.training.step import param_columns
 
     win, _ = _small_window()
@@ -436,7 +437,7 @@ def test_sharded_profiles_plan_at_the_measured_size_nearest_the_scene():
 
 
 def test_sharded_window_ends_move_metadata_and_hide_planning():
-    from odin_sched.sim.simulate import METADATA_CELL_BYTES, METADATA_IMAGE_BYTES, gather_bytes
+    from odin_sched.sim.window_end import METADATA_CELL_BYTES, METADATA_IMAGE_BYTES, gather_bytes
 
     scene = metadata_scene("city", 3000, 40, 64, 48)
     base = dataclasses.replace(H200_IB, plan_by_gpus=())
@@ -536,7 +537,7 @@ def _plan(scene, bounds, owner, gpus, batch_size, start, stop, initial_reads):
     versions)."""
     from odin_sched.odin.planner import PlanConfig, plan_cells
     from odin_sched.scenes.visibility import window_margin
-    from odin_sched.sim.simulate import _local_comm
+    from odin_sched.sim.simulate import local_comm
     from odin_sched.training.image_order import spread_batches
     from odin_sched.training.step import BatchSettings
     from odin_sched.training.train import scene_extent
@@ -547,7 +548,7 @@ def _plan(scene, bounds, owner, gpus, batch_size, start, stop, initial_reads):
     weights = (H200_IB.image[0], H200_IB.image[1] + H200_IB.image[3] * per_visible, H200_IB.image[2])
     lrs = settings.lrs(extent, start + 1)
     margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
-    win, _ = plan_cells(_local_comm(), bounds, owner, scene, batches, start, stop, margin,
+    win, _ = plan_cells(local_comm(), bounds, owner, scene, batches, start, stop, margin,
                         PlanConfig(bounds.num_cells, gpus, 0, cost_weights=weights, sh_degree=3),
                         initial_reads=initial_reads)
     return win
@@ -558,7 +559,7 @@ def test_migration_bytes_and_seconds_counted_by_hand():
     1 -> 0: 50 Gaussians of 52 words (SH degree 0 with statistics: 8 integer words, 3 x 14, 2), one
     message each way; each rank's busiest link carries cell 3's 40 x 208 bytes, plus one latency."""
     from odin_sched.odin.migration import row_words
-    from odin_sched.sim.simulate import migration_cost
+    from odin_sched.sim.window_end import migration_cost
 
     row_bytes = 4 * row_words(14, True)
     assert row_bytes == 208
@@ -570,7 +571,7 @@ def test_migration_bytes_and_seconds_counted_by_hand():
 
 
 def test_densified_counts_by_hand():
-    from odin_sched.sim.simulate import densified_counts
+    from odin_sched.sim.window_end import densified_counts
 
     counts, seen = np.array([100, 100, 200]), np.array([0, 10, 0])
     grown = np.array([100, 100 * np.exp(0.5), 200])  # growth 0.05 per image that sees the cell
@@ -584,7 +585,7 @@ def test_simulated_cells_migrate_by_the_runtime_rule():
     moves, each charged at the bytes ``migrate`` sends; without growth nothing moves."""
     from odin_sched.odin.migration import rebalance, row_words
     from odin_sched.odin.trainer import OdinOptions
-    from odin_sched.sim.simulate import densified_counts, migration_cost
+    from odin_sched.sim.window_end import densified_counts, migration_cost
 
     scene = metadata_scene("city", 3000, 40, 64, 48)
     profile = dataclasses.replace(H200_IB, plan_by_gpus=())

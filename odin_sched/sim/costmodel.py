@@ -19,7 +19,7 @@
   see. The simulator tells the two apart with the Gaussians on each camera's screen (``camera_views``).
 * ``sharded`` profiles (the GPU ones) charge what the sharded runtime (owned cells, metadata at window
   ends) does: a window ends with an allgather of each cell's metadata and each image's loss and
-  violation count (``simulate.METADATA_CELL_BYTES``, ``METADATA_IMAGE_BYTES``) and a barrier, not a
+  violation count (``window_end.METADATA_CELL_BYTES``, ``METADATA_IMAGE_BYTES``) and a barrier, not a
   gather of the model; window w + 1 is planned while w runs, so only what its planning takes beyond
   window w's run is exposed (the first window's planning, before training starts, is not charged). The planning is ``plan_by_gpus``: the host
   processor seconds of the runtime's ``plan_cells`` (planning from cell metadata) per window at P ranks, measured on this machine
@@ -34,7 +34,7 @@
 * Ranks that outnumber the processors (``cores``, as P = 3 on this 2-core machine) share them as the
   operating system's fair scheduler does: in time slices of ``time_slice`` seconds (measured here by
   ``time_slice``: busy processes outnumbering the cores run about 4 ms at a time), a free processor
-  going to the rank that has had the least processor time (``simulate.Processors``). A waiting rank
+  going to the rank that has had the least processor time (``processors.Processors``). A waiting rank
   then looks for messages every ``poll_seconds + poll_sleep`` seconds, each look taking
   ``poll_seconds`` of a processor (measured by ``polling``), as ``pregel.comm`` waits then. Each
   time a rank gets a shared processor back it loses ``switch_seconds`` of it (its caches refilled:
