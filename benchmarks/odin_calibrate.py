@@ -21,6 +21,7 @@ Run from the repository root: ``python benchmarks/odin_calibrate.py [workdir]`` 
 """
 import json
 import multiprocessing
+import argparse
 import os
 import subprocess
 import sys
@@ -235,4 +236,6 @@ def main(work):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "odin_calibration")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workdir", nargs="?", default="odin_calibration", help="where its files go (default: %(default)s)")
+    main(parser.parse_args().workdir)

@@ -4,6 +4,7 @@ On the demo's objects scene and a small city scene, P = 2, B = 4: ``--mode odin`
 single-process trainer) and ``--mode odin-fast --max-staleness K`` for K = 1, 2 (stale impact 0.25) and K = 1 with 0.1; prints PSNR, the
 difference, stale reads and the largest staleness seen. ``python benchmarks/odin_fast_quality.py [workdir]``.
 """
+import argparse
 import os
 import subprocess
 import sys
@@ -42,4 +43,6 @@ def main(work):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "odin_fast_quality")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workdir", nargs="?", default="odin_fast_quality", help="where its files go (default: %(default)s)")
+    main(parser.parse_args().workdir)

@@ -10,6 +10,7 @@ over ranks; with B = 2P and 16 cells per rank every rank has the same work at P 
 two show what sharing the cores costs). Run from the repository root after
 benchmarks/odin_calibrate.py: ``python benchmarks/odin_sim.py [workdir]``.
 """
+import argparse
 import os
 import subprocess
 import sys
@@ -72,4 +73,6 @@ def main(work):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "odin_validation")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workdir", nargs="?", default="odin_validation", help="where its files go (default: %(default)s)")
+    main(parser.parse_args().workdir)
