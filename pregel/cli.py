@@ -749,6 +749,7 @@ def _add_simulate(sub) -> None:
                    help="as pregel train's: a rank starts an image only once its images of batches more than N "
                         "before it have begun (default %(default)s)")
     p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--quiet", action="store_true", help="no progress bar or line")
     p.add_argument("--out", required=True, help="result file (.h5)")
     p.set_defaults(run=_run_simulate)
 
@@ -759,7 +760,7 @@ def _run_simulate(args) -> None:
 
     gpus, window = (tuple(_integers(flag, value)) for flag, value in (("--gpus", args.gpus), ("--window", args.window)))
     modes = tuple(m.strip() for m in str(args.modes).split(",") if m.strip())
-    run(_config(SimulateConfig, args, gpus=gpus, window=window, modes=modes))
+    run(_config(SimulateConfig, args, gpus=gpus, window=window, modes=modes, progress=not args.quiet))
 
 
 def _integers(flag: str, text) -> list[int]:

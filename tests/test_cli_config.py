@@ -21,7 +21,7 @@ def _subcommand(name):
 @pytest.mark.parametrize("cls,command,no_flag", [
     (TrainConfig, "train", {"densify", "progress", "status"}),  # densify: from the --densify-* flags; status: always
     (OdinOptions, "train", set()),
-    (SimulateConfig, "simulate", set()),
+    (SimulateConfig, "simulate", {"progress"}),  # progress: --quiet
 ])
 def test_every_field_has_its_flag(cls, command, no_flag):
     actions = _subcommand(command)

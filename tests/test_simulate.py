@@ -177,6 +177,27 @@ def test_several_windows_report_each_mode_at_its_fastest(tmp_path):
             assert np.isclose(f[f"steps_per_second/{mode}"][0], best[mode][0].steps_per_second)
 
 
+
+def test_simulate_shows_its_progress_by_run_and_window_unless_quiet(tmp_path, capsys, monkeypatch):
+    from pregel.cli import main
+    from pregel.progress import Progress
+
+    monkeypatch.setattr(Progress, "LINE_SECONDS", 0.0)  # off a terminal: a line at every update
+    flags = ["simulate", "--gaussians", "3000", "--cameras", "40", "--width", "64", "--height", "48", "--steps", "6",
+             "--gpus", "2", "--window", "1,3"]
+    assert main([*flags, "--out", str(tmp_path / "a.h5")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("run ")]
+    # odin, barrier and odin-fast with windows of 1 and 3 batches, grendel once: 7 runs; 6 steps make 6 windows
+    # of one batch or 2 of three
+    assert lines[-1].startswith("run 7/7: odin-fast at 2 GPUs, window length 3, ")
+    assert [line.split(",")[0] for line in lines if "window length 1: window" in line and line.startswith("run 0/")] == \
+        ["run 0/7: odin at 2 GPUs"] * 6
+    assert "window length 1: window 6/6" in "".join(lines) and "window length 3: window 2/2" in "".join(lines)
+    assert "window length 3: window 3/" not in "".join(lines)
+    assert main([*flags, "--quiet", "--out", str(tmp_path / "b.h5")]) == 0
+    assert not [line for line in capsys.readouterr().err.splitlines() if line.startswith("run ")]
+
+
 def _finish_times(profile, jobs, ranks=3):
     """Finish times of ``jobs`` [(start s, [(kind, seconds), ...])] on ``Processors(profile)`` for
     ``ranks`` ranks (job i is rank i), each a sequence of steps: 'compute' holds a processor for the

@@ -22,7 +22,7 @@ class SimulateConfig:
     height: int = 192
     steps: int = 40                         # batches to simulate
     batch_size: int | None = None           # images per batch (default: the GPU count)
-    profile: str = "h200-ib"                # cost profile: 'h200-ib' or 'cpu-here'
+    profile: str = "h200-ib"                # cost profile: one of PROFILES
     window: tuple = (10,)                   # batches per planning window; with several, each mode at its fastest
     cells_per_gpu: int | None = None        # cells per GPU (None: the trainer's default_cells of the Gaussians)
     max_staleness: int = 1                  # odin-fast's staleness bound K
@@ -32,3 +32,4 @@ class SimulateConfig:
     seed: int = 0
     sh_degree: int = 3                      # SH degree of the Gaussians: what a cell weighs in messages and gathers
     modes: tuple = ("odin", "barrier", "grendel", "odin-fast")  # what to simulate (simulate.SIM_MODES)
+    progress: bool = True                   # a progress bar, or a line on stderr every few seconds

@@ -50,6 +50,7 @@ from odin_sched.training.image_order import spread_batches
 from odin_sched.training.step import BatchSettings, param_columns
 from odin_sched.training.train import TrainConfig, prepare, scene_extent, visible_cells_of_cameras
 from pregel.errors import InputError
+from pregel.progress import Progress
 
 #: the simulated modes: the runtime's, and Grendel-GS's step (``odin_sched.sim.grendel``)
 SIM_MODES = (*MODES, "grendel")
@@ -69,7 +70,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
              max_staleness: int = 1, seed: int = 0,
              trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH,
              message_sizes=None, joining=None, owner_group: int = OWNER_GROUP,
-             batches_ahead: int = BATCHES_AHEAD) -> SimResult:
+             batches_ahead: int = BATCHES_AHEAD, on_window=None) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``num_cells`` cells (by default
     the runtime's ``default_cells`` of the Gaussians the scene stands for; ``cells_per_gpu`` x gpus if given),
@@ -86,7 +87,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     (``odin_sched.sim.rows.RowMessages``). ``joining``: a what-if, not what the runtime sends (None: one
     message per group): a rank joins the messages of its fires into fewer (``odin_sched.sim.joining``;
     dataflow modes only). ``owner_group``: the cells dealt together to one owner (``owners_by_count``;
-    by default the runtime's). ``batches_ahead``: as ``PlanConfig``'s (by default the runtime's)."""
+    by default the runtime's). ``batches_ahead``: as ``PlanConfig``'s (by default the runtime's).
+    ``on_window``: called with (windows done, windows in all) after each window (progress)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
     if profile.host_sends and (profile.cores or joining is not None):
@@ -123,7 +125,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     total, row_bytes = int(bounds.count.sum()), 4 * row_words(param_columns(sh_degree), True)
     migrated = {"bytes": 0.0, "seconds": 0.0, "cells": 0}
     messages = planning_wait = 0.0
-    for start in range(0, steps, window):
+    windows = -(-steps // window)
+    for done, start in enumerate(range(0, steps, window), 1):
         stop = min(start + window, steps)
         lrs = settings.lrs(extent, start + 1)
         margin = window_margin(lrs["means"], lrs["scales"], settings.betas, stop - start)
@@ -195,6 +198,8 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
             bounds = replace(bounds, count=densified_counts(bounds.count, seen, densify_growth, total))
         if run.spans and not spans:
             spans, traced, arrivals = run.spans, win, np.asarray(run.arrivals, np.float64).reshape(-1, 3)
+        if on_window is not None:
+            on_window(done, windows)
     return SimResult(mode, gpus, steps, clock, totals["compute"], totals["comm"], totals["wait"], plan_total,
                      work / path if path else 0.0, stale, worst, spans, traced, arrivals, bound, bound + assigned,
                      window,
@@ -203,14 +208,25 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
                      planning_wait=planning_wait)
 
 def scaling(scene: SimScene, profile: CostProfile, gpu_counts, steps: int, batch_size: int | None = None,
-            modes=SIM_MODES, windows=(OdinOptions.window,), **options) -> dict:
+            modes=SIM_MODES, windows=(OdinOptions.window,), progress: bool = False, **options) -> dict:
     """{mode: [SimResult per GPU count]}; the batch size defaults to the number of GPUs. With several
     ``windows`` every mode is simulated with each and reported at its fastest (its ``window``), so
-    that no mode is compared at a window length that suits another."""
-    return {mode: [max((simulate(scene, profile, mode, p, steps, batch_size or p, window=w, **options)
-                        for w in (windows if mode != "grendel" else windows[:1])), key=lambda run: run.steps_per_second)
-                   for p in gpu_counts]
-            for mode in modes}
+    that no mode is compared at a window length that suits another. ``progress``: a bar on a terminal,
+    else a line on stderr every few seconds, counting the runs (a mode at one GPU count and window
+    length) and the windows of the run under way."""
+    runs = [(mode, p, w) for mode in modes for p in gpu_counts for w in (windows if mode != "grendel" else windows[:1])]
+    bar = Progress(len(runs), enabled=progress, unit="run")
+    best = {}
+    for i, (mode, p, w) in enumerate(runs):
+        note = f"{mode} at {p} GPUs, window length {w}"
+        run = simulate(scene, profile, mode, p, steps, batch_size or p, window=w, **options,
+                       on_window=lambda done, total, i=i, note=note: bar.update(i, f"{note}: window {done}/{total}"))
+        if (mode, p) not in best or run.steps_per_second > best[mode, p].steps_per_second:
+            best[mode, p] = run
+        bar.update(i + 1, note)
+    bar.close()
+    return {mode: [best[mode, p] for p in gpu_counts] for mode in modes}
+
 
 #: the most bytes the per-window tables of cameras x cells (visibility, one byte each) may take
 MAX_TABLE_BYTES = 2 ** 31
@@ -295,6 +311,7 @@ def run(config: SimulateConfig) -> dict:
                       cores=config.shared_cores)
     gpus, windows = list(config.gpus), tuple(config.window)
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
+                      progress=config.progress,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
                       sh_degree=sh_degree, batches_ahead=config.batches_ahead)
     seen = scene.features[scene.train_ids, 0]
