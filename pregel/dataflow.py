@@ -434,10 +434,11 @@ class Firing:
         r = self.routes
         if self.carry:
             self.held[g] = payload
-        readers = r.dst[r.group_ptr[g]:r.group_ptr[g + 1]]
-        self.missing[readers] -= 1
-        for v in readers[self.missing[readers] == 0].tolist():
-            self._push(v)
+        missing = self.missing
+        for v in r.dst[r.group_ptr[g]:r.group_ptr[g + 1]].tolist():  # distinct readers, few: a loop beats NumPy's calls
+            missing[v] -= 1
+            if not missing[v]:
+                self._push(v)
 
     def received(self, g: int, payload) -> None:
         """Deliver a message from another rank (and count it)."""

@@ -149,8 +149,10 @@ class WindowRun:
 
         env = simpy.Environment()
         r = self.routes
-        out_free, in_free = np.zeros(self.gpus), np.zeros(self.gpus)
+        out_free, in_free = [0.0] * self.gpus, [0.0] * self.gpus  # (lists: read and written once per message)
         wake = [env.event() for _ in range(self.gpus)]
+        latency, bandwidth = (x.tolist() for x in self.profile.link(r.group_source_rank, r.group_rank))
+        group_rank = r.group_rank.tolist()
 
         def arrive(dst, groups):
             for g in groups:
@@ -162,14 +164,14 @@ class WindowRun:
 
         def send(src, groups, words):
             """One message from ``src`` of ``words`` float32 words carrying ``groups`` (one rank's)."""
-            dst = int(r.group_rank[groups[0]])
+            g = groups[0]
+            dst = group_rank[g]
             self.messages[src] += 1
-            latency, bandwidth = self.profile.link(src, dst)
-            seconds = 4.0 * words / float(bandwidth)
+            seconds = 4.0 * words / bandwidth[g]
             begin = max(env.now, out_free[src])  # the sender's link streams its messages in order ...
             out_free[src] = begin + seconds
             in_free[dst] = max(begin, in_free[dst]) + seconds  # ... and the receiver's drains them in order
-            event = env.timeout(in_free[dst] + float(latency) - env.now)
+            event = env.timeout(in_free[dst] + latency[g] - env.now)
             event.callbacks.append(lambda _, dst=dst, groups=groups: arrive(dst, groups))
 
         cpu = Processors(env, self.profile, self.gpus)
