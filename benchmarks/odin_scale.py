@@ -183,6 +183,8 @@ def main():
                         help="with --rounds: each round also runs odin with pregel train's --send-thread")
     parser.add_argument("--batches-ahead", type=int, default=None, metavar="N",
                         help="with --rounds: each round also runs odin with pregel train's --batches-ahead N")
+    parser.add_argument("--hold-share", default=None, metavar="S",
+                        help="with --rounds: each round also runs odin with pregel train's --hold-share S")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     ranks = [int(r) for r in args.ranks.split(",")]
@@ -245,6 +247,8 @@ def alternate(args, gaussians: int, p: int) -> None:
     if args.batches_ahead is not None:
         runs.append((f"odin P={p} --batches-ahead {args.batches_ahead}", "odin", p,
                      ("--batches-ahead", str(args.batches_ahead))))
+    if args.hold_share is not None:
+        runs.append((f"odin P={p} --hold-share {args.hold_share}", "odin", p, ("--hold-share", args.hold_share)))
     ratios = {name: [] for name, mode, _, _ in runs if mode}
     for i in range(args.rounds):
         single = None

@@ -562,6 +562,9 @@ def _add_train(sub) -> None:
                    help="odin, odin-fast: a rank starts an image only once all its images of batches more than N "
                         "before it have begun (default 0: of every earlier batch; a larger N lets a rank fill a wait "
                         "with a later batch's image, which pays where cells take long to arrive)")
+    p.add_argument("--hold-share", type=float, default=0.25, metavar="S",
+                   help="odin, odin-fast: a rank with nothing else to fire starts an image that the batch order "
+                        "holds back after waiting S times its mean image's seconds (default 0.25; inf: never)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default: about one per "
                         "8192 initial Gaussians, at least 16 and at most 512 per rank; smaller cells make the "
@@ -748,6 +751,9 @@ def _add_simulate(sub) -> None:
     p.add_argument("--batches-ahead", type=int, default=defaults.batches_ahead, metavar="N",
                    help="as pregel train's: a rank starts an image only once its images of batches more than N "
                         "before it have begun (default %(default)s)")
+    p.add_argument("--hold-share", type=float, default=defaults.hold_share, metavar="S",
+                   help="as pregel train's: a rank with nothing else to fire starts an image that the batch order "
+                        "holds back after waiting S times its mean image's seconds (default %(default)s; inf: never)")
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--quiet", action="store_true", help="no progress bar or line")
     p.add_argument("--out", required=True, help="result file (.h5)")

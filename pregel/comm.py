@@ -6,6 +6,7 @@ mpi4py and ``MPI_Init`` cost about 0.06 s of every command's start-up), unless s
 more than its rank and size.
 """
 
+import math
 import os
 import sys
 import time
@@ -211,20 +212,25 @@ class Comm:
 
         return MPI.Request.Testsome(requests) or []
 
-    def waitsome(self, requests: list) -> list[int]:
-        """Block until at least one of the ``requests`` completes; the indices of those that did.
+    def waitsome(self, requests: list, timeout: float | None = None) -> list[int]:
+        """Block until at least one of the ``requests`` completes, or ``timeout`` seconds have passed (None:
+        no limit); the indices of those that did (none after a timeout).
 
-        Waits in MPI, or by looking and sleeping when the ranks share cores (see the class).
+        Waits in MPI, or by looking (and, when the ranks share cores, sleeping between looks; see the class).
         """
         from mpi4py import MPI
 
-        if not self.shares_cores:
+        if timeout is None and not self.shares_cores:
             return MPI.Request.Waitsome(requests) or []
+        end = math.inf if timeout is None else time.perf_counter() + timeout
         while True:
             done = MPI.Request.Testsome(requests)
             if done is None or done:  # None: no active request left
                 return done or []
-            time.sleep(IDLE_POLL_SECONDS)
+            if time.perf_counter() >= end:
+                return []
+            if self.shares_cores:
+                time.sleep(IDLE_POLL_SECONDS)
 
     def waitall(self, requests: list, idle: bool = False) -> None:
         """Block until every one of the ``requests`` has completed (waiting like ``waitsome``; ``idle``:

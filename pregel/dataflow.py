@@ -23,6 +23,7 @@ touches single edges only to hand ``fire`` its inputs.
 
 import heapq
 import json
+import math
 import time
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -82,6 +83,11 @@ class DataflowPlan:
     vertex of its rank with a sequence below s - ``lookahead`` has begun firing (-1: free), so a rank
     does not start a vertex far ahead in its sequence while an earlier one is about to be ready. It must
     not decrease along any path between two sequenced vertices (else a rank could wait for itself).
+    hold_share: with a sequence, how long a rank holds a ready vertex back when it has nothing else to fire:
+    once it has had nothing ready for ``hold_share`` times the mean seconds of its fires of sequenced vertices
+    so far, it lets the held vertex of the lowest sequence (the highest priority there) fire before its turn.
+    A wait for an earlier vertex's inputs is then cut short, as a ski rental is: the rank waits a share of
+    what starting the later vertex costs, then starts it. ``math.inf`` (the default): held until its turn.
     """
 
     graph: GraphData
@@ -90,6 +96,7 @@ class DataflowPlan:
     phase: np.ndarray
     sequence: np.ndarray | None = None
     lookahead: int = 0
+    hold_share: float = math.inf
 
 
 def _nothing_to_serve() -> None:
@@ -226,6 +233,8 @@ def _check_plan(plan: DataflowPlan, size: int) -> tuple[np.ndarray, np.ndarray]:
                                       or (n and np.asarray(plan.sequence).min() < -1)):
         raise ValueError(f"DataflowPlan.sequence must have shape ({n},) with values >= -1 and lookahead >= 0, "
                          f"got shape {np.shape(plan.sequence)} and lookahead {plan.lookahead}")
+    if not plan.hold_share >= 0:
+        raise ValueError(f"DataflowPlan.hold_share must be at least 0 (math.inf: never), got {plan.hold_share}")
     src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
     key = np.unique(src * n + graph.indices.astype(np.int64))
     src, dst = key // max(n, 1), key % max(n, 1)
@@ -342,6 +351,7 @@ class Firing:
         self.held = {}  # group -> its payload array, or a local per-edge group's fire output (dict)
         self.ready = []  # heap of (-priority, vertex)
         self.gate = None if plan.sequence is None else _SequenceGate(plan.sequence, self.local, plan.lookahead)
+        self.sequenced = [0.0, 0]  # seconds and count of this rank's fires of sequenced vertices (``record``)
         self.counts = dict.fromkeys(("fired", "messages_sent", "bytes_sent", "messages_received",
                                      "bytes_received"), 0)
         for v in self.local[self.missing[self.local] == 0].tolist():
@@ -446,6 +456,27 @@ class Firing:
         self.counts["messages_received"] += 1
         self.counts["bytes_received"] += 4 * int(self.routes.group_size[g])
 
+    def record(self, v: int, seconds: float) -> None:
+        """``v``'s fire took ``seconds`` of its rank's compute (its own, not what it served): the mean of the
+        sequenced ones sets how long a held vertex waits (``hold_until``)."""
+        if self.gate is not None and self.plan.sequence[v] >= 0:
+            self.sequenced[0] += seconds
+            self.sequenced[1] += 1
+
+    def hold_until(self, idle_since: float) -> float | None:
+        """When this rank, with nothing ready since ``idle_since`` (seconds on its transport's clock), lets a
+        held vertex go (``DataflowPlan.hold_share``; ``let_go``); None while it holds none, has timed no
+        sequenced fire, or holds them until their turn."""
+        if self.gate is None or not self.gate.waiting or not self.sequenced[1] or math.isinf(self.plan.hold_share):
+            return None
+        return idle_since + self.plan.hold_share * self.sequenced[0] / self.sequenced[1]
+
+    def let_go(self) -> None:
+        """Queue the held vertex of the lowest sequence (the highest priority there, ties by lowest id) before
+        its turn (there must be one: ``hold_until``)."""
+        v = self.gate.take(self.plan.priority)
+        heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
+
     def _push(self, v: int) -> None:
         if self.gate is None or not self.gate.hold_back(v):
             heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
@@ -483,6 +514,17 @@ class _SequenceGate:
         self._advance()
         return [w for t in range(limit + 1, self.front + self.lookahead + 1) for w in self.waiting.pop(t, ())]
 
+    def take(self, priority: np.ndarray) -> int:
+        """Take out of the gate the held vertex of the lowest sequence with the highest ``priority`` [N] (ties
+        by lowest id); it fires before its turn. Returns it."""
+        s = min(self.waiting)
+        held = self.waiting[s]
+        v = min(held, key=lambda w: (-priority[w], w))
+        held.remove(v)
+        if not held:
+            del self.waiting[s]
+        return v
+
     def _advance(self) -> None:
         while self.front < len(self.left) and self.left[self.front] == 0:
             self.front += 1
@@ -496,7 +538,8 @@ class _Run:
         self.firing = Firing(plan, program, routes, comm.rank, comm.size)
         self.receives = Requests()  # items: (group, buffer)
         self.sends = sends  # a ``Sends`` or a ``SendThread`` (dataflow mode)
-        self.firing_now = None  # [vertex, when its current compute span began] of the fire under way
+        # of the fire under way: [vertex, when its current compute span began, its own seconds before that]
+        self.firing_now = None
 
     # ------------------------------------------------------------------ the two modes
 
@@ -509,7 +552,7 @@ class _Run:
             buffer = np.empty(r.group_size[g], dtype=np.float32)
             receives.add(comm.irecv(buffer, int(r.group_source_rank[g]), int(r.tag[g])), (g, buffer))
         firing.ctx.serve = self._serve
-        next_poll = 0.0
+        next_poll, idle_since = 0.0, None
         while not firing.done:
             if receives and time.perf_counter() >= next_poll:
                 t0 = time.perf_counter()
@@ -517,12 +560,18 @@ class _Run:
                 t1 = time.perf_counter()
                 next_poll = t1 + POLL_SPACING * (t1 - t0)
             if firing.ready:
+                idle_since = None
                 u = firing.pop()
                 self._send(u, self._fire(u))
             else:
                 assert receives, "no ready vertex and no message to wait for"
                 t0 = time.perf_counter()
-                done = comm.waitsome(receives.requests)
+                idle_since = t0 if idle_since is None else idle_since
+                until = firing.hold_until(idle_since)  # a held vertex goes if nothing comes by then
+                if until is not None and t0 >= until:
+                    firing.let_go()
+                    continue
+                done = comm.waitsome(receives.requests, None if until is None else until - t0)
                 clock.add("wait", t0)
                 t0 = time.perf_counter()
                 self._arrived(receives.completed(done))
@@ -554,13 +603,14 @@ class _Run:
         if outer is None or outer[0] is None:
             return
         self.clock.add("compute", outer[1], outer[0])  # the fire so far
-        self.firing_now = [None, 0.0]  # the served fires serve nothing
+        own = outer[2] + time.perf_counter() - outer[1]
+        self.firing_now = [None, 0.0, 0.0]  # the served fires serve nothing
         self._poll(time.perf_counter())
         u = self.firing.pop_servable()
         while u is not None:
             self._send(u, self._fire(u))
             u = self.firing.pop_servable()
-        self.firing_now = [outer[0], time.perf_counter()]
+        self.firing_now = [outer[0], time.perf_counter(), own]
 
     def bsp(self) -> None:
         """Phase by phase: fire, meet at a barrier, exchange the phase's messages in one Alltoallv."""
@@ -605,9 +655,10 @@ class _Run:
         the span, ``_serve``)."""
         inputs = self.firing.inputs(v)
         outer = self.firing_now
-        self.firing_now = [v if outer is None else None, time.perf_counter()]
+        self.firing_now = [v if outer is None else None, time.perf_counter(), 0.0]  # (vertex, span start, own so far)
         out = self.program.fire(self.firing.ctx, v, inputs)
         self.clock.add("compute", self.firing_now[1], v)
+        self.firing.record(v, self.firing_now[2] + time.perf_counter() - self.firing_now[1])
         self.firing_now = outer
         return out
 

@@ -36,10 +36,10 @@ def test_every_field_has_its_flag(cls, command, no_flag):
 @pytest.mark.parametrize("cls,command,fields", [
     (TrainConfig, "train", ("batch_size", "seed", "ssim_weight", "eval_every", "ply", "png", "init_ply",
                             "sh_degree", "position_lr_max_steps", "position_lr_init")),
-    (OdinOptions, "train", ("max_staleness", "max_imbalance", "send_thread", "batches_ahead")),
+    (OdinOptions, "train", ("max_staleness", "max_imbalance", "send_thread", "batches_ahead", "hold_share")),
     (SimulateConfig, "simulate", ("layout", "gaussians", "cameras", "width", "height", "steps", "profile",
                                   "cells_per_gpu", "max_staleness", "shared_cores", "seed", "sh_degree",
-                                  "host_sends", "batches_ahead")),
+                                  "host_sends", "batches_ahead", "hold_share")),
 ])
 def test_flag_defaults_are_the_fields_defaults(cls, command, fields):
     actions = _subcommand(command)
@@ -49,10 +49,11 @@ def test_flag_defaults_are_the_fields_defaults(cls, command, fields):
 
 
 def test_the_simulator_plans_as_the_runtime_by_default():
-    from odin_sched.odin.planner import BATCHES_AHEAD, PlanConfig
+    from odin_sched.odin.planner import BATCHES_AHEAD, HOLD_SHARE, PlanConfig
 
     assert SimulateConfig("x.h5").batches_ahead == OdinOptions.batches_ahead == BATCHES_AHEAD
     assert PlanConfig(1, 1).batches_ahead == BATCHES_AHEAD
+    assert SimulateConfig("x.h5").hold_share == OdinOptions.hold_share == PlanConfig(1, 1).hold_share == HOLD_SHARE
 
 
 def test_library_errors_name_the_field_and_the_command_line_the_flag(tmp_path, capsys):

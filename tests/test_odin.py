@@ -61,6 +61,8 @@ def cases(tmp_path_factory):
     table["city_b4_d_move"] = dict(table["city_b4_d"], cells=7, window=2, max_imbalance=1.0)
     # a rank may start an image while its image of the batch before has not begun (PlanConfig.batches_ahead)
     table["city_b4_d_ahead"] = dict(table["city_b4_d"], batches_ahead=1)
+    # a rank with nothing ready starts a held image at once (PlanConfig.hold_share 0)
+    table["city_b4_d_hold"] = dict(table["city_b4_d"], hold_share=0.0)
     # from a PLY at SH degree 3 (every coefficient non-zero): each rank reads the rows it owns, 64 at a time
     city = read_scene(scenes["city"])
     sh = np.random.default_rng(2).normal(0.0, 0.2, (city.num_gaussians, 16, 3)).astype(np.float32)

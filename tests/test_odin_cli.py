@@ -71,6 +71,8 @@ def test_odin_run_writes_metrics_timeline_and_schedule(scene, tmp_path):
     (("--mode", "barrier", "--send-thread"), "--send-thread: barrier mode exchanges a phase's messages"),
     (("--batches-ahead", -1), "--batches-ahead must be at least 0, got -1"),
     (("--mode", "barrier", "--batches-ahead", 1), "--batches-ahead: barrier mode fires a phase's vertices in turn"),
+    (("--hold-share", -1), "--hold-share must be at least 0 (inf: never), got -1.0"),
+    (("--mode", "barrier", "--hold-share", "inf"), "--hold-share: barrier mode fires a phase's vertices in turn"),
 ])
 def test_bad_options_get_one_line_and_exit_2(scene, tmp_path, args, problem):
     out = tmp_path / "t.h5"

@@ -95,7 +95,7 @@ def test_cached_bytes_counts_each_remote_version_read_once(tmp_path):
 
 @pytest.mark.parametrize("batches_ahead", [0, 2])
 def test_the_plan_orders_each_rank_s_images_by_batch(batches_ahead):
-    """``PlanConfig.batches_ahead`` reaches the plan's gate: every image's sequence is its batch (the
+    """``PlanConfig.batches_ahead`` and ``hold_share`` reach the plan's gate: every image's sequence is its batch (the
     batches it was planned from, counted by hand: 3 images a batch), every cell version is free (-1)."""
     from mpi4py import MPI
 
@@ -109,8 +109,8 @@ def test_the_plan_orders_each_rank_s_images_by_batch(batches_ahead):
     bounds = cell_bounds(means, scales, cell_of, 8)
     batches = (np.arange(12) % len(city.viewmats)).reshape(4, 3)
     window, _ = plan_cells(Comm(MPI.COMM_SELF), bounds, owners_by_count(bounds.count, 3), city, batches, 0, 4,
-                           Margin(0.1, 0.01), PlanConfig(8, 3, batches_ahead=batches_ahead))
+                           Margin(0.1, 0.01), PlanConfig(8, 3, batches_ahead=batches_ahead, hold_share=0.5))
     plan, images = window.plan, window.steps.num_images
-    assert plan.lookahead == batches_ahead
+    assert plan.lookahead == batches_ahead and plan.hold_share == 0.5
     assert plan.sequence[:images].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert (plan.sequence[images:] == -1).all()

@@ -36,6 +36,7 @@ def scene(tmp_path_factory):
     (("--gaussians", 2000000, "--cameras", 3000000, "--gpus", 64, "--batch-size", 4), "visibility table"),
     (("--width", 0), "--width must be at least 1"),
     (("--batches-ahead", -1), "--batches-ahead must be at least 0, got -1"),
+    (("--hold-share", "nan"), "--hold-share must be at least 0, got nan"),
 ])
 def test_simulate_refuses_what_cannot_be_meaningful_or_fit(tmp_path, args, says):
     defaults = {"--gaussians": 2000, "--cameras": 50, "--steps": 1, "--gpus": 1}

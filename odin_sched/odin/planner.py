@@ -101,6 +101,10 @@ def publish_first(priority: np.ndarray, steps: StepGraph) -> np.ndarray:
 #: this many before it have begun (0: of every earlier batch; docs/simulator-measurements.md, "A rank's images in
 #: batch order", has 0-3 measured)
 BATCHES_AHEAD = 0
+#: the default ``PlanConfig.hold_share``: a rank with nothing else to fire holds an image of a later batch back
+#: for at most this share of its mean image's seconds, then starts it (``DataflowPlan.hold_share``;
+#: docs/simulator-measurements.md, "A hold that gives up", has 0.05-0.5 measured)
+HOLD_SHARE = 0.25
 
 
 def batch_sequence(steps: StepGraph) -> np.ndarray:
@@ -172,7 +176,8 @@ class PlanConfig:
     its Gaussians' parameters at SH degree ``sh_degree`` (``param_columns``); an edge between two ranks
     adds ``hop_cost`` (per edge, per byte of its cell; in the cost weights' units) to a path in the
     firing priority (``schedule.Hops``; zeros: hops are free); a rank starts an image only once all its
-    images of batches more than ``batches_ahead`` before it have begun (``batch_sequence``)."""
+    images of batches more than ``batches_ahead`` before it have begun (``batch_sequence``), or once it has had
+    nothing else to fire for ``hold_share`` times its mean image's seconds (``DataflowPlan.hold_share``)."""
 
     num_cells: int
     num_ranks: int
@@ -182,6 +187,7 @@ class PlanConfig:
     sh_degree: int = DEFAULT_SH_DEGREE
     hop_cost: tuple = (0.0, 0.0)
     batches_ahead: int = BATCHES_AHEAD
+    hold_share: float = HOLD_SHARE
 
 
 def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np.ndarray, start: int, stop: int,
@@ -212,7 +218,7 @@ def plan_cells(comm, bounds: CellBounds, owner: np.ndarray, cameras, batches: np
     graph = publish_before_compute(steps, schedule.rank)
     plan = DataflowPlan(graph if initial_reads else without_initial_reads(graph, steps), schedule.rank,
                         publish_first(schedule.priority, steps), schedule.phase, batch_sequence(steps),
-                        config.batches_ahead)
+                        config.batches_ahead, config.hold_share)
     return Window(start, stop, bounds.count, owner, visible, steps, plan, margin, staleness), schedule
 
 
@@ -282,7 +288,8 @@ class WindowPlanner:
         t0 = time.perf_counter()
         safety = self.safety
         config = PlanConfig(len(owner), self.num_ranks, self.options.staleness, self.options.stale_impact,
-                            sh_degree=self.setup.sh_degree, batches_ahead=self.options.batches_ahead)
+                            sh_degree=self.setup.sh_degree, batches_ahead=self.options.batches_ahead,
+                            hold_share=self.options.hold_share)
         window, schedule = plan_cells(self.local_comm, bounds, owner, self.setup.scene, self.setup.batches, start,
                                       stop, self.margin(base, stop, safety), config,
                                       levels=self.options.schedule_out is not None and self.first is None)

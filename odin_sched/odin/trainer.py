@@ -62,7 +62,7 @@ from odin_sched.odin.depgraph import write_schedule
 from odin_sched.odin.migration import migrate, rebalance, split_cells
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.owner_densify import densify_owned
-from odin_sched.odin.planner import BATCHES_AHEAD, Planned, Window, WindowPlanner
+from odin_sched.odin.planner import BATCHES_AHEAD, HOLD_SHARE, Planned, Window, WindowPlanner
 from odin_sched.odin.program import CellCulling, CellInputs, EvalViews, ImageInputs, TrainingSteps
 from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
@@ -101,6 +101,7 @@ class OdinOptions:
     max_imbalance: float = 1.25        # cells migrate when a rank owns more than this x the mean Gaussians
     send_thread: bool = False  # post the dataflow's messages from a thread beside the compute (``pregel.sends``)
     batches_ahead: int = BATCHES_AHEAD  # a rank starts an image once its images of batches more than this before began
+    hold_share: float = HOLD_SHARE  # ... or once it has waited this share of its mean image with nothing to fire
 
     @property
     def staleness(self) -> int:
@@ -147,12 +148,15 @@ def check_options(options: OdinOptions, size: int, num_gaussians: int, threads: 
         return f"OdinOptions.window must be at least 1, got {options.window}"
     if options.batches_ahead < 0:
         return f"OdinOptions.batches_ahead must be at least 0, got {options.batches_ahead}"
+    if not options.hold_share >= 0:
+        return f"OdinOptions.hold_share must be at least 0 (inf: never), got {options.hold_share}"
     if options.send_thread and options.mode == "barrier":
         return ("OdinOptions.send_thread: barrier mode exchanges a phase's messages in one Alltoallv; "
                 "a send thread serves odin and odin-fast only")
-    if options.batches_ahead != BATCHES_AHEAD and options.mode == "barrier":
-        return ("OdinOptions.batches_ahead: barrier mode fires a phase's vertices in turn; the batch order "
-                "serves odin and odin-fast only")
+    for name, default in (("batches_ahead", BATCHES_AHEAD), ("hold_share", HOLD_SHARE)):
+        if getattr(options, name) != default and options.mode == "barrier":
+            return (f"OdinOptions.{name}: barrier mode fires a phase's vertices in turn; the batch order "
+                    "serves odin and odin-fast only")
     if options.send_thread and not threads:
         return "OdinOptions.send_thread needs MPI initialised with MPI_THREAD_MULTIPLE (mpi4py's default)"
     cells = options.resolved_cells(size, num_gaussians)

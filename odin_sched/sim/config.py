@@ -29,6 +29,7 @@ class SimulateConfig:
     shared_cores: int = 0                   # all virtual GPUs share N processors (0: each has its own)
     host_sends: bool = False                # messages posted by a host thread beside each GPU (train's --send-thread)
     batches_ahead: int = 0                  # as pregel train's (PlanConfig.batches_ahead; its default)
+    hold_share: float = 0.25                # as pregel train's (PlanConfig.hold_share; its default)
     seed: int = 0
     sh_degree: int = 3                      # SH degree of the Gaussians: what a cell weighs in messages and gathers
     modes: tuple = ("odin", "barrier", "grendel", "odin-fast")  # what to simulate (simulate.SIM_MODES)

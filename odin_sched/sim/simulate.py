@@ -29,7 +29,7 @@ import numpy as np
 from odin_sched.odin.depgraph import parallelism
 from odin_sched.odin.migration import rebalance, row_words
 from odin_sched.odin.modes import MODES
-from odin_sched.odin.planner import BATCHES_AHEAD, PlanConfig, plan_cells
+from odin_sched.odin.planner import BATCHES_AHEAD, HOLD_SHARE, PlanConfig, plan_cells
 from odin_sched.odin.shard import OWNER_GROUP, owners_by_count
 from odin_sched.odin.trainer import OdinOptions
 from odin_sched.scenes.scene_io import HOLDOUT_EVERY
@@ -70,7 +70,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
              max_staleness: int = 1, seed: int = 0,
              trace: bool = False, sh_degree: int = DEFAULT_SH_DEGREE, densify_growth: float = DENSIFY_GROWTH,
              message_sizes=None, joining=None, owner_group: int = OWNER_GROUP,
-             batches_ahead: int = BATCHES_AHEAD, on_window=None) -> SimResult:
+             batches_ahead: int = BATCHES_AHEAD, hold_share: float = HOLD_SHARE, on_window=None) -> SimResult:
     """Simulate ``steps`` batches of ``batch_size`` images on ``gpus`` virtual GPUs in ``mode``
     (odin, barrier, odin-fast, grendel), windows of ``window`` batches, ``num_cells`` cells (by default
     the runtime's ``default_cells`` of the Gaussians the scene stands for; ``cells_per_gpu`` x gpus if given),
@@ -87,7 +87,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     (``odin_sched.sim.rows.RowMessages``). ``joining``: a what-if, not what the runtime sends (None: one
     message per group): a rank joins the messages of its fires into fewer (``odin_sched.sim.joining``;
     dataflow modes only). ``owner_group``: the cells dealt together to one owner (``owners_by_count``;
-    by default the runtime's). ``batches_ahead``: as ``PlanConfig``'s (by default the runtime's).
+    by default the runtime's). ``batches_ahead``, ``hold_share``: as ``PlanConfig``'s (by default the runtime's).
     ``on_window``: called with (windows done, windows in all) after each window (progress)."""
     if mode not in SIM_MODES:
         raise InputError(f"mode must be one of {', '.join(SIM_MODES)}, got {mode!r}")
@@ -133,7 +133,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
         t0 = time.perf_counter()
         win, _ = plan_cells(comm, bounds, owner, scene, batches, start, stop, margin,
                             PlanConfig(bounds.num_cells, gpus, staleness, cost_weights=weights, sh_degree=sh_degree,
-                                       batches_ahead=batches_ahead),
+                                       batches_ahead=batches_ahead, hold_share=hold_share),
                             initial_reads=False)
         win = replace(win, cell_of=cell_of)
         planned = time.perf_counter() - t0
@@ -269,8 +269,8 @@ def run(config: SimulateConfig) -> dict:
             raise InputError(f"SimulateConfig.{name} must be at least 1, got {value}")
     if config.batch_size is not None and config.batch_size < 1:
         raise InputError(f"SimulateConfig.batch_size must be at least 1, got {config.batch_size}")
-    for name in ("max_staleness", "batches_ahead"):
-        if getattr(config, name) < 0:
+    for name in ("max_staleness", "batches_ahead", "hold_share"):
+        if not getattr(config, name) >= 0:
             raise InputError(f"SimulateConfig.{name} must be at least 0, got {getattr(config, name)}")
     if config.shared_cores < 0:
         raise InputError(f"SimulateConfig.shared_cores must be at least 0, got {config.shared_cores}")
@@ -313,7 +313,7 @@ def run(config: SimulateConfig) -> dict:
     results = scaling(scene, profile, gpus, config.steps, config.batch_size, modes=tuple(config.modes), windows=windows,
                       progress=config.progress,
                       cells_per_gpu=config.cells_per_gpu, max_staleness=config.max_staleness, seed=config.seed,
-                      sh_degree=sh_degree, batches_ahead=config.batches_ahead)
+                      sh_degree=sh_degree, batches_ahead=config.batches_ahead, hold_share=config.hold_share)
     seen = scene.features[scene.train_ids, 0]
     print(f"{config.scene or config.layout}: {scene.total_gaussians:,} Gaussians, {len(scene.viewmats):,} cameras "
           f"at {scene.width} x {scene.height}, in view per image {seen.mean():,.0f} (spread {seen.std():,.0f}), "
@@ -326,6 +326,6 @@ def run(config: SimulateConfig) -> dict:
                    "windows": list(windows), "cells_per_gpu": config.cells_per_gpu or 0,  # 0: the default
                    "cells": [num_cells(scene.total_gaussians, p, config.cells_per_gpu) for p in gpus],
                    "max_staleness": config.max_staleness, "sh_degree": sh_degree,
-                   "batches_ahead": config.batches_ahead})
+                   "batches_ahead": config.batches_ahead, "hold_share": config.hold_share})
     print(f"wrote {config.out}")
     return results

@@ -181,9 +181,12 @@ class WindowRun:
 
         def rank(me):
             f = self.firings[me]
+            idle_since = None
             while not f.done:
                 if f.ready:
+                    idle_since = None
                     u, seconds = self._fire(me)
+                    f.record(u, seconds)  # (the runtime times a fire when it ends: nothing reads it before)
                     if u < self.images:  # the runtime's serving point: after the forward pass, the rank
                         # fires its ready cell versions (``StepMessages.servable``), then the backward pass
                         yield from self._release(cpu, me, send)  # (joining: held messages go before an image)
@@ -202,8 +205,15 @@ class WindowRun:
                     yield from self._release(cpu, me, send)
                 else:
                     t0 = env.now
-                    wake[me] = env.event()
-                    yield from cpu.wait(me, wake[me])
+                    idle_since = t0 if idle_since is None else idle_since
+                    until = f.hold_until(idle_since)  # a held image goes if nothing comes by then (the runtime's)
+                    if until is not None and t0 >= until:
+                        f.let_go()
+                        continue
+                    wake[me] = event = env.event()
+                    if until is not None:
+                        event = env.any_of([event, env.timeout(until - t0)])
+                    yield from cpu.wait(me, event)
                     self.wait[me] += env.now - t0
                     self._span(me, "wait", t0, env.now)
             yield from self._release(cpu, me, send)

@@ -5,10 +5,12 @@ Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/run_dataflow.py FOLDER
 
 Writes FOLDER/dataflow_P.npz on rank 0: for each DAG and mode the values, inputs and fire times of
 every vertex and each rank's statistics, and FOLDER/trace_P_MODE.json (Chrome traces of the random
-DAG). Modes: dataflow, bsp, and dataflow-thread (dataflow with ``send_thread``). ``fail``: vertex 2
-on rank 1 raises in ``fire`` while rank 0 waits for its message (``fail-thread``: with ``send_thread``).
+DAG). Modes: dataflow, bsp, and dataflow-thread (dataflow with ``send_thread``). At P = 2 also the "hold"
+DAG in dataflow mode with each of HOLD_SHARES. ``fail``: vertex 2 on rank 1 raises in ``fire`` while rank 0
+waits for its message (``fail-thread``: with ``send_thread``).
 """
 
+import math
 import os
 import sys
 import time
@@ -22,6 +24,10 @@ from pregel.graph_io import GraphData
 #: seconds that vertex 0 (on rank 0) sleeps in the "slow" case: long, so that a loaded machine still
 #: tells a rank that waits for it from one that does not
 SLOW_SECONDS = 2.0
+#: the "hold" DAG (P = 2): rank 1 fires vertex 2 (sequence 0; it sleeps HOLD_FIRE_SECONDS), then holds vertex 3
+#: (sequence 2) back while vertex 1 (sequence 1) waits for rank 0's vertex 0, which sleeps SLOW_SECONDS; each
+#: of HOLD_SHARES lets vertex 3 go after that share of HOLD_FIRE_SECONDS, or never (inf)
+HOLD_FIRE_SECONDS, HOLD_SHARES = 0.2, (math.inf, 0.0, 1.0, 20.0)
 STATS = ("fired", "compute_seconds", "comm_seconds", "wait_seconds", "messages_sent", "bytes_sent",
          "messages_received", "bytes_received", "elapsed_seconds")
 
@@ -116,6 +122,13 @@ def main(folder, fail=None):
                 labels = {v: f"v{v}" for v in range(0, plan.graph.num_nodes, 7)}
                 write_chrome_trace(os.path.join(folder, f"trace_{comm.size}_{mode}.json"),
                                    [r.spans for *_, r in everyone], labels)
+    for share in HOLD_SHARES if comm.size == 2 else ():
+        graph = GraphData(np.array([0, 1, 1, 1, 1]), np.array([1]))
+        plan = DataflowPlan(graph, np.array([0, 1, 1, 1]), np.array([0.0, 1.0, 3.0, 2.0]), np.array([0, 1, 0, 0]),
+                            np.array([-1, 1, 0, 2]), 0, share)
+        gathered, _ = run_case(comm, plan, Values({0: SLOW_SECONDS, 2: HOLD_FIRE_SECONDS}), "dataflow")
+        if comm.rank == 0:
+            out[f"hold/{share}/times"] = gathered[2]  # [vertex, (start, end, rank, index of the fire there)]
     if comm.rank == 0:
         np.savez(os.path.join(folder, f"dataflow_{comm.size}.npz"), **out)
 

@@ -4,7 +4,7 @@ Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/train_odin.py FOLDER MODE
 FOLDER/cases.json lists the cases: {name: {scene, steps, batch_size, densify (bool), cells, window,
 sh_interval (images per SH degree, optional)}} (cells and window may be null: the defaults; an optional
 init_ply starts from that PLY, read ply_chunk_rows vertex records at a time when given; an optional
-batches_ahead sets ``OdinOptions.batches_ahead``, except in barrier mode, which refuses it).
+batches_ahead and hold_share set those of ``OdinOptions``, except in barrier mode, which refuses them).
 Each case is trained with ``odin_sched.odin.trainer.train_distributed`` in MODE (odin or barrier; odin+send-thread:
 odin with its messages posted by a thread of their own, ``OdinOptions.send_thread``) and written to
 FOLDER/NAME_MODE_P.h5, so the test can compare it with the single-process run of the same case.
@@ -38,12 +38,11 @@ def main(folder, mode):
         cases = json.load(f)
     for name, case in sorted(cases.items()):
         out = os.path.join(folder, f"{name}_{mode}_{comm.size}.h5")
+        gate = {} if mode == "barrier" else {k: case[k] for k in ("batches_ahead", "hold_share") if k in case}
         options = OdinOptions(mode=mode.split("+")[0], cells=case["cells"],
                               window=case["window"] or OdinOptions.window, split_above=case.get("split_above"),
                               max_imbalance=case.get("max_imbalance", OdinOptions.max_imbalance),
-                              send_thread=mode.endswith("+send-thread"),
-                              batches_ahead=(case.get("batches_ahead", OdinOptions.batches_ahead)
-                                             if mode != "barrier" else OdinOptions.batches_ahead))
+                              send_thread=mode.endswith("+send-thread"), **gate)
         odin_sched.scenes.sh.SH_DEGREE_INTERVAL = case.get("sh_interval", SH_DEGREE_INTERVAL)
         odin_sched.scenes.ply.CHUNK_ROWS = case.get("ply_chunk_rows", CHUNK_ROWS)
         config = TrainConfig(case["scene"], case["steps"], out, seed=case["seed"], ssim_weight=0.2,
