@@ -136,7 +136,8 @@ class DataflowResult:
     compute_seconds: in ``fire``; comm_seconds: routing outputs and taking in messages (the
     Alltoallv in BSP mode); wait_seconds: blocked on messages, on the last sends or at barriers;
     messages and bytes: to and from other ranks only; fired: vertices fired here; elapsed_seconds:
-    from the common start to this rank's end; spans: the ``Span``s when traced, else None.
+    from the common start to this rank's end; spans: the ``Span``s when traced, else None; let_go: vertices
+    fired before their sequence's turn, the hold given up (``DataflowPlan.hold_share``).
     """
 
     mode: str
@@ -150,6 +151,7 @@ class DataflowResult:
     bytes_received: int
     elapsed_seconds: float
     spans: list | None
+    let_go: int = 0
 
 
 def run_dataflow(comm, plan: DataflowPlan, program: DataflowProgram, mode: str = "dataflow",
@@ -353,7 +355,7 @@ class Firing:
         self.gate = None if plan.sequence is None else _SequenceGate(plan.sequence, self.local, plan.lookahead)
         self.sequenced = [0.0, 0]  # seconds and count of this rank's fires of sequenced vertices (``record``)
         self.counts = dict.fromkeys(("fired", "messages_sent", "bytes_sent", "messages_received",
-                                     "bytes_received"), 0)
+                                     "bytes_received", "let_go"), 0)
         for v in self.local[self.missing[self.local] == 0].tolist():
             self._push(v)
 
@@ -476,6 +478,7 @@ class Firing:
         its turn (there must be one: ``hold_until``)."""
         v = self.gate.take(self.plan.priority)
         heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
+        self.counts["let_go"] += 1
 
     def _push(self, v: int) -> None:
         if self.gate is None or not self.gate.hold_back(v):
@@ -671,7 +674,8 @@ class _Run:
         c, seconds = self.firing.counts, self.clock.seconds
         return DataflowResult(mode, c["fired"], seconds["compute"], seconds["comm"], seconds["wait"],
                               c["messages_sent"], c["bytes_sent"], c["messages_received"],
-                              c["bytes_received"], time.perf_counter() - self.clock.start, self.clock.spans)
+                              c["bytes_received"], time.perf_counter() - self.clock.start, self.clock.spans,
+                              c["let_go"])
 
 
 def _phase_counts(phases, phase, ranks, sizes, size) -> np.ndarray:

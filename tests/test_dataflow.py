@@ -213,6 +213,7 @@ def test_a_rank_with_nothing_to_fire_lets_a_held_vertex_go_after_its_share_of_a_
     times = runs[2][2][f"hold/{share}/times"]
     mine = np.flatnonzero(times[:, 2] == 1)
     assert mine[np.argsort(times[mine, 3])].tolist() == order
+    assert runs[2][2][f"hold/{share}/let_go"].tolist() == [0, int(order == [2, 3, 1])]  # vertex 3 let go, or none
 
 def test_chrome_traces_have_one_thread_per_rank_and_ordered_spans_inside_the_run(runs):
     folder, graphs, results = runs
@@ -362,6 +363,7 @@ def test_a_held_vertex_goes_after_the_share_of_the_mean_sequenced_fire():
     assert firing.pop() == 1
     firing.let_go()
     assert firing.pop() == 2 and firing.hold_until(30.0) is None and not firing.ready
+    assert firing.counts["let_go"] == 3
     firing.received(int(firing.routes.incoming[0]), None)
     assert firing.pop() == 0 and firing.hold_until(40.0) is None
     never = DataflowPlan(graph, rank, plan.priority, plan.phase, plan.sequence, 0)  # hold_share inf: in turn only

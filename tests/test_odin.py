@@ -101,6 +101,10 @@ def test_distributed_equals_single_process_bitwise(cases, size, mode):
         if name.endswith("_move") and mode.startswith("odin"):
             assert got.attrs["cells_migrated"] > 0 and got.attrs["replans"] == 0, name
         assert got.metrics["per_rank"].shape[0] == size
+        fields = list(got.attrs["per_rank_fields"])
+        let_go = got.metrics["per_rank"][:, fields.index("images_let_go")]
+        assert (let_go <= got.metrics["per_rank"][:, fields.index("images")]).all(), name
+        assert mode.startswith("odin") or not let_go.any(), name  # barrier fires phase by phase: nothing held
 
 
 def test_higher_sh_bands_were_trained(cases):

@@ -184,6 +184,7 @@ class RankMetrics:
     peak_rss_bytes: int = 0    # the process's peak resident set (pregel.memory.peak_rss_bytes)
     model_bytes: int = 0       # peak bytes of Gaussian state held: owned state plus the window's cached cells
     window_end_bytes: int = 0  # bytes sent at window ends (losses, violation counts, cell metadata)
+    images_let_go: int = 0     # images started before their batch's turn: the hold given up (--hold-share)
     spans: list = field(default_factory=list)
 
     def as_row(self) -> np.ndarray:
@@ -232,6 +233,7 @@ class RankRecord:
         m.images += int(np.count_nonzero(image_ranks(window) == self.rank))
         m.messages_sent += result.messages_sent
         m.bytes_sent += result.bytes_sent
+        m.images_let_go += result.let_go
         if self.tracing and result.spans is not None:
             offset = returned - result.elapsed_seconds - self.started
             for kind, a, b, v in result.spans:

@@ -29,7 +29,7 @@ SLOW_SECONDS = 2.0
 #: of HOLD_SHARES lets vertex 3 go after that share of HOLD_FIRE_SECONDS, or never (inf)
 HOLD_FIRE_SECONDS, HOLD_SHARES = 0.2, (math.inf, 0.0, 1.0, 20.0)
 STATS = ("fired", "compute_seconds", "comm_seconds", "wait_seconds", "messages_sent", "bytes_sent",
-         "messages_received", "bytes_received", "elapsed_seconds")
+         "messages_received", "bytes_received", "elapsed_seconds", "let_go")
 
 
 def coefficients(u: int, k: int) -> np.ndarray:
@@ -129,6 +129,7 @@ def main(folder, fail=None):
         gathered, _ = run_case(comm, plan, Values({0: SLOW_SECONDS, 2: HOLD_FIRE_SECONDS}), "dataflow")
         if comm.rank == 0:
             out[f"hold/{share}/times"] = gathered[2]  # [vertex, (start, end, rank, index of the fire there)]
+            out[f"hold/{share}/let_go"] = gathered[3]["let_go"]  # per rank
     if comm.rank == 0:
         np.savez(os.path.join(folder, f"dataflow_{comm.size}.npz"), **out)
 
