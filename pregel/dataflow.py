@@ -354,6 +354,7 @@ class Firing:
         self.ready = []  # heap of (-priority, vertex)
         self.gate = None if plan.sequence is None else _SequenceGate(plan.sequence, self.local, plan.lookahead)
         self.sequenced = [0.0, 0]  # seconds and count of this rank's fires of sequenced vertices (``record``)
+        self.idle_since = None  # when the rank last found nothing ready (``idle``), None since it fired
         self.counts = dict.fromkeys(("fired", "messages_sent", "bytes_sent", "messages_received",
                                      "bytes_received", "let_go"), 0)
         for v in self.local[self.missing[self.local] == 0].tolist():
@@ -365,6 +366,7 @@ class Firing:
 
     def pop(self) -> int:
         """The ready vertex to fire next (there must be one)."""
+        self.idle_since = None
         return self._begins(heapq.heappop(self.ready)[1])
 
     def pop_servable(self) -> int | None:
@@ -460,25 +462,27 @@ class Firing:
 
     def record(self, v: int, seconds: float) -> None:
         """``v``'s fire took ``seconds`` of its rank's compute (its own, not what it served): the mean of the
-        sequenced ones sets how long a held vertex waits (``hold_until``)."""
+        sequenced ones sets how long a held vertex waits (``idle``)."""
         if self.gate is not None and self.plan.sequence[v] >= 0:
             self.sequenced[0] += seconds
             self.sequenced[1] += 1
 
-    def hold_until(self, idle_since: float) -> float | None:
-        """When this rank, with nothing ready since ``idle_since`` (seconds on its transport's clock), lets a
-        held vertex go (``DataflowPlan.hold_share``; ``let_go``); None while it holds none, has timed no
-        sequenced fire, or holds them until their turn."""
+    def idle(self, now: float) -> float | None:
+        """The rank has nothing ready at ``now`` (seconds on its transport's clock), as since ``idle_since``:
+        when it stops waiting for messages to let a held vertex go (``DataflowPlan.hold_share``: the held vertex
+        of the lowest sequence, the highest priority there, ties by lowest id), or None to wait for messages
+        alone (it holds none, has timed no sequenced fire, or holds them until their turn). Once that time has
+        come the vertex is queued here instead (``ready``; None is returned)."""
+        self.idle_since = now if self.idle_since is None else self.idle_since
         if self.gate is None or not self.gate.waiting or not self.sequenced[1] or math.isinf(self.plan.hold_share):
             return None
-        return idle_since + self.plan.hold_share * self.sequenced[0] / self.sequenced[1]
-
-    def let_go(self) -> None:
-        """Queue the held vertex of the lowest sequence (the highest priority there, ties by lowest id) before
-        its turn (there must be one: ``hold_until``)."""
+        until = self.idle_since + self.plan.hold_share * self.sequenced[0] / self.sequenced[1]
+        if now < until:
+            return until
         v = self.gate.take(self.plan.priority)
         heapq.heappush(self.ready, (-float(self.plan.priority[v]), v))
         self.counts["let_go"] += 1
+        return None
 
     def _push(self, v: int) -> None:
         if self.gate is None or not self.gate.hold_back(v):
@@ -555,7 +559,7 @@ class _Run:
             buffer = np.empty(r.group_size[g], dtype=np.float32)
             receives.add(comm.irecv(buffer, int(r.group_source_rank[g]), int(r.tag[g])), (g, buffer))
         firing.ctx.serve = self._serve
-        next_poll, idle_since = 0.0, None
+        next_poll = 0.0
         while not firing.done:
             if receives and time.perf_counter() >= next_poll:
                 t0 = time.perf_counter()
@@ -563,16 +567,13 @@ class _Run:
                 t1 = time.perf_counter()
                 next_poll = t1 + POLL_SPACING * (t1 - t0)
             if firing.ready:
-                idle_since = None
                 u = firing.pop()
                 self._send(u, self._fire(u))
             else:
                 assert receives, "no ready vertex and no message to wait for"
                 t0 = time.perf_counter()
-                idle_since = t0 if idle_since is None else idle_since
-                until = firing.hold_until(idle_since)  # a held vertex goes if nothing comes by then
-                if until is not None and t0 >= until:
-                    firing.let_go()
+                until = firing.idle(t0)  # a held vertex goes if nothing comes by then
+                if firing.ready:
                     continue
                 done = comm.waitsome(receives.requests, None if until is None else until - t0)
                 clock.add("wait", t0)

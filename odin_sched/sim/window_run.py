@@ -181,10 +181,8 @@ class WindowRun:
 
         def rank(me):
             f = self.firings[me]
-            idle_since = None
             while not f.done:
                 if f.ready:
-                    idle_since = None
                     u, seconds = self._fire(me)
                     f.record(u, seconds)  # (the runtime times a fire when it ends: nothing reads it before)
                     if u < self.images:  # the runtime's serving point: after the forward pass, the rank
@@ -205,10 +203,8 @@ class WindowRun:
                     yield from self._release(cpu, me, send)
                 else:
                     t0 = env.now
-                    idle_since = t0 if idle_since is None else idle_since
-                    until = f.hold_until(idle_since)  # a held image goes if nothing comes by then (the runtime's)
-                    if until is not None and t0 >= until:
-                        f.let_go()
+                    until = f.idle(t0)  # a held image goes if nothing comes by then (the runtime's)
+                    if f.ready:
                         continue
                     wake[me] = event = env.event()
                     if until is not None:
