@@ -18,8 +18,8 @@ import tempfile
 
 from view_fps import chromium, open_page, random_model, served  # a sibling script: benchmarks/ is on the path when run
 
-#: the page's script: jump, then sample every animation frame until the view is final; the settle
-#: window's rule is the page's own (``Viewer.frame``: SETTLE_MS = 250 or three moving frames)
+#: the page's script: jump, then sample every animation frame until the view is final (drawn whole, out of
+#: the page's own settle window, ``Viewer.inMotion``, and no sort under way)
 JUMP = """
 const angle = arguments[0], done = arguments[1];  // Selenium's callback comes after the arguments
 const v = window.viewer, t0 = performance.now(), before = v.frames;
@@ -28,8 +28,7 @@ v.orbit(angle, 0);
 const tick = () => {
   const now = performance.now(), isWhole = v.drawnVersion === v.viewVersion;
   if (isWhole && whole === null) { whole = now - t0; framesAtWhole = v.frames - before; }
-  const moving = now - v.lastChange < Math.max(250, 3 * v.motionFrameMs);
-  if (isWhole && !moving && !v.sortBusy) {
+  if (isWhole && !v.inMotion(now) && !v.sortBusy) {
     done({whole: whole, final: now - t0, frames: v.frames - before, after: v.frames - before - framesAtWhole});
   } else {
     requestAnimationFrame(tick);

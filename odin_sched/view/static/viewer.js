@@ -438,7 +438,7 @@ class Viewer {
     this.timeMotionFrame();
     if (!force && this.drawnVersion === this.viewVersion) return;
     const now = performance.now();
-    if (moving === null) moving = now - this.lastChange < Math.max(SETTLE_MS, 3 * this.motionFrameMs);
+    if (moving === null) moving = this.inMotion(now);
     this.requestSort(moving);
     const quality = moving ? this.quality : 1, scale = Math.sqrt(quality);
     const version = this.viewVersion, key = `${version}/${this.sortedVersion}/${this.sortedLimit}/${scale}`;
@@ -453,6 +453,10 @@ class Viewer {
     const complete = this.sortedVersion === version && this.sortedLimit >= this.count && scale === 1;
     this.drawnVersion = complete ? version : -1;
     this.frames++;
+  }
+
+  inMotion(now = performance.now()) {  // within the settle window after the last change of the view
+    return now - this.lastChange < Math.max(SETTLE_MS, 3 * this.motionFrameMs);
   }
 
   draw(w, h) {  // the sorted Gaussians at w x h pixels, front to back in chunks, then onto the canvas
