@@ -177,7 +177,6 @@ def test_several_windows_report_each_mode_at_its_fastest(tmp_path):
             assert np.isclose(f[f"steps_per_second/{mode}"][0], best[mode][0].steps_per_second)
 
 
-
 def test_simulate_shows_its_progress_by_run_and_window_unless_quiet(tmp_path, capsys, monkeypatch):
     from pregel.cli import main
     from pregel.progress import Progress
@@ -504,7 +503,6 @@ def test_traced_messages_arrive_after_their_sender_and_before_their_reader():
     assert set(range(steps.num_images)) <= set(start)  # every image computed (spans of positive length)
 
 
-
 def test_a_vertex_starts_only_after_its_inputs_on_its_own_rank_ended():
     """The runtime routes a fire's outputs after the fire, so a reader on the same rank (an image's own
     cell's version, or a version's next image there) cannot start before its input's fire has ended, not
@@ -551,6 +549,7 @@ def test_a_vertex_sends_each_message_once_its_own_sender_time_is_paid():
     arrived = {(int(r), int(v)): t for r, v, t in run.arrivals}
     expected = t0 + H200_IB.overhead + float(latency) + 4.0 * int(routes.group_size[first]) / float(bandwidth)
     assert arrived[dst, u] == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
 
 def _plan(scene, bounds, owner, gpus, batch_size, start, stop, initial_reads):
     """The window [start, stop) of ``scene`` (steps of ``batch_size``, 8 in all) planned as ``simulate``
