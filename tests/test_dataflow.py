@@ -489,7 +489,7 @@ def test_a_finished_run_is_freed_by_reference_counting_alone(mode):
 def test_joining_a_strided_view_copies_it():
     """A strided view's bytes do not hold its elements back to back, even when the next part starts
     where its last element's bytes would end: the payload is their concatenation (``np.concatenate``)."""
-    from pregel.dataflow import _joined
+    from pregel.dataflow.firing import _joined
 
     array = np.arange(12, dtype=np.float32)
     parts = [array[0:4:2], array[2:6]]  # elements 0, 2 then 2..5; as bytes, [0, 8) then [8, 24)
