@@ -20,7 +20,7 @@ class Firing:
     """The execution policy of one rank, whatever carries the messages: which local vertices are
     ready (all inputs arrived), which fires next (highest priority, ties by lowest id), what each
     fire's inputs are, and where its outputs go. ``run_dataflow`` drives it with MPI; a simulator
-    (``odin_sched.sim.simulate``) drives the same class with a virtual clock and simulated transfers.
+    (``odin_sched.sim.window_run``) drives the same class with a virtual clock and simulated transfers.
 
     routes: the plan's ``Routes`` with rank ``rank`` selected; carry: False to route no payloads
     (``fire`` then gets empty inputs and its return value is ignored; sizes still count).
