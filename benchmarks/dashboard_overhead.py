@@ -168,7 +168,8 @@ def child(trainer: str, on: bool, scene: str, out: str, steps: int, port: int) -
     import torch
 
     sys.path.insert(0, ROOT)
-    from odin_sched.odin.trainer import OdinOptions, train_distributed
+    from odin_sched.odin.options import OdinOptions
+    from odin_sched.odin.trainer import train_distributed
     from odin_sched.training.config import TrainConfig
     from odin_sched.training.train import train
     from odin_sched.view.server import dashboard_routes, make_server, serve_in_background
@@ -361,7 +362,8 @@ def child_within(spec: dict) -> dict | None:
     import torch
 
     sys.path.insert(0, ROOT)
-    from odin_sched.odin.trainer import DistributedTrainer, OdinOptions, train_distributed
+    from odin_sched.odin.options import OdinOptions
+    from odin_sched.odin.trainer import DistributedTrainer, train_distributed
     from odin_sched.training import train as single
     from odin_sched.training.config import TrainConfig
     from odin_sched.view.server import dashboard_routes, make_server, serve_in_background

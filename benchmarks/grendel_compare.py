@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from odin_sched.odin.trainer import OdinOptions
+from odin_sched.odin.options import OdinOptions
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
 from odin_sched.scenes.visibility import predict_visible_cells, window_margin
 from odin_sched.sim.bounds import hidden_at

@@ -32,7 +32,7 @@ import numpy as np
 
 from odin_sched.sim.costmodel import (PROFILE_DIR, CostProfile, camera_views, fit_costs, look_for_a_message,
                                       polling, save_profile, time_slice)
-from odin_sched.odin.trainer import OdinOptions
+from odin_sched.odin.options import OdinOptions
 from odin_sched.training.train import TrainConfig, prepare
 
 PY = sys.executable

@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 
 from odin_sched.sim.costmodel import load_profile
-from odin_sched.odin.trainer import OdinOptions
+from odin_sched.odin.options import OdinOptions
 from odin_sched.sim.scene import scene_of_setup
 from odin_sched.sim.simulate import simulate
 from odin_sched.training.train import TrainConfig, prepare

@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
+from odin_sched.odin.options import OdinOptions
 from odin_sched.odin.planner import PlanConfig, plan_cells
 from odin_sched.odin.shard import owners_by_count
-from odin_sched.odin.trainer import OdinOptions
 from odin_sched.scenes.cells import cut_cells
 from odin_sched.sim.scene import metadata_scene
 from odin_sched.sim.simulate import local_comm

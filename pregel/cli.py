@@ -622,7 +622,8 @@ def _run_train(args) -> None:
                 raise InputError(f"{flag} must be at least 1, got {value}")
         result = train(config, checkpoint)
     else:
-        from odin_sched.odin.trainer import OdinOptions, format_per_rank, train_distributed
+        from odin_sched.odin.options import OdinOptions
+        from odin_sched.odin.trainer import format_per_rank, train_distributed
 
         window = OdinOptions.window if args.window is None else args.window
         options = _config(OdinOptions, args, mode=args.mode or "odin", window=window)

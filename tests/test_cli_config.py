@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from odin_sched.odin.trainer import OdinOptions
+from odin_sched.odin.options import OdinOptions
 from odin_sched.sim.config import SimulateConfig
 from odin_sched.training.config import TrainConfig
 from pregel.cli import as_flags, build_parser, main

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from odin_sched.odin.trainer import DistributedTrainer, OdinOptions, train_distributed
+from odin_sched.odin.options import OdinOptions
+from odin_sched.odin.trainer import DistributedTrainer, train_distributed
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import write_scene
 from odin_sched.training import train as single

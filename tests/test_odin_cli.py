@@ -93,14 +93,14 @@ def test_bad_options_get_one_line_and_exit_2(scene, tmp_path, args, problem):
     (100_000_000, 2, 1024),   # 12,208 wanted, at most 512 per rank
 ])
 def test_default_cells_follow_the_model_size(gaussians, ranks, cells):
-    from odin_sched.odin.trainer import OdinOptions
+    from odin_sched.odin.options import OdinOptions
 
     assert OdinOptions().resolved_cells(ranks, gaussians) == cells
     assert OdinOptions(cells=7).resolved_cells(ranks, gaussians) == 7  # --cells wins
 
 
 def test_cells_help_states_the_default(capsys):
-    from odin_sched.odin.trainer import GAUSSIANS_PER_CELL, MAX_CELLS_PER_RANK, OdinOptions
+    from odin_sched.odin.options import GAUSSIANS_PER_CELL, MAX_CELLS_PER_RANK, OdinOptions
     from pregel.cli import build_parser
 
     with pytest.raises(SystemExit):

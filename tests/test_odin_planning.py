@@ -11,8 +11,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from odin_sched.odin.options import OdinOptions
 from odin_sched.odin.planner import Planned, WindowPlanner
-from odin_sched.odin.trainer import OdinOptions, train_distributed
+from odin_sched.odin.trainer import train_distributed
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.scenes.scene_io import read_scene, write_scene
 from odin_sched.scenes.visibility import Margin, adam_step_bound

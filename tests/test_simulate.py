@@ -604,7 +604,7 @@ def test_simulated_cells_migrate_by_the_runtime_rule():
     rule with its default tolerance): replaying its windows' counts through ``rebalance`` gives the same
     moves, each charged at the bytes ``migrate`` sends; without growth nothing moves."""
     from odin_sched.odin.migration import rebalance, row_words
-    from odin_sched.odin.trainer import OdinOptions
+    from odin_sched.odin.options import OdinOptions
     from odin_sched.sim.window_end import densified_counts, migration_cost
 
     scene = metadata_scene("city", 3000, 40, 64, 48)

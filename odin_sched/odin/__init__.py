@@ -5,8 +5,8 @@ schedule computed by vertex programs on the engine (``schedule``), bounded-stale
 (``staleness``), a window's dataflow program and the held-out evaluation (``program``), the window-end
 exchange and visibility check (``window_end``), cell splits and migration (``migration``), each
 owner's densification (``owner_densify``), host staging
-of GPU payloads (``staging``), the list of modes (``modes``) and the trainer: metrics and the run
-(``trainer``).
+of GPU payloads (``staging``), the list of modes (``modes``), the trainer's settings and their check
+(``options``) and the trainer: metrics and the run (``trainer``).
 
 May import ``odin_sched.training``, ``odin_sched.scenes``, ``pregel`` and ``kernels``.
 """

@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from odin_sched.odin.trainer import OdinOptions
+from odin_sched.odin.options import OdinOptions
 from odin_sched.sim.costmodel import CostProfile
 from odin_sched.sim.grendel import hidden_vs_grendel
 from odin_sched.sim.presets import published_grendel_steps

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from odin_sched.odin.trainer import default_cells
+from odin_sched.odin.options import default_cells
 from odin_sched.scenes.cells import cut_cells
 from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 from odin_sched.sim.costmodel import CameraViews, camera_views

@@ -12,7 +12,8 @@ import sys
 import h5py
 
 import odin_sched.odin.trainer as trainer
-from odin_sched.odin.trainer import OdinOptions, train_distributed
+from odin_sched.odin.options import OdinOptions
+from odin_sched.odin.trainer import train_distributed
 from odin_sched.training.config import TrainConfig
 from pregel.comm import Comm
 

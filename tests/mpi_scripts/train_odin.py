@@ -15,8 +15,9 @@ import json
 import os
 import sys
 
+from odin_sched.odin.options import OdinOptions
 from odin_sched.odin.shard import Shard
-from odin_sched.odin.trainer import OdinOptions, train_distributed
+from odin_sched.odin.trainer import train_distributed
 from odin_sched.training.config import TrainConfig
 import odin_sched.scenes.ply
 import odin_sched.scenes.sh
