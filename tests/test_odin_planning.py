@@ -65,9 +65,8 @@ def test_plans_whose_premise_failed_are_made_again_and_the_run_stays_exact(tmp_p
 def test_cached_bytes_counts_each_remote_version_read_once(tmp_path):
     from mpi4py import MPI
 
-    from odin_sched.odin.planner import PlanConfig, plan_cells
+    from odin_sched.odin.planner import PlanConfig, cached_bytes, plan_cells
     from odin_sched.odin.shard import owners_by_count
-    from odin_sched.odin.trainer import cached_bytes
     from odin_sched.scenes.cells import cell_bounds, kd_cells
 
     city = generate_scene(600, 10, 32, 24, seed=1, layout="city")

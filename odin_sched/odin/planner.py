@@ -14,6 +14,9 @@ most the margin less what window w + 1 alone may still add (``WindowPlanner.stil
 the plan is dropped and w + 1 is planned again from the metadata of w's end (a re-plan), so a window
 never runs on a plan whose prediction may fail. ``plan_window`` plans from the Gaussians themselves (k-d
 cells of their means), for the simulator, which plans for many virtual GPUs on one process.
+
+A planned ``Window`` is read by ``image_ranks`` (the rank of each image), ``window_cameras`` (the cameras
+a rank renders) and ``cached_bytes`` (what a rank receives of other ranks' cells).
 """
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +83,27 @@ class Window:
         """[V] int64 number of images whose gradient each cell version sums (0 for initial versions)."""
         steps = self.steps
         return np.bincount(steps.version_index(steps.image_writes), minlength=steps.num_versions)
+
+
+def cached_bytes(window: Window, rank: int, columns: int) -> int:
+    """Bytes of the other ranks' cell versions (parameters [g_c, columns] float32) that ``rank``'s images
+    read in ``window``: the cache the rank receives (an upper bound on what it holds at once)."""
+    plan, steps = window.plan, window.steps
+    src = np.repeat(np.arange(plan.graph.num_nodes, dtype=np.int64), np.diff(plan.graph.indptr))
+    dst = np.asarray(plan.graph.indices, np.int64)
+    remote = (~steps.is_image(src)) & steps.is_image(dst) & (plan.rank[dst] == rank) & (plan.rank[src] != rank)
+    versions = np.unique(steps.version_index(src[remote]))
+    return int(window.count[steps.version_cell[versions]].sum() * columns * 4)
+
+
+def image_ranks(window: Window) -> np.ndarray:
+    """[I] int64 the rank that renders each image of ``window`` (its plan's assignment)."""
+    return window.plan.rank[window.steps.images]
+
+
+def window_cameras(window: Window, rank: int) -> np.ndarray:
+    """Cameras [k] of the images ``rank`` renders in ``window``."""
+    return np.unique(window.steps.image_camera[image_ranks(window) == rank])
 
 
 def publish_first(priority: np.ndarray, steps: StepGraph) -> np.ndarray:

@@ -7,7 +7,8 @@ new parameters to the next readers. A window's
 point, to the ranks whose images read them: that is how the last version of a cell in one window
 reaches its readers in the next, and the only way parameters cross ranks (``Shard``: nobody else holds
 them). What a rank receives of other ranks' cells in a window is its cache of read-only copies; it is
-dropped with the window's inputs. ``EvalViews`` renders held-out views the same way.
+dropped with the window's inputs. ``EvalViews`` renders held-out views the same way, on the plan
+``eval_plan`` makes.
 """
 from dataclasses import dataclass
 
@@ -25,7 +26,9 @@ from odin_sched.training.metrics import psnr
 from odin_sched.training.optim import VisibleAdam
 from odin_sched.training.step import batch_gradient, image_gradients, pack_params, param_columns, unpack_params
 from odin_sched.training.train import camera
-from pregel.dataflow import DataflowProgram
+from pregel.dataflow import DataflowPlan, DataflowProgram
+from pregel.generate import edges_to_csr
+from pregel.graph_io import GraphData
 
 #: columns of an image's message to a cell after the parameter gradients: visible (0/1), screen norm,
 #: screen radius (pixels)
@@ -331,3 +334,18 @@ class EvalViews(DataflowProgram):
         if vertex == 0:
             self.first_view = image
         return None
+
+
+def eval_plan(visible: np.ndarray, owner: np.ndarray, size: int) -> tuple[DataflowPlan, np.ndarray]:
+    """The dataflow plan of a held-out evaluation: visible [T, K] bool (the cells each view may see),
+    owner [K]. Views 0..T-1 go to ranks t mod size, the cells any view sees (returned [k]) follow, on
+    their owners, each with an edge to the views that may see it."""
+    views = visible.shape[0]
+    cells = np.flatnonzero(visible.any(axis=0))
+    view, j = np.nonzero(visible[:, cells])
+    n = views + len(cells)
+    indptr, indices = edges_to_csr(n, views + j, view)
+    rank = np.concatenate([np.arange(views) % size, owner[cells]]).astype(np.int64)
+    priority = np.concatenate([np.zeros(views), np.ones(len(cells))])
+    phase = np.concatenate([np.ones(views, np.int64), np.zeros(len(cells), np.int64)])
+    return DataflowPlan(GraphData(indptr, indices, directed=True), rank, priority, phase), cells

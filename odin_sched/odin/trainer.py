@@ -63,8 +63,8 @@ from odin_sched.odin.depgraph import write_schedule
 from odin_sched.odin.migration import migrate, rebalance, split_cells
 from odin_sched.odin.options import OdinOptions, check_options
 from odin_sched.odin.owner_densify import densify_owned
-from odin_sched.odin.planner import Planned, Window, WindowPlanner
-from odin_sched.odin.program import CellCulling, CellInputs, EvalViews, ImageInputs, TrainingSteps
+from odin_sched.odin.planner import Planned, Window, WindowPlanner, cached_bytes, image_ranks, window_cameras
+from odin_sched.odin.program import CellCulling, CellInputs, EvalViews, ImageInputs, TrainingSteps, eval_plan
 from odin_sched.odin.shard import Shard
 from odin_sched.odin.staging import HostStaging
 from odin_sched.odin.window_end import (escaped, exchange_window_end, motion_snapshot, snapshot_columns,
@@ -77,10 +77,8 @@ from odin_sched.training.optim import default_lrs
 from odin_sched.training.train import TrainResult, TrainingSetup, comparison_writer, params_of, set_up, write_outputs
 from odin_sched.training.status import SPAN_KINDS, TrainStatus, window_spans
 from pregel.comm import Comm
-from pregel.dataflow import DataflowPlan, run_dataflow, write_chrome_trace
-from pregel.generate import edges_to_csr
+from pregel.dataflow import run_dataflow, write_chrome_trace
 from pregel.memory import peak_rss_bytes
-from pregel.graph_io import GraphData
 from pregel.progress import Progress
 from pregel.sends import thread_multiple
 
@@ -212,42 +210,6 @@ def format_per_rank(result) -> str:
             for r, row in enumerate(result.per_rank)]
     return "\n".join([header, *rows, f"{result.steps / result.wall_time_s:.2f} steps/s, "
                                       f"{result.visibility_violations} visibility violations"])
-
-
-def cached_bytes(window: Window, rank: int, columns: int) -> int:
-    """Bytes of the other ranks' cell versions (parameters [g_c, columns] float32) that ``rank``'s images
-    read in ``window``: the cache the rank receives (an upper bound on what it holds at once)."""
-    plan, steps = window.plan, window.steps
-    src = np.repeat(np.arange(plan.graph.num_nodes, dtype=np.int64), np.diff(plan.graph.indptr))
-    dst = np.asarray(plan.graph.indices, np.int64)
-    remote = (~steps.is_image(src)) & steps.is_image(dst) & (plan.rank[dst] == rank) & (plan.rank[src] != rank)
-    versions = np.unique(steps.version_index(src[remote]))
-    return int(window.count[steps.version_cell[versions]].sum() * columns * 4)
-
-
-def image_ranks(window: Window) -> np.ndarray:
-    """[I] int64 the rank that renders each image of ``window`` (its plan's assignment)."""
-    return window.plan.rank[window.steps.images]
-
-
-def window_cameras(window: Window, rank: int) -> np.ndarray:
-    """Cameras [k] of the images ``rank`` renders in ``window``."""
-    return np.unique(window.steps.image_camera[image_ranks(window) == rank])
-
-
-def eval_plan(visible: np.ndarray, owner: np.ndarray, size: int) -> tuple[DataflowPlan, np.ndarray]:
-    """The dataflow plan of a held-out evaluation: visible [T, K] bool (the cells each view may see),
-    owner [K]. Views 0..T-1 go to ranks t mod size, the cells any view sees (returned [k]) follow, on
-    their owners, each with an edge to the views that may see it."""
-    views = visible.shape[0]
-    cells = np.flatnonzero(visible.any(axis=0))
-    view, j = np.nonzero(visible[:, cells])
-    n = views + len(cells)
-    indptr, indices = edges_to_csr(n, views + j, view)
-    rank = np.concatenate([np.arange(views) % size, owner[cells]]).astype(np.int64)
-    priority = np.concatenate([np.zeros(views), np.ones(len(cells))])
-    phase = np.concatenate([np.ones(views, np.int64), np.zeros(len(cells), np.int64)])
-    return DataflowPlan(GraphData(indptr, indices, directed=True), rank, priority, phase), cells
 
 
 class DistributedTrainer:
