@@ -623,7 +623,8 @@ def _run_train(args) -> None:
         result = train(config, checkpoint)
     else:
         from odin_sched.odin.options import OdinOptions
-        from odin_sched.odin.trainer import format_per_rank, train_distributed
+        from odin_sched.odin.rank_record import format_per_rank
+        from odin_sched.odin.trainer import train_distributed
 
         window = OdinOptions.window if args.window is None else args.window
         options = _config(OdinOptions, args, mode=args.mode or "odin", window=window)

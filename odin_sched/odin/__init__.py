@@ -6,7 +6,7 @@ schedule computed by vertex programs on the engine (``schedule``), bounded-stale
 exchange and visibility check (``window_end``), cell splits and migration (``migration``), each
 owner's densification (``owner_densify``), host staging
 of GPU payloads (``staging``), the list of modes (``modes``), the trainer's settings and their check
-(``options``) and the trainer: metrics and the run (``trainer``).
+(``options``), a rank's metrics and timeline labels (``rank_record``) and the trainer's run (``trainer``).
 
 May import ``odin_sched.training``, ``odin_sched.scenes``, ``pregel`` and ``kernels``.
 """
