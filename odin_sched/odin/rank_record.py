@@ -92,8 +92,8 @@ class RankRecord:
         self.metrics.model_bytes = max(self.metrics.model_bytes, int(model_bytes))
 
     def finish(self) -> None:
-        """Record the process's peak resident set so far (``train_distributed`` calls it when the outputs
-        are all but written: the figure includes that phase)."""
+        """Record the process's peak resident set so far (the ``per_rank`` closure of ``train_from_setup``
+        calls it when the outputs are all but written: the figure includes that phase)."""
         self.metrics.peak_rss_bytes = peak_rss_bytes()
 
     def span(self, kind: str, t0: float, t1: float, label: str) -> None:

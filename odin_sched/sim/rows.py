@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from odin_sched.odin.planner import image_ranks
 from odin_sched.odin.program import GRAD_EXTRA
 from odin_sched.scenes.cells import CellBounds, cell_members
 from odin_sched.scenes.visibility import predict_visible_cells
@@ -191,7 +192,7 @@ class RowMessages:
         g = np.flatnonzero(routes.remote)
         np.add.at(extra, routes.group_src[g], costs.gather * words[g])
         np.add.at(extra, routes.dst[routes.group_ptr[g]], costs.scatter * words[g])
-        remote = win.plan.rank[:steps.num_images][read_image] != win.owner[read_cell]
+        remote = image_ranks(win)[read_image] != win.owner[read_cell]
         if self.margin is not None:
             np.add.at(extra, steps.image_reads[remote], costs.test * win.count[read_cell[remote]])
             return extra

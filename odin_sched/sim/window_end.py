@@ -9,6 +9,7 @@ images read.
 """
 import numpy as np
 
+from odin_sched.odin.planner import image_ranks
 from odin_sched.sim.costmodel import CostProfile
 from odin_sched.training.step import param_columns
 
@@ -76,7 +77,7 @@ def window_memory(win, gpus: int, sh_degree: int, previous: set) -> tuple:
     the remote cells its images read in this window and the one before (``previous``: that window's
     (rank, cell) reads), this window's reads)."""
     steps, sizes = win.steps, win.count
-    image_rank = win.plan.rank[:steps.num_images]
+    image_rank = image_ranks(win)
     cells = steps.version_cell[steps.version_index(steps.image_reads)]
     ranks = np.repeat(image_rank, np.diff(steps.image_reads_indptr))
     reads = set(zip(ranks.tolist(), cells.tolist()))
