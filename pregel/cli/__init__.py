@@ -1,6 +1,6 @@
 """The ``pregel`` command: one entry point with a subcommand per job.
 
-This is the one file of ``pregel/`` that knows the other packages; it imports a subcommand's
+This is the one package of ``pregel/`` that knows the other packages; it imports a subcommand's
 package only when that subcommand runs, so ``pregel inspect`` never pays for torch or the
 rasterizer. Bad input (``InputError``) ends the command with one line on stderr and exit status 2.
 """
@@ -1017,6 +1017,3 @@ def _abort(code: int) -> None:
     time.sleep(ABORT_GRACE_SECONDS)
     MPI.COMM_WORLD.Abort(code)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
