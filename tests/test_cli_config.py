@@ -8,7 +8,8 @@ import pytest
 from odin_sched.odin.options import OdinOptions
 from odin_sched.sim.config import SimulateConfig
 from odin_sched.training.config import TrainConfig
-from pregel.cli import as_flags, build_parser, main
+from pregel.cli import build_parser, main
+from pregel.cli.common import as_flags
 from pregel.errors import InputError
 
 

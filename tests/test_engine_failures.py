@@ -86,12 +86,13 @@ def test_missing_graph_and_missing_output_folder(tmp_path, graph_file):
 def test_a_rank_whose_abort_returns_still_exits_non_zero(tmp_path, monkeypatch, error, code):
     """MPICH may return from ``MPI_Abort`` while it tears the job down: the rank must not then exit 0."""
     import pregel.cli as cli
+    import pregel.cli.launch as launch
 
     def run(args):
         raise error
 
     monkeypatch.setattr(cli, "_run_generate_scene", run)
-    monkeypatch.setattr(cli, "_mpi_world", lambda: (1, 2))  # rank 1 of 2, its error not collective
-    monkeypatch.setattr(cli, "_abort", lambda code: None)  # the abort returned
+    monkeypatch.setattr(launch, "_mpi_world", lambda: (1, 2))  # rank 1 of 2, its error not collective
+    monkeypatch.setattr(launch, "_abort", lambda code: None)  # the abort returned
     argv = ["generate-scene", "--gaussians", "100", "--cameras", "2", "--out", str(tmp_path / "s.h5")]
     assert cli.main(argv) == code

@@ -28,7 +28,8 @@ def _snapshot(folder):
 
 
 def test_every_command_states_its_files():
-    from pregel.cli import FILES, build_parser
+    from pregel.cli import build_parser
+    from pregel.cli.files import FILES
 
     commands = build_parser()._subparsers._group_actions[0].choices
     assert set(commands) == set(FILES)

@@ -12,24 +12,20 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLA
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import gc  # noqa: E402
-import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
 
+from pregel.cli import collection  # noqa: E402
+from pregel.cli.checkpoint_flags import _add_checkpoint_flags, _check_checkpoint_every, _checkpointer  # noqa: E402
+from pregel.cli.collection import _importing  # noqa: E402
+from pregel.cli.common import _comm, _config, _first_line, _integers, _require, as_flags  # noqa: E402
+from pregel.cli.launch import _main  # noqa: E402
 from pregel.errors import InputError  # noqa: E402
-from pregel.interrupt import EXIT_INTERRUPTED, exit_on_interrupt  # noqa: E402
-from pregel.memory import keep_freed_memory, out_of_memory  # noqa: E402
-from pregel.outputs import check_outputs  # noqa: E402
+from pregel.interrupt import exit_on_interrupt  # noqa: E402
+from pregel.memory import keep_freed_memory  # noqa: E402
 from pregel.quick_exit import end_process  # noqa: E402
 
-EXIT_BAD_INPUT = 2
-EXIT_OUT_OF_MEMORY = 3
-#: the config classes whose fields the flags set: the library's "TrainConfig.batch_size" is "--batch-size"
-CONFIG_CLASSES = ("TrainConfig", "OdinOptions", "SimulateConfig", "PageRank", "ShortestPaths", "BreadthFirst")
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
-ABORT_GRACE_SECONDS = 1.0
 
 
 # ---------------------------------------------------------------- graphs: generate, convert, inspect
@@ -187,43 +183,10 @@ def _add_run(sub) -> None:
     p.set_defaults(run=_run_run)
 
 
-def _add_checkpoint_flags(p, every: int, unit: str) -> None:
-    p.add_argument("--checkpoint-dir", default=None, metavar="DIR",
-                   help=f"write a checkpoint every --checkpoint-every {unit} into DIR (the last two "
-                        "are kept)")
-    p.add_argument("--checkpoint-every", type=int, default=every, metavar="K",
-                   help=f"{unit} between checkpoints (default %(default)s)")
-    p.add_argument("--resume", default=None, metavar="DIR",
-                   help="continue from the newest complete checkpoint in DIR, at any number of ranks "
-                        "(checkpoints continue into DIR unless --checkpoint-dir says otherwise)")
-
-
-def _checkpointer(comm, args, program: dict):
-    """The job's ``Checkpointer`` (None without checkpoint flags); ``program`` describes the
-    program and its options, which a resumed job must match."""
-    if args.checkpoint_dir is None and args.resume is None:
-        return None
-    from pregel.checkpoint import Checkpointer, graph_identity
-
-    identity, problem = None, None
-    try:
-        identity = {"graph": graph_identity(args.graph), "program": program}
-    except InputError as err:
-        problem = err
-    comm.agree(problem)
-    return Checkpointer(comm, identity, args.partition, args.checkpoint_dir, args.checkpoint_every,
-                        args.resume)
-
-
 def _check_run_limits(args) -> None:
     _require(args.max_supersteps is None or args.max_supersteps >= 1,
              f"--max-supersteps must be at least 1, got {args.max_supersteps}")
     _check_checkpoint_every(args)
-
-
-def _check_checkpoint_every(args) -> None:
-    every = args.checkpoint_every
-    _require(every >= 1, f"--checkpoint-every must be at least 1, got {every}")
 
 
 def _program_identity(args) -> dict:
@@ -315,11 +278,6 @@ def _user_program(spec: str):
     except Exception as err:
         raise InputError.at(path, None, f"cannot construct {name}() without arguments: "
                                         f"{type(err).__name__}: {_first_line(err)}") from None
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(getattr(err, "msg", None) or err)
-    return text.splitlines()[0] if text else ""
 
 
 _STOPPED = {"halted": "all vertices halted", "master": "converged",
@@ -771,23 +729,6 @@ def _run_simulate(args) -> None:
     run(_config(SimulateConfig, args, gpus=gpus, window=window, modes=modes, progress=not args.quiet))
 
 
-def _integers(flag: str, text) -> list[int]:
-    """The comma-separated integers of ``flag``'s value ``text``."""
-    try:
-        return [int(x) for x in str(text).split(",")]
-    except ValueError:
-        raise InputError(f"{flag} must be a comma-separated list of integers, got {text!r}") from None
-
-
-def _config(cls, args, **fields_not_flags):
-    """A config dataclass ``cls`` from the flags of the same names as its fields (``--batch-size`` sets
-    ``batch_size``), and ``fields_not_flags``; fields without a flag keep their defaults."""
-    from dataclasses import fields
-
-    values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
-    return cls(**{**values, **fields_not_flags})
-
-
 def _add_plot(sub) -> None:
     p = sub.add_parser("plot", help="plot a run/infer/train result or Chrome-trace timelines to a PNG",
                        description="RESULT.h5 of pregel run/infer: per-superstep compute and communication "
@@ -807,40 +748,6 @@ def _run_plot(args) -> None:
     print(f"wrote {args.out}: {kind} plot of {', '.join(args.files)}")
 
 
-# ---------------------------------------------------------------- what each command reads and writes
-
-COLMAP_FILES = tuple(f"{name}.{ext}" for name in ("cameras", "images", "points3D") for ext in ("bin", "txt"))
-
-
-def _train_files(args) -> dict:
-    from odin_sched.training.config import default_png
-
-    png = args.png or default_png(args.out)
-    return dict(inputs=[args.scene, args.init_ply],
-                outputs=[("--out", args.out), ("--ply", args.ply), ("--png", png), ("--timeline", args.timeline),
-                         ("--schedule-out", args.schedule_out)])
-
-
-#: command -> its files, as ``pregel.outputs.check_outputs`` takes them; ``main`` checks them before the
-#: command starts (a command missing here fails every run of it, and tests/test_reliability_outputs.py)
-FILES = {
-    "generate": lambda a: dict(outputs=[("--out", a.out)]),
-    "convert": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.edges, a.nodes]),
-    "inspect": lambda a: {},
-    "run": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.graph]),
-    "infer": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.graph, a.model]),
-    "generate-scene": lambda a: dict(outputs=[("--out", a.out)]),
-    "train": _train_files,
-    "convert-colmap": lambda a: dict(outputs=[("--out", a.out)], input_folders=[a.images],
-                                     inputs=[os.path.join(a.sparse, name) for name in COLMAP_FILES]),
-    "sfm": lambda a: dict(outputs=[("--out", a.out)], input_folders=[a.images]),
-    "render": lambda a: dict(output_folders=[("--out", a.out)], inputs=[a.scene, a.ply]),
-    "simulate": lambda a: dict(outputs=[("--out", a.out)], inputs=[a.scene]),
-    "plot": lambda a: dict(outputs=[("--out", a.out)], inputs=a.files),
-    "view": lambda a: {},  # reads MODEL, --scene and --watch; writes nothing
-}
-
-
 # ---------------------------------------------------------------- entry point
 
 SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
@@ -858,61 +765,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def as_flags(message: str, flags=()) -> str:
-    """A library error in command-line terms: a config field (``TrainConfig.batch_size``) becomes the
-    flag that sets it (``--batch-size``), and so does a function's argument the library names in
-    backquotes, as `orbit_format`, when it is one of ``flags`` (the command's argparse destinations)."""
-    message = re.sub(r"\b(?:" + "|".join(CONFIG_CLASSES) + r")\.(\w+)", lambda m: _flag(m.group(1)), message)
-    return re.sub(r"`(\w+)`", lambda m: _flag(m.group(1)) if m.group(1) in flags else m.group(0), message)
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise InputError(message)
-
-
-def _comm():
-    """The job's communicator (MPI is only initialised by the commands that use it)."""
-    from pregel.comm import Comm
-
-    return Comm()
-
-
-def _mpi_world():
-    """(rank, size) when MPI is already initialised by this process, else as MPICH's launcher set them
-    (or (0, 1))."""
-    mpi4py = sys.modules.get("mpi4py.MPI")
-    if mpi4py is None or not mpi4py.Is_initialized() or mpi4py.Is_finalized():
-        return int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))  # as the launcher says
-    return mpi4py.COMM_WORLD.Get_rank(), mpi4py.COMM_WORLD.Get_size()
-
-
-#: whether ``main`` is running this process's own command line (the process ends with it)
-_OWN_PROCESS = False
-
-
-@contextmanager
-def _importing():
-    """A command's imports of its heavy modules (numba, torch) without garbage collection: each full
-    collection during them traverses every object imported so far (four of them, 0.15 s of
-    ``pregel infer``'s start-up when it still imported torch), and what imports create lives as long as the process.
-    On the process's own command line, what exists afterwards is then frozen out of later
-    collections (``gc.freeze``), which would traverse it again (0.12 s more during the load)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if _OWN_PROCESS:
-            gc.freeze()
-        if enabled:
-            gc.enable()
-
-
 def main(argv=None) -> int:
     """Run the ``pregel`` command line; returns the exit status.
 
@@ -922,98 +774,17 @@ def main(argv=None) -> int:
     Run as the process's own command line (``argv`` None), the process ends here with that status,
     without the interpreter's teardown (``pregel.quick_exit``).
     """
-    global _OWN_PROCESS
     args = build_parser().parse_args(argv)
     exit_on_interrupt(args.command)
     keep_freed_memory()
-    own = _OWN_PROCESS = argv is None  # this process's own command line: it ends when main returns
+    own = collection._OWN_PROCESS = argv is None  # this process's own command line: it ends when main returns
     try:
         code = _main(args)
     finally:
         if own:
-            _skip_collection_at_exit()
-        _OWN_PROCESS = False
+            collection._skip_collection_at_exit()
+        collection._OWN_PROCESS = False
     if own:
         end_process(code)
     return code
-
-
-def _skip_collection_at_exit() -> None:
-    """Exclude every object alive now from the garbage collector (``gc.freeze``), so that the
-    interpreter's collection at exit does not traverse them: after ``pregel run pagerank`` on 1M
-    vertices that collection took 0.1-0.15 s of the command's 1.3 s. The process ends next and its
-    memory with it (``end_process``, or the interpreter's own exit where that returns); ``atexit``
-    functions, HDF5's closing of open files and MPI's finalisation run as before. What no longer
-    happens is the finalisation of objects kept alive only by reference cycles (every command closes
-    its own files before it returns)."""
-    gc.freeze()
-
-
-def _main(args) -> int:
-    """``main`` after parsing: run ``args.command``; the exit status."""
-    try:
-        try:
-            check_outputs(**FILES[args.command](args))
-        except InputError as err:
-            err.collective = True  # every rank checks the same paths
-            raise
-        args.run(args)
-    except InputError as err:
-        rank, size = _mpi_world()
-        if size == 1 or getattr(err, "collective", False):
-            if rank == 0:
-                print(f"pregel {args.command}: error: {as_flags(str(err), vars(args))}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        print(f"pregel {args.command} [rank {rank}]: error: {as_flags(str(err), vars(args))}", file=sys.stderr,
-              flush=True)
-        _abort(EXIT_BAD_INPUT)  # MPICH may return from the abort while it tears the job down
-        return EXIT_BAD_INPUT
-    except BaseException as err:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
-        rank, size = _mpi_world()
-        if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
-            print(f"pregel {args.command}: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        memory = out_of_memory(err)
-        if memory is not None:  # one line, not a traceback; under mpiexec it ends every rank
-            print(f"pregel {args.command}{f' [rank {rank}]' if size > 1 else ''}: error: {memory}", file=sys.stderr,
-                  flush=True)
-            if size > 1:
-                _abort(EXIT_OUT_OF_MEMORY)  # MPICH may return from the abort while it tears the job down
-            return EXIT_OUT_OF_MEMORY
-        _name_user_code(args, err, f" [rank {rank}]" if size > 1 else "")
-        if size == 1:
-            raise
-        import traceback
-
-        print(f"pregel {args.command} [rank {rank}]: unexpected error, aborting all {size} ranks:",
-              file=sys.stderr)
-        traceback.print_exc()
-        sys.stderr.flush()
-        _abort(1)
-        return 1
-    return 0
-
-
-def _name_user_code(args, error: BaseException, where: str) -> None:
-    """Before the traceback of an error raised in the user's vertex program (``run FILE.py:CLASS``), one
-    line naming the file, the hook and the rank."""
-    from pregel.hooks import user_frame
-
-    path = getattr(args, "algorithm", "").rpartition(":")[0]
-    frame = user_frame(error, path) if path.endswith(".py") and os.path.isfile(path) else None
-    if frame is not None:
-        line = (f"pregel {args.command}{where}: your program {path} failed in {frame[0]}() at line {frame[1]}: "
-                f"{type(error).__name__}: {_first_line(error)}\n")
-        sys.stderr.flush()
-        os.write(2, line.encode())  # one write: ranks failing together do not split each other's lines
-
-
-def _abort(code: int) -> None:
-    """Abort every rank, after giving the launcher a moment to forward this rank's message (MPICH
-    drops output still in flight when the job is torn down)."""
-    from mpi4py import MPI
-
-    sys.stderr.flush()
-    time.sleep(ABORT_GRACE_SECONDS)
-    MPI.COMM_WORLD.Abort(code)
 
