@@ -87,11 +87,12 @@ def test_a_rank_whose_abort_returns_still_exits_non_zero(tmp_path, monkeypatch, 
     """MPICH may return from ``MPI_Abort`` while it tears the job down: the rank must not then exit 0."""
     import pregel.cli as cli
     import pregel.cli.launch as launch
+    import pregel.cli.scene_commands as scene_commands
 
     def run(args):
         raise error
 
-    monkeypatch.setattr(cli, "_run_generate_scene", run)
+    monkeypatch.setattr(scene_commands, "_run_generate_scene", run)
     monkeypatch.setattr(launch, "_mpi_world", lambda: (1, 2))  # rank 1 of 2, its error not collective
     monkeypatch.setattr(launch, "_abort", lambda code: None)  # the abort returned
     argv = ["generate-scene", "--gaussians", "100", "--cameras", "2", "--out", str(tmp_path / "s.h5")]

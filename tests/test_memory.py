@@ -83,6 +83,7 @@ OUT_OF_MEMORY = """
 import resource, sys
 import numpy as np, torch
 import pregel.cli as cli
+import pregel.cli.scene_commands as scene_commands
 def run(args):  # the command itself: one allocation of 1 GiB under an address-space limit 256 MiB above now
     if len(sys.argv) > 3:  # under mpiexec: rank 0 waits in MPI for rank 1, which runs out of memory
         from mpi4py import MPI
@@ -96,7 +97,7 @@ def run(args):  # the command itself: one allocation of 1 GiB under an address-s
     else:
         torch.ones(1 << 28, dtype=torch.float32)
     open(args.out, "w").close()  # never reached
-cli._run_generate_scene = run
+scene_commands._run_generate_scene = run
 sys.exit(cli.main(["generate-scene", "--gaussians", "100", "--cameras", "2", "--out", sys.argv[1]]))
 """
 

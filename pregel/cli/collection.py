@@ -4,7 +4,7 @@ the interpreter's collection at exit when the command line is the process's own.
 import gc
 from contextlib import contextmanager
 
-#: whether ``main`` is running this process's own command line (the process ends with it)
+#: whether ``pregel.cli.main`` is running this process's own command line (the process ends with it)
 _OWN_PROCESS = False
 
 

@@ -1,4 +1,4 @@
-"""Helpers every command shares: library errors in flag terms, checks of flag values, config dataclasses
+"""What several commands share: library errors in flag terms, checks of flag values, config dataclasses
 from flags, the job's communicator."""
 
 import re

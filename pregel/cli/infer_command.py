@@ -1,0 +1,75 @@
+"""``pregel infer``: full-graph GNN inference (``vertex_programs.gnn``) on the superstep engine."""
+
+from pregel.cli.checkpoint_flags import _add_checkpoint_flags, _check_checkpoint_every, _checkpointer
+from pregel.cli.collection import _importing
+from pregel.cli.common import _comm, _require
+from pregel.errors import InputError
+
+
+def _add_infer(sub) -> None:
+    from pregel.partition import PARTITIONERS
+
+    p = sub.add_parser("infer", help="full-graph GNN inference with a saved model",
+                       description="Run a GNN saved with vertex_programs.gnn.save_model over every "
+                                   "vertex of a graph file, one superstep per layer, and write /values "
+                                   "float32 [N, C] in global vertex order.")
+    p.add_argument("--graph", required=True, help="HDF5 graph file with /nodes/features")
+    p.add_argument("--model", required=True, help="model file from vertex_programs.gnn.save_model")
+    p.add_argument("--out", required=True, help="result file (written atomically)")
+    p.add_argument("--layer-outputs", action="store_true",
+                   help="also write every hidden layer's output as /layers/0, /layers/1, ...")
+    p.add_argument("--partition", choices=PARTITIONERS, default="range",
+                   help="vertex partitioner (default %(default)s: id ranges balanced by edges)")
+    p.add_argument("--no-partial-gather", action="store_true",
+                   help="send every in-edge of a high in-degree vertex to its owner")
+    p.add_argument("--no-shadow-nodes", action="store_true",
+                   help="keep a high out-degree vertex's out-edges on its owner")
+    p.add_argument("--hub-threshold", type=int, default=None, metavar="D",
+                   help="degree above which a vertex is a hub (default: max(100, 20 E / N, "
+                        "E / (100 P)) with P > 1 ranks)")
+    p.add_argument("--stats", action="store_true",
+                   help="print per-rank edges, messages, bytes, seconds and their imbalance")
+    p.add_argument("--quiet", action="store_true", help="no progress line per layer")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: each rank runs on one GPU of its node, partial gather off "
+                        "(default %(default)s)")
+    _add_checkpoint_flags(p, every=1, unit="layers")
+    p.set_defaults(run=_run_infer)
+
+
+def _run_infer(args) -> None:
+    with _importing():
+        from pregel.checkpoint import file_sha256
+        from pregel.dgraph import HubOptions
+        from vertex_programs.gnn.infer import format_layers, format_per_rank, infer
+
+    comm = _comm()
+    identity, problem = None, None
+    try:
+        _require(args.hub_threshold is None or args.hub_threshold >= 0,
+                 "--hub-threshold must be non-negative")
+        _check_checkpoint_every(args)
+        if args.checkpoint_dir is not None or args.resume is not None:
+            identity = {"algorithm": "gnn", "model_sha256": file_sha256(args.model),
+                        "layer_outputs": args.layer_outputs}
+    except InputError as err:
+        problem = err
+    comm.agree(problem)
+    checkpoint = _checkpointer(comm, args, identity)
+    hubs = HubOptions(partial_gather=not args.no_partial_gather and args.device == "cpu",
+                      shadow_nodes=not args.no_shadow_nodes,
+                      threshold=args.hub_threshold)
+    report = infer(comm, args.graph, args.model, args.out, layer_outputs=args.layer_outputs,
+                   partitioner=args.partition, hubs=hubs, progress=not args.quiet, checkpoint=checkpoint,
+                   device=args.device)
+    if comm.rank != 0:
+        return
+    graph, result = report.graph, report.result
+    print(f"{args.model} on {args.graph}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges, "
+          f"{comm.size} rank(s), {args.partition} partition")
+    print(format_layers(report.stats_table))
+    print(f"{result.supersteps} layers, load {report.load_seconds:.2f} s, compute "
+          f"{result.compute_seconds:.2f} s -> {args.out} (/values {report.values.shape[1]} columns"
+          f"{', /layers' if args.layer_outputs else ''})")
+    if args.stats:
+        print(format_per_rank(report.stats_table))

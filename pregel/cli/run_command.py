@@ -1,0 +1,141 @@
+"""``pregel run``: a vertex program (one of ALGORITHMS or the user's own ``FILE.py:CLASS``) on the superstep
+engine."""
+
+import os
+import sys
+
+from pregel.cli.checkpoint_flags import _add_checkpoint_flags, _check_checkpoint_every, _checkpointer
+from pregel.cli.collection import _importing
+from pregel.cli.common import _comm, _first_line, _require, as_flags
+from pregel.errors import InputError
+
+ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs")
+#: why a run stopped (``RunResult.stopped_by``), as its summary says it
+_STOPPED = {"halted": "all vertices halted", "master": "converged",
+            "max_supersteps": "superstep limit reached"}
+
+
+def _add_run(sub) -> None:
+    from pregel.partition import PARTITIONERS
+
+    p = sub.add_parser("run", help="run a graph algorithm on the superstep engine",
+                       description="Run a vertex program over a graph file on every MPI rank and "
+                                   "write /values in global vertex order.")
+    p.add_argument("algorithm", metavar="ALGORITHM",
+                   help=f"one of {', '.join(ALGORITHMS)}, or FILE.py:CLASS for your own VertexProgram "
+                        "subclass (constructed without arguments)")
+    p.add_argument("--graph", required=True, help="HDF5 graph file")
+    p.add_argument("--out", required=True, help="result file (written atomically)")
+    p.add_argument("--partition", choices=PARTITIONERS, default="range",
+                   help="vertex partitioner (default %(default)s: id ranges balanced by edges)")
+    p.add_argument("--max-supersteps", type=int, default=None, help="stop after N supersteps")
+    declared = set()
+    for name in ALGORITHMS:  # each algorithm's own options (its class's ``options``)
+        for option in _algorithm(name).options:
+            if option.name not in declared:
+                declared.add(option.name)
+                p.add_argument("--" + option.name.replace("_", "-"), type=option.type, default=option.default,
+                               help=option.help)
+    p.add_argument("--stats", action="store_true", help="print per-superstep statistics")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: each rank runs on one GPU of its node (default %(default)s)")
+    _add_checkpoint_flags(p, every=10, unit="supersteps")
+    p.set_defaults(run=_run_run)
+
+
+def _check_run_limits(args) -> None:
+    _require(args.max_supersteps is None or args.max_supersteps >= 1,
+             f"--max-supersteps must be at least 1, got {args.max_supersteps}")
+    _check_checkpoint_every(args)
+
+
+def _program_identity(args) -> dict:
+    """The program and the options that change its result (recorded in checkpoints; a resumed job
+    may change --max-supersteps, a limit rather than an option of the program)."""
+    if args.algorithm in ALGORITHMS:
+        options = _algorithm(args.algorithm).options
+        identity = {"algorithm": args.algorithm, **{option.name: getattr(args, option.name) for option in options}}
+    else:
+        from pregel.checkpoint import file_sha256
+
+        path, _, name = args.algorithm.rpartition(":")
+        identity = {"class": name, "file_sha256": file_sha256(path)}
+    return identity
+
+
+def _algorithm(name: str):
+    """The VertexProgram class of algorithm ``name`` (one of ALGORITHMS)."""
+    import vertex_programs as vp
+
+    return {"pagerank": vp.PageRank, "sssp": vp.ShortestPaths, "wcc": vp.WeakComponents,
+            "bfs": vp.BreadthFirst}[name]
+
+
+def _program(args):
+    if args.algorithm not in ALGORITHMS:
+        return _user_program(args.algorithm)
+    return _algorithm(args.algorithm).from_options(vars(args))
+
+
+def _run_run(args) -> None:
+    with _importing():
+        from pregel.job import run_job
+        from pregel.stats import format_table
+
+    comm = _comm()
+    program, identity, problem = None, None, None
+    try:
+        _check_run_limits(args)
+        program = _program(args)
+        identity = _program_identity(args)
+    except InputError as err:
+        problem = err
+    comm.agree(problem)
+    checkpoint = _checkpointer(comm, args, identity)
+    report = run_job(comm, args.graph, program, args.out, algorithm=args.algorithm,
+                     partitioner=args.partition, max_supersteps=args.max_supersteps,
+                     progress=not args.quiet, checkpoint=checkpoint, device=args.device)
+    if comm.rank != 0:
+        return
+    result, graph = report.result, report.graph
+    print(f"{args.algorithm} on {args.graph}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges, "
+          f"{comm.size} rank(s), {args.partition} partition")
+    print(f"{result.supersteps} supersteps ({_STOPPED[result.stopped_by]}), load {report.load_seconds:.2f} s, "
+          f"compute {result.compute_seconds:.2f} s -> {args.out}")
+    for line in program.summary(report.values):
+        print(line)
+    for line in program.warnings(result.stopped_by):
+        print(f"warning: {as_flags(line)}", file=sys.stderr)
+    if args.stats:
+        print(format_table(report.stats_table))
+
+
+def _user_program(spec: str):
+    """Instantiate ``CLASS`` from ``FILE.py:CLASS`` (a ``VertexProgram`` subclass)."""
+    import importlib.util
+
+    from pregel.program import VertexProgram
+
+    path, _, name = spec.rpartition(":")
+    if not path.endswith(".py") or not name:
+        raise InputError(f"unknown algorithm {spec!r}: use one of {', '.join(ALGORITHMS)} or FILE.py:CLASS")
+    if not os.path.isfile(path):
+        raise InputError.at(path, None, "no such file")
+    module_spec = importlib.util.spec_from_file_location(f"pregel_user_{os.path.basename(path)[:-3]}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # so that tracebacks and messages can find its file
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:  # the user's file: a syntax error, a failed import, ...
+        line = f" (line {err.lineno})" if isinstance(err, SyntaxError) and err.lineno else ""
+        problem = f"cannot load it: {type(err).__name__}: {_first_line(err)}{line}"
+        raise InputError.at(path, None, problem) from None
+    cls = getattr(module, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, VertexProgram)) or cls is VertexProgram:
+        raise InputError.at(path, None, f"{name} is not a VertexProgram subclass defined there")
+    try:
+        return cls()
+    except Exception as err:
+        raise InputError.at(path, None, f"cannot construct {name}() without arguments: "
+                                        f"{type(err).__name__}: {_first_line(err)}") from None
