@@ -178,7 +178,7 @@ def child(trainer: str, on: bool, scene: str, out: str, steps: int, port: int) -
     torch.set_num_threads(1)
     hooks = {}
     instrument(hooks)
-    if on:  # as pregel train --dashboard (pregel.cli._start_dashboard)
+    if on:  # as pregel train --dashboard (pregel.cli.train_command._start_dashboard)
         serve_in_background(make_server(dashboard_routes(os.path.dirname(out)), port=port))
     config = TrainConfig(scene, steps, out, eval_every=EVAL_EVERY, progress=False, status=on)
     cpu = time.process_time()

@@ -11,5 +11,5 @@
   dashboard (an HTTP server on 127.0.0.1 and the page's own scripts).
 
 All of them may use ``pregel`` (except ``pregel.cli``) and ``kernels``; none imports
-``vertex_programs``. The command line (``pregel/cli.py``) calls into them: it picks the trainer.
+``vertex_programs``. The command line (``pregel/cli/``) calls into them: it picks the trainer.
 """

@@ -4,7 +4,7 @@ A hook that returns the wrong thing (``output()`` with other than one row per ow
 ``active`` array, float ids to ``ctx.send_to``, a combiner that does not exist) is reported by
 ``program_error`` as one ``InputError`` naming the program's file, class and hook, where the engine
 receives it. An exception raised inside the user's own code keeps its traceback; ``user_frame`` finds
-the hook and line to name first (``pregel.cli``).
+the hook and line to name first (``pregel.cli.launch``).
 """
 
 import inspect

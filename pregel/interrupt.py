@@ -3,7 +3,8 @@
 A rank blocked in an MPI call (a barrier, a collective) runs no Python code, so it would never see a
 ``KeyboardInterrupt``. Instead every rank blocks SIGINT in its threads and one small thread waits for
 it: on Ctrl-C (the launcher forwards it to every rank) that thread prints the rank's line and ends the
-process with status 130. One process alone keeps Python's own ``KeyboardInterrupt`` (see ``pregel.cli``).
+process with status 130. One process alone keeps Python's own ``KeyboardInterrupt`` (see
+``pregel.cli.launch``).
 """
 
 import os

@@ -1,10 +1,10 @@
 """The one check of a command's outputs against its inputs, run before any work.
 
-Every ``pregel`` subcommand states the files it reads and writes (``pregel.cli.FILES``), and the entry
-point passes them to ``check_outputs`` before the command starts, so no command can forget it: an
+Every ``pregel`` subcommand states the files it reads and writes (``pregel.cli.files.FILES``), and the
+entry point passes them to ``check_outputs`` before the command starts, so no command can forget it: an
 output must be writable, must not be one of the inputs (after resolving links), must not be another
-output of the same command, and must not replace a file inside an input folder (as the images a
-COLMAP model names). A folder the command writes into must not be a file.
+output of the same command, and must not replace a file inside an input folder (as the images a COLMAP
+model names). A folder the command writes into must not be a file.
 """
 
 import os
