@@ -272,8 +272,8 @@ python_ready = time.time()
 import json, os, sys
 folder, sys.argv = sys.argv[1], ["pregel"] + sys.argv[2:]
 import pregel.cli as cli
-from pregel.cli.collection import _importing
-with _importing():
+from pregel.cli.collection import importing
+with importing():
     import pregel.job as job
     import vertex_programs.gnn.infer as gnn_infer
 marks = {"python": python_ready, "imports": time.time()}

@@ -22,21 +22,21 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLA
 import argparse  # noqa: E402
 
 from pregel.cli import collection  # noqa: E402
-from pregel.cli.graph_commands import _add_convert, _add_generate, _add_inspect  # noqa: E402
-from pregel.cli.infer_command import _add_infer  # noqa: E402
-from pregel.cli.launch import _main  # noqa: E402
-from pregel.cli.plot_command import _add_plot  # noqa: E402
-from pregel.cli.run_command import _add_run  # noqa: E402
-from pregel.cli.scene_commands import _add_convert_colmap, _add_generate_scene, _add_sfm  # noqa: E402
-from pregel.cli.simulate_command import _add_simulate  # noqa: E402
-from pregel.cli.train_command import _add_train  # noqa: E402
-from pregel.cli.view_commands import _add_render, _add_view  # noqa: E402
+from pregel.cli.graph_commands import add_convert, add_generate, add_inspect  # noqa: E402
+from pregel.cli.infer_command import add_infer  # noqa: E402
+from pregel.cli.launch import run_parsed  # noqa: E402
+from pregel.cli.plot_command import add_plot  # noqa: E402
+from pregel.cli.run_command import add_run  # noqa: E402
+from pregel.cli.scene_commands import add_convert_colmap, add_generate_scene, add_sfm  # noqa: E402
+from pregel.cli.simulate_command import add_simulate  # noqa: E402
+from pregel.cli.train_command import add_train  # noqa: E402
+from pregel.cli.view_commands import add_render, add_view  # noqa: E402
 from pregel.interrupt import exit_on_interrupt  # noqa: E402
 from pregel.memory import keep_freed_memory  # noqa: E402
 from pregel.quick_exit import end_process  # noqa: E402
 
-SUBCOMMANDS = (_add_generate, _add_convert, _add_inspect, _add_run, _add_infer, _add_generate_scene,
-               _add_train, _add_convert_colmap, _add_sfm, _add_render, _add_view, _add_simulate, _add_plot)
+SUBCOMMANDS = (add_generate, add_convert, add_inspect, add_run, add_infer, add_generate_scene,
+               add_train, add_convert_colmap, add_sfm, add_render, add_view, add_simulate, add_plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,10 +64,10 @@ def main(argv=None) -> int:
     keep_freed_memory()
     own = collection._OWN_PROCESS = argv is None  # this process's own command line: it ends when main returns
     try:
-        code = _main(args)
+        code = run_parsed(args)
     finally:
         if own:
-            collection._skip_collection_at_exit()
+            collection.skip_collection_at_exit()
         collection._OWN_PROCESS = False
     if own:
         end_process(code)

@@ -1,11 +1,12 @@
 """The checkpoint flags of ``pregel run`` and ``pregel infer`` (and of ``pregel train``, whose trainer makes
 its own checkpointer)."""
 
-from pregel.cli.common import _require
+from pregel.cli.common import require
 from pregel.errors import InputError
 
 
-def _add_checkpoint_flags(p, every: int, unit: str) -> None:
+def add_checkpoint_flags(p, every: int, unit: str) -> None:
+    """Add --checkpoint-dir, --checkpoint-every (default ``every`` ``unit``) and --resume to parser ``p``."""
     p.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                    help=f"write a checkpoint every --checkpoint-every {unit} into DIR (the last two "
                         "are kept)")
@@ -16,7 +17,7 @@ def _add_checkpoint_flags(p, every: int, unit: str) -> None:
                         "(checkpoints continue into DIR unless --checkpoint-dir says otherwise)")
 
 
-def _checkpointer(comm, args, program: dict):
+def checkpointer(comm, args, program: dict):
     """The job's ``Checkpointer`` (None without checkpoint flags); ``program`` describes the
     program and its options, which a resumed job must match."""
     if args.checkpoint_dir is None and args.resume is None:
@@ -33,6 +34,7 @@ def _checkpointer(comm, args, program: dict):
                         args.resume)
 
 
-def _check_checkpoint_every(args) -> None:
+def check_checkpoint_every(args) -> None:
+    """Refuse a --checkpoint-every below 1 (``InputError``)."""
     every = args.checkpoint_every
-    _require(every >= 1, f"--checkpoint-every must be at least 1, got {every}")
+    require(every >= 1, f"--checkpoint-every must be at least 1, got {every}")

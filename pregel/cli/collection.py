@@ -9,7 +9,7 @@ _OWN_PROCESS = False
 
 
 @contextmanager
-def _importing():
+def importing():
     """A command's imports of its heavy modules (numba, torch) without garbage collection: each full
     collection during them traverses every object imported so far (four of them, 0.15 s of
     ``pregel infer``'s start-up when it still imported torch), and what imports create lives as long as the process.
@@ -26,7 +26,7 @@ def _importing():
             gc.enable()
 
 
-def _skip_collection_at_exit() -> None:
+def skip_collection_at_exit() -> None:
     """Exclude every object alive now from the garbage collector (``gc.freeze``), so that the
     interpreter's collection at exit does not traverse them: after ``pregel run pagerank`` on 1M
     vertices that collection took 0.1-0.15 s of the command's 1.3 s. The process ends next and its

@@ -21,12 +21,13 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _require(condition: bool, message: str) -> None:
+def require(condition: bool, message: str) -> None:
+    """Raise ``InputError(message)`` unless ``condition`` holds: a flag's check, one line."""
     if not condition:
         raise InputError(message)
 
 
-def _integers(flag: str, text) -> list[int]:
+def integers(flag: str, text) -> list[int]:
     """The comma-separated integers of ``flag``'s value ``text``."""
     try:
         return [int(x) for x in str(text).split(",")]
@@ -34,7 +35,7 @@ def _integers(flag: str, text) -> list[int]:
         raise InputError(f"{flag} must be a comma-separated list of integers, got {text!r}") from None
 
 
-def _config(cls, args, **fields_not_flags):
+def config_from_flags(cls, args, **fields_not_flags):
     """A config dataclass ``cls`` from the flags of the same names as its fields (``--batch-size`` sets
     ``batch_size``), and ``fields_not_flags``; fields without a flag keep their defaults."""
     from dataclasses import fields
@@ -43,13 +44,14 @@ def _config(cls, args, **fields_not_flags):
     return cls(**{**values, **fields_not_flags})
 
 
-def _comm():
+def world_comm():
     """The job's communicator (MPI is only initialised by the commands that use it)."""
     from pregel.comm import Comm
 
     return Comm()
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """The first line of ``err``'s message (a ``SyntaxError``'s ``msg``), for one-line reports."""
     text = str(getattr(err, "msg", None) or err)
     return text.splitlines()[0] if text else ""

@@ -3,10 +3,11 @@ described."""
 
 import time
 
-from pregel.cli.common import _require
+from pregel.cli.common import require
 
 
-def _add_generate(sub) -> None:
+def add_generate(sub) -> None:
+    """Register ``pregel generate`` and its flags on the subparsers ``sub``."""
     from pregel.generate import DEFAULT_EXPONENT, KINDS
 
     p = sub.add_parser("generate", help="generate a synthetic graph file",
@@ -31,10 +32,10 @@ def _run_generate(args) -> None:
     from pregel.generate import generate_graph, random_features
     from pregel.graph_io import GraphData, write_graph
 
-    _require(args.nodes >= 1, "--nodes must be at least 1")
-    _require(args.avg_degree >= 0, "--avg-degree must be non-negative")
-    _require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
-    _require(args.exponent > 1, "--exponent must be greater than 1")
+    require(args.nodes >= 1, "--nodes must be at least 1")
+    require(args.avg_degree >= 0, "--avg-degree must be non-negative")
+    require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
+    require(args.exponent > 1, "--exponent must be greater than 1")
     started = time.perf_counter()
     indptr, indices = generate_graph(args.kind, args.nodes, args.avg_degree, seed=args.seed,
                                      exponent=args.exponent, undirected=args.undirected)
@@ -49,7 +50,8 @@ def _run_generate(args) -> None:
           f"in {time.perf_counter() - started:.1f} s")
 
 
-def _add_convert(sub) -> None:
+def add_convert(sub) -> None:
+    """Register ``pregel convert`` and its flags on the subparsers ``sub``."""
     p = sub.add_parser("convert", help="convert an edge list, Matrix Market file or tables to a graph file",
                        description="Convert a whitespace edge list (src dst [weight] per line, "
                                    "'#' comments; streamed in chunks), a Matrix Market file (.mtx, "
@@ -80,14 +82,14 @@ def _run_convert(args) -> None:
     from pregel.tables import table_format
 
     if args.src or args.dst or table_format(args.edges):
-        _require(bool(args.src and args.dst), "an edge table needs --src and --dst (its id columns)")
-        _require(args.num_nodes is None, "--num-nodes does not apply to tables (the ids say it)")
+        require(bool(args.src and args.dst), "an edge table needs --src and --dst (its id columns)")
+        require(args.num_nodes is None, "--num-nodes does not apply to tables (the ids say it)")
         _convert_tables(args)
         return
-    _require(not (args.weight or args.nodes or args.node_id or args.features or args.label),
+    require(not (args.weight or args.nodes or args.node_id or args.features or args.label),
              "--weight, --nodes, --id, --features and --label apply to tables (with --src and --dst)")
     if args.edges.endswith(".mtx"):
-        _require(args.num_nodes is None and not args.undirected,
+        require(args.num_nodes is None and not args.undirected,
                  "--num-nodes and --undirected do not apply to Matrix Market files (the header says both)")
         graph = read_matrix_market(args.edges)
     else:
@@ -111,7 +113,8 @@ def _convert_tables(args) -> None:
           f"{''.join(', ' + e for e in extras)}; original ids in /nodes/original_ids")
 
 
-def _add_inspect(sub) -> None:
+def add_inspect(sub) -> None:
+    """Register ``pregel inspect`` and its flags on the subparsers ``sub``."""
     p = sub.add_parser("inspect", help="validate a graph file and print its statistics")
     p.add_argument("graph", help="HDF5 graph file")
     p.add_argument("--top", type=int, default=5, help="how many hubs to list")
@@ -121,5 +124,5 @@ def _add_inspect(sub) -> None:
 def _run_inspect(args) -> None:
     from pregel.inspect_graph import format_summary, summarize
 
-    _require(args.top >= 0, f"--top must be non-negative, got {args.top}")
+    require(args.top >= 0, f"--top must be non-negative, got {args.top}")
     print(format_summary(summarize(args.graph), top=args.top))

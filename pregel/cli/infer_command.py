@@ -1,12 +1,13 @@
 """``pregel infer``: full-graph GNN inference (``vertex_programs.gnn``) on the superstep engine."""
 
-from pregel.cli.checkpoint_flags import _add_checkpoint_flags, _check_checkpoint_every, _checkpointer
-from pregel.cli.collection import _importing
-from pregel.cli.common import _comm, _require
+from pregel.cli.checkpoint_flags import add_checkpoint_flags, check_checkpoint_every, checkpointer
+from pregel.cli.collection import importing
+from pregel.cli.common import world_comm, require
 from pregel.errors import InputError
 
 
-def _add_infer(sub) -> None:
+def add_infer(sub) -> None:
+    """Register ``pregel infer`` and its flags on the subparsers ``sub``."""
     from pregel.partition import PARTITIONERS
 
     p = sub.add_parser("infer", help="full-graph GNN inference with a saved model",
@@ -33,29 +34,29 @@ def _add_infer(sub) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: each rank runs on one GPU of its node, partial gather off "
                         "(default %(default)s)")
-    _add_checkpoint_flags(p, every=1, unit="layers")
+    add_checkpoint_flags(p, every=1, unit="layers")
     p.set_defaults(run=_run_infer)
 
 
 def _run_infer(args) -> None:
-    with _importing():
+    with importing():
         from pregel.checkpoint import file_sha256
         from pregel.dgraph import HubOptions
         from vertex_programs.gnn.infer import format_layers, format_per_rank, infer
 
-    comm = _comm()
+    comm = world_comm()
     identity, problem = None, None
     try:
-        _require(args.hub_threshold is None or args.hub_threshold >= 0,
+        require(args.hub_threshold is None or args.hub_threshold >= 0,
                  "--hub-threshold must be non-negative")
-        _check_checkpoint_every(args)
+        check_checkpoint_every(args)
         if args.checkpoint_dir is not None or args.resume is not None:
             identity = {"algorithm": "gnn", "model_sha256": file_sha256(args.model),
                         "layer_outputs": args.layer_outputs}
     except InputError as err:
         problem = err
     comm.agree(problem)
-    checkpoint = _checkpointer(comm, args, identity)
+    checkpoint = checkpointer(comm, args, identity)
     hubs = HubOptions(partial_gather=not args.no_partial_gather and args.device == "cpu",
                       shadow_nodes=not args.no_shadow_nodes,
                       threshold=args.hub_threshold)

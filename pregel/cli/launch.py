@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from pregel.cli.common import _first_line, as_flags
+from pregel.cli.common import first_line, as_flags
 from pregel.cli.files import FILES
 from pregel.errors import InputError
 from pregel.interrupt import EXIT_INTERRUPTED
@@ -19,7 +19,7 @@ EXIT_OUT_OF_MEMORY = 3
 ABORT_GRACE_SECONDS = 1.0
 
 
-def _main(args) -> int:
+def run_parsed(args) -> int:
     """``main`` after parsing: run ``args.command``; the exit status."""
     try:
         try:
@@ -82,7 +82,7 @@ def _name_user_code(args, error: BaseException, where: str) -> None:
     frame = user_frame(error, path) if path.endswith(".py") and os.path.isfile(path) else None
     if frame is not None:
         line = (f"pregel {args.command}{where}: your program {path} failed in {frame[0]}() at line {frame[1]}: "
-                f"{type(error).__name__}: {_first_line(error)}\n")
+                f"{type(error).__name__}: {first_line(error)}\n")
         sys.stderr.flush()
         os.write(2, line.encode())  # one write: ranks failing together do not split each other's lines
 

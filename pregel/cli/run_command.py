@@ -4,9 +4,9 @@ engine."""
 import os
 import sys
 
-from pregel.cli.checkpoint_flags import _add_checkpoint_flags, _check_checkpoint_every, _checkpointer
-from pregel.cli.collection import _importing
-from pregel.cli.common import _comm, _first_line, _require, as_flags
+from pregel.cli.checkpoint_flags import add_checkpoint_flags, check_checkpoint_every, checkpointer
+from pregel.cli.collection import importing
+from pregel.cli.common import world_comm, first_line, require, as_flags
 from pregel.errors import InputError
 
 ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs")
@@ -15,7 +15,8 @@ _STOPPED = {"halted": "all vertices halted", "master": "converged",
             "max_supersteps": "superstep limit reached"}
 
 
-def _add_run(sub) -> None:
+def add_run(sub) -> None:
+    """Register ``pregel run`` and its flags on the subparsers ``sub``."""
     from pregel.partition import PARTITIONERS
 
     p = sub.add_parser("run", help="run a graph algorithm on the superstep engine",
@@ -40,14 +41,14 @@ def _add_run(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: each rank runs on one GPU of its node (default %(default)s)")
-    _add_checkpoint_flags(p, every=10, unit="supersteps")
+    add_checkpoint_flags(p, every=10, unit="supersteps")
     p.set_defaults(run=_run_run)
 
 
 def _check_run_limits(args) -> None:
-    _require(args.max_supersteps is None or args.max_supersteps >= 1,
+    require(args.max_supersteps is None or args.max_supersteps >= 1,
              f"--max-supersteps must be at least 1, got {args.max_supersteps}")
-    _check_checkpoint_every(args)
+    check_checkpoint_every(args)
 
 
 def _program_identity(args) -> dict:
@@ -79,11 +80,11 @@ def _program(args):
 
 
 def _run_run(args) -> None:
-    with _importing():
+    with importing():
         from pregel.job import run_job
         from pregel.stats import format_table
 
-    comm = _comm()
+    comm = world_comm()
     program, identity, problem = None, None, None
     try:
         _check_run_limits(args)
@@ -92,7 +93,7 @@ def _run_run(args) -> None:
     except InputError as err:
         problem = err
     comm.agree(problem)
-    checkpoint = _checkpointer(comm, args, identity)
+    checkpoint = checkpointer(comm, args, identity)
     report = run_job(comm, args.graph, program, args.out, algorithm=args.algorithm,
                      partitioner=args.partition, max_supersteps=args.max_supersteps,
                      progress=not args.quiet, checkpoint=checkpoint, device=args.device)
@@ -129,7 +130,7 @@ def _user_program(spec: str):
         module_spec.loader.exec_module(module)
     except Exception as err:  # the user's file: a syntax error, a failed import, ...
         line = f" (line {err.lineno})" if isinstance(err, SyntaxError) and err.lineno else ""
-        problem = f"cannot load it: {type(err).__name__}: {_first_line(err)}{line}"
+        problem = f"cannot load it: {type(err).__name__}: {first_line(err)}{line}"
         raise InputError.at(path, None, problem) from None
     cls = getattr(module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, VertexProgram)) or cls is VertexProgram:
@@ -138,4 +139,4 @@ def _user_program(spec: str):
         return cls()
     except Exception as err:
         raise InputError.at(path, None, f"cannot construct {name}() without arguments: "
-                                        f"{type(err).__name__}: {_first_line(err)}") from None
+                                        f"{type(err).__name__}: {first_line(err)}") from None

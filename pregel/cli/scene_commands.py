@@ -5,7 +5,8 @@ import sys
 import time
 
 
-def _add_generate_scene(sub) -> None:
+def add_generate_scene(sub) -> None:
+    """Register ``pregel generate-scene`` and its flags on the subparsers ``sub``."""
     p = sub.add_parser("generate-scene", help="generate a synthetic Gaussian-splatting scene file",
                        description="Ground-truth Gaussians, cameras, rendered images and a noisy initial "
                                    "point cloud (as structure from motion gives) for training.")
@@ -36,7 +37,8 @@ def _run_generate_scene(args) -> None:
           f"in {time.perf_counter() - started:.1f} s")
 
 
-def _add_convert_colmap(sub) -> None:
+def add_convert_colmap(sub) -> None:
+    """Register ``pregel convert-colmap`` and its flags on the subparsers ``sub``."""
     p = sub.add_parser("convert-colmap", help="convert a COLMAP sparse model and its images to a scene file",
                        description="Read a COLMAP sparse model (text or binary), load its images and write "
                                    "a scene file with the 3D points as /init.")
@@ -59,7 +61,8 @@ def _run_convert_colmap(args) -> None:
           f"{scene.width} x {scene.height}, {scene.init_means.shape[0]:,} points in /init")
 
 
-def _add_sfm(sub) -> None:
+def add_sfm(sub) -> None:
+    """Register ``pregel sfm`` and its flags on the subparsers ``sub``."""
     p = sub.add_parser("sfm", help="structure from motion on a folder of photos to a scene file (pycolmap)",
                        description="SIFT features, exhaustive matching and incremental mapping with pycolmap (as "
                                    "the reference 3DGS convert.py does with COLMAP), undistortion, then a scene "

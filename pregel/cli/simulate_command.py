@@ -1,9 +1,10 @@
 """``pregel simulate``: distributed training simulated on many GPUs (``odin_sched.sim``)."""
 
-from pregel.cli.common import _config, _integers
+from pregel.cli.common import config_from_flags, integers
 
 
-def _add_simulate(sub) -> None:
+def add_simulate(sub) -> None:
+    """Register ``pregel simulate`` and its flags on the subparsers ``sub``."""
     from odin_sched.sim.config import SimulateConfig as defaults
     from odin_sched.sim.config import PROFILES
     from odin_sched.sim.presets import PRESETS
@@ -59,6 +60,6 @@ def _run_simulate(args) -> None:
     from odin_sched.sim.config import SimulateConfig
     from odin_sched.sim.simulate import run
 
-    gpus, window = (tuple(_integers(flag, value)) for flag, value in (("--gpus", args.gpus), ("--window", args.window)))
+    gpus, window = (tuple(integers(flag, value)) for flag, value in (("--gpus", args.gpus), ("--window", args.window)))
     modes = tuple(m.strip() for m in str(args.modes).split(",") if m.strip())
-    run(_config(SimulateConfig, args, gpus=gpus, window=window, modes=modes, progress=not args.quiet))
+    run(config_from_flags(SimulateConfig, args, gpus=gpus, window=window, modes=modes, progress=not args.quiet))

@@ -4,14 +4,15 @@
 import argparse
 import os
 
-from pregel.cli.checkpoint_flags import _add_checkpoint_flags
-from pregel.cli.common import _comm, _config
+from pregel.cli.checkpoint_flags import add_checkpoint_flags
+from pregel.cli.common import world_comm, config_from_flags
 from pregel.errors import InputError
 
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
 
 
-def _add_train(sub) -> None:
+def add_train(sub) -> None:
+    """Register ``pregel train`` and its flags on the subparsers ``sub``."""
     from odin_sched.odin.modes import MODES
     from odin_sched.training.config import TrainConfig as defaults
 
@@ -104,7 +105,7 @@ def _add_train(sub) -> None:
     p.add_argument("--stats", action="store_true", help="print time and traffic per rank")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: train on each rank's GPU (default %(default)s)")
-    _add_checkpoint_flags(p, every=500, unit="steps")
+    add_checkpoint_flags(p, every=500, unit="steps")
     p.add_argument("--dashboard", type=int, nargs="?", const=8000, default=None, metavar="PORT",
                    help="serve the live training page on PORT (default 8000) from rank 0, as `pregel view "
                         "--watch` of the --out folder")
@@ -131,8 +132,8 @@ def _run_train(args) -> None:
                                     opacity_reset_interval=args.opacity_reset_interval)
         except ValueError as err:
             raise InputError(f"--densify options: {err}") from None
-    config = _config(TrainConfig, args, densify=densify, status=True)
-    comm = _comm()
+    config = config_from_flags(TrainConfig, args, densify=densify, status=True)
+    comm = world_comm()
     single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
     checkpointing = args.checkpoint_dir is not None or args.resume is not None
     comm.agree(InputError(NO_CUDA_CHECKPOINTS) if args.device == "cuda" and checkpointing else None)
@@ -148,7 +149,7 @@ def _run_train(args) -> None:
         from odin_sched.odin.trainer import train_distributed
 
         window = OdinOptions.window if args.window is None else args.window
-        options = _config(OdinOptions, args, mode=args.mode or "odin", window=window)
+        options = config_from_flags(OdinOptions, args, mode=args.mode or "odin", window=window)
         result = train_distributed(comm, config, options, checkpoint)
         if comm.rank != 0:
             return
@@ -163,7 +164,7 @@ def _start_dashboard(args) -> None:
     ends every rank with one line)."""
     from odin_sched.view.server import dashboard_routes, make_server, serve_in_background, url
 
-    comm, server, problem = _comm(), None, None
+    comm, server, problem = world_comm(), None, None
     if comm.rank == 0:
         try:
             server = make_server(dashboard_routes(os.path.dirname(os.path.abspath(args.out))), args.host,

@@ -2,10 +2,11 @@
 
 import os
 
-from pregel.cli.common import _require
+from pregel.cli.common import require
 
 
-def _add_view(sub) -> None:
+def add_view(sub) -> None:
+    """Register ``pregel view`` and its flags on the subparsers ``sub``."""
     p = sub.add_parser("view", help="view Gaussians in the browser, or watch training runs live",
                        description="Serve a page that draws a 3DGS .ply or trained scene file with WebGL2 (orbit, "
                                    "pan, zoom, the scene's cameras), or with --watch the live dashboard of the "
@@ -22,10 +23,10 @@ def _add_view(sub) -> None:
 def _run_view(args) -> None:
     from odin_sched.view import server
 
-    _require((args.model is None) != (args.watch is None), "give either MODEL or --watch OUT_DIR")
+    require((args.model is None) != (args.watch is None), "give either MODEL or --watch OUT_DIR")
     if args.watch is not None:
-        _require(os.path.isdir(args.watch), f"--watch {args.watch}: no such folder")
-        _require(args.scene is None, "--scene applies to MODEL, not to --watch")
+        require(os.path.isdir(args.watch), f"--watch {args.watch}: no such folder")
+        require(args.scene is None, "--scene applies to MODEL, not to --watch")
         routes, what = server.dashboard_routes(args.watch), f"dashboard of {args.watch}"
     else:
         import json
@@ -38,7 +39,8 @@ def _run_view(args) -> None:
     server.serve(server.make_server(routes, args.host, args.port), what)
 
 
-def _add_render(sub) -> None:
+def add_render(sub) -> None:
+    """Register ``pregel render`` and its flags on the subparsers ``sub``."""
     p = sub.add_parser("render", help="render a scene's cameras (and an orbit) to images",
                        description="Write DIR/NNNN.png (NNNN = camera index) for the chosen cameras, "
                                    "rendered from the scene's Gaussians or a 3DGS .ply.")
