@@ -37,7 +37,8 @@ def test_every_field_has_its_flag(cls, command, no_flag):
 @pytest.mark.parametrize("cls,command,fields", [
     (TrainConfig, "train", ("batch_size", "seed", "ssim_weight", "eval_every", "ply", "png", "init_ply",
                             "sh_degree", "position_lr_max_steps", "position_lr_init")),
-    (OdinOptions, "train", ("max_staleness", "max_imbalance", "send_thread", "batches_ahead", "hold_share")),
+    (OdinOptions, "train", ("max_staleness", "stale_impact", "max_imbalance", "send_thread", "batches_ahead",
+                            "hold_share")),
     (SimulateConfig, "simulate", ("layout", "gaussians", "cameras", "width", "height", "steps", "profile",
                                   "cells_per_gpu", "max_staleness", "shared_cores", "seed", "sh_degree",
                                   "host_sends", "batches_ahead", "hold_share")),
@@ -50,7 +51,8 @@ def test_flag_defaults_are_the_fields_defaults(cls, command, fields):
 
 
 def test_the_simulator_plans_as_the_runtime_by_default():
-    from odin_sched.odin.planner import BATCHES_AHEAD, HOLD_SHARE, PlanConfig
+    from odin_sched.odin.options import BATCHES_AHEAD, HOLD_SHARE
+    from odin_sched.odin.planner import PlanConfig
 
     assert SimulateConfig("x.h5").batches_ahead == OdinOptions.batches_ahead == BATCHES_AHEAD
     assert PlanConfig(1, 1).batches_ahead == BATCHES_AHEAD

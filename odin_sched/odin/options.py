@@ -1,10 +1,21 @@
-"""The distributed trainer's settings (``OdinOptions``), the default number of cells (``default_cells``,
-which the simulator uses too) and the check of the settings before training (``check_options``)."""
+"""The distributed trainer's settings (``OdinOptions``) and their defaults, the default number of cells
+(``default_cells``, which the simulator uses too) and the check of the settings before training
+(``check_options``). Kept free of heavy imports, so that the command line and the simulator's config read
+their defaults from here."""
 from dataclasses import dataclass
 
 from odin_sched.odin.modes import MODES
-from odin_sched.odin.planner import BATCHES_AHEAD, HOLD_SHARE
-from odin_sched.odin.staleness import STALE_IMPACT
+
+#: the share of an image's predicted visible Gaussians that it may read stale (odin-fast; ``relax_reads``)
+STALE_IMPACT = 0.25
+#: the default ``PlanConfig.batches_ahead``: a rank starts an image only once all its images of batches more than
+#: this many before it have begun (0: of every earlier batch; docs/simulator-measurements.md, "A rank's images in
+#: batch order", has 0-3 measured)
+BATCHES_AHEAD = 0
+#: the default ``PlanConfig.hold_share``: a rank with nothing else to fire holds an image of a later batch back
+#: for at most this share of its mean image's seconds, then starts it (``DataflowPlan.hold_share``;
+#: docs/simulator-measurements.md, "A hold that gives up", has 0.05-0.5 measured)
+HOLD_SHARE = 0.25
 
 
 @dataclass

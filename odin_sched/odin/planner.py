@@ -26,9 +26,10 @@ from functools import cached_property
 import numpy as np
 
 from odin_sched.odin.depgraph import StepGraph, build_step_graph, sorted_unique
+from odin_sched.odin.options import BATCHES_AHEAD, HOLD_SHARE, STALE_IMPACT
 from odin_sched.odin.schedule import Schedule, plan_schedule
 from odin_sched.odin.shard import owners_by_count
-from odin_sched.odin.staleness import STALE_IMPACT, relax_reads
+from odin_sched.odin.staleness import relax_reads
 from odin_sched.scenes.cells import CellBounds, cell_members, cut_cells
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE
 from odin_sched.scenes.visibility import Margin, predict_visible_cells, window_margin
@@ -120,15 +121,6 @@ def publish_first(priority: np.ndarray, steps: StepGraph) -> np.ndarray:
     out[steps.versions] += out.max(initial=0.0) + 1.0
     return out
 
-
-#: the default ``PlanConfig.batches_ahead``: a rank starts an image only once all its images of batches more than
-#: this many before it have begun (0: of every earlier batch; docs/simulator-measurements.md, "A rank's images in
-#: batch order", has 0-3 measured)
-BATCHES_AHEAD = 0
-#: the default ``PlanConfig.hold_share``: a rank with nothing else to fire holds an image of a later batch back
-#: for at most this share of its mean image's seconds, then starts it (``DataflowPlan.hold_share``;
-#: docs/simulator-measurements.md, "A hold that gives up", has 0.05-0.5 measured)
-HOLD_SHARE = 0.25
 
 
 def batch_sequence(steps: StepGraph) -> np.ndarray:

@@ -20,11 +20,10 @@ from dataclasses import replace
 import numpy as np
 
 from odin_sched.odin.depgraph import StepGraph
+from odin_sched.odin.options import STALE_IMPACT
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
 
-#: the share of an image's predicted visible Gaussians that it may read stale
-STALE_IMPACT = 0.25
 
 
 def relax_reads(steps: StepGraph, cell_count: np.ndarray, max_staleness: int,

@@ -1,7 +1,10 @@
 """What a ``pregel simulate`` run does (its flags set the fields of the same names; the defaults are
-these). Kept free of heavy imports so that the command line reads its defaults from here."""
+these). Kept free of heavy imports so that the command line reads its defaults from here; the settings it
+shares with ``pregel train`` default to the runtime's (``OdinOptions``)."""
 import os
 from dataclasses import dataclass
+
+from odin_sched.odin.options import OdinOptions
 
 #: the cost profiles (``costmodel.load_profile``)
 PROFILES = ("a100-nvlink", "h200-ib", "h200-kernels", "cpu-here")
@@ -23,13 +26,13 @@ class SimulateConfig:
     steps: int = 40                         # batches to simulate
     batch_size: int | None = None           # images per batch (default: the GPU count)
     profile: str = "h200-ib"                # cost profile: one of PROFILES
-    window: tuple = (10,)                   # batches per planning window; with several, each mode at its fastest
+    window: tuple = (OdinOptions.window,)   # batches per planning window; with several, each mode at its fastest
     cells_per_gpu: int | None = None        # cells per GPU (None: the trainer's default_cells of the Gaussians)
-    max_staleness: int = 1                  # odin-fast's staleness bound K
+    max_staleness: int = OdinOptions.max_staleness  # odin-fast's staleness bound K
     shared_cores: int = 0                   # all virtual GPUs share N processors (0: each has its own)
     host_sends: bool = False                # messages posted by a host thread beside each GPU (train's --send-thread)
-    batches_ahead: int = 0                  # as pregel train's (PlanConfig.batches_ahead; its default)
-    hold_share: float = 0.25                # as pregel train's (PlanConfig.hold_share; its default)
+    batches_ahead: int = OdinOptions.batches_ahead  # as pregel train's (PlanConfig.batches_ahead)
+    hold_share: float = OdinOptions.hold_share      # as pregel train's (PlanConfig.hold_share)
     seed: int = 0
     sh_degree: int = 3                      # SH degree of the Gaussians: what a cell weighs in messages and gathers
     modes: tuple = ("odin", "barrier", "grendel", "odin-fast")  # what to simulate (simulate.SIM_MODES)

@@ -30,7 +30,8 @@ from odin_sched.odin.depgraph import parallelism
 from odin_sched.odin.migration import rebalance, row_words
 from odin_sched.odin.modes import MODES
 from odin_sched.odin.options import OdinOptions
-from odin_sched.odin.planner import BATCHES_AHEAD, HOLD_SHARE, PlanConfig, plan_cells
+from odin_sched.odin.options import BATCHES_AHEAD, HOLD_SHARE
+from odin_sched.odin.planner import PlanConfig, plan_cells
 from odin_sched.odin.shard import OWNER_GROUP, owners_by_count
 from odin_sched.scenes.scene_io import HOLDOUT_EVERY
 from odin_sched.scenes.sh import DEFAULT_SH_DEGREE, check_sh_degree

@@ -14,6 +14,7 @@ NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) a
 def add_train(sub) -> None:
     """Register ``pregel train`` and its flags on the subparsers ``sub``."""
     from odin_sched.odin.modes import MODES
+    from odin_sched.odin.options import OdinOptions as odin_defaults
     from odin_sched.training.config import TrainConfig as defaults
 
     p = sub.add_parser("train", help="train Gaussians on a scene file (one process, or distributed under mpiexec)",
@@ -71,33 +72,33 @@ def add_train(sub) -> None:
                    help="distributed execution (default with more than one rank: odin, barrier-free; barrier: "
                         "the synchronous baseline with a global barrier per batch; odin-fast: odin where an "
                         "image may read a low-impact cell up to --max-staleness updates old)")
-    p.add_argument("--max-staleness", type=int, default=1, metavar="K",
-                   help="odin-fast: updates of a low-impact cell an image may miss (default 1)")
-    p.add_argument("--stale-impact", type=float, default=0.25, metavar="F",
+    p.add_argument("--max-staleness", type=int, default=odin_defaults.max_staleness, metavar="K",
+                   help="odin-fast: updates of a low-impact cell an image may miss (default %(default)s)")
+    p.add_argument("--stale-impact", type=float, default=odin_defaults.stale_impact, metavar="F",
                    help="odin-fast: the share of an image's predicted visible Gaussians it may read stale, "
-                        "its smallest cells first (default 0.25)")
+                        "its smallest cells first (default %(default)s)")
     p.add_argument("--send-thread", action="store_true",
                    help="odin, odin-fast: post each rank's messages from a thread beside its compute, so that a "
                         "GPU rank renders its next image while the last one's messages are posted (needs MPI "
                         "with MPI_THREAD_MULTIPLE; on processor cores it only moves that time to another thread)")
-    p.add_argument("--batches-ahead", type=int, default=0, metavar="N",
+    p.add_argument("--batches-ahead", type=int, default=odin_defaults.batches_ahead, metavar="N",
                    help="odin, odin-fast: a rank starts an image only once all its images of batches more than N "
-                        "before it have begun (default 0: of every earlier batch; a larger N lets a rank fill a wait "
+                        "before it have begun (default %(default)s; 0: of every earlier batch; a larger N lets a rank fill a wait "
                         "with a later batch's image, which pays where cells take long to arrive)")
-    p.add_argument("--hold-share", type=float, default=0.25, metavar="S",
+    p.add_argument("--hold-share", type=float, default=odin_defaults.hold_share, metavar="S",
                    help="odin, odin-fast: a rank with nothing else to fire starts an image that the batch order "
-                        "holds back after waiting S times its mean image's seconds (default 0.25; inf: never)")
+                        "holds back after waiting S times its mean image's seconds (default %(default)s; inf: never)")
     p.add_argument("--cells", type=int, default=None, metavar="K",
                    help="spatial cells of Gaussians, the unit of ownership and transfer (default: about one per "
                         "8192 initial Gaussians, at least 16 and at most 512 per rank; smaller cells make the "
                         "whole-cell updates an image waits for smaller)")
     p.add_argument("--split-above", type=int, default=None, metavar="N",
                    help="a cell holding more than N Gaussians splits in two at a window's end (default: never)")
-    p.add_argument("--max-imbalance", type=float, default=1.25, metavar="F",
+    p.add_argument("--max-imbalance", type=float, default=odin_defaults.max_imbalance, metavar="F",
                    help="whole cells move between owners at a window's end while a rank owns more than F x "
                         "the mean number of Gaussians (default %(default)s)")
     p.add_argument("--window", type=int, default=None, metavar="W",
-                   help="batches per planning window (default 10)")
+                   help=f"batches per planning window (default {odin_defaults.window})")
     p.add_argument("--timeline", default=None, metavar="T.json",
                    help="write a Chrome trace of the run (open in Perfetto or chrome://tracing)")
     p.add_argument("--schedule-out", default=None, metavar="F.h5",
