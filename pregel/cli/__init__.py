@@ -21,7 +21,7 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLA
 
 import argparse  # noqa: E402
 
-from pregel.cli import collection  # noqa: E402
+from pregel.cli.collection import running_command  # noqa: E402
 from pregel.cli.graph_commands import add_convert, add_generate, add_inspect  # noqa: E402
 from pregel.cli.infer_command import add_infer  # noqa: E402
 from pregel.cli.launch import run_parsed  # noqa: E402
@@ -62,13 +62,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     exit_on_interrupt(args.command)
     keep_freed_memory()
-    own = collection._OWN_PROCESS = argv is None  # this process's own command line: it ends when main returns
-    try:
+    own = argv is None  # this process's own command line: it ends when main returns
+    with running_command(own):
         code = run_parsed(args)
-    finally:
-        if own:
-            collection.skip_collection_at_exit()
-        collection._OWN_PROCESS = False
     if own:
         end_process(code)
     return code

@@ -26,6 +26,21 @@ def importing():
             gc.enable()
 
 
+@contextmanager
+def running_command(own_process: bool):
+    """Around a command's run: ``own_process`` (the process's own command line, which ends with it) lets
+    ``importing`` freeze what imports create, and leaves every object alive at the end out of the
+    interpreter's collection at exit (``skip_collection_at_exit``)."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = own_process
+    try:
+        yield
+    finally:
+        if own_process:
+            skip_collection_at_exit()
+        _OWN_PROCESS = False
+
+
 def skip_collection_at_exit() -> None:
     """Exclude every object alive now from the garbage collector (``gc.freeze``), so that the
     interpreter's collection at exit does not traverse them: after ``pregel run pagerank`` on 1M
