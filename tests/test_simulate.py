@@ -423,7 +423,7 @@ def test_window_memory_against_a_loop():
 
     win, _ = _small_window()
     steps, sizes = win.steps, np.diff(win.member_indptr)
-    earlier = {(0, int(np.flatnonzero(win.owner == 1)[0]))}  # rank 0 read one of rank 1's cells before
+    earlier = np.array([[0, np.flatnonzero(win.owner == 1)[0]]])  # rank 0 read one of rank 1's cells before
     held, reads = window_memory(win, 2, 3, earlier)
     expected = np.zeros(2)
     cached = [set(), set()]
@@ -433,7 +433,7 @@ def test_window_memory_against_a_loop():
             cell = int(steps.version_cell[r - steps.num_images])
             if win.owner[cell] != rank:
                 cached[rank].add(cell)
-    cached[0].add(next(iter(earlier))[1])
+    cached[0].add(int(earlier[0, 1]))
     for rank in (0, 1):
         owned = sizes[win.owner == rank].sum()
         expected[rank] = owned * state_bytes(3) + sum(sizes[c] for c in cached[rank]) * 4 * param_columns(3)

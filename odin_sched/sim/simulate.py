@@ -119,7 +119,7 @@ def simulate(scene: SimScene, profile: CostProfile, mode: str, gpus: int, steps:
     totals["compute"] += warmup
     clock, plan_total, work, path, stale, worst, spans, bound = warmup, 0.0, 0.0, 0.0, 0, 0, [], warmup
     assigned = 0.0  # what the assignment's bound adds to the ceiling's
-    memory, reads, last_window = np.zeros(gpus), set(), 0.0
+    memory, reads, last_window = np.zeros(gpus), np.empty((0, 2), np.int64), 0.0
     traced = arrivals = None
     cell_of, bounds = cells(scene, num_cells(scene.total_gaussians, gpus, cells_per_gpu))
     owner = owners_by_count(bounds.count, gpus, owner_group)

@@ -9,6 +9,7 @@ images read.
 """
 import numpy as np
 
+from odin_sched.odin.depgraph import sorted_unique
 from odin_sched.odin.planner import image_ranks
 from odin_sched.sim.costmodel import CostProfile
 from odin_sched.training.step import param_columns
@@ -72,18 +73,19 @@ def state_bytes(sh_degree: int) -> int:
     return gather_bytes(sh_degree) + 4 * param_columns(sh_degree)
 
 
-def window_memory(win, gpus: int, sh_degree: int, previous: set) -> tuple:
+def window_memory(win, gpus: int, sh_degree: int, previous: np.ndarray) -> tuple:
     """([P] bytes each rank holds in window ``win``: its owned cells' state and read-only parameters of
     the remote cells its images read in this window and the one before (``previous``: that window's
-    (rank, cell) reads), this window's reads)."""
-    steps, sizes = win.steps, win.count
-    image_rank = image_ranks(win)
+    reads), this window's reads: [n, 2] int64 distinct (rank, cell) pairs, ascending)."""
+    steps, sizes, num_cells = win.steps, win.count, len(win.owner)
     cells = steps.version_cell[steps.version_index(steps.image_reads)]
-    ranks = np.repeat(image_rank, np.diff(steps.image_reads_indptr))
-    reads = set(zip(ranks.tolist(), cells.tolist()))
-    cached = np.zeros(gpus)
-    for rank, cell in reads | previous:
-        if win.owner[cell] != rank:
-            cached[rank] += sizes[cell]
+    ranks = np.repeat(image_ranks(win), np.diff(steps.image_reads_indptr))
+    reads = sorted_unique(ranks.astype(np.int64) * num_cells + cells)  # (rank, cell) as one key
+    previous = np.asarray(previous, np.int64).reshape(-1, 2)
+    held = sorted_unique(np.concatenate([reads, previous[:, 0] * num_cells + previous[:, 1]]))
+    rank, cell = held // num_cells, held % num_cells
+    remote = win.owner[cell] != rank
+    cached = np.bincount(rank[remote], weights=sizes[cell[remote]], minlength=gpus)
     owned = np.bincount(win.owner, weights=sizes, minlength=gpus)
-    return owned * state_bytes(sh_degree) + cached * 4 * param_columns(sh_degree), reads
+    return (owned * state_bytes(sh_degree) + cached * 4 * param_columns(sh_degree),
+            np.column_stack([reads // num_cells, reads % num_cells]))
