@@ -12,7 +12,6 @@ import numpy as np
 
 from pregel.errors import InputError
 
-PINHOLE_MODELS = ("SIMPLE_PINHOLE", "PINHOLE")
 INSTALL_HINT = "install it with: pip install 'pregel-mpi[colmap]'"
 
 

@@ -76,11 +76,6 @@ class VisibleAdam:
             self.exp_avg[name] = torch.zeros_like(self.params[name])
             self.exp_avg_sq[name] = torch.zeros_like(self.params[name])
 
-    def zero_grad(self) -> None:
-        """Drop the gradients of all parameters."""
-        for p in self.params.values():
-            p.grad = None
-
     @torch.no_grad()
     def step(self, visible: torch.Tensor) -> None:
         """One Adam step on the visible Gaussians, using each parameter's ``.grad``.
