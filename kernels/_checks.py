@@ -100,7 +100,7 @@ def check_csr(indptr, num_edges: int, check_values: bool, edges_name: str = "ind
 
 
 def check_index_range(name: str, index: np.ndarray, upper: int, what: str) -> None:
-    """ValueError unless every entry of the host integer array ``index`` lies in [0, ``upper``).
+    """ValueError unless every entry of the host integer array ``index`` (any shape) lies in [0, ``upper``).
 
     One pass: viewed as unsigned, negative entries become huge, so a single max finds both kinds.
     """

@@ -87,9 +87,11 @@ class Gpu:
         return cls(comm, select_gpu(comm)), hubs or HubOptions(partial_gather=False)
 
     def context(self, graph) -> Context:
+        """The programs' ``Context`` of ``graph`` with device arrays."""
         return Context(graph, xp=self.xp, vertices=DeviceVertices(graph, self.xp))
 
     def path(self, graph, program, ctx) -> "DevicePath":
+        """The data path of a run of ``program`` on the GPU."""
         return DevicePath(graph, program, ctx, self.transport)
 
     def attributes(self, comm) -> dict:

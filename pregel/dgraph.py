@@ -61,6 +61,8 @@ class HubOptions:
     threshold: int | None = None
 
     def resolved_threshold(self, num_nodes: int, num_edges: int, size: int) -> float:
+        """The degree above which a vertex is a hub on ``size`` ranks: ``threshold`` when set, else the
+        automatic one of the class docstring (inf, no hubs, on one rank)."""
         if self.threshold is not None:
             return self.threshold
         if size == 1:
@@ -82,9 +84,12 @@ class ArraySource:
             graph.labels is not None)
 
     def indptr_at(self, v: int) -> int:
+        """``indptr[v]`` of the graph (``GraphFile.indptr_at``)."""
         return int(self.graph.indptr[v])
 
     def read(self, start: int, stop: int, features: bool) -> GraphSlice:
+        """Vertices ``[start, stop)`` with their out-edges (and feature rows when ``features``), as
+        ``GraphFile.read`` gives them."""
         g = self.graph
         lo, hi = int(g.indptr[start]), int(g.indptr[stop])
         rows = slice(start, stop)

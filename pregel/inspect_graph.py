@@ -18,7 +18,8 @@ class GraphSummary:
     weight_range: tuple[float, float] | None
 
     def top(self, degree: np.ndarray, k: int) -> list[tuple[int, int]]:
-        """The ``k`` vertices of largest ``degree`` as (vertex, degree), largest first."""
+        """The ``k`` vertices of largest ``degree`` ([N] int64, per vertex) as (vertex, degree), largest first
+        (ties: the lower vertex first)."""
         k = min(k, len(degree))
         best = np.argpartition(degree, len(degree) - k)[len(degree) - k:] if k else np.empty(0, int)
         best = best[np.lexsort((best, -degree[best]))]

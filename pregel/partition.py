@@ -121,7 +121,8 @@ PARTITIONERS = ("range", "hash")
 
 
 def make_partition(name: str, read_bounds: np.ndarray, num_nodes: int, size: int):
-    """The partitioner called ``name``; ``range`` reuses the balanced read boundaries."""
+    """The partitioner called ``name`` for ``size`` ranks and ``num_nodes`` vertices; ``range`` reuses the
+    balanced read boundaries ``read_bounds`` [size + 1] (``balanced_ranges``)."""
     if name == "range":
         return RangePartition(read_bounds)
     if name == "hash":

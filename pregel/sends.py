@@ -26,6 +26,7 @@ class Requests:
         self.requests, self.items, self.open = [], [], 0
 
     def add(self, request, item) -> None:
+        """Keep ``request`` open with its ``item``."""
         self.requests.append(request)
         self.items.append(item)
         self.open += 1

@@ -34,6 +34,7 @@ CHUNK_BYTES = 64 << 20
 
 
 def part_name(rank: int) -> str:
+    """The file name of rank ``rank``'s part of a step (``part-00003.npz``)."""
     return f"part-{rank:05d}.npz"
 
 

@@ -27,6 +27,7 @@ class SoftmaxParts:
 
     @classmethod
     def empty(cls, n: int, heads: int, channels: int, dtype) -> "SoftmaxParts":
+        """Parts of ``n`` receivers that received nothing: m [n, H] = -inf, s [n, H] and acc [n, H, C] = 0."""
         return cls(np.full((n, heads), -np.inf, dtype), np.zeros((n, heads), dtype),
                    np.zeros((n, heads, channels), dtype))
 
@@ -88,7 +89,7 @@ class SoftmaxParts:
 
     @classmethod
     def from_rows(cls, rows: np.ndarray, heads: int) -> "SoftmaxParts":
-        """Inverse of ``to_rows``."""
+        """Inverse of ``to_rows``: ``rows`` [n, 2H + H·C] with H = ``heads``."""
         channels = (rows.shape[1] - 2 * heads) // heads
         return cls(rows[:, :heads], rows[:, heads:2 * heads],
                    rows[:, 2 * heads:].reshape(len(rows), heads, channels))

@@ -23,6 +23,7 @@ class SuperstepStats:
     edges_processed: int = 0
 
     def as_row(self) -> list[float]:
+        """The counters as floats [fields], in ``FIELDS`` order."""
         return [float(v) for v in asdict(self).values()]
 
     @classmethod
@@ -51,7 +52,8 @@ def summarize(table: np.ndarray) -> dict:
 
 
 def format_table(table: np.ndarray) -> str:
-    """Per-superstep totals over ranks (one line per superstep) plus the per-rank balance."""
+    """Per-superstep totals over ranks (one line per superstep) plus the per-rank balance of ``table``
+    [ranks, supersteps, fields] (``FIELDS``)."""
     lines = ["superstep  compute_s  comm_s(max)  messages   bytes        active     edges"]
     for s in range(table.shape[1]):
         step = table[:, s, :]

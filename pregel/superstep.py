@@ -89,6 +89,7 @@ class Superstep:
 
     @property
     def with_counts(self) -> bool:
+        """Whether messages travel with their counts (the ``mean`` combiner divides by them)."""
         return self.combiner == "mean"
 
     # ------------------------------------------------------------------ sender side
@@ -332,13 +333,16 @@ class HostPath:
         load_gather_kernel(graph, state, program.weighted)
 
     def outgoing(self, state, active) -> Outgoing:
+        """A new superstep's ``Superstep.outgoing``."""
         self.superstep = Superstep(self.graph, self.program, self.ctx, self.edges)
         return self.superstep.outgoing(state, active)
 
     def exchange(self, out: Outgoing):
+        """``pregel.exchange.exchange`` of ``out`` (with counts for the ``mean`` combiner)."""
         return exchange(self.graph, out, with_counts=self.superstep.with_counts)
 
     def gather(self, out: Outgoing, inc):
+        """This superstep's ``Superstep.gather``."""
         return self.superstep.gather(out, inc)
 
 

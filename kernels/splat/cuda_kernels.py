@@ -28,6 +28,7 @@ project_backward_device = cuda.jit(device=True)(project_backward_one)
 
 @cuda.jit
 def sigmoid_cuda(x, out):
+    """``activation._sigmoid_cpu``'s twin: out [G] = sigmoid(x [G]) (float32), one thread per entry."""
     g = cuda.grid(1)
     if g < x.shape[0]:
         out[g] = 1.0 / (1.0 + math.exp(-x[g]))
@@ -35,6 +36,8 @@ def sigmoid_cuda(x, out):
 
 @cuda.jit
 def sigmoid_vjp_cuda(y, v_y, out):
+    """``activation._sigmoid_vjp_cpu``'s twin: out [G] = dL/dx from y = sigmoid(x) [G] and v_y = dL/dy [G]
+    (float32), one thread per entry."""
     g = cuda.grid(1)
     if g < y.shape[0]:
         out[g] = v_y[g] * y[g] * (1.0 - y[g])
@@ -42,6 +45,8 @@ def sigmoid_vjp_cuda(y, v_y, out):
 
 @cuda.jit
 def project_cuda(means, log_scales, quats, view, intr, width, height, mean2d, conic, depth, radius):
+    """``projection._project_cpu``'s twin, one thread per Gaussian: means [G, 3], log_scales [G, 3], quats
+    [G, 4] in; mean2d [G, 2], conic [G, 3], depth [G], radius [G] int32 out."""
     g = cuda.grid(1)
     if g >= means.shape[0]:
         return
@@ -52,6 +57,8 @@ def project_cuda(means, log_scales, quats, view, intr, width, height, mean2d, co
 def project_backward_cuda(
     means, log_scales, quats, view, intr, width, height, radius, v_mean2d, v_conic, v_means, v_log_scales, v_quats
 ):
+    """``projection._project_backward_cpu``'s twin, one thread per Gaussian (those of radius [G] <= 0 left
+    alone): v_mean2d [G, 2] and v_conic [G, 3] in; v_means [G, 3], v_log_scales [G, 3], v_quats [G, 4] out."""
     g = cuda.grid(1)
     if g >= means.shape[0] or radius[g] <= 0:
         return
@@ -61,6 +68,8 @@ def project_backward_cuda(
 
 @cuda.jit
 def sh_to_colors_cuda(means, coeffs, campos, degree, colors):
+    """``sh._sh_to_colors_cpu``'s twin, one thread per Gaussian: means [G, 3], coeffs [G, K, 3] in;
+    colors [G, 3] out."""
     g = cuda.grid(1)
     if g < means.shape[0]:
         sh_forward_device(g, means, coeffs, campos, degree, colors)
@@ -68,6 +77,8 @@ def sh_to_colors_cuda(means, coeffs, campos, degree, colors):
 
 @cuda.jit
 def sh_to_colors_backward_cuda(means, coeffs, campos, degree, v_colors, v_means, v_coeffs):
+    """``sh._sh_to_colors_backward_cpu``'s twin, one thread per Gaussian: v_colors [G, 3] in; v_means
+    [G, 3] and v_coeffs [G, K, 3] (zero-filled) out."""
     g = cuda.grid(1)
     if g < means.shape[0]:
         sh_backward_device(g, means, coeffs, campos, degree, v_colors, v_means, v_coeffs)
@@ -104,6 +115,9 @@ def stage_gaussian(sh_geom, sh_color, slot, g, mean2d, conic, opacity, colors):
 def rasterize_forward_cuda(
     tile_offsets, gauss_ids, mean2d, conic, opacity, colors, background, width, height, image, final_t, n_contrib
 ):
+    """``rasterize_forward._rasterize_forward_cpu``'s twin: tile_offsets [T + 1], gauss_ids [I] (int32),
+    mean2d [G, 2], conic [G, 3], opacity [G], colors [G, 3] in; image [H, W, 3], final_t [H, W], n_contrib
+    [H, W] int32 out."""
     # one block per tile, one thread per pixel, Gaussians staged in shared memory in batches
     tile, tid, x, y, inside = tile_pixel(width, height)
     px = x + 0.5
@@ -156,6 +170,9 @@ def rasterize_backward_cuda(
     tile_offsets, gauss_ids, mean2d, conic, opacity, colors, background, width, height,
     final_t, n_contrib, v_image, v_mean2d, v_conic, v_opacity, v_colors,
 ):
+    """``rasterize_backward._rasterize_backward_cpu``'s twin: the forward's arguments and outputs final_t
+    [H, W], n_contrib [H, W], and v_image [H, W, 3] in; v_mean2d [G, 2], v_conic [G, 3], v_opacity [G],
+    v_colors [G, 3] accumulated into."""
     # one block per tile, one thread per pixel; batches of Gaussians staged back to front
     tile, tid, x, y, inside = tile_pixel(width, height)
     px = x + 0.5

@@ -312,7 +312,7 @@ class WindowPlanner:
         return Planned(window, schedule, base, safety, time.perf_counter() - t0)
 
     def plan_ahead(self, base: int, start: int, stop: int, bounds: CellBounds, owner: np.ndarray):
-        """``plan`` in a thread, while the current window runs; returns its future."""
+        """``plan`` in a thread, while the current window runs (``owner`` [K], as there); returns its future."""
         return self._threads.submit(self.plan, base, start, stop, bounds, owner)
 
     def premise(self, planned: Planned) -> Margin:

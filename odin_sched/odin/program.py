@@ -57,15 +57,15 @@ class StepMessages(DataflowProgram):
         return ~self.steps.is_image(vertices)
 
     def servable(self, vertices: np.ndarray) -> np.ndarray:
-        """Cell versions: an owner updates its cells between an image's forward and backward pass
-        (``TrainingSteps._image``'s serving point), so a remote reader does not wait for the owner's whole
-        image. Safe: an image renders from its own copies of its cells' parameters (its inputs) and
-        writes nothing but its gradient blocks, and a version touches only its own cell's optimizer and
-        accumulator rows, which no image reads; so every fire computes what it would at any other time.
-        Nor can a served version be of a cell the image reads, outside odin-fast: each version of such
-        a cell c is an ancestor of the image (the version it reads, (c, b_prev), and those before it)
-        or needs the image's own gradient (its (c, b), and every later one through the images reading
-        (c, b)), so it is not ready while the image runs (tests/test_simulate.py)."""
+        """[k] bool, True for the cell versions among ``vertices`` [k]: an owner updates its cells between an
+        image's forward and backward pass (``TrainingSteps._image``'s serving point), so a remote reader does
+        not wait for the owner's whole image. Safe: an image renders from its own copies of its cells'
+        parameters (its inputs) and writes nothing but its gradient blocks, and a version touches only its own
+        cell's optimizer and accumulator rows, which no image reads; so every fire computes what it would at any
+        other time. Nor can a served version be of a cell the image reads, outside odin-fast: each version of
+        such a cell c is an ancestor of the image (the version it reads, (c, b_prev), and those before it) or
+        needs the image's own gradient (its (c, b), and every later one through the images reading (c, b)), so
+        it is not ready while the image runs (tests/test_simulate.py)."""
         return ~self.steps.is_image(vertices)
 
     def payload_size(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

@@ -31,7 +31,8 @@ def kd_cells(means: np.ndarray, num_cells: int) -> np.ndarray:
 
 
 def kd_cells_numpy(means: np.ndarray, num_cells: int) -> np.ndarray:
-    """``kd_cells`` in NumPy, a node at a time (``lowest`` cuts it): the kernel's twin."""
+    """``kd_cells`` in NumPy, a node at a time (``lowest`` cuts it): the kernel's twin. means: [G, 3];
+    returns [G] int32, each Gaussian's cell in [0, ``num_cells``)."""
     means = _checked_means(means, num_cells)
     cell_of = np.empty(means.shape[0], np.int32)
     stack = [(np.arange(means.shape[0], dtype=np.int64), num_cells, 0)]  # (ids ascending, cells, first cell)

@@ -25,7 +25,8 @@ def pycolmap_module(what: str):
 
 
 def pinhole_params(model: str, params: np.ndarray) -> np.ndarray | None:
-    """(fx, fy, cx, cy) of a camera that is a pinhole as it is, or None when it needs undistortion."""
+    """(fx, fy, cx, cy) [4] float64 of a camera that is a pinhole as it is, or None when it needs
+    undistortion; ``params`` [n] are its COLMAP ``model``'s parameters."""
     if model == "SIMPLE_PINHOLE" or (model in ("SIMPLE_RADIAL", "RADIAL") and not np.any(params[3:])):
         return np.array([params[0], params[0], params[1], params[2]], np.float64)
     if model == "PINHOLE" or (model in ("OPENCV", "FULL_OPENCV") and not np.any(params[4:])):

@@ -76,7 +76,7 @@ def transfer_path(steps, plan, routes: Routes, cost: np.ndarray, profile, gpus: 
 
 def assigned_bound(steps, plan, routes: Routes, cost: np.ndarray, profile, gpus: int) -> float:
     """Seconds no schedule of a planned window with its assignment can beat: the larger of
-    ``busiest_rank`` and ``transfer_path`` (same arguments)."""
+    ``busiest_rank`` and ``transfer_path`` (same arguments; ``cost`` [N] seconds per vertex)."""
     return max(busiest_rank(plan, routes, cost, profile, gpus), transfer_path(steps, plan, routes, cost, profile, gpus))
 
 

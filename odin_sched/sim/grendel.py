@@ -201,7 +201,7 @@ def simulate_grendel(views: CameraViews, total_gaussians: int, batches: list, pr
 
 
 def exposed_seconds(comm: np.ndarray, wait: np.ndarray) -> float:
-    """GPU-seconds not computing: communication and waiting summed over GPUs."""
+    """GPU-seconds not computing: communication ``comm`` [P] and waiting ``wait`` [P] summed over GPUs."""
     return float(np.sum(comm) + np.sum(wait))
 
 

@@ -46,6 +46,7 @@ class Firing:
 
     @property
     def done(self) -> bool:
+        """Whether every vertex of this rank has fired."""
         return self.counts["fired"] == len(self.local)
 
     def pop(self) -> int:

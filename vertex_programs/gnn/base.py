@@ -187,9 +187,11 @@ class RecordReader:
         self._read = set()
 
     def error(self, problem: str) -> InputError:
+        """An ``InputError`` naming the file, this record and ``problem``."""
         return InputError.at(self.path, None, f"{self.where}: {problem}")
 
     def child(self, where: str, record) -> "RecordReader":
+        """A reader of ``record``, nested in this one at ``where`` (for its errors)."""
         return RecordReader(self.path, f"{self.where} {where}", record)
 
     def option(self, name: str, kind, choices=None):

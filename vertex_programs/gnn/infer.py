@@ -117,7 +117,8 @@ def layer_attrs(table: np.ndarray) -> dict:
 
 
 def format_layers(table: np.ndarray) -> str:
-    """One line per layer: compute and communication seconds (max over ranks) and MB sent."""
+    """One line per layer of ``table`` [ranks, layers, fields] (``pregel.stats.FIELDS``): compute and
+    communication seconds (max over ranks) and MB sent."""
     per_layer = layer_attrs(table)
     return "\n".join(
         f"layer {i + 1}/{table.shape[1]}: compute {per_layer['layer_compute_seconds'][i]:.3f} s, "
@@ -127,8 +128,9 @@ def format_layers(table: np.ndarray) -> str:
 
 
 def format_per_rank(table: np.ndarray) -> str:
-    """Per layer and rank: edges processed, messages and bytes sent, compute and communication
-    seconds; after each layer the imbalance max/mean of every column; then the totals' imbalance."""
+    """Per layer and rank of ``table`` [ranks, layers, fields] (``pregel.stats.FIELDS``): edges processed,
+    messages and bytes sent, compute and communication seconds; after each layer the imbalance max/mean
+    of every column; then the totals' imbalance."""
     columns = (("edges", _EDGES, "{:>12,.0f}"), ("messages", _MESSAGES, "{:>12,.0f}"),
                ("bytes", _BYTES, "{:>14,.0f}"), ("compute_s", _COMPUTE, "{:>10.4f}"),
                ("comm_s", _COMM, "{:>10.4f}"))

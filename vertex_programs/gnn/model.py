@@ -75,6 +75,7 @@ class GNNModel(VertexProgram):
 
     @property
     def combiner(self):
+        """The combiner of the layer being run."""
         return self.layers[self._layer].combiner
 
     @property
