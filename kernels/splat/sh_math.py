@@ -99,7 +99,8 @@ def direction_vjp(x, y, z, inv, vx, vy, vz):
 
 
 def forward_one(g, means, coeffs, campos, degree, colors):
-    """Colour of Gaussian g: max(sum_k b_k c_k + 0.5, 0) per channel."""
+    """Colour of Gaussian g: max(sum_k b_k c_k + 0.5, 0) per channel, into colors [G, 3], from means [G, 3]
+    and coeffs [G, K, 3] (the first (degree + 1)^2 of the K bases)."""
     bases = (degree + 1) * (degree + 1)
     x, y, z, _ = view_direction(means[g, 0], means[g, 1], means[g, 2], campos)
     b = sh_basis(degree, x, y, z)
@@ -112,7 +113,8 @@ def forward_one(g, means, coeffs, campos, degree, colors):
 
 def backward_one(g, means, coeffs, campos, degree, v_colors, v_means, v_coeffs):
     """Gradients of Gaussian g: per channel v = dL/dcolour (0 where clamped), dL/dc_k = b_k v and
-    dL/ddirection = sum_k (sum_ch v c_k) db_k, then through the normalisation to the mean."""
+    dL/ddirection = sum_k (sum_ch v c_k) db_k, then through the normalisation to the mean. means [G, 3],
+    coeffs [G, K, 3] and v_colors [G, 3] in; v_means [G, 3] and v_coeffs [G, K, 3] out."""
     bases = (degree + 1) * (degree + 1)
     x, y, z, inv = view_direction(means[g, 0], means[g, 1], means[g, 2], campos)
     b = sh_basis(degree, x, y, z)

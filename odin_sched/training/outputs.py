@@ -213,7 +213,8 @@ class _TrainedFiles:
             self.f.create_dataset(f"metrics/{name}", data=np.asarray(values))
 
     def write(self, rows: np.ndarray) -> None:
-        """Write the next block of rows (packed, ascending ids after all earlier blocks')."""
+        """Write the next block of ``rows`` (float32 [n, 2 + 11 + 3K], ``pack_rows``; ascending ids after
+        all earlier blocks')."""
         # each column group copied once, contiguous: h5py, the checks and the PLY rows then read it as it is
         block = {name: np.ascontiguousarray(values) for name, values in unpack_rows(rows).items()}
         block["colors"] = sh0_to_rgb(block["sh"][:, 0]).astype(np.float32)
