@@ -147,10 +147,16 @@ def _coherent_pick(sees, stream, forced, clear, blocked, batch_size) -> np.ndarr
     union = sees[stream[forced]].any(axis=0)
     pick = list(forced)
     for pool in (clear, blocked):
-        while len(pick) < batch_size and len(pool):
-            added = (sees[stream[pool]] & ~union).sum(axis=1)
+        if len(pick) >= batch_size or not len(pool):
+            continue
+        rows = sees[stream[pool]]                # [p, K] the candidates' cells, gathered once per pool
+        added = (rows & ~union).sum(axis=1)      # [p] new cells each would add, kept up to date below
+        taken = np.iinfo(added.dtype).max        # above any count: a picked candidate is never the argmin
+        for _ in range(min(batch_size - len(pick), len(pool))):
             k = int(np.argmin(added))
             pick.append(pool[k])
-            union |= sees[stream[pool[k]]]
-            pool = np.delete(pool, k)
+            new = rows[k] & ~union
+            union |= new
+            added -= rows[:, new].sum(axis=1)    # the cells now in the batch no longer count as new
+            added[k] = taken
     return np.sort(np.array(pick, dtype=np.int64))
