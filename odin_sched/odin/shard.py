@@ -91,12 +91,15 @@ class Shard:
         self.rank, self.indptr, self.members, self.owner = rank, indptr, members, owner
         self.opt, self.accum = opt, accum
         self.owned_cells = np.flatnonzero(owner == rank)
-        self.owned_ids = np.sort(np.concatenate([np.empty(0, np.int64),
-                                                 *(self.cell_rows(c) for c in self.owned_cells)]))
         counts = np.diff(indptr)[self.owned_cells]
         cell_of = np.repeat(self.owned_cells, counts)
         by_cell = np.concatenate([np.empty(0, np.int64), *(self.cell_rows(c) for c in self.owned_cells)])
-        self.owned_by_cell = np.searchsorted(self.owned_ids, by_cell)  # [g] owned rows, cell after cell
+        # ids are distinct, so a sort's inverse permutation is each id's row: what a searchsorted of every
+        # id would find, without its random accesses (seconds at millions of rows)
+        order = np.argsort(by_cell, kind="stable")  # a merge of the cells' ascending runs
+        self.owned_ids = by_cell[order]
+        self.owned_by_cell = np.empty(len(by_cell), np.int64)  # [g] owned rows, cell after cell
+        self.owned_by_cell[order] = np.arange(len(by_cell))
         self.owned_counts = counts                                       # [k] Gaussians of each owned cell
         self.owned_cell_of = np.empty(len(by_cell), np.int64)  # [g] cell of each owned row
         self.owned_cell_of[self.owned_by_cell] = cell_of
