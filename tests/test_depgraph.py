@@ -5,7 +5,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from odin_sched.odin.depgraph import (build_step_graph, critical_path, parallelism, reversed_graph, sorted_unique,
+from odin_sched.odin.depgraph import (build_step_graph, critical_path, parallelism, reversed_graph,
                                      write_schedule)
 from odin_sched.odin.schedule import Schedule
 from pregel.convert import to_networkx
@@ -163,10 +163,3 @@ def test_bad_inputs_are_rejected():
         build_step_graph(np.array([0, 1]), visible)
     with pytest.raises(InputError, match="non-negative"):
         parallelism(build_step_graph(np.array([[0]]), visible), -np.ones(5))
-
-
-def test_sorted_unique_equals_numpy_unique():
-    rng = np.random.default_rng(3)
-    for values in (rng.integers(0, 50, 1000), rng.integers(-2**40, 2**40, 500), np.array([], np.int64),
-                   np.array([7, 7, 7])):
-        assert np.array_equal(sorted_unique(values), np.unique(values))

@@ -1,9 +1,11 @@
-"""group_by_row (the load-time counting sort) against a lexsort by (row, key)."""
+"""group_by_row (the load-time counting sort) against a lexsort by (row, key), and the other edge-order
+helpers against NumPy."""
 
 import numpy as np
 import pytest
 
-from pregel.edge_order import ascending_columns, count_rows, group_by_row, is_ascending, row_ids, stable_order
+from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, row_ids, sorted_unique,
+                               stable_order)
 
 
 @pytest.mark.parametrize("sorted_keys", [True, False])
@@ -64,3 +66,10 @@ def test_ascending_columns_match_unique_inverse():
 def test_is_ascending():
     assert is_ascending(np.array([1, 1, 2, 7], np.int32)) and is_ascending(np.zeros(0, np.int64))
     assert not is_ascending(np.array([1, 3, 2]))
+
+
+def test_sorted_unique_equals_numpy_unique():
+    rng = np.random.default_rng(3)
+    for values in (rng.integers(0, 50, 1000), rng.integers(-2**40, 2**40, 500), np.array([], np.int64),
+                   np.array([7, 7, 7])):
+        assert np.array_equal(sorted_unique(values), np.unique(values))

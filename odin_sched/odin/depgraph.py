@@ -22,6 +22,7 @@ import h5py
 import numpy as np
 
 from pregel.atomic import atomic_output
+from pregel.edge_order import sorted_unique
 from pregel.errors import InputError
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData, write_graph
@@ -101,15 +102,6 @@ class StepGraph:
         initial versions -1 (every edge goes to a later phase)."""
         return np.concatenate([2 * self.image_batch, np.where(self.version_batch < 0, -1,
                                                               2 * self.version_batch + 1)])
-
-
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """The distinct values [u] of ``values`` [n] (integers), ascending: ``np.unique`` by a sort and a
-    mask (NumPy 2's ``np.unique`` hashes integers, tens of times slower on the planner's edge keys)."""
-    values = np.sort(np.asarray(values).ravel())
-    keep = np.ones(len(values), bool)
-    np.not_equal(values[1:], values[:-1], out=keep[1:])
-    return values[keep]
 
 
 def _version_key(cell, batch, num_batches):

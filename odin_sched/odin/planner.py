@@ -25,7 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
-from odin_sched.odin.depgraph import StepGraph, build_step_graph, sorted_unique
+from odin_sched.odin.depgraph import StepGraph, build_step_graph
 from odin_sched.odin.options import BATCHES_AHEAD, HOLD_SHARE, STALE_IMPACT
 from odin_sched.odin.schedule import Schedule, plan_schedule
 from odin_sched.odin.shard import owners_by_count
@@ -36,6 +36,7 @@ from odin_sched.scenes.visibility import Margin, predict_visible_cells, window_m
 from odin_sched.training.densify import due_after
 from odin_sched.training.step import param_columns
 from pregel.dataflow import DataflowPlan
+from pregel.edge_order import sorted_unique
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
 

@@ -9,10 +9,10 @@ images read.
 """
 import numpy as np
 
-from odin_sched.odin.depgraph import sorted_unique
 from odin_sched.odin.planner import image_ranks
 from odin_sched.sim.costmodel import CostProfile
 from odin_sched.training.step import param_columns
+from pregel.edge_order import sorted_unique
 
 
 def gather_bytes(sh_degree: int) -> int:

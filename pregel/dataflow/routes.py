@@ -11,6 +11,7 @@ messages, and touches single edges only to hand ``fire`` its inputs.
 import numpy as np
 
 from pregel.dataflow.plan import DataflowPlan, DataflowProgram
+from pregel.edge_order import sorted_unique
 
 
 class Routes:
@@ -82,7 +83,7 @@ def _check_plan(plan: DataflowPlan, size: int) -> tuple[np.ndarray, np.ndarray]:
     if not plan.hold_share >= 0:
         raise ValueError(f"DataflowPlan.hold_share must be at least 0 (math.inf: never), got {plan.hold_share}")
     src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
-    key = np.unique(src * n + graph.indices.astype(np.int64))
+    key = sorted_unique(src * n + graph.indices.astype(np.int64))
     src, dst = key // max(n, 1), key % max(n, 1)
     bad = np.flatnonzero(plan.phase[src] >= plan.phase[dst])
     if bad.size:
