@@ -52,6 +52,8 @@ DEFAULT_HELDOUT_EVERY = 8
 
 @dataclass
 class Camera:
+    """A camera of a COLMAP model: its model name, image size and parameters (``NUM_PARAMS`` of them)."""
+
     model: str
     width: int
     height: int
@@ -60,6 +62,9 @@ class Camera:
 
 @dataclass
 class ColmapImage:
+    """An image of a COLMAP model: its id, world-to-camera pose (``qvec``, ``tvec``: see the module
+    docstring), camera id and file name."""
+
     image_id: int
     qvec: np.ndarray  # [4] (w, x, y, z)
     tvec: np.ndarray  # [3]
@@ -69,6 +74,8 @@ class ColmapImage:
 
 @dataclass
 class ColmapModel:
+    """What ``read_model`` reads of a COLMAP sparse model: cameras, images and the 3D points with colours."""
+
     cameras: dict          # camera id -> Camera
     images: list           # ColmapImage, in file order
     points: np.ndarray     # [P, 3] float64
