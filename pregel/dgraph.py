@@ -203,7 +203,7 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
             src.close()
     partition = make_partition(partitioner, read_bounds, header.num_nodes, comm.size)
     owned = partition.owned(comm.rank)
-    out_degree, feats, labels = _vertex_data(comm, partition, part, owned)
+    out_degree, feats, labels = _vertex_data(comm, partition, part)
     threshold = hubs.resolved_threshold(header.num_nodes, header.num_edges * (1 + symmetric), comm.size)
     edges = _slice_edges(part, symmetric, header.has_weights)
     if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
@@ -226,7 +226,7 @@ def _as_source(source):
     return GraphFile(source)
 
 
-def _vertex_data(comm, partition, part, owned):
+def _vertex_data(comm, partition, part):
     """Out-degree [n], features [n, F] and labels [n] of the owned vertices."""
     out_degree = np.diff(part.indptr)
     if isinstance(partition, RangePartition):

@@ -68,7 +68,7 @@ def read_tables(edges, src: str, dst: str, weight: str | None = None, nodes=None
         graph.features = _feature_rows(nodes, features, node_columns[features])
     if label:
         graph.labels = _numbers(nodes, label, node_columns[label], np.int64)
-    return graph, original_ids_array(nodes or edges, ids)
+    return graph, original_ids_array(ids)
 
 
 def _read_columns(path, names: list) -> dict:
@@ -234,7 +234,7 @@ def _feature_rows(path, name, column) -> np.ndarray:
     return flat.astype(np.float32).reshape(len(lengths), width)
 
 
-def original_ids_array(path, ids) -> np.ndarray:
+def original_ids_array(ids) -> np.ndarray:
     """The ids [N] as a NumPy array for the graph file: int64, or fixed-length UTF-8 bytes ``S<k>``
     (built from Arrow's buffers without a Python object per id; trailing NUL bytes are not kept)."""
     import pyarrow as pa

@@ -29,7 +29,7 @@ def test_alltoall_bytes_counted_by_hand():
     views = _views([(0, 1), (1, 3), (3, 4)], [1, 2, 1])
     owner = np.array([0, 1, 0], np.int32)  # g1 is GPU 1's, g2 GPU 0's
     profile = dataclasses.replace(A100_NVLINK, image=(0.0, 0.0, 1.0, 0.0))  # cost = pixels: even halves
-    step = grendel_step([_Camera(views, 0)], owner, np.array([2.0, 1.0]), [np.ones(4)], profile, 3)
+    step = grendel_step([_Camera(views, 0)], owner, np.array([2.0, 1.0]), [np.ones(4)], profile)
     assert list(step["pos"]) == [0, 2, 4]
     # GPU 0's part needs g0 (its own) and g1 (from GPU 1); GPU 1's part needs g1 (its own) and g2 (from GPU 0)
     assert np.array_equal(step["forward_bytes"], [[0, 44], [44, 0]]) and FORWARD_BYTES == 44

@@ -120,8 +120,7 @@ def _alltoall_seconds(matrix: np.ndarray, profile: CostProfile) -> float:
     return busiest + (gpus - 1) * latency
 
 
-def grendel_step(cameras: list, owner: np.ndarray, owned: np.ndarray, heuristics: list, profile: CostProfile,
-                 total_gaussians: int) -> dict:
+def grendel_step(cameras: list, owner: np.ndarray, owned: np.ndarray, heuristics: list, profile: CostProfile) -> dict:
     """One Grendel step of the batch ``cameras`` ([B] ``_Camera``) on P = len(owned) GPUs.
 
     owner: [G] GPU of each Gaussian; owned: [P] Gaussians per GPU; heuristics: [B] per-row predictions
@@ -184,7 +183,7 @@ def simulate_grendel(views: CameraViews, total_gaussians: int, batches: list, pr
             heuristic.setdefault(int(c), np.ones(cams[0].rows))
         for _ in range(warm_visits + 1):
             guesses = [heuristic[int(c)] for c in batch]
-            step = grendel_step(cams, owner, owned, guesses, profile, total_gaussians)
+            step = grendel_step(cams, owner, owned, guesses, profile)
             for c, h in zip(batch, guesses):
                 heuristic[int(c)] = h
         phases = step["phases"]
