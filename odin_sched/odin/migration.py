@@ -15,7 +15,7 @@ Both run on every rank with the same inputs and give the same cells and owners e
 import numpy as np
 
 from odin_sched.odin.shard import Shard
-from odin_sched.scenes.cells import kd_cells
+from odin_sched.scenes.cells import cell_members, kd_cells
 
 #: message tag of a migration's rows
 MIGRATION_TAG = 7
@@ -71,9 +71,7 @@ def split_cells(comm, shard: Shard, counts: np.ndarray, split_above: int) -> Sha
     by_owner = splitting[np.argsort(shard.owner[splitting], kind="stable")]
     new_ids = shard.num_cells + np.searchsorted(splitting, by_owner)
     cell_of[moved] = np.repeat(new_ids, sizes[np.searchsorted(splitting, by_owner)])
-    indptr = np.zeros(num_cells + 1, np.int64)
-    np.cumsum(np.bincount(cell_of, minlength=num_cells), out=indptr[1:])
-    members = np.argsort(cell_of, kind="stable").astype(np.int64)
+    indptr, members = cell_members(cell_of, num_cells)
     owner = np.concatenate([shard.owner, shard.owner[splitting]])
     return Shard(shard.rank, indptr, members, owner, shard.opt, shard.accum)
 
