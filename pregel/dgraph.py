@@ -233,8 +233,7 @@ def _vertex_data(comm, partition, part):
         return out_degree, part.features, part.labels
     ids = np.arange(part.start, part.stop, dtype=np.int64)
     owners = partition.owner(ids)
-    order = np.argsort(owners, kind="stable")
-    counts = np.bincount(owners, minlength=comm.size)
+    order, counts = stable_order(owners, comm.size)
     records = np.empty(len(ids), dtype=_VERTEX)
     records["id"], records["out_degree"] = ids, out_degree
     records["label"] = -1 if part.labels is None else part.labels

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pregel.edge_order import stable_order
 from pregel.shared_rows import ALLTOALLV, BUSY, GROW, prefers_alltoallv, shared_rows
 
 _ID = np.dtype(np.int64)
@@ -103,8 +104,8 @@ def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True) -> In
     ghost_kind = _row_kind(out.values, always=True)
     direct_kind = _row_kind(out.direct_values, always=False)
     direct_owner = graph.partition.owner(out.direct_ids)
-    direct_order = np.argsort(direct_owner, kind="stable")
-    direct_offsets = np.concatenate([[0], np.cumsum(np.bincount(direct_owner, minlength=size))])
+    direct_order, direct_counts = stable_order(direct_owner, size)  # a counting sort by destination rank
+    direct_offsets = np.concatenate([[0], np.cumsum(direct_counts)])
     direct = []  # per rank: the bytes of its direct messages (ids, counts for mean, rows)
     for q in range(size):
         picked = direct_order[direct_offsets[q]:direct_offsets[q + 1]]
