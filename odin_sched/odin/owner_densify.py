@@ -59,5 +59,6 @@ def densify_owned(comm, shard: Shard, step: int, steps: int, batch_size: int, ex
                           survivor_of_all(comm))
     ids = shard.opt.ids.cpu().numpy()
     pairs = comm.allgather_rows(np.stack([ids, parent_cells(ids, old_ids, old_cell_of)], axis=1))
-    indptr, members = cell_members(pairs[np.argsort(pairs[:, 0]), 1], shard.num_cells)  # rows: ranks of ids
+    by_id = np.argsort(pairs[:, 0], kind="stable")  # a merge of the ranks' ascending runs (ids are distinct)
+    indptr, members = cell_members(pairs[by_id, 1], shard.num_cells)  # rows: ranks of ids
     return Shard(shard.rank, indptr, members, shard.owner, shard.opt, accum)
