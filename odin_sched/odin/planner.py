@@ -94,7 +94,7 @@ def cached_bytes(window: Window, rank: int, columns: int) -> int:
     src = np.repeat(np.arange(plan.graph.num_nodes, dtype=np.int64), np.diff(plan.graph.indptr))
     dst = np.asarray(plan.graph.indices, np.int64)
     remote = (~steps.is_image(src)) & steps.is_image(dst) & (plan.rank[dst] == rank) & (plan.rank[src] != rank)
-    versions = np.unique(steps.version_index(src[remote]))
+    versions = sorted_unique(steps.version_index(src[remote]))
     return int(window.count[steps.version_cell[versions]].sum() * columns * 4)
 
 
