@@ -13,7 +13,7 @@ from odin_sched.training.optim import VisibleAdam, default_lrs
 from odin_sched.scenes.scene_gen import generate_scene
 from odin_sched.training.train import scene_extent
 from odin_sched.scenes.visibility import (Margin, adam_step_bound, motion_within_margin, predict_visible_cells,
-                                          predict_visible_cells_numpy, visible_cells_of, window_margin)
+                                          predict_visible_cells_numpy, window_margin)
 
 WIDTH, HEIGHT = 32, 24  # W != H, neither a multiple of the 16-pixel tile
 NUM_CELLS = 16
@@ -39,6 +39,13 @@ def rendered_visible(gaussians, viewmat, K):
         _, visible = render(**tensors, viewmat=torch.from_numpy(viewmat), K=torch.from_numpy(K),
                             width=WIDTH, height=HEIGHT)
     return visible.numpy()
+
+
+def visible_cells_of(visible, cell_of, num_cells):
+    """Cells [K] bool holding at least one visible Gaussian (visible [G] bool, cell_of [G] cell ids)."""
+    cells = np.zeros(num_cells, bool)
+    cells[np.asarray(cell_of)[np.asarray(visible, bool)]] = True
+    return cells
 
 
 def scene_margin(scene):

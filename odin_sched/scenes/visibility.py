@@ -236,15 +236,3 @@ def motion_within_margin(start_means: np.ndarray, start_log_scales: np.ndarray, 
     growth = np.subtract(end_log_scales, start_log_scales, dtype=np.float64)
     growth = np.maximum(np.maximum(growth[:, 0], growth[:, 1]), growth[:, 2])
     return (move <= margin.means) & (growth <= margin.log_scale)
-
-
-def visible_cells_of(visible: np.ndarray, cell_of: np.ndarray, num_cells: int) -> np.ndarray:
-    """Cells holding at least one visible Gaussian.
-
-    visible: np.ndarray  # [G] bool
-    cell_of: np.ndarray  # [G] int, cell ids in [0, num_cells)
-    Returns np.ndarray   # [K] bool
-    """
-    cells = np.zeros(num_cells, bool)
-    cells[np.asarray(cell_of)[np.asarray(visible, bool)]] = True
-    return cells
