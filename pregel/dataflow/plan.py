@@ -75,7 +75,8 @@ class DataflowPlan:
     hold_share: float = math.inf
 
 
-def _nothing_to_serve() -> None:
+def nothing_to_serve() -> None:
+    """The ``serve`` of a context with nothing to serve: BSP mode, and a run that has ended."""
     return None
 
 
@@ -88,7 +89,7 @@ class DataflowContext:
     rank: int
     size: int
     plan: DataflowPlan
-    serve: object = _nothing_to_serve
+    serve: object = nothing_to_serve
 
 
 class Span(NamedTuple):

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from pregel.dataflow.firing import Firing
-from pregel.dataflow.plan import DataflowPlan, DataflowProgram, DataflowResult, Span, _nothing_to_serve
+from pregel.dataflow.plan import DataflowPlan, DataflowProgram, DataflowResult, Span, nothing_to_serve
 from pregel.dataflow.routes import Routes
 from pregel.sends import Requests, Sends, SendThread, thread_multiple
 
@@ -111,7 +111,7 @@ class _Run:
         t0 = time.perf_counter()
         self.sends.close()
         clock.add("wait", t0)
-        firing.ctx.serve = _nothing_to_serve  # a cycle through this run: its buffers now go with it
+        firing.ctx.serve = nothing_to_serve  # a cycle through this run: its buffers now go with it
 
     def _poll(self, t0: float) -> None:
         """Take in the messages that have arrived (a look at the open receives), timed from ``t0``."""
