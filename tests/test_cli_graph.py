@@ -63,3 +63,18 @@ def test_generate_refuses_bad_options_without_writing(tmp_path):
     result = run("generate", "--nodes", 0, "--out", out, check=False)
     assert result.returncode == 2 and "--nodes must be at least 1" in result.stderr
     assert not out.exists()
+
+
+def test_generate_refuses_more_edges_than_a_simple_graph_holds_as_one_line(tmp_path):
+    # a simple directed graph on N vertices has at most N (N - 1) edges: 5 vertices hold 20, not 5 x 10
+    out = tmp_path / "g.h5"
+    for flags, problem in ((["--nodes", 5, "--avg-degree", 10], "at most 20"),
+                           (["--nodes", 1], "at most 0"),  # the default --avg-degree 10 on one vertex
+                           (["--nodes", 100, "--avg-degree", "inf"], "--avg-degree must be a non-negative number")):
+        result = run("generate", "--kind", "er", *flags, "--out", out, check=False)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr and result.stderr.strip().count("\n") == 0, result.stderr
+        assert problem in result.stderr
+        assert not out.exists()
+    run("generate", "--kind", "er", "--nodes", 5, "--avg-degree", 4, "--out", out)  # the complete digraph fits
+    assert read_graph(out).num_edges == 20

@@ -33,7 +33,7 @@ def _run_generate(args) -> None:
     from pregel.graph_io import GraphData, write_graph
 
     require(args.nodes >= 1, "--nodes must be at least 1")
-    require(args.avg_degree >= 0, "--avg-degree must be non-negative")
+    require(0 <= args.avg_degree < float("inf"), f"--avg-degree must be a non-negative number, got {args.avg_degree}")
     require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
     require(args.exponent > 1, "--exponent must be greater than 1")
     started = time.perf_counter()
