@@ -78,3 +78,24 @@ def test_generate_refuses_more_edges_than_a_simple_graph_holds_as_one_line(tmp_p
         assert not out.exists()
     run("generate", "--kind", "er", "--nodes", 5, "--avg-degree", 4, "--out", out)  # the complete digraph fits
     assert read_graph(out).num_edges == 20
+
+
+def test_convert_refuses_an_edge_list_whose_ids_make_a_graph_larger_than_memory(tmp_path):
+    # ids are 0..N-1, so the id 10**15 asks for 10**15 vertices: 16 PB of CSR arrays on any machine. It is
+    # refused before anything is allocated (at 3e9 on a 24 GB machine the kernel used to kill the command)
+    (tmp_path / "e.txt").write_text(f"0 1\n1 {10**15}\n")
+    result = run("convert", tmp_path / "e.txt", "--out", tmp_path / "e.h5", check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+    assert "e.txt" in result.stderr and "1,000,000,000,000,001 vertices" in result.stderr
+    assert "ids are numbered 0..N-1" in result.stderr and "more than this machine's" in result.stderr
+    assert not (tmp_path / "e.h5").exists()
+
+
+def test_generate_refuses_a_graph_larger_than_memory_before_allocating(tmp_path):
+    out = tmp_path / "g.h5"
+    result = run("generate", "--nodes", 10**15, "--avg-degree", 0, "--out", out, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+    assert "1,000,000,000,000,000 vertices" in result.stderr and "more than this machine's" in result.stderr
+    assert not out.exists()
