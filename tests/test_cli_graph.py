@@ -99,3 +99,17 @@ def test_generate_refuses_a_graph_larger_than_memory_before_allocating(tmp_path)
     assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
     assert "1,000,000,000,000,000 vertices" in result.stderr and "more than this machine's" in result.stderr
     assert not out.exists()
+
+
+def test_an_output_that_is_a_pipe_is_refused_not_replaced_by_a_file(tmp_path):
+    # results are renamed onto --out: on a FIFO (or, as root, /dev/null) that replaced the special file
+    # itself with a regular one
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    result = run("generate", "--kind", "er", "--nodes", 10, "--avg-degree", 2, "--out", fifo, check=False)
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+    assert "fifo: cannot write: is a device, pipe or socket" in result.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the pipe is still a pipe"
