@@ -113,3 +113,22 @@ def test_an_output_that_is_a_pipe_is_refused_not_replaced_by_a_file(tmp_path):
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
     assert "fifo: cannot write: is a device, pipe or socket" in result.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the pipe is still a pipe"
+
+
+def test_inspect_into_a_closed_pipe_ends_quietly_as_sigpipe_would(tmp_path):
+    # `pregel inspect g.h5 | head -1`: once the reader has gone, a write fails; that printed a
+    # BrokenPipeError traceback. The pipe's read end is closed before the command starts, so every
+    # write fails, deterministically
+    import os
+
+    out = tmp_path / "g.h5"
+    run("generate", "--kind", "er", "--nodes", 10, "--avg-degree", 2, "--out", out)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([*PREGEL, "inspect", str(out)], stdout=write_end, stderr=subprocess.PIPE,
+                                text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 128 + 13, result.stderr  # the status of a process ended by SIGPIPE
+    assert result.stderr == "", result.stderr
