@@ -42,3 +42,29 @@ def test_pagerank_file_with_attributes_and_stats(tmp_path):
     top = int(np.argmax(values))
     assert f"{top} " in result.stdout.split("top vertices")[1].splitlines()[0]
     assert "superstep  compute_s" in result.stdout
+
+
+def test_pagerank_whose_tolerance_cannot_fail_says_so(tmp_path):
+    # ranks sum to 1, so their L1 change is at most 2: with N x tol >= 2 the test "change < N x tol" (networkx's)
+    # passes after the first superstep whatever the graph, as it did silently at the default tol 1e-6 on any
+    # graph of 2M vertices or more. 34 x 0.1 = 3.4 shows it on the karate club
+    graph_path = tmp_path / "g.h5"
+    karate = nx.karate_club_graph()
+    from pregel.convert import from_networkx
+    write_graph(graph_path, from_networkx(karate, weight=None))
+    pregel = [shutil.which("mpiexec", path=BIN), "-n", "2", shutil.which("pregel", path=BIN), "run", "pagerank",
+              "--graph", graph_path, "--quiet"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    for tol, warned in ((0.1, True), (1e-3, False)):
+        out = tmp_path / f"pr-{tol}.h5"
+        result = subprocess.run([*pregel, "--tol", str(tol), "--out", out], capture_output=True, text=True,
+                                timeout=120, env=env)
+        assert result.returncode == 0, result.stderr
+        expected = nx.pagerank(karate, tol=tol, weight=None)  # the same stopping rule
+        with h5py.File(out) as f:
+            assert np.allclose(f["values"][:], [expected[v] for v in range(34)], rtol=0, atol=1e-12)
+            supersteps = int(f.attrs["supersteps"])
+        assert ("PageRank stopped after one superstep" in result.stderr) == warned, result.stderr
+        assert (supersteps == 1) == warned
+        if warned:
+            assert "N x --tol = 34 x 0.1 = 3.4" in result.stderr and "below 2 / N = 0.059" in result.stderr
