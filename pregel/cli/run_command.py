@@ -24,7 +24,7 @@ def add_run(sub) -> None:
                                    "write /values in global vertex order.")
     p.add_argument("algorithm", metavar="ALGORITHM",
                    help=f"one of {', '.join(ALGORITHMS)}, or FILE.py:CLASS for your own VertexProgram "
-                        "subclass (constructed without arguments)")
+                        "subclass (constructed with its `options` from the flags of their names)")
     p.add_argument("--graph", required=True, help="HDF5 graph file")
     p.add_argument("--out", required=True, help="result file (written atomically)")
     p.add_argument("--partition", choices=PARTITIONERS, default="range",
@@ -51,7 +51,7 @@ def _check_run_limits(args) -> None:
     check_checkpoint_every(args)
 
 
-def _program_identity(args) -> dict:
+def _program_identity(args, program) -> dict:
     """The program and the options that change its result (recorded in checkpoints; a resumed job
     may change --max-supersteps, a limit rather than an option of the program)."""
     if args.algorithm in ALGORITHMS:
@@ -61,7 +61,8 @@ def _program_identity(args) -> dict:
         from pregel.checkpoint import file_sha256
 
         path, _, name = args.algorithm.rpartition(":")
-        identity = {"class": name, "file_sha256": file_sha256(path)}
+        identity = {"class": name, "file_sha256": file_sha256(path),
+                    **{option.name: getattr(args, option.name, option.default) for option in program.options}}
     return identity
 
 
@@ -75,8 +76,28 @@ def _algorithm(name: str):
 
 def _program(args):
     if args.algorithm not in ALGORITHMS:
-        return _user_program(args.algorithm)
-    return _algorithm(args.algorithm).from_options(vars(args))
+        program = _user_program(args.algorithm, args)
+    else:
+        program = _algorithm(args.algorithm).from_options(vars(args))
+    _refuse_foreign_options(args, program)
+    return program
+
+
+def _algorithm_flags() -> dict:
+    """{option name: default} of every built-in algorithm's flags (``--source``, ``--alpha``, ...)."""
+    return {option.name: option.default for name in ALGORITHMS for option in _algorithm(name).options}
+
+
+def _refuse_foreign_options(args, program) -> None:
+    """InputError for a flag given a value that ``program`` does not take (``pregel run pagerank --source 3``
+    ran plain PageRank, ``pregel run sssp --tol 5`` ignored the tolerance)."""
+    taken = {option.name for option in program.options}
+    for name, default in _algorithm_flags().items():
+        value = getattr(args, name)
+        if name not in taken and not (value == default and type(value) is type(default)):
+            users = [a for a in ALGORITHMS if name in {o.name for o in _algorithm(a).options}]
+            raise InputError(f"`{name}` does not apply to {args.algorithm}: it is an option of "
+                             f"{' and '.join(users)}")
 
 
 def _run_run(args) -> None:
@@ -89,7 +110,7 @@ def _run_run(args) -> None:
     try:
         _check_run_limits(args)
         program = _program(args)
-        identity = _program_identity(args)
+        identity = _program_identity(args, program)
     except InputError as err:
         problem = err
     comm.agree(problem)
@@ -112,8 +133,9 @@ def _run_run(args) -> None:
         print(format_table(report.stats_table))
 
 
-def _user_program(spec: str):
-    """Instantiate ``CLASS`` from ``FILE.py:CLASS`` (a ``VertexProgram`` subclass)."""
+def _user_program(spec: str, args):
+    """Instantiate ``CLASS`` from ``FILE.py:CLASS`` (a ``VertexProgram`` subclass): with no arguments, or,
+    when it declares ``options``, with each from the flag of its name (its default where there is none)."""
     import importlib.util
 
     from pregel.program import VertexProgram
@@ -135,8 +157,10 @@ def _user_program(spec: str):
     cls = getattr(module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, VertexProgram)) or cls is VertexProgram:
         raise InputError.at(path, None, f"{name} is not a VertexProgram subclass defined there")
+    values = {option.name: getattr(args, option.name, option.default) for option in cls.options}
     try:
-        return cls()
+        return cls(**values)
     except Exception as err:
-        raise InputError.at(path, None, f"cannot construct {name}() without arguments: "
+        raise InputError.at(path, None, f"cannot construct {name}({', '.join(values)}"
+                                        f"){'' if values else ' without arguments'}: "
                                         f"{type(err).__name__}: {first_line(err)}") from None
