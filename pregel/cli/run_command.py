@@ -61,8 +61,7 @@ def _program_identity(args, program) -> dict:
         from pregel.checkpoint import file_sha256
 
         path, _, name = args.algorithm.rpartition(":")
-        identity = {"class": name, "file_sha256": file_sha256(path),
-                    **{option.name: getattr(args, option.name, option.default) for option in program.options}}
+        identity = {"class": name, "file_sha256": file_sha256(path), **_given_options(type(program), args)}
     return identity
 
 
@@ -133,9 +132,19 @@ def _run_run(args) -> None:
         print(format_table(report.stats_table))
 
 
+def _given_options(cls, args) -> dict:
+    """{name: value} of the flags given a value other than their default that are ``options`` of the user's
+    program ``cls``: the arguments it is constructed with (none given: ``cls()``, so a subclass of a
+    built-in program whose ``__init__`` takes no arguments still runs)."""
+    defaults = _algorithm_flags()
+    return {option.name: getattr(args, option.name) for option in cls.options if option.name in defaults
+            and not (getattr(args, option.name) == defaults[option.name]
+                     and type(getattr(args, option.name)) is type(defaults[option.name]))}
+
+
 def _user_program(spec: str, args):
-    """Instantiate ``CLASS`` from ``FILE.py:CLASS`` (a ``VertexProgram`` subclass): with no arguments, or,
-    when it declares ``options``, with each from the flag of its name (its default where there is none)."""
+    """Instantiate ``CLASS`` from ``FILE.py:CLASS`` (a ``VertexProgram`` subclass), with the flags given for
+    its ``options`` (``_given_options``)."""
     import importlib.util
 
     from pregel.program import VertexProgram
@@ -157,7 +166,7 @@ def _user_program(spec: str, args):
     cls = getattr(module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, VertexProgram)) or cls is VertexProgram:
         raise InputError.at(path, None, f"{name} is not a VertexProgram subclass defined there")
-    values = {option.name: getattr(args, option.name, option.default) for option in cls.options}
+    values = _given_options(cls, args)
     try:
         return cls(**values)
     except Exception as err:
