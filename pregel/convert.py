@@ -13,7 +13,7 @@ import networkx as nx
 import numpy as np
 
 from pregel.edge_list import stream_edge_list
-from pregel.errors import InputError
+from pregel.errors import InputError, not_a_file
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
 from pregel.memory import require_memory
@@ -55,7 +55,7 @@ def read_matrix_market(path) -> GraphData:
 
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise InputError.at(path, None, "no such file")
+        raise InputError.at(path, None, not_a_file(path))
     try:
         rows, cols, _, fmt, field, symmetry = scipy.io.mminfo(path)
         matrix = scipy.io.mmread(path)

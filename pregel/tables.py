@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from pregel.errors import InputError
+from pregel.errors import InputError, not_a_file
 
 #: rows per batch read from a table (memory holds the parsed columns, not the file)
 BATCH_ROWS = 1 << 20
@@ -86,7 +86,7 @@ def _read_columns(path, names: list) -> dict:
     if kind is None:
         raise InputError.at(path, None, "not a table: the name must end in .parquet, .pq or .csv")
     if not os.path.isfile(path):
-        raise InputError.at(path, None, "no such file")
+        raise InputError.at(path, None, not_a_file(path))
     unique = list(dict.fromkeys(names))
     try:
         schema, batches = _parquet_batches(path, unique) if kind == "parquet" else _csv_batches(path, unique)

@@ -132,3 +132,19 @@ def test_inspect_into_a_closed_pipe_ends_quietly_as_sigpipe_would(tmp_path):
         os.close(write_end)
     assert result.returncode == 128 + 13, result.stderr  # the status of a process ended by SIGPIPE
     assert result.stderr == "", result.stderr
+
+
+def test_a_folder_given_as_an_input_file_is_named_a_folder_not_missing(tmp_path):
+    folder, table = tmp_path / "data", tmp_path / "data.csv"
+    folder.mkdir()
+    table.mkdir()
+    out = tmp_path / "o.h5"
+    for named, args in ((folder, ["inspect", folder]), (folder, ["convert", folder, "--out", out]),
+                        (table, ["convert", table, "--src", "a", "--dst", "b", "--out", out]),
+                        (folder, ["run", "wcc", "--graph", folder, "--out", out])):
+        result = run(*args, check=False)
+        assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+        assert f"{named}: is a directory, not a file" in result.stderr, result.stderr
+    assert not out.exists()
+    missing = run("inspect", tmp_path / "none.h5", check=False)
+    assert missing.returncode == 2 and "none.h5: no such file" in missing.stderr

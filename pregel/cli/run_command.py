@@ -7,7 +7,7 @@ import sys
 from pregel.cli.checkpoint_flags import add_checkpoint_flags, check_checkpoint_every, checkpointer
 from pregel.cli.collection import importing
 from pregel.cli.common import world_comm, first_line, require, as_flags
-from pregel.errors import InputError
+from pregel.errors import InputError, not_a_file
 
 ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs")
 #: why a run stopped (``RunResult.stopped_by``), as its summary says it
@@ -153,7 +153,7 @@ def _user_program(spec: str, args):
     if not path.endswith(".py") or not name:
         raise InputError(f"unknown algorithm {spec!r}: use one of {', '.join(ALGORITHMS)} or FILE.py:CLASS")
     if not os.path.isfile(path):
-        raise InputError.at(path, None, "no such file")
+        raise InputError.at(path, None, not_a_file(path))
     module_spec = importlib.util.spec_from_file_location(f"pregel_user_{os.path.basename(path)[:-3]}", path)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_spec.name] = module  # so that tracebacks and messages can find its file
