@@ -18,6 +18,7 @@ class PageRank(VertexProgram):
     """
 
     combiner = "sum"
+    uses_features = False  # /nodes/features are not loaded
     options = (Option("alpha", float, 0.85, "PageRank damping"),
                Option("tol", float, 1e-6, "PageRank: stop when L1 change < N * tol"),
                Option("max_iter", int, 100, "PageRank iteration cap"))
