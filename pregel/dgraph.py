@@ -204,6 +204,8 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
         row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
         edges.out_hub[:len(row_degree)] = row_degree > threshold
+        del row_degree
+    del part  # its edge arrays are held by ``edges`` alone, which ``_place_edges`` frees as it sends them
     in_degree = _global_in_degree(comm, partition, len(owned), edges.dst)
     in_hubs = np.zeros(0, np.int64)
     if hubs.partial_gather:
@@ -300,7 +302,9 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
     """Send each edge straight to the rank that processes it (one exchange): its source's owner
     when it is source-side (``_source_side``), else its destination's; returns the edges received,
     ordered by sending rank, each rank's in its own order. ``send_out_hub``: whether the
-    ``out_hub`` flags travel (else all are False)."""
+    ``out_hub`` flags travel (else all are False). On several ranks ``edges`` is consumed: each of
+    its arrays is dropped once sent, so the slice's edges and the received ones are not all held at
+    once (the load's peak)."""
     if comm.size == 1:
         return edges
     ranks = partition.owner(edges.dst)
@@ -310,13 +314,18 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
     del side
     order, counts = stable_order(ranks, comm.size)
     del ranks
-    src, received = comm.alltoallv(edges.src[order], counts)
+    outgoing, edges.src = edges.src[order], None
+    src, received = comm.alltoallv(outgoing, counts)
+    del outgoing
 
-    def send(array):
-        return comm.alltoallv_known(array[order], counts, received)
+    def send(name):
+        outgoing = getattr(edges, name)[order]
+        setattr(edges, name, None)
+        return comm.alltoallv_known(outgoing, counts, received)
 
-    out_hub = send(edges.out_hub) if send_out_hub else np.zeros(len(src), dtype=bool)
-    return _Edges(src, send(edges.dst), None if edges.weight is None else send(edges.weight), out_hub)
+    out_hub = send("out_hub") if send_out_hub else np.zeros(len(src), dtype=bool)
+    dst = send("dst")
+    return _Edges(src, dst, None if edges.weight is None else send("weight"), out_hub)
 
 
 class _LocalEdges:

@@ -90,13 +90,14 @@ def _stable_order(keys, starts, order):
 
 
 def stable_order(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarray]:
-    """(order [E] int64, counts [num_keys] int64): ``np.argsort(keys, kind="stable")`` in O(E)
-    for small non-negative integer keys [E] in [0, num_keys) (e.g. destination ranks), and how
-    many keys each value has."""
+    """(order [E] int32 (int64 from 2**31 keys), counts [num_keys] int64): ``np.argsort(keys,
+    kind="stable")`` in O(E) for small non-negative integer keys [E] in [0, num_keys) (e.g. destination
+    ranks), and how many keys each value has. (int32 halves the order of a rank's edges at load time:
+    200 MB instead of 400 at 50M edges.)"""
     counts = count_rows(keys, num_keys)
     starts = np.zeros(num_keys, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
-    order = np.empty(len(keys), dtype=np.int64)
+    order = np.empty(len(keys), dtype=np.int32 if len(keys) < 2**31 else np.int64)
     _stable_order(np.ascontiguousarray(keys), starts, order)
     return order, counts
 
