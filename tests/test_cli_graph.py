@@ -148,3 +148,21 @@ def test_a_folder_given_as_an_input_file_is_named_a_folder_not_missing(tmp_path)
     assert not out.exists()
     missing = run("inspect", tmp_path / "none.h5", check=False)
     assert missing.returncode == 2 and "none.h5: no such file" in missing.stderr
+
+
+def test_checkpoint_folder_and_output_file_on_one_path_are_refused_before_any_work(tmp_path):
+    # the checkpoint folder was made first, then --out refused as "is a directory", leaving the folder behind
+    graph, model = tmp_path / "g.h5", tmp_path / "m.pt"
+    run("generate", "--kind", "er", "--nodes", 30, "--avg-degree", 2, "--features", 4, "--out", graph)
+    import torch
+    from torch_geometric.nn import SAGEConv
+
+    from vertex_programs.gnn import save_model
+    torch.manual_seed(0)
+    save_model(model, [SAGEConv(4, 2)])
+    same = tmp_path / "same.h5"
+    for command in (["run", "pagerank"], ["infer", "--model", model]):
+        result = run(*command, "--graph", graph, "--out", same, "--checkpoint-dir", same, check=False)
+        assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+        assert "--checkpoint-dir names the same path as --out" in result.stderr
+        assert not same.exists(), "nothing left behind"
