@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
-from pregel.edge_order import ascending_columns, count_rows, group_by_row, is_ascending, row_ids, stable_order
+from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, row_ids, stable_order,
+                               unique_inverse)
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -370,7 +371,7 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
         columns, ghost_ids = ascending_columns(src, int(lo), int(hi))  # ascending ids: grouped by owner
         return columns, ghost_ids, np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
     is_local = partition.owner(src) == comm.rank
-    remote_ids, remote_pos = np.unique(src[~is_local].astype(np.int64), return_inverse=True)
+    remote_ids, remote_pos = unique_inverse(src[~is_local])
     remote_owner = partition.owner(remote_ids)
     ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
     ghost_ids = remote_ids[ghost_order]

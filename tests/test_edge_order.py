@@ -100,3 +100,22 @@ def test_placing_edges_releases_the_slice_it_sent():
     # grouped by the destination's owner (rank 0 owns 0, 1), each group in slice order
     assert placed.src.tolist() == [2, 3, 0, 1] and placed.dst.tolist() == [1, 0, 3, 2]
     assert placed.weight.tolist() == [2.0, 3.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("spread", [1, 1000])  # keys within the counting sort's range, and far beyond it
+def test_key_order_and_unique_inverse_match_numpy(spread):
+    # the reverse edges of a symmetric program (wcc) arrive in no source order: they were sorted with
+    # np.argsort and np.unique (25 s of a 71 s load at 10M vertices / 100M edges, P = 2); a counting sort
+    # and a lookup table give the same results in O(E + range)
+    from pregel.edge_order import key_order, unique_inverse
+
+    rng = np.random.default_rng(9)
+    for dtype in (np.int32, np.int64):
+        keys = (rng.integers(0, 500, size=2000) * spread).astype(dtype)
+        order = key_order(keys)
+        assert np.array_equal(order, np.argsort(keys, kind="stable"))
+        unique, inverse = unique_inverse(keys)
+        expected_unique, expected_inverse = np.unique(keys, return_inverse=True)
+        assert unique.dtype == np.int64 and np.array_equal(unique, expected_unique)
+        assert np.array_equal(inverse, expected_inverse.reshape(-1))
+    assert len(key_order(np.zeros(0, np.int64))) == 0 and len(unique_inverse(np.zeros(0, np.int64))[0]) == 0
