@@ -28,6 +28,11 @@ def check_writable(path) -> None:
         raise InputError.at(path, None, f"cannot write: its folder {path.parent} does not exist")
     if path.is_dir():
         raise InputError.at(path, None, "cannot write: is a directory")
+    if path.exists() and not path.is_file():
+        # the result is renamed into place, which would replace the device or pipe itself (as root,
+        # --out /dev/null left /dev/null a regular file)
+        raise InputError.at(path, None, "cannot write: is a device, pipe or socket, not a regular file; "
+                                        "results are written to a new file renamed onto the path")
     _close_and_remove(_temp_file(path, ".probe"))
 
 

@@ -13,9 +13,10 @@ import networkx as nx
 import numpy as np
 
 from pregel.edge_list import stream_edge_list
-from pregel.errors import InputError
+from pregel.errors import InputError, not_a_file
 from pregel.generate import edges_to_csr
 from pregel.graph_io import GraphData
+from pregel.memory import require_memory
 
 
 def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) -> GraphData:
@@ -35,6 +36,11 @@ def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) ->
         num_nodes = largest + 1
     elif largest >= num_nodes:
         raise InputError.at(path, None, f"vertex id {largest} is not below `num_nodes` {num_nodes}")
+    # ids are 0..N-1, so one large id makes a huge graph: refuse at once rather than let the CSR's
+    # per-vertex arrays (indptr and a count, 8 bytes each) fill the machine and the kernel kill us
+    require_memory(16 * (num_nodes + 1) + 32 * len(src) * (1 if directed else 2),
+                   f"{path}: a graph of {num_nodes:,} vertices (ids are numbered 0..N-1 and the largest is "
+                   f"{largest}; converted as a table, with --src and --dst, sparse ids are renumbered)")
     return edges_to_graph(num_nodes, src, dst, weights, directed)
 
 
@@ -49,7 +55,7 @@ def read_matrix_market(path) -> GraphData:
 
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise InputError.at(path, None, "no such file")
+        raise InputError.at(path, None, not_a_file(path))
     try:
         rows, cols, _, fmt, field, symmetry = scipy.io.mminfo(path)
         matrix = scipy.io.mmread(path)

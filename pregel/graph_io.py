@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 from pregel.atomic import atomic_h5
-from pregel.errors import InputError
+from pregel.errors import InputError, not_a_file
 
 FORMAT = "pregel-graph"
 VERSION = 1
@@ -192,7 +192,7 @@ def scan_graph(path, on_chunk=None, chunk_rows: int = SCAN_CHUNK_ROWS) -> GraphH
 def _open(path) -> h5py.File:
     path = Path(path)
     if not path.is_file():
-        raise InputError.at(path, None, "no such file")
+        raise InputError.at(path, None, not_a_file(path))
     try:
         return h5py.File(path, "r")
     except OSError as err:

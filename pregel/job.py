@@ -68,7 +68,8 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
 
         gpu, hubs = Gpu.open(comm, program, hubs, checkpoint)
     started = time.perf_counter()
-    graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric, hubs=hubs)
+    graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric,
+                       features=getattr(program, "uses_features", True), hubs=hubs)
     release_freed_memory()  # the load's temporaries: not reused by the supersteps
     load_seconds = time.perf_counter() - started
     result = run(graph, program, max_supersteps, progress, checkpoint, device=gpu)

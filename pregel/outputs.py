@@ -43,7 +43,13 @@ def check_outputs(outputs=(), inputs=(), input_folders=(), output_folders=()) ->
                                                 "replace a file the command reads; choose another output file")
         written.append((option, path))
     for option, folder in output_folders:
+        if folder is None:
+            continue
         folder = Path(folder)
+        for other_option, other in written:  # the folder would be made first, then the file refused
+            if _same_file(folder, other):
+                raise InputError.at(folder, None, f"{option} names the same path as {other_option}; "
+                                                  "the folder and the file each need their own")
         if folder.exists() and not folder.is_dir():
             raise InputError.at(folder, None, f"{option} is an existing file, not a folder; name a folder "
                                               "(it is created if missing)")

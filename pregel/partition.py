@@ -79,6 +79,7 @@ class HashPartition:
         self.num_nodes = num_nodes
         self.size = size
         self._owned = {}
+        self._rank_index = {}
 
     def owner(self, ids: np.ndarray) -> np.ndarray:
         """Owning rank of each global id: [k] int64 -> [k] int32."""
@@ -96,8 +97,40 @@ class HashPartition:
         return self._owned[rank]
 
     def local_index(self, ids: np.ndarray, rank: int) -> np.ndarray:
-        """Positions [k] in ``owned(rank)`` of global ids [k] that ``rank`` owns."""
-        return np.searchsorted(self.owned(rank), ids)
+        """Positions [k] int64 in ``owned(rank)`` of global ids [k] that ``rank`` owns: how many of its ids
+        lie below each, from a bit per vertex (owned or not) and a count per 64 vertices (N / 4 bytes
+        in all), in O(1) an id. (``np.searchsorted(owned(rank), ids)``, which it replaces, made a binary
+        search over a table far larger than the cache per id: 132 s of a 156 s PageRank at 10M vertices
+        and 100M edges, P = 2.)"""
+        if rank not in self._rank_index:
+            owned = self.owned(rank)
+            blocks = (self.num_nodes + 63) // 64
+            bits = np.zeros(blocks * 64, dtype=bool)
+            bits[owned] = True
+            words = np.packbits(bits, bitorder="little").view(np.uint64)
+            del bits
+            before = np.zeros(blocks, dtype=np.int64)
+            np.cumsum(np.bincount(owned >> 6, minlength=blocks)[:-1], out=before[1:])
+            self._rank_index[rank] = words, before
+        words, before = self._rank_index[rank]
+        out = np.empty(len(ids), dtype=np.int64)
+        _rank_of_ids(np.ascontiguousarray(ids), words, before, out)
+        return out
+
+
+@njit(cache=True)
+def _rank_of_ids(ids, words, before, out):
+    """out[k] = before[v >> 6] + the set bits of words[v >> 6] below bit v & 63, v = ids[k] (the number of
+    owned ids below v). ids: [k] int32/int64; words: [blocks] uint64; before: [blocks] int64."""
+    m1, m2, m4 = np.uint64(0x5555555555555555), np.uint64(0x3333333333333333), np.uint64(0x0F0F0F0F0F0F0F0F)
+    h01, one = np.uint64(0x0101010101010101), np.uint64(1)
+    for k in range(ids.shape[0]):
+        v = np.int64(ids[k])
+        x = words[v >> 6] & ((one << np.uint64(v & 63)) - one)
+        x = x - ((x >> one) & m1)  # popcount (SWAR)
+        x = (x & m2) + ((x >> np.uint64(2)) & m2)
+        x = (x + (x >> np.uint64(4))) & m4
+        out[k] = before[v >> 6] + np.int64((x * h01) >> np.uint64(56))
 
 
 @njit(cache=True)

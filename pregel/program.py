@@ -47,6 +47,9 @@ class VertexProgram:
     * ``weighted`` — multiply each message by its edge's weight (GCN-style normalisation).
     * ``symmetric`` — follow every edge both ways (the engine loads the reverse edges too).
     * ``max_supersteps`` — a default cap, overridden by the ``run`` argument.
+    * ``uses_features`` — whether the program reads ``ctx.features``: when False the engine does not
+      load ``/nodes/features`` (``ctx.features`` is None), which the built-in analytics do not need
+      (10M vertices with 16 features: 0.6 GB of PageRank's 2.5 GB peak on one rank).
 
     A built-in combiner gives the same result as ``combiner = None`` plus the same reduction in
     ``apply``; for example ``'min'`` equals ``np.minimum.reduceat`` over ``Messages`` segments
@@ -57,6 +60,7 @@ class VertexProgram:
     weighted: bool = False
     symmetric: bool = False
     max_supersteps: int | None = None
+    uses_features: bool = True
     #: the constructor's arguments that ``pregel run`` sets from flags (``Option``s; none by default)
     options: tuple = ()
 

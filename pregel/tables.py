@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from pregel.errors import InputError
+from pregel.errors import InputError, not_a_file
 
 #: rows per batch read from a table (memory holds the parsed columns, not the file)
 BATCH_ROWS = 1 << 20
@@ -50,11 +50,17 @@ def read_tables(edges, src: str, dst: str, weight: str | None = None, nodes=None
     columns = _read_columns(edges, wanted)
     for name in (src, dst):
         _no_nulls(edges, name, columns[name], "null id")
+    if nodes is None and len(columns[src]) == 0:
+        raise InputError.at(edges, None, "has no rows: the ids of its edges number the vertices, so this is a "
+                                         "graph without vertices (a node table, `nodes`, can give them)")
     node_columns = {}
     if nodes is not None:
         node_columns = _read_columns(nodes, [node_id] + [c for c in (features, label) if c])
         ids = node_columns[node_id]
         _no_nulls(nodes, node_id, ids, "null id")
+        if len(ids) == 0:
+            raise InputError.at(nodes, None, "has no rows: its rows number the vertices, so this is a graph "
+                                             "without vertices")
         ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
         _unique_ids(nodes, node_id, ids)
     else:
@@ -80,18 +86,19 @@ def _read_columns(path, names: list) -> dict:
     if kind is None:
         raise InputError.at(path, None, "not a table: the name must end in .parquet, .pq or .csv")
     if not os.path.isfile(path):
-        raise InputError.at(path, None, "no such file")
+        raise InputError.at(path, None, not_a_file(path))
     unique = list(dict.fromkeys(names))
     try:
-        batches = _parquet_batches(path, unique) if kind == "parquet" else _csv_batches(path, unique)
+        schema, batches = _parquet_batches(path, unique) if kind == "parquet" else _csv_batches(path, unique)
         chunks = {name: [] for name in unique}
         for batch in batches:
             for name in unique:
                 chunks[name].append(batch.column(name))
     except (pa.ArrowException, OSError) as err:
         raise InputError.at(path, None, f"cannot read the {kind} table ({str(err).splitlines()[0]})") from None
-    try:
-        return {name: pa.chunked_array(parts) for name, parts in chunks.items()}
+    try:  # a table without rows has no batches: its columns are empty arrays of the schema's types
+        return {name: pa.chunked_array(parts, type=None if parts else schema.field(name).type)
+                for name, parts in chunks.items()}
     except pa.ArrowException as err:  # a CSV column whose type changed between blocks
         raise InputError.at(path, None, f"a column changes type between blocks ({err})") from None
 
@@ -101,16 +108,18 @@ def _parquet_batches(path, names):
 
     table = pq.ParquetFile(path)
     _check_columns(path, names, table.schema_arrow.names)
-    yield from table.iter_batches(batch_size=BATCH_ROWS, columns=names)
+    return table.schema_arrow, table.iter_batches(batch_size=BATCH_ROWS, columns=names)
 
 
 def _csv_batches(path, names):
     import pyarrow.csv as pv
 
+    # an empty field is a null, also in a text column (pyarrow's default reads it as the id ''), so a
+    # row with a missing id is refused as one, not numbered as a vertex named ''
     reader = pv.open_csv(path, read_options=pv.ReadOptions(block_size=64 << 20),
-                         convert_options=pv.ConvertOptions(include_columns=names))
+                         convert_options=pv.ConvertOptions(include_columns=names, strings_can_be_null=True))
     _check_columns(path, names, reader.schema.names)
-    yield from reader
+    return reader.schema, reader
 
 
 def _check_columns(path, names, present) -> None:
@@ -129,6 +138,10 @@ def _no_nulls(path, name, column, what: str) -> None:
 
 
 def _id_type_problem(path, name, column, ids) -> None:
+    import pyarrow.types as pt
+
+    if pt.is_null(column.type) and len(column) == 0:  # a CSV table without rows: no type to infer
+        return
     if not (_is_integer(column.type) and _is_integer(ids.type) or _is_text(column.type) and _is_text(ids.type)):
         raise InputError.at(path, f"column {name!r}", f"ids are {column.type} but the node ids are {ids.type}")
 
@@ -199,6 +212,8 @@ def _numbers(path, name, column, dtype) -> np.ndarray:
     """A numeric column [rows] as ``dtype`` (InputError for nulls or non-numbers)."""
     import pyarrow.types as pt
 
+    if pt.is_null(column.type) and len(column) == 0:  # a CSV table without rows: no type to infer
+        return np.zeros(0, dtype)
     if not (pt.is_integer(column.type) or (pt.is_floating(column.type) and dtype == np.float32)):
         raise InputError.at(path, f"column {name!r}", f"must hold numbers of kind {np.dtype(dtype).name}, "
                                                        f"got {column.type}")

@@ -63,3 +63,106 @@ def test_generate_refuses_bad_options_without_writing(tmp_path):
     result = run("generate", "--nodes", 0, "--out", out, check=False)
     assert result.returncode == 2 and "--nodes must be at least 1" in result.stderr
     assert not out.exists()
+
+
+def test_generate_refuses_more_edges_than_a_simple_graph_holds_as_one_line(tmp_path):
+    # a simple directed graph on N vertices has at most N (N - 1) edges: 5 vertices hold 20, not 5 x 10
+    out = tmp_path / "g.h5"
+    for flags, problem in ((["--nodes", 5, "--avg-degree", 10], "at most 20"),
+                           (["--nodes", 1], "at most 0"),  # the default --avg-degree 10 on one vertex
+                           (["--nodes", 100, "--avg-degree", "inf"], "--avg-degree must be a non-negative number")):
+        result = run("generate", "--kind", "er", *flags, "--out", out, check=False)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr and result.stderr.strip().count("\n") == 0, result.stderr
+        assert problem in result.stderr
+        assert not out.exists()
+    run("generate", "--kind", "er", "--nodes", 5, "--avg-degree", 4, "--out", out)  # the complete digraph fits
+    assert read_graph(out).num_edges == 20
+
+
+def test_convert_refuses_an_edge_list_whose_ids_make_a_graph_larger_than_memory(tmp_path):
+    # ids are 0..N-1, so the id 10**15 asks for 10**15 vertices: 16 PB of CSR arrays on any machine. It is
+    # refused before anything is allocated (at 3e9 on a 24 GB machine the kernel used to kill the command)
+    (tmp_path / "e.txt").write_text(f"0 1\n1 {10**15}\n")
+    result = run("convert", tmp_path / "e.txt", "--out", tmp_path / "e.h5", check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+    assert "e.txt" in result.stderr and "1,000,000,000,000,001 vertices" in result.stderr
+    assert "ids are numbered 0..N-1" in result.stderr and "more than this machine's" in result.stderr
+    assert not (tmp_path / "e.h5").exists()
+
+
+def test_generate_refuses_a_graph_larger_than_memory_before_allocating(tmp_path):
+    out = tmp_path / "g.h5"
+    result = run("generate", "--nodes", 10**15, "--avg-degree", 0, "--out", out, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+    assert "1,000,000,000,000,000 vertices" in result.stderr and "more than this machine's" in result.stderr
+    assert not out.exists()
+
+
+def test_an_output_that_is_a_pipe_is_refused_not_replaced_by_a_file(tmp_path):
+    # results are renamed onto --out: on a FIFO (or, as root, /dev/null) that replaced the special file
+    # itself with a regular one
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    result = run("generate", "--kind", "er", "--nodes", 10, "--avg-degree", 2, "--out", fifo, check=False)
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+    assert "fifo: cannot write: is a device, pipe or socket" in result.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the pipe is still a pipe"
+
+
+def test_inspect_into_a_closed_pipe_ends_quietly_as_sigpipe_would(tmp_path):
+    # `pregel inspect g.h5 | head -1`: once the reader has gone, a write fails; that printed a
+    # BrokenPipeError traceback. The pipe's read end is closed before the command starts, so every
+    # write fails, deterministically
+    import os
+
+    out = tmp_path / "g.h5"
+    run("generate", "--kind", "er", "--nodes", 10, "--avg-degree", 2, "--out", out)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([*PREGEL, "inspect", str(out)], stdout=write_end, stderr=subprocess.PIPE,
+                                text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 128 + 13, result.stderr  # the status of a process ended by SIGPIPE
+    assert result.stderr == "", result.stderr
+
+
+def test_a_folder_given_as_an_input_file_is_named_a_folder_not_missing(tmp_path):
+    folder, table = tmp_path / "data", tmp_path / "data.csv"
+    folder.mkdir()
+    table.mkdir()
+    out = tmp_path / "o.h5"
+    for named, args in ((folder, ["inspect", folder]), (folder, ["convert", folder, "--out", out]),
+                        (table, ["convert", table, "--src", "a", "--dst", "b", "--out", out]),
+                        (folder, ["run", "wcc", "--graph", folder, "--out", out])):
+        result = run(*args, check=False)
+        assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+        assert f"{named}: is a directory, not a file" in result.stderr, result.stderr
+    assert not out.exists()
+    missing = run("inspect", tmp_path / "none.h5", check=False)
+    assert missing.returncode == 2 and "none.h5: no such file" in missing.stderr
+
+
+def test_checkpoint_folder_and_output_file_on_one_path_are_refused_before_any_work(tmp_path):
+    # the checkpoint folder was made first, then --out refused as "is a directory", leaving the folder behind
+    graph, model = tmp_path / "g.h5", tmp_path / "m.pt"
+    run("generate", "--kind", "er", "--nodes", 30, "--avg-degree", 2, "--features", 4, "--out", graph)
+    import torch
+    from torch_geometric.nn import SAGEConv
+
+    from vertex_programs.gnn import save_model
+    torch.manual_seed(0)
+    save_model(model, [SAGEConv(4, 2)])
+    same = tmp_path / "same.h5"
+    for command in (["run", "pagerank"], ["infer", "--model", model]):
+        result = run(*command, "--graph", graph, "--out", same, "--checkpoint-dir", same, check=False)
+        assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+        assert "--checkpoint-dir names the same path as --out" in result.stderr
+        assert not same.exists(), "nothing left behind"

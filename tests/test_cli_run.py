@@ -42,3 +42,79 @@ def test_pagerank_file_with_attributes_and_stats(tmp_path):
     top = int(np.argmax(values))
     assert f"{top} " in result.stdout.split("top vertices")[1].splitlines()[0]
     assert "superstep  compute_s" in result.stdout
+
+
+def test_pagerank_whose_tolerance_cannot_fail_says_so(tmp_path):
+    # ranks sum to 1, so their L1 change is at most 2: with N x tol >= 2 the test "change < N x tol" (networkx's)
+    # passes after the first superstep whatever the graph, as it did silently at the default tol 1e-6 on any
+    # graph of 2M vertices or more. 34 x 0.1 = 3.4 shows it on the karate club
+    graph_path = tmp_path / "g.h5"
+    karate = nx.karate_club_graph()
+    from pregel.convert import from_networkx
+    write_graph(graph_path, from_networkx(karate, weight=None))
+    pregel = [shutil.which("mpiexec", path=BIN), "-n", "2", shutil.which("pregel", path=BIN), "run", "pagerank",
+              "--graph", graph_path, "--quiet"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    for tol, warned in ((0.1, True), (1e-3, False)):
+        out = tmp_path / f"pr-{tol}.h5"
+        result = subprocess.run([*pregel, "--tol", str(tol), "--out", out], capture_output=True, text=True,
+                                timeout=120, env=env)
+        assert result.returncode == 0, result.stderr
+        expected = nx.pagerank(karate, tol=tol, weight=None)  # the same stopping rule
+        with h5py.File(out) as f:
+            assert np.allclose(f["values"][:], [expected[v] for v in range(34)], rtol=0, atol=1e-12)
+            supersteps = int(f.attrs["supersteps"])
+        assert ("PageRank stopped after one superstep" in result.stderr) == warned, result.stderr
+        assert (supersteps == 1) == warned
+        if warned:
+            assert "N x --tol = 34 x 0.1 = 3.4" in result.stderr and "below 2 / N = 0.059" in result.stderr
+
+
+MAX_VALUE = '''
+import numpy as np
+from pregel.program import Option, VertexProgram
+
+class ScaledMax(VertexProgram):
+    combiner = "max"
+    options = (Option("alpha", float, 1.0, "scale of the ids"),)
+
+    def __init__(self, alpha=1.0):
+        self.alpha = alpha
+
+    def init(self, ctx):
+        return ctx.global_ids.astype(float) * self.alpha
+
+    def message(self, ctx, state):
+        return state
+
+    def apply(self, ctx, state, gathered):
+        new = np.maximum(state, gathered)
+        return new, new > state
+'''
+
+
+def test_run_flags_reach_the_program_that_takes_them_and_are_refused_elsewhere(tmp_path):
+    # a user program declaring Option("alpha") gets --alpha (it was constructed without arguments, so
+    # --alpha 2 was ignored), and a flag the program does not take is refused rather than ignored
+    graph = nx.gnp_random_graph(40, 0.06, seed=3, directed=True)
+    graph_path = tmp_path / "g.h5"
+    from pregel.convert import from_networkx
+    write_graph(graph_path, from_networkx(graph, weight=None))
+    (tmp_path / "prog.py").write_text(MAX_VALUE)
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    mpi = [shutil.which("mpiexec", path=BIN), "-n", "2", shutil.which("pregel", path=BIN), "run"]
+    out = tmp_path / "out.h5"
+    done = subprocess.run([*mpi, f"{tmp_path / 'prog.py'}:ScaledMax", "--graph", graph_path, "--out", out,
+                           "--alpha", "2", "--quiet"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    expected = [2.0 * max(nx.ancestors(graph, v) | {v}) for v in range(40)]  # the largest id reaching v
+    with h5py.File(out) as f:
+        assert f["values"][:].tolist() == expected
+    for algorithm, flag in (("pagerank", ["--source", "3"]), ("sssp", ["--tol", "5"]),
+                            (f"{tmp_path / 'prog.py'}:ScaledMax", ["--source", "1"])):
+        refused = tmp_path / "refused.h5"
+        done = subprocess.run([*mpi, algorithm, "--graph", graph_path, "--out", refused, *flag, "--quiet"],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().count("\n") == 0 and f"{flag[0]} does not apply to" in done.stderr, done.stderr
+        assert not refused.exists()

@@ -157,3 +157,35 @@ def test_results_carry_original_ids(tmp_path):
         with h5py.File(out, "r") as f:
             assert [i.decode() for i in f["original_ids"][:]] == ["r", "q", "p"]
             assert len(f["values"]) == 3
+
+
+def test_csv_row_with_an_empty_id_is_a_null_id_not_a_vertex_named_empty(tmp_path, capsys):
+    # pandas reads the empty field as a missing value (NaN), so row 1 has no source: it must be refused
+    # as the README says of a null id, not numbered as a fourth vertex ''
+    e = tmp_path / "e.csv"
+    e.write_text("a,b\nx,y\n,z\n")
+    assert pd.read_csv(e)["a"].isna().tolist() == [False, True]
+    assert "column 'a': null id in row 1" in _bad(tmp_path, capsys, [e, "--src", "a", "--dst", "b"])
+    e.write_text('a,b\nx,y\n"",z\n')  # quoted empty: the same missing value to pandas
+    assert pd.read_csv(e)["a"].isna().tolist() == [False, True]
+    assert "column 'a': null id in row 1" in _bad(tmp_path, capsys, [e, "--src", "a", "--dst", "b"])
+
+
+def test_csv_tables_without_rows(tmp_path, capsys):
+    edges, nodes, empty_nodes = tmp_path / "e.csv", tmp_path / "n.csv", tmp_path / "n0.csv"
+    edges.write_text("a,b,w\n")  # a header only: pandas reads 0 rows
+    nodes.write_text("id,f,l\nx,1 2,0\ny,3 4,1\n")
+    empty_nodes.write_text("id\n")
+    assert len(pd.read_csv(edges)) == 0 and len(pd.read_csv(empty_nodes)) == 0
+    # without a node table the edges' ids are the vertices: none, so no graph
+    assert "e.csv: has no rows" in _bad(tmp_path, capsys, [edges, "--src", "a", "--dst", "b"])
+    assert "n0.csv: has no rows" in _bad(tmp_path, capsys, [edges, "--src", "a", "--dst", "b", "--nodes", empty_nodes,
+                                                            "--id", "id"])
+    # with one, a graph of the node table's vertices and no edges
+    out = tmp_path / "g.h5"
+    assert main(["convert", str(edges), "--src", "a", "--dst", "b", "--weight", "w", "--nodes", str(nodes),
+                 "--id", "id", "--features", "f", "--label", "l", "--out", str(out)]) == 0
+    graph = read_graph(out)
+    assert graph.num_nodes == 2 and graph.num_edges == 0
+    assert graph.features.tolist() == [[1.0, 2.0], [3.0, 4.0]] and graph.labels.tolist() == [0, 1]
+    assert _node_rows(out) == {"x": ((1.0, 2.0), 0), "y": ((3.0, 4.0), 1)}

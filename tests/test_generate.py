@@ -66,7 +66,7 @@ def test_edges_to_csr_sorts_and_carries_weights():
 def test_rejects_impossible_requests():
     with pytest.raises(ValueError, match="kind"):
         generate_graph("tree", 10, 2)
-    with pytest.raises(ValueError, match="do not fit"):
+    with pytest.raises(ValueError, match="do not fit"):  # an InputError, a ValueError
         generate_graph("er", 5, 10)
     with pytest.raises(ValueError, match="exponent"):
         generate_graph("powerlaw", 10, 2, exponent=1.0)

@@ -33,3 +33,19 @@ def test_hash_owner_owned_agree():
     owners = partition.owner(np.arange(1000))
     for rank in range(3):
         np.testing.assert_array_equal(partition.owned(rank), np.flatnonzero(owners == rank))
+
+
+@pytest.mark.parametrize("num_nodes,size", [(1, 2), (63, 3), (64, 2), (65, 3), (1000, 1), (100_003, 3)])
+def test_hash_local_index_is_the_position_among_the_owned_ids(num_nodes, size):
+    # local_index counts the owned ids below each id (a bit per vertex and a count per 64) instead of a
+    # binary search per id, which at 10M vertices took 132 s of a PageRank's load; the answer is the same
+    partition = HashPartition(num_nodes, size)
+    for rank in range(size):
+        owned = partition.owned(rank)
+        rng = np.random.default_rng(rank)
+        for dtype in (np.int32, np.int64):
+            ids = owned[rng.integers(0, len(owned), 3 * len(owned))].astype(dtype) if len(owned) else owned
+            positions = partition.local_index(ids, rank)
+            assert positions.dtype == np.int64
+            assert np.array_equal(positions, np.searchsorted(owned, ids))
+            assert np.array_equal(owned[positions], ids)

@@ -12,6 +12,7 @@ class WeakComponents(VertexProgram):
 
     combiner = "min"
     symmetric = True
+    uses_features = False  # /nodes/features are not loaded
 
     def init(self, ctx):
         return ctx.xp.astype(ctx.global_ids, ctx.xp.int64)

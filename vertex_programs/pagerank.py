@@ -18,6 +18,7 @@ class PageRank(VertexProgram):
     """
 
     combiner = "sum"
+    uses_features = False  # /nodes/features are not loaded
     options = (Option("alpha", float, 0.85, "PageRank damping"),
                Option("tol", float, 1e-6, "PageRank: stop when L1 change < N * tol"),
                Option("max_iter", int, 100, "PageRank iteration cap"))
@@ -39,12 +40,21 @@ class PageRank(VertexProgram):
     def warnings(self, stopped_by: str) -> list[str]:
         if stopped_by == "max_supersteps":
             return [f"PageRank did not converge within PageRank.max_iter {self.max_supersteps}"]
+        n = getattr(self, "_num_vertices", 0)
+        if stopped_by == "master" and n * self.tol >= 2:
+            # ranks sum to 1, so their L1 change is at most 2: the test passes after the first superstep
+            # (as networkx's does), whatever the graph; at the default 1e-6 that is every graph of 2M vertices
+            return [f"PageRank stopped after one superstep: N x PageRank.tol = {n:,} x {self.tol:g} = "
+                    f"{n * self.tol:g} is not below 2, the largest L1 change ranks summing to 1 can make, so "
+                    f"the convergence test always passes; the values are one power iteration from uniform. "
+                    f"Give a PageRank.tol below 2 / N = {2 / n:.2g} (e.g. {10 ** np.floor(np.log10(0.002 / n)):g})"]
         return []
 
     def init(self, ctx):
         # fixed for the run: 1 / out-degree [n] (1 for dangling vertices, which send nothing
         # anyone receives) and the dangling vertices' local ids [d]
         xp = ctx.xp
+        self._num_vertices = ctx.num_vertices  # for ``warnings``
         self._inverse_degree = 1.0 / xp.astype(xp.maximum(ctx.out_degree, 1), xp.float64)
         self._dangling = xp.flatnonzero(ctx.out_degree == 0)
         rank = xp.full(ctx.num_local, 1.0 / max(ctx.num_vertices, 1))

@@ -10,6 +10,7 @@ class _FromSource(VertexProgram):
     distance dropped is active and sends again; min-combined."""
 
     combiner = "min"
+    uses_features = False  # /nodes/features are not loaded
     options = (Option("source", int, 0, "source vertex for sssp and bfs"),)
 
     def __init__(self, source: int):

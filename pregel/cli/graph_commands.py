@@ -31,11 +31,17 @@ def _run_generate(args) -> None:
 
     from pregel.generate import generate_graph, random_features
     from pregel.graph_io import GraphData, write_graph
+    from pregel.memory import require_memory
 
     require(args.nodes >= 1, "--nodes must be at least 1")
-    require(args.avg_degree >= 0, "--avg-degree must be non-negative")
+    require(0 <= args.avg_degree < float("inf"), f"--avg-degree must be a non-negative number, got {args.avg_degree}")
     require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
     require(args.exponent > 1, "--exponent must be greater than 1")
+    edges = args.nodes * args.avg_degree
+    # the vertex permutation, indptr and degree counts (8 bytes each a vertex), the sampled edges'
+    # keys while they are sorted, the features: refused at once rather than filling the machine
+    require_memory(int(24 * args.nodes + 40 * edges + 4 * args.nodes * args.features),
+                   f"a graph of {args.nodes:,} vertices and {edges:,.0f} edges")
     started = time.perf_counter()
     indptr, indices = generate_graph(args.kind, args.nodes, args.avg_degree, seed=args.seed,
                                      exponent=args.exponent, undirected=args.undirected)

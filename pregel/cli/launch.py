@@ -16,6 +16,7 @@ from pregel.outputs import check_outputs
 
 EXIT_BAD_INPUT = 2
 EXIT_OUT_OF_MEMORY = 3
+EXIT_BROKEN_PIPE = 128 + 13  # as a process that SIGPIPE ended (the shell's status for `yes | head -1`'s yes)
 ABORT_GRACE_SECONDS = 1.0
 
 
@@ -43,6 +44,9 @@ def run_parsed(args) -> int:
         if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
             print(f"pregel {args.command}: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
+        if isinstance(err, BrokenPipeError) and size == 1:  # `pregel inspect g.h5 | head -1`: the reader left
+            _discard_stdout()
+            return EXIT_BROKEN_PIPE
         memory = out_of_memory(err)
         if memory is not None:  # one line, not a traceback; under mpiexec it ends every rank
             print(f"pregel {args.command}{f' [rank {rank}]' if size > 1 else ''}: error: {memory}", file=sys.stderr,
@@ -62,6 +66,16 @@ def run_parsed(args) -> int:
         _abort(1)
         return 1
     return 0
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for a reader that closed the pipe is dropped
+    instead of failing again (with a traceback) when the process flushes it at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def _mpi_world():

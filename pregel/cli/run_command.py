@@ -7,7 +7,7 @@ import sys
 from pregel.cli.checkpoint_flags import add_checkpoint_flags, check_checkpoint_every, checkpointer
 from pregel.cli.collection import importing
 from pregel.cli.common import world_comm, first_line, require, as_flags
-from pregel.errors import InputError
+from pregel.errors import InputError, not_a_file
 
 ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs")
 #: why a run stopped (``RunResult.stopped_by``), as its summary says it
@@ -24,7 +24,7 @@ def add_run(sub) -> None:
                                    "write /values in global vertex order.")
     p.add_argument("algorithm", metavar="ALGORITHM",
                    help=f"one of {', '.join(ALGORITHMS)}, or FILE.py:CLASS for your own VertexProgram "
-                        "subclass (constructed without arguments)")
+                        "subclass (constructed with its `options` from the flags of their names)")
     p.add_argument("--graph", required=True, help="HDF5 graph file")
     p.add_argument("--out", required=True, help="result file (written atomically)")
     p.add_argument("--partition", choices=PARTITIONERS, default="range",
@@ -51,7 +51,7 @@ def _check_run_limits(args) -> None:
     check_checkpoint_every(args)
 
 
-def _program_identity(args) -> dict:
+def _program_identity(args, program) -> dict:
     """The program and the options that change its result (recorded in checkpoints; a resumed job
     may change --max-supersteps, a limit rather than an option of the program)."""
     if args.algorithm in ALGORITHMS:
@@ -61,7 +61,7 @@ def _program_identity(args) -> dict:
         from pregel.checkpoint import file_sha256
 
         path, _, name = args.algorithm.rpartition(":")
-        identity = {"class": name, "file_sha256": file_sha256(path)}
+        identity = {"class": name, "file_sha256": file_sha256(path), **_given_options(type(program), args)}
     return identity
 
 
@@ -75,8 +75,28 @@ def _algorithm(name: str):
 
 def _program(args):
     if args.algorithm not in ALGORITHMS:
-        return _user_program(args.algorithm)
-    return _algorithm(args.algorithm).from_options(vars(args))
+        program = _user_program(args.algorithm, args)
+    else:
+        program = _algorithm(args.algorithm).from_options(vars(args))
+    _refuse_foreign_options(args, program)
+    return program
+
+
+def _algorithm_flags() -> dict:
+    """{option name: default} of every built-in algorithm's flags (``--source``, ``--alpha``, ...)."""
+    return {option.name: option.default for name in ALGORITHMS for option in _algorithm(name).options}
+
+
+def _refuse_foreign_options(args, program) -> None:
+    """InputError for a flag given a value that ``program`` does not take (``pregel run pagerank --source 3``
+    ran plain PageRank, ``pregel run sssp --tol 5`` ignored the tolerance)."""
+    taken = {option.name for option in program.options}
+    for name, default in _algorithm_flags().items():
+        value = getattr(args, name)
+        if name not in taken and not (value == default and type(value) is type(default)):
+            users = [a for a in ALGORITHMS if name in {o.name for o in _algorithm(a).options}]
+            raise InputError(f"`{name}` does not apply to {args.algorithm}: it is an option of "
+                             f"{' and '.join(users)}")
 
 
 def _run_run(args) -> None:
@@ -89,7 +109,7 @@ def _run_run(args) -> None:
     try:
         _check_run_limits(args)
         program = _program(args)
-        identity = _program_identity(args)
+        identity = _program_identity(args, program)
     except InputError as err:
         problem = err
     comm.agree(problem)
@@ -112,8 +132,19 @@ def _run_run(args) -> None:
         print(format_table(report.stats_table))
 
 
-def _user_program(spec: str):
-    """Instantiate ``CLASS`` from ``FILE.py:CLASS`` (a ``VertexProgram`` subclass)."""
+def _given_options(cls, args) -> dict:
+    """{name: value} of the flags given a value other than their default that are ``options`` of the user's
+    program ``cls``: the arguments it is constructed with (none given: ``cls()``, so a subclass of a
+    built-in program whose ``__init__`` takes no arguments still runs)."""
+    defaults = _algorithm_flags()
+    return {option.name: getattr(args, option.name) for option in cls.options if option.name in defaults
+            and not (getattr(args, option.name) == defaults[option.name]
+                     and type(getattr(args, option.name)) is type(defaults[option.name]))}
+
+
+def _user_program(spec: str, args):
+    """Instantiate ``CLASS`` from ``FILE.py:CLASS`` (a ``VertexProgram`` subclass), with the flags given for
+    its ``options`` (``_given_options``)."""
     import importlib.util
 
     from pregel.program import VertexProgram
@@ -122,7 +153,7 @@ def _user_program(spec: str):
     if not path.endswith(".py") or not name:
         raise InputError(f"unknown algorithm {spec!r}: use one of {', '.join(ALGORITHMS)} or FILE.py:CLASS")
     if not os.path.isfile(path):
-        raise InputError.at(path, None, "no such file")
+        raise InputError.at(path, None, not_a_file(path))
     module_spec = importlib.util.spec_from_file_location(f"pregel_user_{os.path.basename(path)[:-3]}", path)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_spec.name] = module  # so that tracebacks and messages can find its file
@@ -135,8 +166,10 @@ def _user_program(spec: str):
     cls = getattr(module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, VertexProgram)) or cls is VertexProgram:
         raise InputError.at(path, None, f"{name} is not a VertexProgram subclass defined there")
+    values = _given_options(cls, args)
     try:
-        return cls()
+        return cls(**values)
     except Exception as err:
-        raise InputError.at(path, None, f"cannot construct {name}() without arguments: "
+        raise InputError.at(path, None, f"cannot construct {name}({', '.join(values)}"
+                                        f"){'' if values else ' without arguments'}: "
                                         f"{type(err).__name__}: {first_line(err)}") from None

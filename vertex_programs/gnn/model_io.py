@@ -49,7 +49,8 @@ def load_model(path, keep_hidden: bool = False) -> GNNModel:
     """Read and validate a model file; returns the ``GNNModel`` (see ``GNNModel`` for
     ``keep_hidden``). Any problem is an ``InputError``: '<path>: <what is wrong>'."""
     if not Path(path).is_file():
-        raise InputError.at(path, None, "model file does not exist")
+        raise InputError.at(path, None, "is a directory, not a model file" if Path(path).is_dir()
+                            else "model file does not exist")
     try:
         data = read_torch_file(path)
     except NotPlainData as err:
