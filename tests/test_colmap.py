@@ -277,3 +277,24 @@ def test_missing_image_wrong_size_and_unknown_camera_are_one_line(tmp_path, caps
                    images=stray)
     with pytest.raises(InputError, match="neither cameras.bin nor cameras.txt"):
         convert_colmap(tmp_path, tmp_path)
+
+
+@pytest.mark.parametrize("cut", [1, 2])
+def test_text_model_truncated_inside_a_points2d_line_is_one_line(tmp_path, capsys, cut):
+    """images.txt cut short inside an image's POINTS2D line (a copy interrupted): its values are no
+    longer (X, Y, POINT3D_ID) triples, and the model is refused naming the file, line and image instead
+    of converting the images before the cut."""
+    sparse = tmp_path / "sparse"
+    write_text(sparse)
+    write_images(tmp_path / "images")
+    lines = (sparse / "images.txt").read_text().splitlines()
+    points_line = next(i for i, line in enumerate(lines) if len(line.split()) == 6)  # two triples
+    image_id = lines[points_line - 1].split()[0]
+    kept = " ".join(lines[points_line].split()[:6 - cut])
+    (sparse / "images.txt").write_text("\n".join(lines[:points_line] + [kept]))  # no newline: cut short
+    out = tmp_path / "scene.h5"
+    assert main(["convert-colmap", str(sparse), "--images", str(tmp_path / "images"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "images.txt" in err[0] and f"line {points_line + 1}:" in err[0], err
+    assert f"image {image_id}'s POINTS2D line has {6 - cut} values" in err[0], err
+    assert not out.exists()

@@ -7,6 +7,8 @@ from odin_sched.training.densify import (DensifyConfig, GradAccumulator, densify
                                          most_opaque, reset_opacity, screen_grad_norm)
 from odin_sched.training.optim import VisibleAdam, default_lrs
 
+SHAPES = ("means", "scales", "quats", "opacities", "sh0", "shN")
+
 
 def params_for(scales, opacities):
     g = len(scales)
@@ -147,6 +149,43 @@ def test_round_densifies_then_resets_when_both_are_due():
     assert opt.num_gaussians == 3 and out is not acc and out.count.tolist() == [0, 0, 0]
     assert opt.ids.tolist() == [1, (1 << 57) + 0, (1 << 57) + 1]  # 0 cloned into its two children, by id
     assert torch.all(torch.sigmoid(opt.params["opacities"]) <= 0.01 + 1e-7)
+
+
+def test_round_installs_the_new_rows_without_a_second_copy(monkeypatch):
+    """A round holds one copy of the new model, not two (at 2,000,000 Gaussians a copy is 0.7 GB): the
+    optimizer trains the tensors densify_and_prune made, and the state equals replacing with a copy."""
+    import copy
+
+    import odin_sched.training.densify as densify
+
+    params = params_for([0.05, 0.5, 0.02, 0.3], [0.5, 0.5, 0.001, 0.9])
+    opt = VisibleAdam(params, default_lrs(10.0))
+    for name, p in opt.params.items():
+        p.grad = torch.rand_like(p)
+    opt.step(torch.ones(4, dtype=torch.bool))
+    acc = GradAccumulator(4)
+    acc.add(torch.tensor([1e-3, 1e-3, 1e-5, 1e-3]), torch.ones(4, dtype=torch.bool), torch.tensor([3, 3, 3, 3]))
+    oracle = copy.deepcopy(opt)  # the copying replace, done by hand
+    new, source, fresh, ids = densify_and_prune({k: p.detach() for k, p in oracle.params.items()}, oracle.ids,
+                                                acc.average(), 10.0, DensifyConfig(), 0, 600)
+    oracle.replace(new, source, fresh, ids)
+    made = {}
+
+    def recording(*args, **kwargs):
+        result = densify_and_prune(*args, **kwargs)
+        made.update(result[0])
+        return result
+
+    monkeypatch.setattr(densify, "densify_and_prune", recording)
+    densify_round(opt, acc, 600, 30_000, 1, 10.0, DensifyConfig(), 0)
+    assert opt.num_gaussians == oracle.num_gaussians == 6 and torch.equal(opt.ids, oracle.ids)
+    for name in SHAPES:
+        assert opt.params[name].data_ptr() == made[name].data_ptr(), name  # no second copy
+        assert opt.params[name].requires_grad
+        for mine, theirs in ((opt.params, oracle.params), (opt.exp_avg, oracle.exp_avg),
+                             (opt.exp_avg_sq, oracle.exp_avg_sq)):
+            assert torch.equal(mine[name], theirs[name]), name
+    assert torch.equal(opt.step_count, oracle.step_count)
 
 
 def test_screen_grad_matches_autograd_through_projection():

@@ -114,3 +114,22 @@ def test_plot_writes_the_format_its_extension_names(trace, tmp_path, name, magic
 def test_plot_refuses_an_extension_it_cannot_write(trace, tmp_path, name):
     one_line(pregel(1, "plot", trace, "--out", tmp_path / name), "format")
     assert not (tmp_path / name).exists()
+
+
+def test_render_refuses_to_replace_its_ply_or_scene_with_a_picture(scene, tmp_path):
+    """The files render writes into --out (NNNN.png, orbit.gif) are checked against its inputs: a PLY or
+    scene file that happens to carry such a name in that folder is refused, not overwritten."""
+    from odin_sched.scenes.ply import write_ply
+
+    g = 5
+    ply = tmp_path / "0000.png"
+    write_ply(ply, np.zeros((g, 3), np.float32), np.zeros((g, 3), np.float32), np.tile([1, 0, 0, 0], (g, 1)),
+              np.zeros(g, np.float32), np.full((g, 3), 0.5, np.float32))
+    gif = tmp_path / "orbit.gif"
+    shutil.copy(scene, gif)
+    before = _snapshot(tmp_path)
+    one_line(pregel(1, "render", "--scene", scene, "--ply", ply, "--out", tmp_path, "--cameras", "0"),
+             str(ply), "is also the input")
+    one_line(pregel(1, "render", "--scene", gif, "--out", tmp_path, "--cameras", "1", "--orbit", "2"),
+             str(gif), "is also the input")
+    assert _snapshot(tmp_path) == before  # nothing replaced, nothing written (0001.png neither)

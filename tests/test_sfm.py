@@ -58,6 +58,17 @@ def test_fewer_than_two_registered_photos_is_one_line(tmp_path, capfd):  # capfd
     assert not out.exists()
 
 
+def test_every_photo_held_out_names_the_photos_not_a_temporary_folder(tmp_path, capfd):
+    """The convert step's refusal (every registered photo held out) names the photo folder: the
+    temporary folder holding the reconstruction is gone by the time the user reads the line."""
+    out = tmp_path / "s.h5"
+    assert main(["sfm", str(PHOTOS), "--out", str(out), "--heldout-every", "1", "--threads", "1"]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "all held out with --heldout-every 1" in err[0], err
+    assert f"the reconstruction of {PHOTOS}" in err[0] and "pregel-sfm-" not in err[0], err[0]
+    assert not out.exists()
+
+
 def test_camera_model_flag_calibrates_that_model(tmp_path, capfd):
     """A one-focal-length model (SIMPLE_RADIAL) gives square pixels after undistortion (pycolmap's
     undistort_camera keeps the focal length), with no calibration warning; an unknown model is one line."""

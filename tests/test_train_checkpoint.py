@@ -201,3 +201,20 @@ def test_a_fresh_run_refuses_a_folder_with_checkpoints(files, checkpointed, tmp_
     result = _pregel(1, "train", "--scene", files / "s.h5", "--out", tmp_path / "o.h5", *OPTIONS,
                      "--checkpoint-dir", checkpointed)
     one_line_error(result, "already holds checkpoints")
+
+
+@pytest.mark.parametrize("ranks,mode", [(1, []), (2, ["--mode", "odin"]), (2, ["--mode", "barrier"])])
+def test_resume_from_the_last_steps_checkpoint_writes_the_uninterrupted_outputs(files, oracle, checkpointed, tmp_path,
+                                                                               ranks, mode):
+    """A checkpoint of the run's last step resumed (nothing left to train) still writes the trained file
+    and the held-out PNG of the uninterrupted run; the distributed trainer had no rendered view to put in
+    the PNG and ended with a TypeError."""
+    ck = tmp_path / "ck"
+    shutil.copytree(checkpointed, ck)
+    assert "step-000000012" in {p.name for p in ck.iterdir()}  # the last step, STEPS
+    out = tmp_path / "resumed.h5"
+    result = _pregel(ranks, "train", "--scene", files / "s.h5", "--out", out, "--resume", ck, *mode, *OPTIONS,
+                     *DENSIFY)
+    assert result.returncode == 0, result.stderr
+    _assert_bitwise(out, oracle[True])
+    assert out.with_suffix(".png").read_bytes() == oracle[True].with_suffix(".png").read_bytes()

@@ -172,6 +172,8 @@ class DistributedTrainer:
                 self._save(start, stop, losses, psnr_steps, psnr_values,
                            resumed.wall_time_s + time.perf_counter() - started)
             start = stop
+        if resumed.step >= self.steps:  # resumed at the last step: render the held-out view the PNG shows
+            self._evaluate(self.steps, bounds)
         self.planner.close()
         self.record.metrics.processor_seconds += time.process_time() - processor_started
         wall = resumed.wall_time_s + time.perf_counter() - started

@@ -156,7 +156,11 @@ def _images_txt(path) -> list:
             raise InputError.at(path, None, f"line {number}: expected IMAGE_ID QW QX QY QZ TX TY TZ "
                                 "CAMERA_ID NAME") from None
         images.append(_checked_pose(path, f"line {number}", image))
-        number += 1  # the image's POINTS2D line (possibly empty)
+        number += 1  # the image's POINTS2D line (possibly empty): (X, Y, POINT3D_ID) triples
+        values = len(lines[number - 1].split()) if number <= len(lines) else 0
+        if values % 3:
+            raise InputError.at(path, None, f"line {number}: image {image.image_id}'s POINTS2D line has {values} "
+                                "values, not (X, Y, POINT3D_ID) triples (truncated or corrupt)")
     return images
 
 

@@ -16,6 +16,7 @@ from odin_sched.scenes.scene_io import Scene, heldout_mask
 from odin_sched.scenes.sh import gaussian_render_args
 from pregel.atomic import atomic_output
 from pregel.errors import InputError
+from pregel.outputs import check_outputs
 
 ORBIT_FPS = 12
 
@@ -84,6 +85,8 @@ def render_views(scene_path, out_dir, ply_path=None, cameras: str | None = None,
         os.makedirs(out_dir, exist_ok=True)
     except OSError as err:
         raise InputError.at(out_dir, None, f"cannot create the output folder ({err.strerror})") from None
+    names = [f"{c:04d}.png" for c in cams] + ([f"orbit.{orbit_format}"] if orbit else [])
+    check_outputs(outputs=[("--out", os.path.join(out_dir, name)) for name in names], inputs=[scene_path, ply_path])
     params = {k: torch.from_numpy(np.ascontiguousarray(v, np.float32)).to(device) for k, v in gaussians.items()}
     args = gaussian_render_args(params)
 

@@ -120,7 +120,10 @@ def photos_to_scene(images_dir, downscale: float = 1.0, heldout_every: int = DEF
         sparse = os.path.join(work, "model")
         os.makedirs(sparse)
         model.write_text(sparse)
-        scene = convert_colmap(sparse, images_dir, downscale=downscale, heldout_every=heldout_every)
+        try:
+            scene = convert_colmap(sparse, images_dir, downscale=downscale, heldout_every=heldout_every)
+        except InputError as err:  # name the photos, not the temporary folder the user never sees
+            raise InputError(str(err).replace(sparse, f"the reconstruction of {images_dir}")) from None
     scene.attrs.pop("colmap_model")  # a temporary folder
     scene.attrs.update({"source": "pregel sfm", "photos": os.path.abspath(images_dir)})
     camera = next(iter(model.cameras.values()))

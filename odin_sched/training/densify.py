@@ -218,7 +218,7 @@ def densify_and_prune(params: dict, ids: torch.Tensor, grad_avg: torch.Tensor, e
     split_scales = scales[split_idx] - torch.log(torch.tensor(0.8 * 2, dtype=scales.dtype))
 
     source = torch.cat([keep_idx, clone_idx, split_idx])
-    new = {name: value[source].clone() for name, value in params.items()}
+    new = {name: value[source] for name, value in params.items()}  # indexing copies: no clone
     n_old = keep_idx.shape[0] + clone_idx.shape[0]
     new["means"][n_old:] = split_means
     new["scales"][n_old:] = split_scales
@@ -274,7 +274,8 @@ def densify_round(opt, accum: GradAccumulator, step: int, steps: int, batch_size
         max_radii = accum.max_radii if config.prunes_large(step, batch_size) else None
         new, source, fresh, ids = densify_and_prune(params, opt.ids, accum.average(), extent, config, seed, step,
                                                     max_radii, survivor)
-        opt.replace(new, source, fresh, ids)
+        del params  # each old parameter is freed as replace swaps in its new one
+        opt.replace(new, source, fresh, ids, copy=False)  # the new rows are this round's own tensors
         accum = GradAccumulator(opt.num_gaussians, opt.device)
     if config.reset_due(step, steps, batch_size):
         reset_opacity(opt)

@@ -119,7 +119,8 @@ class VisibleAdam:
             self.exp_avg_sq[name].index_copy_(0, idx, v)
             p.index_copy_(0, idx, p.index_select(0, idx) - step_size * m / denom)
 
-    def replace(self, params: dict, source: torch.Tensor, fresh: torch.Tensor | None, ids: torch.Tensor) -> None:
+    def replace(self, params: dict, source: torch.Tensor, fresh: torch.Tensor | None, ids: torch.Tensor,
+                copy: bool = True) -> None:
         """Swap in a new set of Gaussians (after densification) and carry the optimizer state over.
 
         params: dict name -> torch.Tensor  # [G', ...] the new parameter values
@@ -128,6 +129,8 @@ class VisibleAdam:
         fresh: torch.Tensor or None        # [G'] bool, rows whose moments start at zero while keeping
                                            # their source's step count (None: none)
         ids: torch.Tensor                  # [G'] int64, the new rows' global ids
+        copy: train copies of ``params`` (False: train the given tensors themselves, for tensors made for
+        this optimizer that nothing else uses, as ``__init__``'s ``copy``: no second copy of the new model)
         """
         if set(params) != set(self.params):
             raise ValueError(f"params: expected {sorted(self.params)}, got {sorted(params)}")
@@ -147,7 +150,7 @@ class VisibleAdam:
             v = self.exp_avg_sq[name][src]
             m[zeroed] = 0.0
             v[zeroed] = 0.0
-            self.params[name] = value.detach().clone().requires_grad_(True)
+            self.params[name] = (value.detach().clone() if copy else value.detach()).requires_grad_(True)
             self.exp_avg[name] = m
             self.exp_avg_sq[name] = v
         steps = self.step_count[src]
