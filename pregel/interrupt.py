@@ -14,6 +14,19 @@ import threading
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
 #: seconds a rank waits after its line, so the launcher forwards it before the job is torn down
 FORWARD_SECONDS = 0.5
+_INTERRUPTED = threading.Event()
+
+
+def interrupted() -> bool:
+    """Whether this rank has taken Ctrl-C (``exit_on_interrupt``): its line is printed and the process ends
+    within ``FORWARD_SECONDS``. An error the main thread meets meanwhile (MPI's, as a rank that was faster
+    leaves) is the interrupt's echo, not news."""
+    return _INTERRUPTED.is_set()
+
+
+def await_exit() -> None:
+    """Block the calling thread for good: after an interrupt, the interrupt thread ends the process."""
+    threading.Event().wait()
 
 
 def exit_on_interrupt(command: str) -> bool:
@@ -27,6 +40,7 @@ def exit_on_interrupt(command: str) -> bool:
 
     def wait() -> None:
         signal.sigwait({signal.SIGINT})
+        _INTERRUPTED.set()
         os.write(2, f"pregel {command} [rank {rank}]: interrupted\n".encode())  # one write: one whole line
         threading.Event().wait(FORWARD_SECONDS)
         os._exit(EXIT_INTERRUPTED)

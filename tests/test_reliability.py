@@ -119,6 +119,31 @@ def test_base_exception_in_a_hook_ends_the_job(tmp_path, files, raised, ranks):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("raised", ["RuntimeError('MPI: a peer has left')", "InputError('late')"])
+def test_an_error_after_ctrl_c_under_mpiexec_stays_one_interrupted_line_per_rank(tmp_path, files, raised):
+    # Ctrl-C reaches every rank; a rank whose main thread then meets an error (MPI's, as a faster rank
+    # leaves) printed "unexpected error" and a traceback beside its "interrupted" line. Each rank here
+    # takes the signal, waits until its interrupt thread has it, and raises.
+    program = tmp_path / "late.py"
+    program.write_text(
+        "import os, signal, time\n"
+        "from pregel.errors import InputError\n"
+        "from pregel.interrupt import interrupted\n"
+        "from vertex_programs import PageRank\n"
+        "class Late(PageRank):\n"
+        "    def apply(self, ctx, rank, gathered):\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        while not interrupted():\n"
+        "            time.sleep(0.01)\n"
+        f"        raise {raised}\n")
+    out = tmp_path / "out.h5"
+    result = pregel(2, "run", f"{program}:Late", "--graph", files / "g.h5", "--out", out)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 130, (result.returncode, result.stderr)
+    assert sorted(lines) == ["pregel run [rank 0]: interrupted", "pregel run [rank 1]: interrupted"], result.stderr
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------- empty graphs and limits
 
 @pytest.fixture(scope="module")

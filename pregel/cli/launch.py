@@ -10,7 +10,7 @@ import time
 from pregel.cli.common import first_line, as_flags
 from pregel.cli.files import FILES
 from pregel.errors import InputError
-from pregel.interrupt import EXIT_INTERRUPTED
+from pregel.interrupt import EXIT_INTERRUPTED, await_exit, interrupted
 from pregel.memory import out_of_memory
 from pregel.outputs import check_outputs
 
@@ -31,6 +31,8 @@ def run_parsed(args) -> int:
         args.run(args)
     except InputError as err:
         rank, size = _mpi_world()
+        if interrupted():  # Ctrl-C under mpiexec: its line is printed, and its thread ends the process
+            await_exit()
         if size == 1 or getattr(err, "collective", False):
             if rank == 0:
                 print(f"pregel {args.command}: error: {as_flags(str(err), vars(args))}", file=sys.stderr)
@@ -41,6 +43,8 @@ def run_parsed(args) -> int:
         return EXIT_BAD_INPUT
     except BaseException as err:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
         rank, size = _mpi_world()
+        if interrupted():  # Ctrl-C under mpiexec: its line is printed, and its thread ends the process
+            await_exit()
         if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
             print(f"pregel {args.command}: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
