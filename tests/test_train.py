@@ -248,3 +248,19 @@ def test_scene_images_close_and_open_again(scene_path):
     scene.images.close()
     scene.images.close()  # closing twice does nothing
     assert writable(scene_path)
+
+
+def test_a_long_set_up_prints_a_line_before_the_first_step(scene_path, tmp_path, monkeypatch, capsys):
+    # at millions of Gaussians the set-up (reading, k-NN scales) takes longer than the progress interval,
+    # with no step ended yet to print a line: it says what it set up when it took that long (here the
+    # interval is 0, so it always does)
+    from pregel.progress import Progress
+
+    monkeypatch.setattr(Progress, "LINE_SECONDS", 0.0)
+    train(TrainConfig(scene_path, 1, tmp_path / "t.h5", eval_every=1))
+    scene = read_scene(scene_path)
+    cameras = len(scene.viewmats)  # trained: those not held out (the file's mask, else all but 0, 8, 16, ...)
+    trained = int((~scene.heldout).sum()) if scene.heldout is not None else sum(c % 8 != 0 for c in range(cameras))
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("set up in ") and first.endswith(
+        f"s: {len(scene.init_means):,} Gaussians, {trained} training cameras at {scene.width} x {scene.height}"), first

@@ -32,6 +32,7 @@ first held-out view rendered beside its ground truth.
 """
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, replace
 
@@ -250,6 +251,7 @@ def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), ch
         raise InputError(f"TrainConfig.device must be cpu or cuda, got {config.device!r}")
     if config.device == "cuda" and checkpoint is not None:
         raise InputError(NO_CUDA_CHECKPOINTS)
+    started = time.perf_counter()
     dev, render = render_device(config.device, comm)
     setup, problem = None, None
     try:
@@ -264,7 +266,14 @@ def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), ch
         comm.agree(problem)
     elif problem is not None:
         raise problem
-    return to_device(setup, dev), render
+    setup = to_device(setup, dev)
+    seconds = time.perf_counter() - started
+    if config.progress and (comm is None or comm.rank == 0) and seconds >= Progress.LINE_SECONDS:
+        # no step ends before this: a line, so a long set-up (millions of Gaussians) is not silence
+        print(f"set up in {seconds:.1f} s: {setup.initial['means'].shape[0]:,} Gaussians, "
+              f"{len(setup.train_ids)} training cameras at {setup.scene.width} x {setup.scene.height}",
+              file=sys.stderr, flush=True)
+    return setup, render
 
 
 def new_optimizer(setup: TrainingSetup) -> VisibleAdam:
