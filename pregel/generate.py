@@ -15,6 +15,8 @@ For ``powerlaw`` and ``er``, ``avg_degree`` is the mean out-degree, so ``E = N Â
 ``undirected=True`` both directions of ``N Â· avg_degree / 2`` undirected edges are stored.
 """
 
+import math
+
 import numpy as np
 
 from pregel.errors import InputError
@@ -51,6 +53,20 @@ def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,
     return edges_to_csr(num_nodes, src, dst)
 
 
+#: the most vertices for which an edge's key ``src * N + dst`` fits in int64: isqrt(2**63 - 1), about 3.04e9
+MAX_KEYED_NODES = math.isqrt(2**63 - 1)
+
+
+def source_order(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray | None:
+    """The stable order [E] that sorts edges (``src``, ``dst``: [E] int64 ids below ``num_nodes``) by
+    (source, destination), or None when they are in that order already. One int64 key per edge up to
+    ``MAX_KEYED_NODES`` vertices; above, where that key would overflow and sort wrongly, a lexsort."""
+    if num_nodes > MAX_KEYED_NODES:
+        return np.lexsort((dst, src))
+    key = src * num_nodes + dst
+    return np.argsort(key, kind="stable") if key.size and np.any(key[1:] < key[:-1]) else None
+
+
 def edges_to_csr(num_nodes: int, src: np.ndarray, dst: np.ndarray, weights: np.ndarray | None = None):
     """Sort an edge list into an out-edge CSR.
 
@@ -62,9 +78,8 @@ def edges_to_csr(num_nodes: int, src: np.ndarray, dst: np.ndarray, weights: np.n
     dst = np.asarray(dst, dtype=np.int64)
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=num_nodes), out=indptr[1:])
-    key = src * num_nodes + dst
-    if key.size and np.any(key[1:] < key[:-1]):
-        order = np.argsort(key, kind="stable")
+    order = source_order(src, dst, num_nodes)
+    if order is not None:
         dst = dst[order]
         weights = None if weights is None else np.asarray(weights)[order]
     if weights is None:
@@ -118,6 +133,9 @@ def _sample_simple_edges(num_nodes: int, num_edges: int, sample_ids, rng, undire
     shortfall redrawn until the count is met; with ``undirected`` an edge and its reverse count as
     the same edge (returned once, as src < dst).
     """
+    if num_nodes > MAX_KEYED_NODES:  # the distinct edges are found by an int64 key src * N + dst
+        raise InputError(f"generating a graph of more than {MAX_KEYED_NODES:,} vertices is not supported, got "
+                         f"{num_nodes:,}")
     max_edges = num_nodes * (num_nodes - 1) // (2 if undirected else 1)
     if num_edges > max_edges:  # InputError: the command line reports it as one line, exit status 2
         raise InputError(f"{num_edges:,} distinct edges (`nodes` x `avg_degree`) do not fit in a simple graph on "

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pregel.generate import edges_to_csr, generate_graph
+from pregel.errors import InputError
+from pregel.generate import MAX_KEYED_NODES, edges_to_csr, generate_graph, source_order
 
 
 def _edges(indptr, indices):
@@ -70,3 +71,21 @@ def test_rejects_impossible_requests():
         generate_graph("er", 5, 10)
     with pytest.raises(ValueError, match="exponent"):
         generate_graph("powerlaw", 10, 2, exponent=1.0)
+
+
+@pytest.mark.parametrize("num_nodes", [1000, MAX_KEYED_NODES, MAX_KEYED_NODES + 1, 4 * 10**9])
+def test_source_order_sorts_by_source_then_destination_at_any_vertex_count(num_nodes):
+    # src * N + dst overflows int64 above isqrt(2**63 - 1) vertices (about 3.04e9) and sorted such edges
+    # wrongly; the order must be numpy's lexsort by (src, dst), stable for parallel edges, at every N
+    rng = np.random.default_rng(7)
+    src = rng.integers(num_nodes - 5, num_nodes, 400)  # the largest ids, where the key would overflow
+    dst = rng.integers(num_nodes - 5, num_nodes, 400)
+    order = source_order(src, dst, num_nodes)
+    assert np.array_equal(order, np.lexsort((dst, src)))
+    sorted_src, sorted_dst = src[order], dst[order]
+    assert source_order(sorted_src, sorted_dst, num_nodes) is None or num_nodes > MAX_KEYED_NODES
+
+
+def test_generate_refuses_a_vertex_count_whose_edge_keys_overflow():
+    with pytest.raises(InputError, match="more than 3,037,000,499 vertices"):
+        generate_graph("er", MAX_KEYED_NODES + 1, 0.001)
