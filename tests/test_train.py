@@ -100,7 +100,22 @@ def test_command_line(tmp_path, capsys):
                  "--densify-interval", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "missing.h5: file not found" in err[0] and "--cameras" in err[1]
-    assert "--densify options" in err[2]
+    assert err[2].endswith("--densify-interval must be at least 1, got 0")
+
+
+@pytest.mark.parametrize("flags, says", [
+    (("--densify-grad-threshold", "-1"), "--densify-grad-threshold must be a positive number, got -1.0"),
+    (("--densify-from", "-3"), "--densify-from must be at least 0, got -3"),
+    (("--densify-from", "20", "--densify-until", "10"), "--densify-until must be at least --densify-from (20), got 10"),
+    (("--opacity-reset-interval", "-1"), "--opacity-reset-interval must be at least 0, got -1"),
+])
+def test_a_densify_flag_out_of_range_is_named_by_its_flag(scene_path, tmp_path, capsys, flags, says):
+    # the settings' own field names (grad_threshold, percent_dense, min_opacity) are not flags a user can set
+    from pregel.cli import main
+
+    assert main(["train", "--scene", str(scene_path), "--steps", "5", "--out", str(tmp_path / "t.h5"), *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"pregel train: error: {says}"
+    assert not (tmp_path / "t.h5").exists()
 
 
 def test_trained_ply_restarts_training_from_the_same_parameters(scene_path, tmp_path):

@@ -82,16 +82,20 @@ class DensifyConfig:
     max_world_fraction: float = 0.1  # x scene extent
 
     def __post_init__(self):
-        if self.interval < 1:
-            raise ValueError(f"densify interval must be >= 1, got {self.interval}")
-        if self.start < 0 or self.stop < self.start:
-            raise ValueError(f"densify steps must satisfy 0 <= start <= stop, got {self.start}, {self.stop}")
-        if not (0 < self.grad_threshold < math.inf and 0 < self.percent_dense < math.inf and 0 <= self.min_opacity < 1):
-            raise ValueError(f"densify thresholds must be positive numbers (min_opacity in [0, 1)), got "
-                             f"grad_threshold {self.grad_threshold}, percent_dense {self.percent_dense}, "
-                             f"min_opacity {self.min_opacity}")
-        if self.opacity_reset_interval < 0:
-            raise ValueError(f"opacity reset interval must be >= 0, got {self.opacity_reset_interval}")
+        """ValueError naming the first field out of range in backquotes (`grad_threshold`)."""
+        problems = (
+            (self.interval >= 1, f"`interval` must be at least 1, got {self.interval}"),
+            (self.start >= 0, f"`start` must be at least 0, got {self.start}"),
+            (self.stop >= self.start, f"`stop` must be at least `start` ({self.start}), got {self.stop}"),
+            (0 < self.grad_threshold < math.inf, f"`grad_threshold` must be a positive number, got {self.grad_threshold}"),
+            (0 < self.percent_dense < math.inf, f"`percent_dense` must be a positive number, got {self.percent_dense}"),
+            (0 <= self.min_opacity < 1, f"`min_opacity` must be in [0, 1), got {self.min_opacity}"),
+            (self.opacity_reset_interval >= 0,
+             f"`opacity_reset_interval` must be at least 0, got {self.opacity_reset_interval}"),
+        )
+        for holds, message in problems:
+            if not holds:
+                raise ValueError(message)
 
     def due(self, step: int, steps: int, batch_size: int = 1) -> bool:
         """Whether to densify after batch ``step`` (1-based) of ``steps``."""

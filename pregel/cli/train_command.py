@@ -3,12 +3,16 @@
 
 import argparse
 import os
+import re
 
 from pregel.cli.checkpoint_flags import add_checkpoint_flags
 from pregel.cli.common import world_comm, config_from_flags
 from pregel.errors import InputError
 
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
+#: the flag that sets each field of ``DensifyConfig`` (its errors name the fields)
+DENSIFY_FLAGS = {"interval": "--densify-interval", "start": "--densify-from", "stop": "--densify-until",
+                 "grad_threshold": "--densify-grad-threshold", "opacity_reset_interval": "--opacity-reset-interval"}
 
 
 def add_train(sub) -> None:
@@ -131,8 +135,8 @@ def _run_train(args) -> None:
             densify = DensifyConfig(interval=args.densify_interval, start=args.densify_from,
                                     stop=args.densify_until, grad_threshold=args.densify_grad_threshold,
                                     opacity_reset_interval=args.opacity_reset_interval)
-        except ValueError as err:
-            raise InputError(f"--densify options: {err}") from None
+        except ValueError as err:  # its fields in backquotes, named by their flags
+            raise InputError(re.sub(r"`(\w+)`", lambda m: DENSIFY_FLAGS.get(m.group(1), m.group(0)), str(err))) from None
     config = config_from_flags(TrainConfig, args, densify=densify, status=True)
     comm = world_comm()
     single = comm.size == 1 and args.mode is None and args.timeline is None and args.schedule_out is None
