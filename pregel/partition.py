@@ -83,8 +83,11 @@ class HashPartition:
 
     def owner(self, ids: np.ndarray) -> np.ndarray:
         """Owning rank of each global id: [k] int64 -> [k] int32."""
-        mixed = np.asarray(ids, dtype=np.uint64) * _GOLDEN
-        return ((mixed >> np.uint64(32)) % np.uint64(self.size)).astype(np.int32)
+        mixed = np.array(ids, dtype=np.uint64)  # one temporary of 8 bytes an id, worked in place
+        np.multiply(mixed, _GOLDEN, out=mixed)
+        np.right_shift(mixed, np.uint64(32), out=mixed)
+        np.remainder(mixed, np.uint64(self.size), out=mixed)
+        return mixed.astype(np.int32)
 
     def owned(self, rank: int, chunk: int = 1 << 22) -> np.ndarray:
         """Global ids owned by ``rank``, ascending: [n_r] int64 (computed once, in chunks of ids)."""
