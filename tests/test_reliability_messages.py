@@ -60,4 +60,4 @@ def test_versions_are_printed_as_plain_numbers(files, tmp_path):
 
 def test_densify_grad_threshold_nan_is_one_line(files, tmp_path):
     one_line(pregel(1, "train", "--scene", files / "s.h5", "--steps", 2, "--out", tmp_path / "t.h5", "--densify",
-                    "--densify-grad-threshold", "nan"), "grad_threshold nan")
+                    "--densify-grad-threshold", "nan"), "--densify-grad-threshold must be a positive number, got nan")
