@@ -118,3 +118,17 @@ def test_run_flags_reach_the_program_that_takes_them_and_are_refused_elsewhere(t
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().count("\n") == 0 and f"{flag[0]} does not apply to" in done.stderr, done.stderr
         assert not refused.exists()
+
+
+def test_a_flag_given_its_default_value_is_still_refused_by_a_program_without_it(tmp_path):
+    # `--source 0` equals sssp's default: it was taken for "not given" and pagerank ran past it
+    from pregel.cli import main
+    from pregel.generate import generate_graph
+    from pregel.graph_io import GraphData, write_graph
+
+    indptr, indices = generate_graph("er", 20, 2, seed=1)
+    write_graph(tmp_path / "g.h5", GraphData(indptr, indices))
+    for algorithm, flag in (("pagerank", ["--source", "0"]), ("sssp", ["--alpha", "0.85"]), ("wcc", ["--max-iter", "100"])):
+        assert main(["run", algorithm, "--graph", str(tmp_path / "g.h5"), "--out", str(tmp_path / "o.h5"), "--quiet",
+                     *flag]) == 2, (algorithm, flag)
+        assert not (tmp_path / "o.h5").exists()

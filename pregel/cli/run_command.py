@@ -35,8 +35,9 @@ def add_run(sub) -> None:
         for option in _algorithm(name).options:
             if option.name not in declared:
                 declared.add(option.name)
-                p.add_argument("--" + option.name.replace("_", "-"), type=option.type, default=option.default,
-                               help=option.help)
+                # None: not given (a program's own default then applies, and other programs may refuse it)
+                p.add_argument("--" + option.name.replace("_", "-"), type=option.type, default=None,
+                               help=f"{option.help} (default {option.default})")
     p.add_argument("--stats", action="store_true", help="print per-superstep statistics")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
@@ -55,8 +56,9 @@ def _program_identity(args, program) -> dict:
     """The program and the options that change its result (recorded in checkpoints; a resumed job
     may change --max-supersteps, a limit rather than an option of the program)."""
     if args.algorithm in ALGORITHMS:
-        options = _algorithm(args.algorithm).options
-        identity = {"algorithm": args.algorithm, **{option.name: getattr(args, option.name) for option in options}}
+        program_class = _algorithm(args.algorithm)
+        identity = {"algorithm": args.algorithm, **{option.name: option.default for option in program_class.options},
+                    **_given_options(program_class, args)}
     else:
         from pregel.checkpoint import file_sha256
 
@@ -77,23 +79,24 @@ def _program(args):
     if args.algorithm not in ALGORITHMS:
         program = _user_program(args.algorithm, args)
     else:
-        program = _algorithm(args.algorithm).from_options(vars(args))
+        program_class = _algorithm(args.algorithm)
+        program = program_class.from_options({option.name: option.default for option in program_class.options}
+                                             | _given_options(program_class, args))
     _refuse_foreign_options(args, program)
     return program
 
 
-def _algorithm_flags() -> dict:
-    """{option name: default} of every built-in algorithm's flags (``--source``, ``--alpha``, ...)."""
-    return {option.name: option.default for name in ALGORITHMS for option in _algorithm(name).options}
+def _algorithm_flags() -> set:
+    """The option names of every built-in algorithm's flags (``--source``, ``--alpha``, ...)."""
+    return {option.name for name in ALGORITHMS for option in _algorithm(name).options}
 
 
 def _refuse_foreign_options(args, program) -> None:
     """InputError for a flag given a value that ``program`` does not take (``pregel run pagerank --source 3``
     ran plain PageRank, ``pregel run sssp --tol 5`` ignored the tolerance)."""
     taken = {option.name for option in program.options}
-    for name, default in _algorithm_flags().items():
-        value = getattr(args, name)
-        if name not in taken and not (value == default and type(value) is type(default)):
+    for name in sorted(_algorithm_flags()):
+        if name not in taken and getattr(args, name) is not None:
             users = [a for a in ALGORITHMS if name in {o.name for o in _algorithm(a).options}]
             raise InputError(f"`{name}` does not apply to {args.algorithm}: it is an option of "
                              f"{' and '.join(users)}")
@@ -133,13 +136,12 @@ def _run_run(args) -> None:
 
 
 def _given_options(cls, args) -> dict:
-    """{name: value} of the flags given a value other than their default that are ``options`` of the user's
-    program ``cls``: the arguments it is constructed with (none given: ``cls()``, so a subclass of a
-    built-in program whose ``__init__`` takes no arguments still runs)."""
-    defaults = _algorithm_flags()
-    return {option.name: getattr(args, option.name) for option in cls.options if option.name in defaults
-            and not (getattr(args, option.name) == defaults[option.name]
-                     and type(getattr(args, option.name)) is type(defaults[option.name]))}
+    """{name: value} of the flags given on the command line that are ``options`` of the program class
+    ``cls``: what a user's program is constructed with (none given: ``cls()``, so a subclass of a built-in
+    program whose ``__init__`` takes no arguments still runs)."""
+    flags = _algorithm_flags()
+    return {option.name: getattr(args, option.name) for option in cls.options
+            if option.name in flags and getattr(args, option.name) is not None}
 
 
 def _user_program(spec: str, args):
