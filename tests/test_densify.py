@@ -3,8 +3,9 @@ import math
 
 import torch
 
-from odin_sched.training.densify import (DensifyConfig, GradAccumulator, densify_and_prune, densify_round,
-                                         most_opaque, reset_opacity, screen_grad_norm)
+from odin_sched.training.densify import (GradAccumulator, densify_and_prune, densify_round, most_opaque,
+                                         reset_opacity, screen_grad_norm)
+from odin_sched.training.densify_schedule import DensifyConfig
 from odin_sched.training.optim import VisibleAdam, default_lrs
 
 SHAPES = ("means", "scales", "quats", "opacities", "sh0", "shN")

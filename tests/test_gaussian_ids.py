@@ -6,7 +6,8 @@ import math
 import numpy as np
 import torch
 
-from odin_sched.training.densify import DensifyConfig, densify_and_prune
+from odin_sched.training.densify import densify_and_prune
+from odin_sched.training.densify_schedule import DensifyConfig
 from odin_sched.training.gaussian_ids import DEPTH_SHIFT, can_densify, child_ids, initial_ids, parent_ids
 
 

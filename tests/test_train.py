@@ -4,7 +4,7 @@ import pytest
 import torch
 from PIL import Image
 
-from odin_sched.training.densify import DensifyConfig
+from odin_sched.training.densify_schedule import DensifyConfig
 from odin_sched.scenes.ply import read_gaussians_ply
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.scene_gen import generate_scene

@@ -19,7 +19,8 @@ import torch
 
 from odin_sched.odin.shard import Shard
 from odin_sched.scenes.cells import cell_members
-from odin_sched.training.densify import DensifyConfig, best_row, densify_round
+from odin_sched.training.densify import best_row, densify_round
+from odin_sched.training.densify_schedule import DensifyConfig
 from odin_sched.training.gaussian_ids import parent_ids
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # for the annotation only: importing it at run time would pull in torch
-    from odin_sched.training.densify import DensifyConfig
+    from odin_sched.training.densify_schedule import DensifyConfig
 
 
 @dataclass

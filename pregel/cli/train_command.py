@@ -10,7 +10,7 @@ from pregel.cli.common import world_comm, config_from_flags
 from pregel.errors import InputError
 
 NO_CUDA_CHECKPOINTS = "--device cuda: checkpoints (--checkpoint-dir, --resume) are not supported on the GPU yet"
-#: the flag that sets each field of ``DensifyConfig`` (its errors name the fields)
+#: the flag that sets each field of ``DensifyConfig`` (its errors name the fields, shown as these flags)
 DENSIFY_FLAGS = {"interval": "--densify-interval", "start": "--densify-from", "stop": "--densify-until",
                  "grad_threshold": "--densify-grad-threshold", "opacity_reset_interval": "--opacity-reset-interval"}
 
@@ -20,6 +20,7 @@ def add_train(sub) -> None:
     from odin_sched.odin.modes import MODES
     from odin_sched.odin.options import OdinOptions as odin_defaults
     from odin_sched.training.config import TrainConfig as defaults
+    from odin_sched.training.densify_schedule import DensifyConfig as densify_defaults
 
     p = sub.add_parser("train", help="train Gaussians on a scene file (one process, or distributed under mpiexec)",
                        description="Train from the scene's initial point cloud with visible Adam; "
@@ -46,17 +47,18 @@ def add_train(sub) -> None:
     # steps of the schedule count images, as Grendel-GS does for B > 1
     p.add_argument("--densify", action=argparse.BooleanOptionalAction, default=True,
                    help="clone/split/prune and reset opacity as 3DGS does (default on; --no-densify: off)")
-    p.add_argument("--densify-from", type=int, default=500, metavar="IMAGE",
+    p.add_argument("--densify-from", type=int, default=densify_defaults.start, metavar="IMAGE",
                    help="densify once past this image (reference densify_from_iter, default %(default)s: "
                         "first at 600)")
-    p.add_argument("--densify-until", type=int, default=15_000, metavar="IMAGE",
+    p.add_argument("--densify-until", type=int, default=densify_defaults.stop, metavar="IMAGE",
                    help="stop densifying at this image (reference densify_until_iter, default %(default)s "
                         "whatever the run's length; never after the run's last step)")
-    p.add_argument("--densify-interval", type=int, default=100, metavar="IMAGES",
+    p.add_argument("--densify-interval", type=int, default=densify_defaults.interval, metavar="IMAGES",
                    help="images between densification rounds (reference, default %(default)s)")
-    p.add_argument("--densify-grad-threshold", type=float, default=0.0002,
+    p.add_argument("--densify-grad-threshold", type=float, default=densify_defaults.grad_threshold,
                    help="average screen-space gradient that clones or splits (reference, default %(default)s)")
-    p.add_argument("--opacity-reset-interval", type=int, default=3000, metavar="IMAGES",
+    p.add_argument("--opacity-reset-interval", type=int, default=densify_defaults.opacity_reset_interval,
+                   metavar="IMAGES",
                    help="reset opacities to at most 0.01 every N images while densifying (reference, "
                         "default %(default)s; 0: never)")
     p.add_argument("--position-lr-max-steps", type=int, default=defaults.position_lr_max_steps, metavar="IMAGES",
@@ -124,7 +126,7 @@ def _run_train(args) -> None:
     The flags set the fields of the same names of ``TrainConfig`` and ``OdinOptions``."""
     from odin_sched.training.checkpoint import train_checkpointer
     from odin_sched.training.config import TrainConfig
-    from odin_sched.training.densify import DensifyConfig
+    from odin_sched.training.densify_schedule import DensifyConfig
     from odin_sched.training.train import train
 
     if args.dashboard is not None:
@@ -132,9 +134,8 @@ def _run_train(args) -> None:
     densify = None
     if args.densify:
         try:
-            densify = DensifyConfig(interval=args.densify_interval, start=args.densify_from,
-                                    stop=args.densify_until, grad_threshold=args.densify_grad_threshold,
-                                    opacity_reset_interval=args.opacity_reset_interval)
+            densify = DensifyConfig(**{field: getattr(args, flag[2:].replace("-", "_"))
+                                       for field, flag in DENSIFY_FLAGS.items()})
         except ValueError as err:  # its fields in backquotes, named by their flags
             raise InputError(re.sub(r"`(\w+)`", lambda m: DENSIFY_FLAGS.get(m.group(1), m.group(0)), str(err))) from None
     config = config_from_flags(TrainConfig, args, densify=densify, status=True)

@@ -20,7 +20,8 @@ import odin_sched.training.densify as densify
 from migrate_cells import check, model
 from odin_sched.odin.owner_densify import densify_owned
 from odin_sched.odin.shard import Shard
-from odin_sched.training.densify import DensifyConfig, GradAccumulator
+from odin_sched.training.densify import GradAccumulator
+from odin_sched.training.densify_schedule import DensifyConfig
 from odin_sched.training.gaussian_ids import parent_ids
 from pregel.comm import Comm
 

@@ -3,7 +3,8 @@ import os
 
 import torch
 
-from odin_sched.training.densify import DensifyConfig, GradAccumulator, densify_round
+from odin_sched.training.densify import GradAccumulator, densify_round
+from odin_sched.training.densify_schedule import DensifyConfig
 from odin_sched.training.optim import VisibleAdam, default_lrs
 
 
