@@ -9,7 +9,9 @@ Every kernel comes in three versions with the same arguments:
 * a reference twin in plain NumPy or torch, named with a leading underscore, that tests compare with.
 
 A single public dispatch function per kernel picks the CUDA version for device arrays (anything that
-exposes ``__cuda_array_interface__``) and the CPU version otherwise. This package imports nothing
+exposes ``__cuda_array_interface__``) and the CPU version otherwise. The exceptions run on the CPU
+only: ``gather_reduce_sent`` and ``sent_edges`` (the gather of a superstep in which only some
+vertices send; the GPU path masks its dense gather instead) and ``attention_gather``. This package imports nothing
 from ``pregel``, ``vertex_programs`` or ``odin_sched``.
 """
 

@@ -109,7 +109,8 @@ class VertexProgram:
         return type(self).edge_message is not VertexProgram.edge_message
 
     def edge_message(self, ctx: "Context", src_values, dst_values, weights):
-        """Per-edge transform, vectorised over a batch of E edges: ``src_values`` [E] / [E, F] the
+        """Per-edge transform, vectorised over a batch of E edges (in a superstep in which only some
+        vertices send, the senders' edges only): ``src_values`` [E] / [E, F] the
         senders' values, ``dst_values`` [E, k] the receivers' ``destination_values`` (or None),
         ``weights`` [E] float32 (ones if the file has none); ``ctx.edge_src`` / ``ctx.edge_dst``
         hold the edges' global ids. Returns the per-edge messages (``(logits, values)`` for the

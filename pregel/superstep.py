@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kernels.gather import gather_reduce
+from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
 from pregel.edge_order import row_ids
@@ -59,8 +59,7 @@ class EdgeIds:
     @cached_property
     def dst_side(self) -> tuple:
         """(weights, src ids, dst ids, dst rows) of the destination-side edges."""
-        g = self.graph
-        return g.in_weights, self.ext_ids[g.in_indices], g.owned[self.dst_rows], self.dst_rows
+        return self.side(False, slice(None), self.dst_rows)
 
     @cached_property
     def part_rows(self) -> np.ndarray:
@@ -71,8 +70,21 @@ class EdgeIds:
     @cached_property
     def src_side(self) -> tuple:
         """(weights, src ids, dst ids, hub rows) of the source-side edges."""
+        return self.side(True, slice(None), self.part_rows)
+
+    def weights(self, source_side: bool):
+        """[E_s] / [E_d] float32 weights of the source-side or destination-side edges, or None."""
+        return self.graph.part_weights if source_side else self.graph.in_weights
+
+    def side(self, source_side: bool, positions, rows) -> tuple:
+        """(weights, src ids, dst ids, rows) of the edges at ``positions`` ([k] int64 or a slice) of
+        one side's CSR, given their CSR rows ``rows`` [k] (local destination rows, or hub rows)."""
         g = self.graph
-        return g.part_weights, g.owned[g.part_src], g.part_dst[self.part_rows], self.part_rows
+        weights = self.weights(source_side)
+        weights = None if weights is None else weights[positions]
+        if source_side:
+            return weights, g.owned[g.part_src[positions]], g.part_dst[rows], rows
+        return weights, self.ext_ids[g.in_indices[positions]], g.owned[rows], rows
 
 
 class Superstep:
@@ -132,19 +144,19 @@ class Superstep:
         g = self.graph
         if not len(g.part_src):
             return np.zeros(0, np.int64), values[:0], np.zeros(0, np.int64)
-        sent_edge = None if senders is None else senders[g.part_src]
-        rows_of_edges = self.edges.part_rows
-        if self.combiner is None:
-            per_edge = self._edge_values(values[g.part_src], *self.edges.src_side, source_side=True)
-            keep = np.ones(len(per_edge), bool) if sent_edge is None else sent_edge
-            return g.part_dst[rows_of_edges][keep], per_edge[keep], np.ones(int(keep.sum()), np.int64)
-        counts = (np.diff(g.part_indptr) if sent_edge is None else
-                  np.bincount(rows_of_edges, weights=sent_edge, minlength=len(g.part_dst)).astype(np.int64))
-        if self.combiner == "softmax":
-            rows = self._source_softmax(values, sent_edge)
+        if self.combiner not in (None, "softmax"):
+            rows, counts = self._reduce_edges(g.part_indptr, g.part_src, values, senders, source_side=True)
         else:
-            rows = self._reduce_edges(g.part_indptr, g.part_src, values, senders, self.edges.src_side,
-                                      source_side=True)
+            sent_edge = None if senders is None else senders[g.part_src]
+            rows_of_edges = self.edges.part_rows
+            if self.combiner is None:
+                per_edge = self._edge_values(values[g.part_src], *self.edges.src_side, source_side=True)
+                keep = np.ones(len(per_edge), bool) if sent_edge is None else sent_edge
+                return g.part_dst[rows_of_edges][keep], per_edge[keep], np.ones(int(keep.sum()), np.int64)
+            rows = self._source_softmax(values, sent_edge)
+            counts = None if sent_edge is None else np.bincount(rows_of_edges, weights=sent_edge,
+                                                                minlength=len(g.part_dst)).astype(np.int64)
+        counts = np.diff(g.part_indptr) if counts is None else counts
         keep = counts > 0
         return g.part_dst[keep], rows[keep], counts[keep]
 
@@ -205,25 +217,32 @@ class Superstep:
             return logits, vals
         return wire(out)
 
-    def _reduce_edges(self, indptr, columns, values, sent, edge_side, source_side, ghosts=None):
-        """Rows [R] / [R, F] of op over each CSR row's edges (mean gives sums; divided later).
+    def _reduce_edges(self, indptr, columns, values, sent, source_side, ghosts=None):
+        """(rows [R] / [R, F] of op over each CSR row's edges from senders (mean gives sums; divided
+        later), counts [R] int64 of the edges reduced, or None when every column sent).
 
         indptr [R + 1], columns [E] rows of ``values`` (then of ``ghosts``, rows ``len(values)`` on,
-        when given: only without per-edge values and with every row sent); sent: [len(values)] bool
-        or None (all sent); edge_side: the (weights, src ids, dst ids, dst rows) of these edges.
+        when given: only without per-edge values); sent: [len(values) (+ len(ghosts))] bool or None
+        (all sent); source_side: the edges are this rank's source-side (hub) edges. Edges from
+        columns that did not send are skipped, so a superstep in which few vertices send computes
+        per-edge messages for their edges only.
         """
         op = "sum" if self.combiner == "mean" else self.combiner
-        identity = IDENTITY[self.combiner]
         if self.per_edge:
-            per_edge = self._edge_values(values[columns], *edge_side, source_side=source_side)
-            if sent is not None:
-                per_edge[~sent[columns]] = identity
-            return gather_reduce(indptr, np.arange(len(columns), dtype=np.int64), per_edge, op, check=False)
-        if sent is not None:  # non-senders contribute the identity
-            values = values.copy()
-            values[~sent] = identity
-        weights = edge_side[0] if self.program.weighted else None
-        return gather_reduce(indptr, columns, values, op, weights, ghosts=ghosts, check=False)
+            if sent is None:
+                side = self.edges.src_side if source_side else self.edges.dst_side
+                counts = None
+            else:
+                indptr, positions = sent_edges(indptr, columns, sent, check=False)
+                side = self.edges.side(source_side, positions, row_ids(indptr))
+                columns, counts = columns[positions], np.diff(indptr)
+            per_edge = self._edge_values(values[columns], *side, source_side=source_side)
+            reduced = gather_reduce(indptr, np.arange(len(columns), dtype=np.int64), per_edge, op, check=False)
+            return reduced, counts
+        weights = self.edges.weights(source_side) if self.program.weighted else None
+        if sent is None:
+            return gather_reduce(indptr, columns, values, op, weights, ghosts=ghosts, check=False), None
+        return gather_reduce_sent(indptr, columns, values, sent, op, weights, ghosts=ghosts, check=False)
 
     # ------------------------------------------------------------------ receiver side
 
@@ -248,15 +267,12 @@ class Superstep:
             gathered = gather_reduce(g.in_indptr, g.in_indices, own, "mean", weights, ghosts=inc.ghost_values,
                                      check=False)
             return gathered, self.edges.in_counts > 0
-        edge_side = self.edges.dst_side if self.per_edge else (g.in_weights, None, None, None)
-        if self.per_edge or sent_ext is not None:
-            gathered = self._reduce_edges(g.in_indptr, g.in_indices, inc.extended(own), sent_ext, edge_side,
-                                          False)
+        if self.per_edge:
+            gathered, count = self._reduce_edges(g.in_indptr, g.in_indices, inc.extended(own), sent_ext, False)
         else:  # the owned and ghost rows read where they lie
-            gathered = self._reduce_edges(g.in_indptr, g.in_indices, own, None, edge_side, False,
-                                          ghosts=inc.ghost_values)
-        count = (self.edges.in_counts if sent_ext is None else
-                 np.bincount(self.edges.dst_rows, weights=sent_ext[g.in_indices], minlength=n))
+            gathered, count = self._reduce_edges(g.in_indptr, g.in_indices, own, sent_ext, False,
+                                                 ghosts=inc.ghost_values)
+        count = self.edges.in_counts if count is None else count
         op = self.combiner
         if len(inc.direct_ids):  # partial aggregates and direct messages touch only their rows
             if IDENTITY[op] != 0:  # gather_reduce gives 0 for rows without edges

@@ -10,7 +10,8 @@ import scipy.sparse as sp
 import torch
 from torch_geometric.utils import softmax as pyg_softmax
 
-from kernels.gather import _gather_reduce, gather_reduce
+from kernels.gather import (_gather_reduce, _gather_reduce_sent, _sent_edges, gather_reduce, gather_reduce_sent,
+                            sent_edges)
 from kernels.scatter import _scatter_reduce, scatter_reduce
 from kernels.segment_softmax import _segment_softmax, segment_softmax
 
@@ -151,6 +152,80 @@ def test_gather_reduce_without_checks_gives_the_same_result(rng):
     x = rng.standard_normal((NUM_COLS, 2))
     np.testing.assert_array_equal(gather_reduce(indptr, indices, x, "mean", check=False),
                                   gather_reduce(indptr, indices, x, "mean"))
+
+
+@pytest.mark.parametrize("num_features", [None, 5], ids=["1d", "2d"])
+@pytest.mark.parametrize("op", OPS)
+def test_gather_reduce_sent_reduces_only_the_senders_edges(rng, op, num_features):
+    """Only edges whose column sent count: against the twin, and against torch over the kept edges
+    (a row whose edges all come from silent columns is 0, as an empty row is); the hub row's
+    columns are split between x and ghosts."""
+    indptr, indices = random_csr(rng)
+    shape = (NUM_COLS,) if num_features is None else (NUM_COLS, num_features)
+    full = rng.standard_normal(shape)
+    weights = rng.uniform(-2, 2, len(indices))
+    sent = rng.random(NUM_COLS) < 0.4
+    k = NUM_COLS // 3
+
+    out, counts = gather_reduce_sent(indptr, indices, full[:k], sent, op, weights, ghosts=full[k:])
+
+    keep = sent[indices]
+    np.testing.assert_array_equal(counts, np.bincount(edge_rows(indptr)[keep], minlength=NUM_ROWS))
+    assert ((counts == 0) & (np.diff(indptr) > 0)).any()  # some rows hear nothing though they have edges
+    messages = full[indices[keep]] * (weights[keep] if full.ndim == 1 else weights[keep][:, None])
+    assert_close(out, torch_segment_reduce(edge_rows(indptr)[keep], messages, NUM_ROWS, op), np.float64)
+    twin, twin_counts = _gather_reduce_sent(indptr, indices, full, sent, op, weights)
+    assert_close(out, twin, np.float64)
+    np.testing.assert_array_equal(counts, twin_counts)
+    assert np.all(out[counts == 0] == 0) and not np.signbit(out[counts == 0]).any()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_gather_reduce_sent_with_every_column_sending_is_gather_reduce(rng, op):
+    indptr, indices = random_csr(rng)
+    x = rng.standard_normal((NUM_COLS, 3)).astype(np.float32)
+    out, counts = gather_reduce_sent(indptr, indices, x, np.ones(NUM_COLS, bool), op)
+    np.testing.assert_array_equal(out, gather_reduce(indptr, indices, x, op))
+    np.testing.assert_array_equal(counts, np.diff(indptr))
+
+
+def test_gather_reduce_sent_rejects_a_bad_mask(rng):
+    indptr, indices = random_csr(rng)
+    x = rng.standard_normal(NUM_COLS)
+    with pytest.raises(ValueError, match="one entry per row of x and ghosts"):
+        gather_reduce_sent(indptr, indices, x, np.ones(NUM_COLS - 1, bool), "min")
+    with pytest.raises(ValueError, match="bool NumPy array"):
+        gather_reduce_sent(indptr, indices, x, np.ones(NUM_COLS), "min")
+
+
+def test_sent_edges_are_the_edges_of_senders_in_csr_order(rng):
+    """Against a NumPy mask of the edges, with int32 indices; the twin agrees."""
+    indptr, indices = random_csr(rng, np.int32)
+    sent = rng.random(NUM_COLS) < 0.3
+    sent_indptr, positions = sent_edges(indptr, indices, sent)
+    np.testing.assert_array_equal(positions, np.flatnonzero(sent[indices]))
+    kept_rows = edge_rows(indptr)[positions]
+    np.testing.assert_array_equal(np.diff(sent_indptr), np.bincount(kept_rows, minlength=NUM_ROWS))
+    for got, want in zip(sent_edges(indptr, indices, sent), _sent_edges(indptr, indices, sent)):
+        np.testing.assert_array_equal(got, want)
+    nothing_indptr, nothing = sent_edges(indptr, indices, np.zeros(NUM_COLS, bool))
+    assert nothing.shape == (0,) and not nothing_indptr.any()
+
+
+@pytest.mark.parametrize("num_cols", [63, 64, 65, 1000])
+def test_sent_masks_of_many_columns_are_read_bit_by_bit(rng, num_cols):
+    """The kernels read the mask as bits in 64-bit words: columns on both sides of word boundaries,
+    and a last word only partly used, against a NumPy mask of the edges."""
+    indptr, _ = random_csr(rng)
+    indices = rng.integers(0, num_cols, int(indptr[-1]))
+    indices[:4] = [0, 63 % num_cols, 64 % num_cols, num_cols - 1]
+    sent = rng.random(num_cols) < 0.5
+    sent[[0, num_cols - 1]] = True
+    _, positions = sent_edges(indptr, indices, sent)
+    np.testing.assert_array_equal(positions, np.flatnonzero(sent[indices]))
+    x = rng.standard_normal(num_cols)
+    _, counts = gather_reduce_sent(indptr, indices, x, sent, "sum")
+    np.testing.assert_array_equal(counts, np.bincount(edge_rows(indptr), weights=sent[indices], minlength=NUM_ROWS))
 
 
 def test_gather_reduce_no_rows_and_no_edges():
