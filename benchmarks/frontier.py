@@ -92,14 +92,17 @@ def run_timed(command: list, ranks: int = 1) -> tuple[float, list, str]:
     if TIME is None:
         wall, rss, stdout = _peak_rss(_launcher(ranks) + command)
         return wall, [rss], stdout
-    started = time.perf_counter()
-    out = subprocess.run(_launcher(ranks) + [TIME, "-f", "rss_kb %M"] + command, capture_output=True, text=True)
-    wall = time.perf_counter() - started
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as report:  # appended to by every rank's time
+        started = time.perf_counter()
+        out = subprocess.run(_launcher(ranks) + [TIME, "-a", "-o", report.name, "-f", "rss_kb %M"] + command,
+                             capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        lines = report.read().splitlines()
     if out.returncode:
         raise RuntimeError(f"{' '.join(command[:5])} failed: {out.stderr[-2000:]}")
-    rss = [int(line.split()[1]) * 1024 for line in out.stderr.splitlines() if re.fullmatch(r"rss_kb \d+", line)]
+    rss = [int(line.split()[1]) * 1024 for line in lines if re.fullmatch(r"rss_kb \d+", line)]
     if len(rss) != ranks:
-        raise RuntimeError(f"{len(rss)} peak RSS reports from {ranks} ranks: {out.stderr[-2000:]}")
+        raise RuntimeError(f"{len(rss)} peak RSS reports from {ranks} ranks: {lines}")
     return wall, rss, out.stdout
 
 
