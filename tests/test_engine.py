@@ -108,6 +108,36 @@ def test_sssp_matches_dijkstra_exactly(runs, name):
         assert np.array_equal(values, expected), (size, partitioner)
 
 
+@pytest.mark.parametrize("name", ["hub", "powerlaw"])
+def test_sssp_without_weights_matches_networkx_hop_counts_exactly(runs, name):
+    """Without /graph/weights every edge adds 1.0: sssp then sends dist + 1 through the fused gather
+    (no message per edge), and gives networkx's unweighted shortest-path lengths."""
+    lengths = nx.single_source_shortest_path_length(runs[0][name], 0)
+    expected = np.array([float(lengths.get(v, np.inf)) for v in range(len(runs[0][name]))])
+    assert np.isfinite(expected).sum() > 10
+    for size, partitioner, values in _each(runs, name, "sssp_unweighted"):
+        assert values.dtype == np.float64 and np.array_equal(values, expected), (size, partitioner)
+
+
+def test_sssp_builds_messages_per_edge_only_when_the_graph_has_weights(tmp_path):
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    from pregel.comm import Comm
+    from pregel.job import run_job
+    from vertex_programs import ShortestPaths
+
+    indptr, indices = generate_graph("powerlaw", 200, 3, seed=4)
+    rng = np.random.default_rng(4)
+    for weights in (None, rng.uniform(0.5, 2.0, len(indices)).astype(np.float32)):
+        program = ShortestPaths(0)
+        report = run_job(Comm(), GraphData(indptr, indices, weights), program, tmp_path / "d.h5", algorithm="sssp")
+        assert program.per_edge == (weights is not None)
+        data = np.ones(len(indices)) if weights is None else weights.astype(np.float64)
+        expected = dijkstra(sp.csr_matrix((data, indices, indptr), shape=(200, 200)), indices=0)
+        assert np.isfinite(expected).sum() > 10 and np.array_equal(report.values, expected)
+
+
 @pytest.mark.parametrize("name", GRAPHS)
 def test_bfs_matches_networkx_exactly(runs, name):
     graph = runs[0][name]

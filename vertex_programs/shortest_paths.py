@@ -33,8 +33,18 @@ class _FromSource(VertexProgram):
 class ShortestPaths(_FromSource):
     """Distances along weighted out-edges (weight 1.0 where the file has none).
 
-    Weights must be non-negative. Output: float64 [N], ``inf`` where unreachable.
+    Weights must be non-negative. Output: float64 [N], ``inf`` where unreachable. On a graph without
+    weights every edge adds 1.0, so the vertex sends ``dist + 1`` and the engine's fused gather runs
+    (as for bfs) instead of a message per edge.
     """
+
+    def __init__(self, source: int):
+        super().__init__(source)
+        self.unit_weights = False  # set by init: the graph has no /graph/weights
+
+    @property
+    def per_edge(self) -> bool:
+        return not self.unit_weights
 
     def check_input(self, ctx):
         weights = [w for w in (ctx.graph.in_weights, ctx.graph.part_weights) if w is not None and len(w)]
@@ -42,8 +52,12 @@ class ShortestPaths(_FromSource):
             return "sssp needs non-negative edge weights; /graph/weights has negative values"
         return super().check_input(ctx)
 
+    def init(self, ctx):
+        self.unit_weights = ctx.graph.in_weights is None and ctx.graph.part_weights is None
+        return super().init(ctx)
+
     def message(self, ctx, dist):
-        return dist
+        return dist + 1.0 if self.unit_weights else dist
 
     def edge_message(self, ctx, src_values, dst_values, weights):
         return src_values + weights

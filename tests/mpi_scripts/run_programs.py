@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import engine_programs as ep  # noqa: E402
 from pregel.comm import Comm  # noqa: E402
 from pregel.dgraph import HubOptions  # noqa: E402
-from pregel.graph_io import read_graph  # noqa: E402
+from pregel.graph_io import GraphData, read_graph  # noqa: E402
 from pregel.job import run_job  # noqa: E402
 from vertex_programs import BreadthFirst, PageRank, ShortestPaths, WeakComponents  # noqa: E402
 
@@ -61,6 +61,14 @@ def main(folder):
                 if comm.rank == 0:
                     results[f"{name}/{layout}/{key}"] = report.values
                     results[f"{name}/{layout}/{key}/supersteps"] = report.result.supersteps
+        if name in ("hub", "powerlaw"):  # sssp on the graph without its weights: every edge adds 1
+            whole = read_graph(path)
+            unweighted = GraphData(whole.indptr, whole.indices, directed=whole.directed)
+            for layout, (partitioner, hubs) in LAYOUTS.items():
+                report = run_job(comm, unweighted, ShortestPaths(0), None, algorithm="sssp",
+                                 partitioner=partitioner, hubs=hubs)
+                if comm.rank == 0:
+                    results[f"{name}/{layout}/sssp_unweighted"] = report.values
         if name == "hub":  # the same graph built in memory instead of read from the file
             report = run_job(comm, read_graph(path), PageRank(tol=1e-12, max_iter=300), None,
                              algorithm="pagerank")
