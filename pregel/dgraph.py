@@ -374,14 +374,15 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
         lo, hi = partition.bounds[comm.rank:comm.rank + 2]
         columns, ghost_ids = ascending_columns(src, int(lo), int(hi))  # ascending ids: grouped by owner
         return columns, ghost_ids, np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
-    is_local = partition.owner(src) == comm.rank
+    is_local = partition.owns(src, comm.rank)
     remote_ids, remote_pos = unique_inverse(src[~is_local])
     remote_owner = partition.owner(remote_ids)
     ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
     ghost_ids = remote_ids[ghost_order]
-    ghost_rank_of_unique = np.empty(len(remote_ids), dtype=np.int64)
+    column_dtype = np.int32 if n + len(ghost_ids) < 2**31 else np.int64
+    ghost_rank_of_unique = np.empty(len(remote_ids), dtype=column_dtype)
     ghost_rank_of_unique[ghost_order] = np.arange(len(remote_ids))
-    columns = np.empty(len(src), dtype=np.int32 if n + len(ghost_ids) < 2**31 else np.int64)
+    columns = np.empty(len(src), dtype=column_dtype)
     columns[is_local] = partition.local_index(src[is_local], comm.rank)
     columns[~is_local] = n + ghost_rank_of_unique[remote_pos]
     return columns, ghost_ids, np.bincount(remote_owner, minlength=comm.size).astype(np.int64)

@@ -63,6 +63,12 @@ class RangePartition:
         """Global ids owned by ``rank``, ascending: [n_r] int64."""
         return np.arange(self.bounds[rank], self.bounds[rank + 1], dtype=np.int64)
 
+    def owns(self, ids: np.ndarray, rank: int) -> np.ndarray:
+        """[k] bool: whether ``rank`` owns each of the global ids [k]."""
+        lo, hi = int(self.bounds[rank]), int(self.bounds[rank + 1])
+        ids = np.asarray(ids)
+        return (ids >= lo) & (ids < hi)
+
     def local_index(self, ids: np.ndarray, rank: int) -> np.ndarray:
         """Positions [k] in ``owned(rank)`` of global integer ids [k] that ``rank`` owns: ``ids``
         itself (any integer dtype) when ``rank`` owns from 0, do not write into it; else of the ids' dtype."""
@@ -100,11 +106,26 @@ class HashPartition:
         return self._owned[rank]
 
     def local_index(self, ids: np.ndarray, rank: int) -> np.ndarray:
-        """Positions [k] int64 in ``owned(rank)`` of global ids [k] that ``rank`` owns: how many of its ids
-        lie below each, from a bit per vertex (owned or not) and a count per 64 vertices (N / 4 bytes
-        in all), in O(1) an id. (``np.searchsorted(owned(rank), ids)``, which it replaces, made a binary
-        search over a table far larger than the cache per id: 132 s of a 156 s PageRank at 10M vertices
-        and 100M edges, P = 2.)"""
+        """Positions [k] in ``owned(rank)`` of global ids [k] that ``rank`` owns (int32 while the rank
+        owns fewer than 2**31 ids, else int64): how many of its ids lie below each, from a bit per vertex
+        (owned or not) and a count per 64 vertices (N / 4 bytes in all), in O(1) an id.
+        (``np.searchsorted(owned(rank), ids)``, which it replaces, made a binary search over a table far
+        larger than the cache per id: 132 s of a 156 s PageRank at 10M vertices and 100M edges, P = 2.)"""
+        words, before = self._index(rank)
+        out = np.empty(len(ids), dtype=np.int32 if len(self.owned(rank)) < 2**31 else np.int64)
+        _rank_of_ids(np.ascontiguousarray(ids), words, before, out)
+        return out
+
+    def owns(self, ids: np.ndarray, rank: int) -> np.ndarray:
+        """[k] bool: whether ``rank`` owns each of the global ids [k] (``owner(ids) == rank`` from the
+        bit per vertex of ``local_index``, without ``owner``'s 8-byte temporary per id)."""
+        out = np.empty(len(ids), dtype=bool)
+        _owned_bits(np.ascontiguousarray(ids), self._index(rank)[0], out)
+        return out
+
+    def _index(self, rank: int) -> tuple:
+        """(words [ceil(N / 64)] uint64: a bit per vertex, set where ``rank`` owns it; before
+        [ceil(N / 64)] int64: the ids it owns below each word), built once per rank."""
         if rank not in self._rank_index:
             owned = self.owned(rank)
             blocks = (self.num_nodes + 63) // 64
@@ -115,16 +136,21 @@ class HashPartition:
             before = np.zeros(blocks, dtype=np.int64)
             np.cumsum(np.bincount(owned >> 6, minlength=blocks)[:-1], out=before[1:])
             self._rank_index[rank] = words, before
-        words, before = self._rank_index[rank]
-        out = np.empty(len(ids), dtype=np.int64)
-        _rank_of_ids(np.ascontiguousarray(ids), words, before, out)
-        return out
+        return self._rank_index[rank]
+
+
+@njit(cache=True)
+def _owned_bits(ids, words, out):
+    """out[k] = bit ids[k] & 63 of words[ids[k] >> 6]. ids: [k] int32/int64; words: [blocks] uint64."""
+    for k in range(ids.shape[0]):
+        v = np.int64(ids[k])
+        out[k] = (words[v >> 6] >> np.uint64(v & 63)) & np.uint64(1)
 
 
 @njit(cache=True)
 def _rank_of_ids(ids, words, before, out):
     """out[k] = before[v >> 6] + the set bits of words[v >> 6] below bit v & 63, v = ids[k] (the number of
-    owned ids below v). ids: [k] int32/int64; words: [blocks] uint64; before: [blocks] int64."""
+    owned ids below v). ids: [k] int32/int64; words: [blocks] uint64; before: [blocks] int64; out: [k] int32/int64."""
     m1, m2, m4 = np.uint64(0x5555555555555555), np.uint64(0x3333333333333333), np.uint64(0x0F0F0F0F0F0F0F0F)
     h01, one = np.uint64(0x0101010101010101), np.uint64(1)
     for k in range(ids.shape[0]):

@@ -46,9 +46,22 @@ def test_hash_local_index_is_the_position_among_the_owned_ids(num_nodes, size):
         for dtype in (np.int32, np.int64):
             ids = owned[rng.integers(0, len(owned), 3 * len(owned))].astype(dtype) if len(owned) else owned
             positions = partition.local_index(ids, rank)
-            assert positions.dtype == np.int64
+            assert positions.dtype == np.int32  # a rank owns fewer than 2**31 ids: half the bytes of int64
             assert np.array_equal(positions, np.searchsorted(owned, ids))
             assert np.array_equal(owned[positions], ids)
+
+
+@pytest.mark.parametrize("partition", [HashPartition(100_003, 3), RangePartition(np.array([0, 30_000, 30_000, 100_003]))],
+                         ids=["hash", "range"])
+def test_owns_is_owner_equal_to_the_rank(partition):
+    """``owns`` reads the hash's bit per vertex (no 8-byte temporary per id, as ``owner`` needs)."""
+    ids = np.random.default_rng(5).integers(0, 100_003, 50_000)
+    ids[:2] = [0, 100_002]
+    owners = partition.owner(ids)
+    for rank in range(3):
+        for dtype in (np.int32, np.int64):
+            mask = partition.owns(ids.astype(dtype), rank)
+            assert mask.dtype == bool and np.array_equal(mask, owners == rank)
 
 
 def test_hash_owner_is_fibonacci_hashing_in_one_temporary():
