@@ -210,7 +210,8 @@ class DevicePath:
         without weights), src / dst global ids [E], dst rows [E], positions (a Numba view of 0..E-1)."""
         if self._per_edge is None:
             xp = self.xp
-            weights, src, dst, rows = EdgeIds(self.graph).dst_side
+            weights, ids, rows = EdgeIds(self.graph).dst_side
+            src, dst = ids()
             if weights is None:
                 weights = np.ones(len(src), np.float32)
             self._per_edge = {"weights": xp.asarray(weights), "src": xp.asarray(src), "dst": xp.asarray(dst),
@@ -222,7 +223,7 @@ class DevicePath:
         """The program's per-edge messages [E] / [E, F] (``edge_message`` on device tensors)."""
         edges, ctx = self._edges, self.ctx
         dst_values = None if self.dst_values is None else self.dst_values[edges["rows"]]
-        ctx.edge_src, ctx.edge_dst = edges["src"], edges["dst"]
+        ctx._set_edges((edges["src"], edges["dst"]))
         values = self.program.edge_message(ctx, ext[self.indices], dst_values, edges["weights"])
-        ctx.edge_src = ctx.edge_dst = None
+        ctx._set_edges(None)
         return wire(values, self.xp)

@@ -169,7 +169,8 @@ class Context:
     global_ids, out_degree, in_degree, self_loops: [n] int64 (over the whole graph);
     features: [n, F] float32 or None; labels: [n] int64 or None; active: [n] bool before
     ``message``; received: [n] bool in ``apply``; aggregated: the aggregator values reduced after
-    the previous superstep (or init); edge_src, edge_dst: [E] global ids, in ``edge_message``.
+    the previous superstep (or init); edge_src, edge_dst: [E] global ids, in ``edge_message`` (computed
+    when first read: a program that does not read them does not pay for them).
     The per-vertex arrays are NumPy arrays, or torch tensors on the GPU with ``--device cuda``;
     ``xp`` is their namespace: the ``numpy`` module, or a ``pregel.arrays.TorchNamespace`` with the
     same names (``xp.where``, ``xp.minimum``, ``xp.astype(x, xp.int64)``, ...), so one program runs
@@ -180,8 +181,7 @@ class Context:
     superstep: int = 0
     active: np.ndarray | None = None
     received: np.ndarray | None = None
-    edge_src: np.ndarray | None = None
-    edge_dst: np.ndarray | None = None
+    _edge_ids: object = None  # edge_message's batch: its (src, dst) ids, a function giving them, or None
     aggregated: dict = field(default_factory=dict)
     xp: object = np
     vertices: object = None  # where global_ids, degrees, features, labels are read (default: graph)
@@ -191,6 +191,27 @@ class Context:
     def __post_init__(self):
         if self.vertices is None:
             self.vertices = self.graph
+
+    @property
+    def edge_src(self):
+        """[E] global source ids of ``edge_message``'s batch of edges (None outside it)."""
+        return self._batch_ids()[0]
+
+    @property
+    def edge_dst(self):
+        """[E] global destination ids of ``edge_message``'s batch of edges (None outside it)."""
+        return self._batch_ids()[1]
+
+    def _set_edges(self, ids) -> None:
+        """Name the edges of the coming ``edge_message`` call: their (src [E], dst [E]) global ids, a
+        function returning them (called at the first read of ``edge_src`` or ``edge_dst``), or None
+        once the call is over."""
+        self._edge_ids = ids
+
+    def _batch_ids(self) -> tuple:
+        if callable(self._edge_ids):
+            self._edge_ids = self._edge_ids()
+        return (None, None) if self._edge_ids is None else self._edge_ids
 
     @property
     def rank(self) -> int:

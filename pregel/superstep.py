@@ -8,7 +8,7 @@ messages to arbitrary vertices from ``ctx.send_to``, pre-reduced per destination
 and direct messages that arrived.
 """
 
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -58,8 +58,9 @@ class EdgeIds:
 
     @cached_property
     def dst_side(self) -> tuple:
-        """(weights, src ids, dst ids, dst rows) of the destination-side edges."""
-        return self.side(False, slice(None), self.dst_rows)
+        """(weights, ids, dst rows) of the destination-side edges (``side``; ``ids`` computes once)."""
+        weights, ids, rows = self.side(False, slice(None), self.dst_rows)
+        return weights, cache(ids), rows
 
     @cached_property
     def part_rows(self) -> np.ndarray:
@@ -69,22 +70,24 @@ class EdgeIds:
 
     @cached_property
     def src_side(self) -> tuple:
-        """(weights, src ids, dst ids, hub rows) of the source-side edges."""
-        return self.side(True, slice(None), self.part_rows)
+        """(weights, ids, hub rows) of the source-side edges (``side``; ``ids`` computes once)."""
+        weights, ids, rows = self.side(True, slice(None), self.part_rows)
+        return weights, cache(ids), rows
 
     def weights(self, source_side: bool):
         """[E_s] / [E_d] float32 weights of the source-side or destination-side edges, or None."""
         return self.graph.part_weights if source_side else self.graph.in_weights
 
     def side(self, source_side: bool, positions, rows) -> tuple:
-        """(weights, src ids, dst ids, rows) of the edges at ``positions`` ([k] int64 or a slice) of
-        one side's CSR, given their CSR rows ``rows`` [k] (local destination rows, or hub rows)."""
+        """(weights [k] or None, ids, rows) of the edges at ``positions`` ([k] int64 or a slice) of one
+        side's CSR, given their CSR rows ``rows`` [k] (local destination rows, or hub rows). ``ids()``
+        returns their (src, dst) global ids [k], computed only when a program reads them."""
         g = self.graph
         weights = self.weights(source_side)
         weights = None if weights is None else weights[positions]
         if source_side:
-            return weights, g.owned[g.part_src[positions]], g.part_dst[rows], rows
-        return weights, self.ext_ids[g.in_indices[positions]], g.owned[rows], rows
+            return weights, lambda: (g.owned[g.part_src[positions]], g.part_dst[rows]), rows
+        return weights, lambda: (self.ext_ids[g.in_indices[positions]], g.owned[rows]), rows
 
 
 class Superstep:
@@ -196,9 +199,9 @@ class Superstep:
 
     # ------------------------------------------------------------------ shared by both sides
 
-    def _edge_values(self, src_values, weights, src_ids, dst_ids, dst_rows, source_side):
-        # weights [E] or None; src_ids, dst_ids [E] global ids; dst_rows [E] rows of the destination
-        # terms (local rows, or hub rows on the source side)
+    def _edge_values(self, src_values, weights, ids, dst_rows, source_side):
+        # weights [E] or None; ids: () -> (src, dst) [E] global ids (``EdgeIds.side``); dst_rows [E]
+        # rows of the destination terms (local rows, or hub rows on the source side)
         """Per-edge messages [E] / [E, F] (or (logits, values) for softmax) of a set of edges."""
         if weights is None:
             weights = np.ones(len(src_values), np.float32)
@@ -209,9 +212,9 @@ class Superstep:
         dst_values = None
         if self.dst_values is not None:
             dst_values = self.hub_dst_values[dst_rows] if source_side else self.dst_values[dst_rows]
-        self.ctx.edge_src, self.ctx.edge_dst = src_ids, dst_ids
+        self.ctx._set_edges(ids)
         out = self.program.edge_message(self.ctx, src_values, dst_values, weights)
-        self.ctx.edge_src = self.ctx.edge_dst = None
+        self.ctx._set_edges(None)
         if self.combiner == "softmax":
             logits, vals = (wire(o) for o in out)
             return logits, vals

@@ -176,6 +176,20 @@ def test_halted_vertices_compute_again_when_a_message_arrives(runs, name):
         assert np.array_equal(values, expected), (size, partitioner)
 
 
+@pytest.mark.parametrize("name", GRAPHS)
+def test_edge_message_reads_the_global_ids_of_the_senders_edges(runs, name):
+    """In a superstep in which only some vertices send, ``edge_message`` gets the senders' edges only,
+    and ``ctx.edge_src``/``ctx.edge_dst`` name exactly those edges (hub and ghost edges included)."""
+    graph = runs[0][name]
+    expected = np.full(len(graph), np.inf)
+    for u, v in (graph if graph.is_directed() else graph.to_directed()).edges:  # the file has both ways
+        if u % 2 == 0:
+            expected[v] = min(expected[v], u * 1e6 + v)
+    assert np.isfinite(expected).any() and np.isinf(expected).any()
+    for size, partitioner, values in _each(runs, name, "senders_edge_ids"):
+        assert np.array_equal(values, expected), (size, partitioner)
+
+
 def test_aggregators_and_master_stop(runs):
     graph = runs[0]["powerlaw"]
     edges, n = graph.number_of_edges(), len(graph)

@@ -52,6 +52,27 @@ class ComputeCounter(BreadthFirst):
         return state["computed"]
 
 
+class SendersEdgeIds(VertexProgram):
+    """One superstep in which only the even vertices send; each edge's message is built from the
+    global ids that ``edge_message`` reads, ``src * 10**6 + dst``, min-combined: a vertex ends with
+    its smallest even in-neighbour's id times 10**6 plus its own id (inf without one)."""
+
+    combiner = "min"
+    max_supersteps = 1
+
+    def init(self, ctx):
+        return np.full(ctx.num_local, np.inf), ctx.global_ids % 2 == 0
+
+    def message(self, ctx, state):
+        return np.zeros(ctx.num_local)
+
+    def edge_message(self, ctx, src_values, dst_values, weights):
+        return ctx.edge_src * 1e6 + ctx.edge_dst + src_values
+
+    def apply(self, ctx, state, gathered):
+        return gathered, False
+
+
 class Aggregates(VertexProgram):
     """Runs 3 supersteps (stopped by master) and outputs, per vertex, the aggregator values seen:
     [sum of out-degrees, max id, min id, superstep count at the stop]."""

@@ -37,6 +37,7 @@ PROGRAMS = {
     "wcc": WeakComponents,
     "wcc_nocombiner": ep.MinLabelNoCombiner,
     "compute_counter": lambda: ep.ComputeCounter(0),
+    "senders_edge_ids": ep.SendersEdgeIds,
     "aggregates": ep.Aggregates,
     "send_sum": lambda: ep.SendTo("sum"),
     "send_min": lambda: ep.SendTo("min"),
