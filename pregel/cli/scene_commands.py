@@ -45,7 +45,8 @@ def add_convert_colmap(sub) -> None:
     p.add_argument("sparse", metavar="SPARSE_DIR", help="folder with cameras/images/points3D .bin or .txt")
     p.add_argument("--images", required=True, help="folder of the images named in the model")
     p.add_argument("--out", required=True, help="scene file")
-    p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
+    p.add_argument("--downscale", type=float, default=1.0,
+                   help="divide image size and intrinsics by N (the images must keep 16 pixels on a side)")
     p.add_argument("--heldout-every", type=int, default=8,
                    help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
                         "on; default %(default)s)")
@@ -69,7 +70,8 @@ def add_sfm(sub) -> None:
                                    "file with the 3D points as /init. Needs pip install 'pregel-mpi[colmap]'.")
     p.add_argument("images", metavar="IMAGES_DIR", help="folder of photos (.jpg, .png, .tif, .bmp)")
     p.add_argument("--out", required=True, help="scene file")
-    p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
+    p.add_argument("--downscale", type=float, default=1.0,
+                   help="divide image size and intrinsics by N (the images must keep 16 pixels on a side)")
     p.add_argument("--heldout-every", type=int, default=8,
                    help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
                         "on; default %(default)s)")
