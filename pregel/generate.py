@@ -11,11 +11,14 @@ self-loops:
 * ``er`` — Erdős–Rényi G(n, m): uniformly random directed edges.
 * ``grid`` — a square 2-D grid with 4-neighbour edges in both directions (undirected).
 
-For ``powerlaw`` and ``er``, ``avg_degree`` is the mean out-degree, so ``E = N · avg_degree``; with
-``undirected=True`` both directions of ``N · avg_degree / 2`` undirected edges are stored.
+For ``powerlaw`` and ``er``, ``avg_degree`` is the mean out-degree, so ``E = N · avg_degree`` rounded
+to the nearest whole number; with ``undirected=True`` both directions of ``N · avg_degree / 2``
+undirected edges are stored, so E is the even number nearest ``N · avg_degree``. Halves round up
+(``edge_count``).
 """
 
 import math
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 import numpy as np
 
@@ -46,11 +49,20 @@ def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,
         if kind == "powerlaw" and exponent <= 1.0:
             raise ValueError(f"the power-law exponent must be greater than 1, got {exponent}")
         sampler = _PowerLawSampler(num_nodes, exponent, rng) if kind == "powerlaw" else None
-        num_edges = int(round(num_nodes * avg_degree / (2 if undirected else 1)))
+        num_edges = edge_count(num_nodes, avg_degree, undirected)
         src, dst = _sample_simple_edges(num_nodes, num_edges, sampler, rng, undirected)
         if undirected:
             src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
     return edges_to_csr(num_nodes, src, dst)
+
+
+def edge_count(num_nodes: int, avg_degree: float, undirected: bool = False) -> int:
+    """The edges to draw: ``num_nodes`` x ``avg_degree``, halved when ``undirected`` (each is stored both
+    ways), rounded half up on the degree's decimal form (10 x 0.35 is 3.5: 4 edges, not the float's 3)."""
+    with localcontext() as context:
+        context.prec = 60  # exact: an int64 count times a float's 17 significant digits
+        edges = Decimal(num_nodes) * Decimal(repr(float(avg_degree))) / (2 if undirected else 1)
+        return int(edges.to_integral_value(rounding=ROUND_HALF_UP))
 
 
 #: the most vertices for which an edge's key ``src * N + dst`` fits in int64: isqrt(2**63 - 1), about 3.04e9
@@ -138,8 +150,9 @@ def _sample_simple_edges(num_nodes: int, num_edges: int, sample_ids, rng, undire
                          f"{num_nodes:,}")
     max_edges = num_nodes * (num_nodes - 1) // (2 if undirected else 1)
     if num_edges > max_edges:  # InputError: the command line reports it as one line, exit status 2
-        raise InputError(f"{num_edges:,} distinct edges (`nodes` x `avg_degree`) do not fit in a simple graph on "
-                         f"{num_nodes:,} vertices, which has at most {max_edges:,}")
+        what = "undirected edges (`nodes` x `avg_degree` / 2)" if undirected else "edges (`nodes` x `avg_degree`)"
+        raise InputError(f"{num_edges:,} distinct {what} do not fit in a simple graph on {num_nodes:,} vertices, "
+                         f"which has at most {max_edges:,}")
     if sample_ids is None:
         def sample_ids(generator, size):
             return generator.integers(0, num_nodes, size=size)

@@ -26,6 +26,27 @@ def test_simple_graph_of_requested_size(kind, undirected):
         assert abs(adjacency - adjacency.T).nnz == 0
 
 
+@pytest.mark.parametrize("kind", ["powerlaw", "er"])
+def test_the_file_has_n_times_d_edges_rounded_half_up_as_the_readme_says(kind, tmp_path):
+    # counted by hand: N·D rounded half up; undirected, N·D / 2 undirected edges rounded half up, stored both
+    # ways. Python's round (halves to even) gave 1,003 x 3 undirected 3,008 edges where 1,001 x 3 gave 3,004,
+    # 10 x 0.5 undirected 4, 5 x 0.5 directed 2, and 10 x 0.35 (the float 3.4999999999999996) 3
+    from pregel.cli import main
+    from pregel.convert import to_networkx
+    from pregel.graph_io import read_graph
+
+    cases = [(1001, 3, True, 3004), (1003, 3, True, 3010), (1000, 3, True, 3000), (10, 0.5, True, 6),
+             (1001, 3, False, 3003), (5, 0.5, False, 3), (10, 0.35, False, 4)]
+    for nodes, degree, undirected, edges in cases:
+        out = tmp_path / f"{nodes}-{degree}-{undirected}.h5"
+        assert main(["generate", "--kind", kind, "--nodes", str(nodes), "--avg-degree", str(degree), "--seed", "0",
+                     *(["--undirected"] if undirected else []), "--out", str(out)]) == 0
+        graph = read_graph(out)
+        assert graph.num_edges == edges and graph.directed != undirected, (nodes, degree, undirected, graph.num_edges)
+        simple = to_networkx(graph)  # undirected: a Graph, whose edges are the stored pairs, once each
+        assert simple.number_of_edges() == (edges // 2 if undirected else edges) and nx.number_of_selfloops(simple) == 0
+
+
 def test_same_seed_same_graph_and_other_seed_other_graph():
     a = generate_graph("powerlaw", 500, 4, seed=7)
     b = generate_graph("powerlaw", 500, 4, seed=7)
@@ -69,6 +90,8 @@ def test_rejects_impossible_requests():
         generate_graph("tree", 10, 2)
     with pytest.raises(ValueError, match="do not fit"):  # an InputError, a ValueError
         generate_graph("er", 5, 10)
+    with pytest.raises(ValueError, match=r"25 distinct undirected edges \(`nodes` x `avg_degree` / 2\) .* at most 10"):
+        generate_graph("er", 5, 10, undirected=True)
     with pytest.raises(ValueError, match="exponent"):
         generate_graph("powerlaw", 10, 2, exponent=1.0)
 

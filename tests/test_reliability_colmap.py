@@ -7,6 +7,7 @@ zlib-compressed IDAT of filter-0 rows, IEND), independently of PIL."""
 
 import struct
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +15,10 @@ from test_colmap import CAMERAS, W, H, _images, write_binary, write_images, writ
 from test_reliability import one_line, pregel
 
 from odin_sched.scenes.colmap import convert_colmap
+from odin_sched.scenes.scene_io import read_scene
 from pregel.cli import main
+
+PHOTOS = Path(__file__).parent / "data" / "cour_carree"  # five photos of 360 x 640 pixels
 
 
 def _convert(tmp_path, capsys, *extra):
@@ -82,6 +86,34 @@ def test_downscale_nan_and_inf_are_one_line(tmp_path, capsys):
     _binary_model(tmp_path)
     for value in ("nan", "inf"):
         _fails(tmp_path, capsys, "--downscale", extra=("--downscale", value))
+
+
+def test_a_downscale_that_leaves_less_than_a_tile_is_refused_before_any_image_is_read(tmp_path, capsys):
+    # 96 x 72 images: --downscale 1000 made them 1 x 1 pixels without a word. Refused, naming the flag, the
+    # size it would give and the largest that works (round(72 / 4.64) = 16, round(72 / 4.65) = 15); the
+    # images are not there yet, so the refusal comes before any is read
+    write_binary(tmp_path / "sparse")
+    _fails(tmp_path, capsys, "--downscale 1000 would make the 96 x 72 images 1 x 1 pixels", "at least 16 on a side",
+           "the largest --downscale that works is 4.64", extra=("--downscale", 1000))
+    _fails(tmp_path, capsys, "--downscale 4.65", "21 x 15 pixels", "is 4.64", extra=("--downscale", 4.65))
+    write_images(tmp_path / "images")
+    status, _ = _convert(tmp_path, capsys, "--downscale", 4.64)
+    scene = read_scene(tmp_path / "scene.h5")
+    assert status == 0 and (scene.width, scene.height) == (21, 16)
+
+
+def test_sfm_refuses_such_a_downscale_before_the_structure_from_motion(tmp_path, capsys, monkeypatch):
+    import odin_sched.scenes.sfm as sfm
+
+    def reconstruct(*args, **kwargs):
+        raise AssertionError("structure from motion ran")
+
+    monkeypatch.setattr(sfm, "reconstruct", reconstruct)
+    out = tmp_path / "s.h5"
+    assert main(["sfm", str(PHOTOS), "--out", str(out), "--downscale", "100"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"--downscale 100 would make the 360 x 640 photos of {PHOTOS} 4 x 6 pixels" in lines[0]
+    assert "the largest --downscale that works is 23.22" in lines[0] and not out.exists()  # 360 / 15.5 = 23.226
 
 
 def test_nan_point_and_zero_or_nan_qvec_name_the_input_file_and_line(tmp_path, capsys):

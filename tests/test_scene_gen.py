@@ -103,3 +103,22 @@ def test_bad_arguments(kwargs, message):
     args = dict(gaussians=100, cameras=4, width=8, height=8) | kwargs
     with pytest.raises(InputError, match=message):
         generate_scene(**args)
+
+
+def test_generate_scene_prints_progress_lines_unless_quiet(tmp_path, monkeypatch, capsys):
+    # at 2,000,000 Gaussians the command ran 24 s without a word: off a terminal it prints a line every
+    # Progress.LINE_SECONDS (0 here: a line at every update), once the Gaussians are placed and then by image
+    from pregel.cli import main
+    from pregel.progress import Progress
+
+    monkeypatch.setattr(Progress, "LINE_SECONDS", 0.0)
+    flags = ["generate-scene", "--gaussians", "40", "--cameras", "3", "--width", "16", "--height", "12"]
+    assert main([*flags, "--out", str(tmp_path / "a.h5")]) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["image 0/3", "image 1/3", "image 2/3", "image 3/3"], lines
+    assert lines[0].startswith("image 0/3: 40 Gaussians placed, ") and lines[-1].endswith(" s"), lines
+    assert out.startswith(f"wrote {tmp_path / 'a.h5'}: objects scene, 40 Gaussians, 3 cameras at 16 x 12")
+    assert main([*flags, "--quiet", "--out", str(tmp_path / "b.h5")]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith("wrote ")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from kernels.splat.constants import TILE_SIZE
 from odin_sched.scenes.point_cloud import init_gaussians
 from odin_sched.scenes.scene_io import Scene
 from odin_sched.scenes.sh import SH_PARAMS
@@ -340,11 +341,31 @@ def check_scene_options(downscale: float, heldout_every: int) -> None:
                          f"{heldout_every}")
 
 
+#: the smallest image side a downscale may leave: one rasterizer tile (16 pixels, as the 3DGS reference's)
+MIN_IMAGE_SIDE = TILE_SIZE
+
+
+def downscaled_size(width: int, height: int, downscale: float, what: str = "images") -> tuple:
+    """(width, height) of ``what``, images of ``width`` x ``height``, divided by ``downscale`` and rounded;
+    one InputError line naming the largest downscale that works when a side would fall below
+    ``MIN_IMAGE_SIDE`` (images already smaller are kept as they are at downscale 1)."""
+    new_w, new_h = max(1, round(width / downscale)), max(1, round(height / downscale))
+    if min(new_w, new_h) >= MIN_IMAGE_SIDE or downscale == 1:
+        return new_w, new_h
+    # round(side / d) >= MIN_IMAGE_SIDE while side / d >= MIN_IMAGE_SIDE - 0.5 (15.5 rounds to 16, even)
+    largest = math.floor(100 * min(width, height) / (MIN_IMAGE_SIDE - 0.5)) / 100
+    works = (f"the largest `downscale` that works is {largest:g}" if largest >= 1 else
+             "they are smaller than that already: leave `downscale` at 1")
+    raise InputError(f"`downscale` {downscale:g} would make the {width} x {height} {what} {new_w} x {new_h} pixels; "
+                     f"a scene's images must be at least {MIN_IMAGE_SIDE} on a side (one rasterizer tile): {works}")
+
+
 def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every: int = DEFAULT_HELDOUT_EVERY):
     """A ``Scene`` from a COLMAP sparse model and its images.
 
     Images are sorted by name; every ``heldout_every``-th (0, 8, 16, ... as 3DGS's LLFF hold-out) is
-    held out, and at least one must be left to train on (as ``pregel train`` needs both). Images and intrinsics are scaled by 1 / ``downscale``. ``/init`` holds the
+    held out, and at least one must be left to train on (as ``pregel train`` needs both). Images and intrinsics are
+    scaled by 1 / ``downscale``, which must leave the images ``MIN_IMAGE_SIDE`` pixels on a side. ``/init`` holds the
     3D points and their colours, and ``/gaussians`` the Gaussians training would start from.
     """
     check_scene_options(downscale, heldout_every)
@@ -366,7 +387,8 @@ def convert_colmap(sparse_dir, image_dir, downscale: float = 1.0, heldout_every:
         raise InputError.at(sparse_dir, None, f"cameras have different image sizes{undistorted} {sorted(sizes)}; "
                             "a scene holds one size")
     (width, height), = sizes
-    new_w, new_h = max(1, round(width / downscale)), max(1, round(height / downscale))
+    what = "undistorted images" if any(cam.undistorter for cam in pinholes.values()) else "images"
+    new_w, new_h = downscaled_size(width, height, downscale, what)  # before any image is read
     scale = np.array([new_w / width, new_h / height] * 2)
     intr = {c: pinholes[c].intr * scale for c in used}
     Ks = np.zeros((len(images), 3, 3), np.float32)

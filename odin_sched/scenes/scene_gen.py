@@ -29,6 +29,7 @@ from odin_sched.scenes.scene_io import HOLDOUT_EVERY, Scene
 from odin_sched.scenes.visibility import Margin, predict_visible_cells
 from pregel.errors import InputError
 from pregel.memory import require_memory
+from pregel.progress import Progress
 
 LAYOUTS = ("objects", "city")
 FOCAL_FACTOR = 0.9  # focal length in units of the image width (about 58 degrees field of view)
@@ -286,14 +287,15 @@ def rendered_cells(means: np.ndarray, log_scales: np.ndarray, viewmats: np.ndarr
 
 def generate_scene(gaussians: int, cameras: int, width: int, height: int, seed: int = 0,
                    layout: str = "objects", init_fraction: float = 0.5, init_noise: float = 0.5,
-                   views_per_spot: int = 1) -> Scene:
+                   views_per_spot: int = 1, progress: bool = False) -> Scene:
     """Build a ground-truth scene, render its images and draw the initial point cloud.
 
     gaussians: number of ground-truth Gaussians G; cameras: number of cameras C (>= 2);
     width, height: image size; layout: 'objects' or 'city';
     init_fraction: share of the ground-truth means kept in the initial point cloud;
     init_noise: standard deviation of its positional noise, in units of the mean ground-truth scale;
-    views_per_spot: city cameras taken side by side at each spot of the fly-through (module docstring).
+    views_per_spot: city cameras taken side by side at each spot of the fly-through (module docstring);
+    progress: a bar on a terminal, else a line on stderr every ``Progress.LINE_SECONDS``, counting the images.
     Returns a Scene (G Gaussians, C cameras and uint8 images, /init point cloud, held-out cameras).
     """
     from kernels.splat import render
@@ -312,20 +314,23 @@ def generate_scene(gaussians: int, cameras: int, width: int, height: int, seed: 
     if not 0.0 < init_fraction <= 1.0 or init_noise < 0.0:
         raise InputError("init_fraction must be in (0, 1] and init_noise >= 0")
     require_memory(cameras * height * width * 3, f"{cameras} images of `width` {width} x `height` {height}")
+    bar = Progress(cameras, enabled=progress, unit="image")  # its clock starts here: the geometry counts
     rng = np.random.default_rng(seed)
     gauss, viewmats, Ks = scene_geometry(gaussians, cameras, width, height, rng, layout, views_per_spot)
 
     tensors = {k: torch.from_numpy(v) for k, v in gauss.items()}
     cell_of, visible = rendered_cells(gauss["means"], gauss["scales"], viewmats, Ks, width, height)
+    bar.update(0, f"{gaussians:,} Gaussians placed")
     images = np.zeros((cameras, height, width, 3), np.uint8)  # an image that no Gaussian reaches stays black
     with torch.no_grad():
         for i in range(cameras):
             rows = torch.from_numpy(np.flatnonzero(visible[i][cell_of]))
-            if len(rows) == 0:
-                continue
-            image, _ = render(**{k: v[rows] for k, v in tensors.items()}, viewmat=torch.from_numpy(viewmats[i]),
-                              K=torch.from_numpy(Ks[i]), width=width, height=height)
-            images[i] = np.round(np.clip(image.numpy(), 0.0, 1.0) * 255.0).astype(np.uint8)
+            if len(rows):
+                image, _ = render(**{k: v[rows] for k, v in tensors.items()}, viewmat=torch.from_numpy(viewmats[i]),
+                                  K=torch.from_numpy(Ks[i]), width=width, height=height)
+                images[i] = np.round(np.clip(image.numpy(), 0.0, 1.0) * 255.0).astype(np.uint8)
+            bar.update(i + 1)
+    bar.close()
 
     n_init = max(1, int(round(init_fraction * gaussians)))
     pick = np.sort(rng.choice(gaussians, size=n_init, replace=False))

@@ -19,7 +19,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from odin_sched.scenes.colmap import DEFAULT_HELDOUT_EVERY, check_scene_options, convert_colmap
+from odin_sched.scenes.colmap import DEFAULT_HELDOUT_EVERY, check_scene_options, convert_colmap, downscaled_size
 from odin_sched.scenes.undistort import pycolmap_module
 from pregel.errors import InputError
 
@@ -56,6 +56,24 @@ def photo_names(images_dir) -> list:
         raise InputError.at(images_dir, None, f"found {len(names)} photo(s) ({', '.join(PHOTO_EXTENSIONS)}); "
                             "structure from motion needs at least two")
     return names
+
+
+def check_photo_downscale(images_dir, names: list, downscale: float) -> None:
+    """One InputError line when ``downscale`` would leave the smallest of the photos ``names`` under
+    ``MIN_IMAGE_SIDE`` pixels on a side: checked on the photos' sizes (their headers) before the structure
+    from motion, and again by ``convert_colmap`` on the undistorted size."""
+    from PIL import Image, UnidentifiedImageError
+
+    sizes = []
+    for name in names:
+        try:
+            with Image.open(os.path.join(images_dir, name)) as img:
+                sizes.append(img.size)
+        except (UnidentifiedImageError, OSError):
+            continue  # pycolmap reports a photo it cannot read
+    if sizes:
+        width, height = min(sizes, key=min)
+        downscaled_size(width, height, downscale, f"photos of {os.fspath(images_dir)}")
 
 
 def check_camera_model(camera_model: str) -> None:
@@ -109,6 +127,7 @@ def photos_to_scene(images_dir, downscale: float = 1.0, heldout_every: int = DEF
     check_scene_options(downscale, heldout_every)  # before the structure from motion
     check_camera_model(camera_model)
     names = photo_names(images_dir)
+    check_photo_downscale(images_dir, names, downscale)
     with tempfile.TemporaryDirectory(prefix="pregel-sfm-") as work:
         model = reconstruct(images_dir, work, names, threads, camera_model)
         registered = sorted(model.image(i).name for i in model.reg_image_ids()) if model is not None else []

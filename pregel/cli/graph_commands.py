@@ -14,10 +14,12 @@ def add_generate(sub) -> None:
                        description="Generate a power-law (Chung-Lu), Erdős–Rényi or grid graph.")
     p.add_argument("--kind", choices=KINDS, default="powerlaw")
     p.add_argument("--nodes", type=int, required=True, help="number of vertices N")
-    p.add_argument("--avg-degree", type=float, default=10.0, help="mean out-degree (E = N * D)")
+    p.add_argument("--avg-degree", type=float, default=10.0,
+                   help="mean out-degree: E = N * D edges, rounded half up (with --undirected to an even number)")
     p.add_argument("--exponent", type=float, default=DEFAULT_EXPONENT,
                    help="power-law degree exponent (smaller = heavier hubs; default %(default)s)")
-    p.add_argument("--undirected", action="store_true", help="store both directions of each edge")
+    p.add_argument("--undirected", action="store_true",
+                   help="N * D / 2 undirected edges (rounded half up), each stored in both directions")
     p.add_argument("--weights", action="store_true", help="add uniform random weights in (0, 1]")
     p.add_argument("--features", type=int, default=0, metavar="F", help="float32 node features")
     p.add_argument("--labels", type=int, default=0, metavar="C", help="int64 labels in [0, C)")

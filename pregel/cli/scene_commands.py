@@ -22,6 +22,7 @@ def add_generate_scene(sub) -> None:
                         "(8: every held-out camera sees what its spot's training cameras see; default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    p.add_argument("--quiet", action="store_true", help="no progress bar or line")
     p.set_defaults(run=_run_generate_scene)
 
 
@@ -30,7 +31,7 @@ def _run_generate_scene(args) -> None:
     from odin_sched.scenes.scene_io import write_scene
     started = time.perf_counter()
     scene = generate_scene(args.gaussians, args.cameras, args.width, args.height, seed=args.seed,
-                           layout=args.layout, views_per_spot=args.views_per_spot)
+                           layout=args.layout, views_per_spot=args.views_per_spot, progress=not args.quiet)
     write_scene(args.out, scene)
     print(f"wrote {args.out}: {args.layout} scene, {scene.num_gaussians:,} Gaussians, {scene.num_cameras} "
           f"cameras at {args.width} x {args.height}, {scene.init_means.shape[0]:,} initial points "
@@ -45,7 +46,8 @@ def add_convert_colmap(sub) -> None:
     p.add_argument("sparse", metavar="SPARSE_DIR", help="folder with cameras/images/points3D .bin or .txt")
     p.add_argument("--images", required=True, help="folder of the images named in the model")
     p.add_argument("--out", required=True, help="scene file")
-    p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
+    p.add_argument("--downscale", type=float, default=1.0,
+                   help="divide image size and intrinsics by N (the images must keep 16 pixels on a side)")
     p.add_argument("--heldout-every", type=int, default=8,
                    help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
                         "on; default %(default)s)")
@@ -69,7 +71,8 @@ def add_sfm(sub) -> None:
                                    "file with the 3D points as /init. Needs pip install 'pregel-mpi[colmap]'.")
     p.add_argument("images", metavar="IMAGES_DIR", help="folder of photos (.jpg, .png, .tif, .bmp)")
     p.add_argument("--out", required=True, help="scene file")
-    p.add_argument("--downscale", type=float, default=1.0, help="divide image size and intrinsics by N")
+    p.add_argument("--downscale", type=float, default=1.0,
+                   help="divide image size and intrinsics by N (the images must keep 16 pixels on a side)")
     p.add_argument("--heldout-every", type=int, default=8,
                    help="hold out every N-th image by name (at least 1 image is held out and 1 trained "
                         "on; default %(default)s)")
