@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from kernels._numba_start import start as start_numba
+from kernels.bits import bit_set, bit_words
 
 start_numba()
 
@@ -128,11 +129,11 @@ class HashPartition:
         [ceil(N / 64)] int64: the ids it owns below each word), built once per rank."""
         if rank not in self._rank_index:
             owned = self.owned(rank)
-            blocks = (self.num_nodes + 63) // 64
-            bits = np.zeros(blocks * 64, dtype=bool)
-            bits[owned] = True
-            words = np.packbits(bits, bitorder="little").view(np.uint64)
-            del bits
+            mask = np.zeros(self.num_nodes, dtype=bool)
+            mask[owned] = True
+            words = bit_words(mask)
+            del mask
+            blocks = len(words)
             before = np.zeros(blocks, dtype=np.int64)
             np.cumsum(np.bincount(owned >> 6, minlength=blocks)[:-1], out=before[1:])
             self._rank_index[rank] = words, before
@@ -141,10 +142,9 @@ class HashPartition:
 
 @njit(cache=True)
 def _owned_bits(ids, words, out):
-    """out[k] = bit ids[k] & 63 of words[ids[k] >> 6]. ids: [k] int32/int64; words: [blocks] uint64."""
+    """out[k] = bit ids[k] of ``words`` (``kernels.bits``). ids: [k] int32/int64; words: [blocks] uint64."""
     for k in range(ids.shape[0]):
-        v = np.int64(ids[k])
-        out[k] = (words[v >> 6] >> np.uint64(v & 63)) & np.uint64(1)
+        out[k] = bit_set(words, ids[k])
 
 
 @njit(cache=True)
