@@ -56,9 +56,7 @@ def _program_identity(args, program) -> dict:
     """The program and the options that change its result (recorded in checkpoints; a resumed job
     may change --max-supersteps, a limit rather than an option of the program)."""
     if args.algorithm in ALGORITHMS:
-        program_class = _algorithm(args.algorithm)
-        identity = {"algorithm": args.algorithm, **{option.name: option.default for option in program_class.options},
-                    **_given_options(program_class, args)}
+        identity = {"algorithm": args.algorithm, **_built_in_options(_algorithm(args.algorithm), args)}
     else:
         from pregel.checkpoint import file_sha256
 
@@ -80,8 +78,7 @@ def _program(args):
         program = _user_program(args.algorithm, args)
     else:
         program_class = _algorithm(args.algorithm)
-        program = program_class.from_options({option.name: option.default for option in program_class.options}
-                                             | _given_options(program_class, args))
+        program = program_class.from_options(_built_in_options(program_class, args))
     _refuse_foreign_options(args, program)
     return program
 
@@ -142,6 +139,12 @@ def _given_options(cls, args) -> dict:
     flags = _algorithm_flags()
     return {option.name: getattr(args, option.name) for option in cls.options
             if option.name in flags and getattr(args, option.name) is not None}
+
+
+def _built_in_options(cls, args) -> dict:
+    """{name: value} of every option of the built-in program class ``cls``: the flag's value where given,
+    else the option's default."""
+    return {option.name: option.default for option in cls.options} | _given_options(cls, args)
 
 
 def _user_program(spec: str, args):
