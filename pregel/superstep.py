@@ -147,18 +147,19 @@ class Superstep:
         g = self.graph
         if not len(g.part_src):
             return np.zeros(0, np.int64), values[:0], np.zeros(0, np.int64)
-        if self.combiner not in (None, "softmax"):
-            rows, counts = self._reduce_edges(g.part_indptr, g.part_src, values, senders, source_side=True)
-        else:
-            sent_edge = None if senders is None else senders[g.part_src]
-            rows_of_edges = self.edges.part_rows
-            if self.combiner is None:
-                per_edge = self._edge_values(values[g.part_src], *self.edges.src_side, source_side=True)
-                keep = np.ones(len(per_edge), bool) if sent_edge is None else sent_edge
-                return g.part_dst[rows_of_edges][keep], per_edge[keep], np.ones(int(keep.sum()), np.int64)
+        # per source-side edge, whether its source sent: read by the two per-edge paths (the reductions'
+        # kernel skips non-senders itself)
+        sent_edge = None if senders is None or self.combiner not in (None, "softmax") else senders[g.part_src]
+        if self.combiner is None:
+            per_edge = self._edge_values(values[g.part_src], *self.edges.src_side, source_side=True)
+            keep = np.ones(len(per_edge), bool) if sent_edge is None else sent_edge
+            return g.part_dst[self.edges.part_rows][keep], per_edge[keep], np.ones(int(keep.sum()), np.int64)
+        if self.combiner == "softmax":
             rows = self._source_softmax(values, sent_edge)
-            counts = None if sent_edge is None else np.bincount(rows_of_edges, weights=sent_edge,
+            counts = None if sent_edge is None else np.bincount(self.edges.part_rows, weights=sent_edge,
                                                                 minlength=len(g.part_dst)).astype(np.int64)
+        else:
+            rows, counts = self._reduce_edges(g.part_indptr, g.part_src, values, senders, source_side=True)
         counts = np.diff(g.part_indptr) if counts is None else counts
         keep = counts > 0
         return g.part_dst[keep], rows[keep], counts[keep]
