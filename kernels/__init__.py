@@ -11,7 +11,8 @@ Every kernel comes in three versions with the same arguments:
 A single public dispatch function per kernel picks the CUDA version for device arrays (anything that
 exposes ``__cuda_array_interface__``) and the CPU version otherwise. The exceptions run on the CPU
 only: ``gather_reduce_sent`` and ``sent_edges`` (the gather of a superstep in which only some
-vertices send; the GPU path masks its dense gather instead) and ``attention_gather``. This package imports nothing
+vertices send; the GPU path masks its dense gather instead), ``kernels.by_column`` (the edges of a
+small front) and ``attention_gather``. This package imports nothing
 from ``pregel``, ``vertex_programs`` or ``odin_sched``.
 """
 
