@@ -101,8 +101,8 @@ class Gpu:
 
 
 class DevicePath:
-    """The data path of a run on device tensors; the engine calls ``outgoing``, ``exchange`` and
-    ``gather`` once each per superstep, as on ``pregel.superstep.HostPath``."""
+    """The data path of a run on device tensors; the engine calls ``front``, ``outgoing``,
+    ``exchange`` and ``gather`` once each per superstep, as on ``pregel.superstep.HostPath``."""
 
     def __init__(self, graph, program, ctx: Context, transport: DeviceComm):
         if graph.any_source_side:
@@ -120,6 +120,11 @@ class DevicePath:
         self.dst_values = None
 
     # ------------------------------------------------------------------ sender side
+
+    @staticmethod
+    def front(active) -> None:
+        """None: every superstep on the device passes every row (``HostPath.front`` has no twin here)."""
+        return None
 
     def outgoing(self, state, active) -> Outgoing:
         """Call ``message`` (and ``destination_values``); agree with every rank on the kind of rows

@@ -14,6 +14,7 @@ from pregel.errors import InputError
 from pregel.hooks import check_active, check_combiners, check_rows
 from pregel.progress import Progress
 from pregel.program import COMBINERS, REDUCERS, Context, VertexProgram
+from pregel.rows import own_copy, put_rows, row_context, take_rows
 from pregel.stats import FIELDS, SuperstepStats
 from pregel.superstep import HostPath
 
@@ -60,40 +61,53 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
     saved = checkpoint.load(graph) if checkpoint is not None else None
     ctx.superstep = 0 if saved is None else saved.superstep
     state, active, problem = _split_active(program.init(ctx), graph.num_local, ctx.xp, program, "init")
-    ctx.aggregated, _ = _reduce_aggregates(comm, ctx, int(active.sum()), problem)
+    ctx.aggregated, _ = _reduce_aggregates(comm, ctx, _count(active), problem)
     stats, stopped_by = [], "max_supersteps"
     if saved is not None:
         state, active, ctx.aggregated = saved.state, saved.active, saved.aggregated
         stats = [SuperstepStats.from_row(row) for row in saved.stats]
     bar = Progress(limit, enabled=progress and comm.rank == 0)
     path = HostPath(graph, program, ctx, state) if device is None else device.path(graph, program, ctx)
+    state_is_ours = False  # whether ``state``'s arrays are the engine's own copy (rows are written in place)
     while limit is None or ctx.superstep < limit:
         step = SuperstepStats(edges_processed=graph.num_local_edges)
         t0 = time.perf_counter()
         ctx.active, ctx._direct = active, []
-        outgoing = path.outgoing(state, active)
+        front = path.front(active)
+        outgoing = path.outgoing(state, active) if front is None else path.outgoing(state, active, front)
         t1 = time.perf_counter()
         incoming = path.exchange(outgoing)
         t2 = time.perf_counter()
-        gathered, received = path.gather(outgoing, incoming)
+        if front is None:
+            gathered, received = path.gather(outgoing, incoming)
+        else:
+            rows, gathered, received = path.gather_rows(outgoing, incoming, front)
         step.messages_sent, step.messages_received = incoming.rows_sent, incoming.rows_received
         step.bytes_sent, step.bytes_received = incoming.bytes_sent, incoming.bytes_received
         del outgoing, incoming  # the received rows go before apply allocates its own
-        ctx.received = received
-        applied = program.apply(ctx, state, gathered)
-        del gathered
-        new_state, new_active, problem = _split_active(applied, graph.num_local, ctx.xp, program, "apply")
-        computing = active | received
-        state = _merge(state, new_state, computing)
-        active = computing & new_active
+        if front is None:
+            ctx.received = received
+            applied = program.apply(ctx, state, gathered)
+            del gathered
+            new_state, new_active, problem = _split_active(applied, graph.num_local, ctx.xp, program, "apply")
+            computing = active | received
+            state, state_is_ours = _merge(state, new_state, computing), False
+            active = computing & new_active
+        else:  # the rows that sent or received, alone (VertexProgram.rowwise)
+            applied = program.apply(row_context(ctx, rows, active[rows], received), take_rows(state, rows), gathered)
+            new_state, new_active, problem = _split_active(applied, len(rows), ctx.xp, program, "apply")
+            state = put_rows(state if state_is_ours else own_copy(state), rows, new_state)
+            state_is_ours = True
+            active = np.zeros(graph.num_local, bool)
+            active[rows] = new_active
         t3 = time.perf_counter()
-        ctx.aggregated, total_active = _reduce_aggregates(comm, ctx, int(active.sum()), problem)
+        ctx.aggregated, total_active = _reduce_aggregates(comm, ctx, _count(active), problem)
         stop = program.master(ctx, ctx.aggregated) if comm.rank == 0 else None
         stop = bool(comm.bcast(stop)) if type(program).master is not VertexProgram.master else False
         t4 = time.perf_counter()
         step.compute_seconds = (t1 - t0) + (t3 - t2)
         step.comm_seconds = (t2 - t1) + (t4 - t3)
-        step.active = int(active.sum())
+        step.active = _count(active)
         stats.append(step)
         ctx.superstep += 1
         bar.update(ctx.superstep, f"{total_active:,} vertices active")
@@ -119,6 +133,11 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
 def _stats_rows(stats) -> np.ndarray:
     """[supersteps, fields] float64 rows of a list of ``SuperstepStats``."""
     return np.array([s.as_row() for s in stats], dtype=np.float64).reshape(len(stats), len(FIELDS))
+
+
+def _count(active) -> int:
+    """The number of True entries of ``active`` [n] bool (a NumPy array or a torch tensor)."""
+    return int(np.count_nonzero(active)) if isinstance(active, np.ndarray) else int(active.sum())
 
 
 def _split_active(result, n, xp, program, hook: str):

@@ -50,6 +50,13 @@ class VertexProgram:
     * ``uses_features`` — whether the program reads ``ctx.features``: when False the engine does not
       load ``/nodes/features`` (``ctx.features`` is None), which the built-in analytics do not need
       (10M vertices with 16 features: 0.6 GB of PageRank's 2.5 GB peak on one rank).
+    * ``rowwise`` — whether ``message`` and ``apply`` compute each vertex's row from that vertex's
+      rows alone (its state, gathered value and ``ctx`` entries; no aggregates over all rows). The
+      engine may then call them on only the rows that send (``message``) or that send or receive
+      (``apply``), where ``ctx.num_local``, ``ctx.global_ids`` and the other per-vertex arrays are
+      those rows' (``ctx.rows``): with a ``min`` or ``max`` combiner, a superstep in which few vertices
+      send costs time in proportion to them and their edges, not to the rank's vertices (a search
+      front crossing a road network or a mesh). Set in bfs, sssp and wcc; off by default.
 
     A built-in combiner gives the same result as ``combiner = None`` plus the same reduction in
     ``apply``; for example ``'min'`` equals ``np.minimum.reduceat`` over ``Messages`` segments
@@ -61,6 +68,7 @@ class VertexProgram:
     symmetric: bool = False
     max_supersteps: int | None = None
     uses_features: bool = True
+    rowwise: bool = False
     #: the constructor's arguments that ``pregel run`` sets from flags (``Option``s; none by default)
     options: tuple = ()
 
@@ -170,8 +178,9 @@ class Context:
     features: [n, F] float32 or None; labels: [n] int64 or None; active: [n] bool before
     ``message``; received: [n] bool in ``apply``; aggregated: the aggregator values reduced after
     the previous superstep (or init); edge_src, edge_dst: [E] global ids, in ``edge_message`` (computed
-    when first read: a program that does not read them does not pay for them).
-    The per-vertex arrays are NumPy arrays, or torch tensors on the GPU with ``--device cuda``;
+    when first read: a program that does not read them does not pay for them); rows: [k] int64 the
+    owned rows (local indices, ascending) that a ``rowwise`` program's hook sees, or None for all
+    (the per-vertex arrays, ``active`` and ``received`` are then those rows'). The per-vertex arrays are NumPy arrays, or torch tensors on the GPU with ``--device cuda``;
     ``xp`` is their namespace: the ``numpy`` module, or a ``pregel.arrays.TorchNamespace`` with the
     same names (``xp.where``, ``xp.minimum``, ``xp.astype(x, xp.int64)``, ...), so one program runs
     on both.
@@ -185,6 +194,7 @@ class Context:
     aggregated: dict = field(default_factory=dict)
     xp: object = np
     vertices: object = None  # where global_ids, degrees, features, labels are read (default: graph)
+    rows: np.ndarray | None = None
     _pending_aggregates: dict = field(default_factory=dict)
     _direct: list = field(default_factory=list)
 
@@ -228,7 +238,8 @@ class Context:
 
     @property
     def num_local(self) -> int:
-        return self.graph.num_local
+        """Number of owned vertices the hook sees (``len(rows)`` when a subset)."""
+        return self.graph.num_local if self.rows is None else len(self.rows)
 
     @property
     def global_ids(self) -> np.ndarray:

@@ -12,6 +12,7 @@ from functools import cache, cached_property
 
 import numpy as np
 
+from kernels.by_column import column_edges, column_index, rows_of_positions
 from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
@@ -19,9 +20,16 @@ from pregel.edge_order import row_ids
 from pregel.exchange import Outgoing, exchange
 from pregel.hooks import check_rows
 from pregel.program import COMBINERS, REDUCERS, Messages, VertexProgram
+from pregel.rows import row_context, take_rows
 from pregel.softmax_parts import SoftmaxParts
 
 IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
+#: ``EdgeIds.sent_positions``' passes over every edge before it builds an index of the edges by column
+PASSES_BEFORE_INDEX = 4
+#: a superstep runs on its front (``HostPath.front``) when its rows and their out-edges are at most this
+#: share of the rank's rows and edges: with one fused pass over every edge, or with a message per edge
+#: (measured on 1M-vertex grids and power-law graphs: below these the front's superstep is the faster)
+FRONT_SHARE = {"fused": 1 / 50, "per_edge": 1 / 5}
 
 
 def load_gather_kernel(graph, state, weighted: bool) -> None:
@@ -40,6 +48,8 @@ class EdgeIds:
 
     def __init__(self, graph):
         self.graph = graph
+        self.by_column = None  # column_index of the destination-side edges, once built
+        self.passes = 0  # sent_positions' calls that passed over every edge
 
     @cached_property
     def dst_rows(self) -> np.ndarray:
@@ -61,6 +71,23 @@ class EdgeIds:
         """(weights, ids, dst rows) of the destination-side edges (``side``; ``ids`` computes once)."""
         weights, ids, rows = self.side(False, slice(None), self.dst_rows)
         return weights, cache(ids), rows
+
+    def sent_positions(self, columns: np.ndarray) -> np.ndarray:
+        """[k] int64 positions, in CSR order, of the destination-side edges whose column (a row of
+        the owned-then-ghost rows) is in ``columns`` [m] (distinct). The first ``PASSES_BEFORE_INDEX``
+        calls pass over every edge (``sent_edges``); later ones read the columns' edges from a
+        ``column_index`` built then, in time proportional to them. The index costs about as much
+        as those passes (4 bytes an edge), so a run that never needs it pays at most that, and one
+        that does (a search across a mesh: thousands of supersteps) pays it once."""
+        g = self.graph
+        if self.by_column is None and self.passes < PASSES_BEFORE_INDEX:
+            self.passes += 1
+            sent = np.zeros(g.num_local + g.num_ghosts, bool)
+            sent[columns] = True
+            return sent_edges(g.in_indptr, g.in_indices, sent, check=False)[1]
+        if self.by_column is None:
+            self.by_column = column_index(g.in_indices, g.num_local + g.num_ghosts)
+        return column_edges(*self.by_column, columns)
 
     @cached_property
     def part_rows(self) -> np.ndarray:
@@ -109,18 +136,25 @@ class Superstep:
 
     # ------------------------------------------------------------------ sender side
 
-    def outgoing(self, state, active) -> Outgoing:
+    def outgoing(self, state, active, front=None) -> Outgoing:
         """Call ``message`` (and ``destination_values``), reduce source-side partials, combine
-        direct messages; returns what this rank sends."""
-        ctx, g = self.ctx, self.graph
-        sent = self.program.message(ctx, state)
-        senders = active
+        direct messages; returns what this rank sends. ``front``: [k] the active rows (ascending),
+        on which alone a ``rowwise`` program's ``message`` is called (``HostPath.front``), or None."""
+        ctx = self.ctx
+        if front is None:
+            sent = self.program.message(ctx, state)
+            senders = active
+        else:
+            sent = self.program.message(row_context(ctx, front, active[front]), take_rows(state, front))
+            senders = np.ones(len(front), bool)
         if isinstance(sent, tuple):
             sent, senders = sent
             senders = np.asarray(senders, dtype=bool)
         values = None
         if sent is not None:
-            values = check_message_rows(self.program, wire(sent), g.num_local)
+            values = check_message_rows(self.program, wire(sent), len(senders))
+        if front is not None:
+            values, senders = self._spread(values, senders, front)
         if self.per_edge:
             self._destination_values(state)
         all_send = bool(senders.all())
@@ -128,6 +162,20 @@ class Superstep:
         parts += [(ids, wire(v), np.ones(len(ids), np.int64)) for ids, v in ctx._direct]
         ids, direct, counts = self._combine_direct(parts, values)
         return Outgoing(values, None if all_send else senders, ids, direct, counts)
+
+    def _spread(self, values, senders, front):
+        """The message rows ``values`` [k] / [k, F] (or None) and ``senders`` [k] bool of the rows
+        ``front`` [k] as [n] arrays (``values`` unset elsewhere: only senders' rows are read);
+        ``self.sender_rows`` keeps the rows that send."""
+        n = self.graph.num_local
+        self.sender_rows = front[senders]
+        dense_senders = np.zeros(n, bool)
+        dense_senders[self.sender_rows] = True
+        if values is None:
+            return None, dense_senders
+        dense = np.empty((n,) + values.shape[1:], values.dtype)
+        dense[front] = values
+        return dense, dense_senders
 
     def _destination_values(self, state):
         """The program's destination terms [n, k], and those of this rank's source-side rows [h, k]
@@ -292,6 +340,41 @@ class Superstep:
             count[rows] += direct_count
         return finish_gather(gathered, count, op, np)
 
+    def gather_rows(self, out: Outgoing, inc, front):
+        """The gather of a superstep on a small front (``HostPath.front``; ``min`` or ``max``
+        combiner): (rows [r] int64 ascending, the owned rows that sent or received, a superset of
+        ``front`` [k]; gathered [r] / [r, F], the combiner's identity where nothing arrived;
+        received [r] bool). Reads only the edges of the columns that sent, found by
+        ``EdgeIds.sent_positions``, and the direct messages."""
+        g, n, op = self.graph, self.graph.num_local, self.combiner
+        ghost_rows = (np.arange(g.num_ghosts) if inc.ghost_sent is None else np.flatnonzero(inc.ghost_sent))
+        own_rows = self.sender_rows if out.values is not None else np.zeros(0, np.int64)
+        if inc.dtype is None:  # no rank sent rows along edges
+            ghost_rows = ghost_rows[:0]
+        positions = self.edges.sent_positions(np.concatenate([own_rows, n + ghost_rows]))
+        edge_rows = rows_of_positions(g.in_indptr, positions)  # ascending, as the positions are
+        columns = g.in_indices[positions]
+        src_values = np.empty((len(columns),) + inc.row_shape, inc.dtype or np.dtype(np.float64))
+        mine = columns < n
+        if out.values is not None:
+            src_values[mine] = out.values[columns[mine]]
+        src_values[~mine] = inc.ghost_values[columns[~mine] - n]
+        per_edge = self._edge_values(src_values, *self.edges.side(False, positions, edge_rows), source_side=False)
+        starts = np.flatnonzero(np.diff(edge_rows, prepend=-1))  # each receiving row's first edge
+        touched = edge_rows[starts]
+        reduced = REDUCERS[op].reduceat(per_edge, starts, axis=0) if len(starts) else per_edge[:0]
+        if len(inc.direct_ids):  # partial aggregates and direct messages, merged row by row
+            receivers = np.concatenate([touched, g.local_index(inc.direct_ids)])
+            touched, inverse = np.unique(receivers, return_inverse=True)
+            merged = np.concatenate([reduced, inc.direct_values.astype(reduced.dtype)])
+            reduced, _ = scatter_reduce(inverse, merged, len(touched), op, check=False)
+        rows = _union_of_sorted(front, touched)
+        gathered = np.full((len(rows),) + reduced.shape[1:], IDENTITY[op], reduced.dtype)
+        received = np.zeros(len(rows), bool)
+        at = np.searchsorted(rows, touched)
+        gathered[at], received[at] = reduced, True
+        return rows, gathered, received
+
     def _softmax(self, own, sent_ext, inc):
         g = self.graph
         fused = None
@@ -344,18 +427,34 @@ def finish_gather(gathered, count, combiner: str, xp):
 class HostPath:
     """The data path of a run on host arrays: ``Superstep`` on both sides, ``exchange`` between.
 
-    The engine calls ``outgoing``, ``exchange`` and ``gather`` once each per superstep (as it does
-    on ``pregel.device_path.DevicePath``)."""
+    The engine calls ``front``, ``outgoing``, ``exchange`` and ``gather`` (or ``gather_rows`` when
+    ``front`` gave rows) once each per superstep (as it does on ``pregel.device_path.DevicePath``)."""
 
     def __init__(self, graph, program: VertexProgram, ctx, state):
         self.graph, self.program, self.ctx, self.edges = graph, program, ctx, EdgeIds(graph)
         self.superstep = None
         load_gather_kernel(graph, state, program.weighted)
 
-    def outgoing(self, state, active) -> Outgoing:
+    def front(self, active) -> np.ndarray | None:
+        """[k] the active rows (ascending) when this superstep runs on them alone, else None.
+
+        It does when the program is ``rowwise`` with a ``min`` or ``max`` combiner (exact in any
+        order: the result equals the full superstep's) and no ``destination_values``, and the active
+        rows and their out-edges are at most ``FRONT_SHARE`` of the rank's rows and edges."""
+        program, g = self.program, self.graph
+        if not (program.rowwise and program.combiner in ("min", "max")
+                and type(program).destination_values is VertexProgram.destination_values):
+            return None
+        budget = FRONT_SHARE["per_edge" if program.per_edge else "fused"] * (g.num_local + g.num_local_edges)
+        if np.count_nonzero(active) > budget:
+            return None
+        front = np.flatnonzero(active)
+        return front if len(front) + g.out_degree[front].sum() <= budget else None
+
+    def outgoing(self, state, active, front=None) -> Outgoing:
         """A new superstep's ``Superstep.outgoing``."""
         self.superstep = Superstep(self.graph, self.program, self.ctx, self.edges)
-        return self.superstep.outgoing(state, active)
+        return self.superstep.outgoing(state, active, front)
 
     def exchange(self, out: Outgoing):
         """``pregel.exchange.exchange`` of ``out`` (with counts for the ``mean`` combiner)."""
@@ -365,10 +464,21 @@ class HostPath:
         """This superstep's ``Superstep.gather``."""
         return self.superstep.gather(out, inc)
 
+    def gather_rows(self, out: Outgoing, inc, front):
+        """This superstep's ``Superstep.gather_rows``."""
+        return self.superstep.gather_rows(out, inc, front)
+
 
 def check_message_rows(program, values, n: int):
     """``values`` [n] / [n, F] returned by ``program.message()``, or the one-line error naming it."""
     return check_rows(program, "message", values, n)
+
+
+def _union_of_sorted(a, b):
+    """[m] the distinct values of ``a`` and ``b`` (each ascending and distinct), ascending: a merge of
+    two runs (``np.union1d`` hashes or sorts them afresh, several times slower)."""
+    both = np.sort(np.concatenate([a, b]), kind="stable")  # timsort: two ascending runs
+    return both[np.diff(both, prepend=-1) != 0]
 
 
 def rows_like(mask, like):

@@ -13,6 +13,7 @@ class WeakComponents(VertexProgram):
     combiner = "min"
     symmetric = True
     uses_features = False  # /nodes/features are not loaded
+    rowwise = True  # a superstep on a small front runs on its rows alone
 
     def init(self, ctx):
         return ctx.xp.astype(ctx.global_ids, ctx.xp.int64)

@@ -11,6 +11,7 @@ class _FromSource(VertexProgram):
 
     combiner = "min"
     uses_features = False  # /nodes/features are not loaded
+    rowwise = True  # a superstep on a small front runs on its rows alone
     options = (Option("source", int, 0, "source vertex for sssp and bfs"),)
 
     def __init__(self, source: int):

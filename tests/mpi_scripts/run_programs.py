@@ -62,7 +62,7 @@ def main(folder):
                 if comm.rank == 0:
                     results[f"{name}/{layout}/{key}"] = report.values
                     results[f"{name}/{layout}/{key}/supersteps"] = report.result.supersteps
-        if name in ("hub", "powerlaw"):  # sssp on the graph without its weights: every edge adds 1
+        if name in ("hub", "powerlaw", "ladder"):  # sssp on the graph without its weights: every edge adds 1
             whole = read_graph(path)
             unweighted = GraphData(whole.indptr, whole.indices, directed=whole.directed)
             for layout, (partitioner, hubs) in LAYOUTS.items():

@@ -1,0 +1,111 @@
+"""Supersteps on a small front: the in-edges read by column (``kernels.by_column``) against their NumPy
+twins and NumPy's own functions, and row-wise programs run on their front's rows alone
+(``VertexProgram.rowwise``, ``HostPath.front``) against networkx, on graphs whose searches take
+hundreds of supersteps. The same programs at P = 1, 2 and 3, and one whose state is a dict of which
+the rows outside the front keep theirs (``compute_counter``), run in tests/test_engine.py (its ladder)."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from kernels.by_column import _column_edges, _column_index, column_edges, column_index, rows_of_positions
+from pregel.comm import Comm
+from pregel.convert import from_networkx
+from pregel.job import run_job
+from vertex_programs import BreadthFirst, ShortestPaths, WeakComponents
+
+
+@pytest.mark.parametrize("num_columns", [1, 63, 64, 1000])
+def test_column_index_and_column_edges_match_their_twins_and_numpy(num_columns):
+    rng = np.random.default_rng(num_columns)
+    indices = rng.integers(0, num_columns, 5000)
+    indices[:300] = 0  # a column with many edges
+    col_indptr, positions = column_index(indices, num_columns)
+    twin_indptr, twin_positions = _column_index(indices, num_columns)
+    assert positions.dtype == np.int32
+    assert np.array_equal(col_indptr, twin_indptr) and np.array_equal(positions, twin_positions)
+    for count in (0, 1, num_columns // 2, num_columns):
+        columns = rng.choice(num_columns, count, replace=False)
+        got = column_edges(col_indptr, positions, columns)
+        assert np.array_equal(got, _column_edges(indices, columns))
+        sent = np.zeros(num_columns, bool)
+        sent[columns] = True
+        assert np.array_equal(got, np.flatnonzero(sent[indices]))  # numpy's own: the edges whose column sent
+
+
+def test_column_index_and_column_edges_refuse_columns_out_of_range():
+    with pytest.raises(ValueError, match=r"indices must lie in \[0, 3\)"):
+        column_index(np.array([0, 5]), 3)
+    col_indptr, positions = column_index(np.array([0, 2, 1]), 3)
+    with pytest.raises(ValueError, match=r"columns must lie in \[0, 3\)"):
+        column_edges(col_indptr, positions, np.array([3]))
+
+
+def test_rows_of_positions_match_searchsorted():
+    rng = np.random.default_rng(4)
+    degrees = rng.poisson(3, 2000)
+    degrees[[0, 1, 500, 1999]] = 0  # empty rows, the last among them
+    degrees[7] = 400  # a long row
+    indptr = np.concatenate([[0], np.cumsum(degrees)])
+    for count in (0, 1, 10, 3000, int(indptr[-1])):
+        positions = np.sort(rng.choice(int(indptr[-1]), count, replace=False))
+        assert np.array_equal(rows_of_positions(indptr, positions), np.searchsorted(indptr, positions, side="right") - 1)
+    with pytest.raises(ValueError, match="must ascend"):
+        rows_of_positions(indptr, np.array([5, 3]))
+
+
+def _grid(side: int, seed: int) -> nx.Graph:
+    """A side x side grid with ids shuffled (vertex 0 at a corner) and float32 weights."""
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([[0], 1 + rng.permutation(side * side - 1)])
+    grid = nx.Graph()
+    grid.add_nodes_from(range(side * side))  # in id order: the file numbers them in the graph's order
+    for u, v in nx.grid_2d_graph(side, side).edges:
+        grid.add_edge(int(order[u[0] * side + u[1]]), int(order[v[0] * side + v[1]]),
+                      weight=float(np.float32(rng.uniform(0.1, 2.0))))
+    return grid
+
+
+class _Recorded:
+    """Mixed into a program: records how many rows each ``apply`` call saw."""
+
+    def apply(self, ctx, state, gathered):
+        self.rows_seen.append(ctx.num_local)
+        assert len(ctx.global_ids) == ctx.num_local == len(ctx.received)
+        return super().apply(ctx, state, gathered)
+
+
+class _SomeStop(BreadthFirst):
+    """BFS in which the vertices whose id is 3 modulo 7 never forward: senders chosen from ``ctx.global_ids``."""
+
+    def message(self, ctx, dist):
+        return dist + 1.0, ctx.global_ids % 7 != 3
+
+
+@pytest.mark.parametrize("program, oracle", [
+    (BreadthFirst(0), lambda g: nx.single_source_shortest_path_length(g, 0)),
+    (ShortestPaths(0), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
+    (_SomeStop(0), lambda g: nx.single_source_shortest_path_length(
+        g.edge_subgraph([(u, v) for u, v in g.edges if u % 7 != 3]).copy(), 0)),
+    (WeakComponents(), None),
+], ids=["bfs", "sssp", "some_stop", "wcc"])
+def test_rowwise_programs_run_on_their_front_and_match_networkx(tmp_path, program, oracle):
+    grid = _grid(40, 1)
+    grid.add_edge(1600, 1601, weight=1.0)  # a second component, for wcc
+    n = len(grid)
+    recorded = type(type(program).__name__, (_Recorded, type(program)), {"rows_seen": []})
+    program.__class__ = recorded
+    report = run_job(Comm(), from_networkx(grid), program, tmp_path / "out.h5", algorithm="x")
+    if oracle is None:
+        expected = np.array([min(c) for v in range(n) for c in [nx.node_connected_component(grid, v)]])
+    else:
+        lengths = oracle(grid.to_directed())
+        expected = np.array([lengths.get(v, np.inf) for v in range(n)])
+        if isinstance(program, BreadthFirst):
+            expected = np.where(np.isinf(expected), -1, expected).astype(np.int64)
+    assert np.array_equal(report.values, expected)
+    fronts = sum(rows < n for rows in program.rows_seen)  # supersteps that ran on their front's rows
+    assert min(program.rows_seen) < n / 10 and max(program.rows_seen) <= n and fronts >= 10
+    if not isinstance(program, WeakComponents):  # a search's front is small in most of its supersteps
+        assert fronts > report.result.supersteps / 2 and report.result.supersteps > 70
+
