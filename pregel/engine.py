@@ -81,7 +81,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         if front is None:
             gathered, received = path.gather(outgoing, incoming)
         else:
-            rows, gathered, received = path.gather_rows(outgoing, incoming, front)
+            rows, gathered, received, step.edges_processed = path.gather_rows(outgoing, incoming, front)
         step.messages_sent, step.messages_received = incoming.rows_sent, incoming.rows_received
         step.bytes_sent, step.bytes_received = incoming.bytes_sent, incoming.bytes_received
         del outgoing, incoming  # the received rows go before apply allocates its own

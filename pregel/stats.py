@@ -20,7 +20,7 @@ class SuperstepStats:
     bytes_sent: int = 0
     bytes_received: int = 0
     active: int = 0
-    edges_processed: int = 0
+    edges_processed: int = 0  # every edge of the rank, or the edges a superstep on a small front read
 
     def as_row(self) -> list[float]:
         """The counters as floats [fields], in ``FIELDS`` order."""

@@ -344,7 +344,8 @@ class Superstep:
         """The gather of a superstep on a small front (``HostPath.front``; ``min`` or ``max``
         combiner): (rows [r] int64 ascending, the owned rows that sent or received, a superset of
         ``front`` [k]; gathered [r] / [r, F], the combiner's identity where nothing arrived;
-        received [r] bool). Reads only the edges of the columns that sent, found by
+        received [r] bool; the number of edges read, these and the source-side edges that
+        ``outgoing`` passed). Reads only the edges of the columns that sent, found by
         ``EdgeIds.sent_positions``, and the direct messages."""
         g, n, op = self.graph, self.graph.num_local, self.combiner
         ghost_rows = (np.arange(g.num_ghosts) if inc.ghost_sent is None else np.flatnonzero(inc.ghost_sent))
@@ -373,7 +374,7 @@ class Superstep:
         received = np.zeros(len(rows), bool)
         at = np.searchsorted(rows, touched)
         gathered[at], received[at] = reduced, True
-        return rows, gathered, received
+        return rows, gathered, received, len(positions) + len(g.part_src)
 
     def _softmax(self, own, sent_ext, inc):
         g = self.graph

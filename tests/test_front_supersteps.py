@@ -109,3 +109,20 @@ def test_rowwise_programs_run_on_their_front_and_match_networkx(tmp_path, progra
     if not isinstance(program, WeakComponents):  # a search's front is small in most of its supersteps
         assert fronts > report.result.supersteps / 2 and report.result.supersteps > 70
 
+
+
+def test_a_front_superstep_counts_the_edges_it_read(tmp_path):
+    """``edges_processed`` of a superstep on its front is the number of the senders' edges (a BFS's
+    senders at superstep s are the vertices at level s: networkx's levels and degrees); a superstep
+    over every row counts every edge."""
+    grid = _grid(40, 3)
+    report = run_job(Comm(), from_networkx(grid), BreadthFirst(0), tmp_path / "out.h5", algorithm="bfs")
+    level = nx.single_source_shortest_path_length(grid, 0)
+    senders_edges = np.zeros(report.result.supersteps, np.int64)
+    for v, s in level.items():
+        senders_edges[s] += grid.degree(v)
+    counted = np.array([step.edges_processed for step in report.result.stats])
+    every_edge = 2 * grid.number_of_edges()
+    front = counted != every_edge
+    assert front.sum() > report.result.supersteps / 2
+    assert np.array_equal(counted[front], senders_edges[front])
