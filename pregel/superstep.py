@@ -24,12 +24,14 @@ from pregel.rows import row_context, take_rows
 from pregel.softmax_parts import SoftmaxParts
 
 IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
-#: ``EdgeIds.sent_positions``' passes over every edge before it builds an index of the edges by column
-PASSES_BEFORE_INDEX = 4
+#: ``EdgeIds.sent_positions``' passes over every edge before it builds an index of the edges by column:
+#: the index took as long as 5 passes on a 1M-vertex grid and 19 on a 10M-vertex power-law graph
+#: (100M edges, ids in random order), so a run pays at most about twice the cheaper of the two
+PASSES_BEFORE_INDEX = 20
 #: a superstep runs on its front (``HostPath.front``) when its rows and their out-edges are at most this
 #: share of the rank's rows and edges: with one fused pass over every edge, or with a message per edge
 #: (measured on 1M-vertex grids and power-law graphs: below these the front's superstep is the faster)
-FRONT_SHARE = {"fused": 1 / 50, "per_edge": 1 / 5}
+FRONT_SHARE = {"fused": 1 / 50, "per_edge": 1 / 10}
 
 
 def load_gather_kernel(graph, state, weighted: bool) -> None:
@@ -76,9 +78,10 @@ class EdgeIds:
         """[k] int64 positions, in CSR order, of the destination-side edges whose column (a row of
         the owned-then-ghost rows) is in ``columns`` [m] (distinct). The first ``PASSES_BEFORE_INDEX``
         calls pass over every edge (``sent_edges``); later ones read the columns' edges from a
-        ``column_index`` built then, in time proportional to them. The index costs about as much
-        as those passes (4 bytes an edge), so a run that never needs it pays at most that, and one
-        that does (a search across a mesh: thousands of supersteps) pays it once."""
+        ``column_index`` built then (4 bytes an edge), in time proportional to them. The index costs
+        at most about as much as those passes, so a run that never needs it (a search of a
+        power-law graph: a few supersteps with a small front) pays nothing for it, and one that does
+        (a search across a mesh: thousands of supersteps) pays it once."""
         g = self.graph
         if self.by_column is None and self.passes < PASSES_BEFORE_INDEX:
             self.passes += 1
