@@ -12,7 +12,7 @@ A single public dispatch function per kernel picks the CUDA version for device a
 exposes ``__cuda_array_interface__``) and the CPU version otherwise. The exceptions run on the CPU
 only: ``gather_reduce_sent`` and ``sent_edges`` (the gather of a superstep in which only some
 vertices send; the GPU path masks its dense gather instead), ``kernels.by_column`` (the edges of a
-small front) and ``attention_gather``. This package imports nothing
+small front), ``kernels.local_components`` and ``attention_gather``. This package imports nothing
 from ``pregel``, ``vertex_programs`` or ``odin_sched``.
 """
 

@@ -1,0 +1,51 @@
+"""Weak components with each rank's own block merged first: the union-find kernel against scipy's
+``connected_components`` (its twin) and networkx, and ``wcc`` on a grid, whose diameter no longer sets
+the number of supersteps (P = 2 and 3, all layouts: tests/test_engine.py)."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from kernels.local_components import _local_components, local_components
+from pregel.comm import Comm
+from pregel.convert import from_networkx
+from pregel.job import run_job
+from vertex_programs import WeakComponents
+
+
+@pytest.mark.parametrize("num_rows, num_columns, num_edges", [(0, 0, 0), (1, 3, 2), (50, 50, 30), (400, 520, 900)])
+def test_local_components_match_scipy_and_networkx(num_rows, num_columns, num_edges):
+    rng = np.random.default_rng(num_edges)
+    rows = np.sort(rng.integers(0, max(num_rows, 1), num_edges)) if num_rows else np.zeros(0, np.int64)
+    columns = rng.integers(0, max(num_columns, 1), len(rows))  # columns ≥ num_rows: ghost rows, left out
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=num_rows))]).astype(np.int64)
+    got = local_components(indptr, columns, num_rows)
+    assert np.array_equal(got, _local_components(indptr, columns, num_rows))
+    graph = nx.Graph()
+    graph.add_nodes_from(range(num_rows))
+    graph.add_edges_from((int(r), int(c)) for r, c in zip(rows, columns) if c < num_rows)
+    for component in nx.connected_components(graph):
+        assert set(got[list(component)].tolist()) == {min(component)}
+
+
+def test_local_components_refuse_a_bad_csr():
+    with pytest.raises(ValueError, match="num_rows \\+ 1"):
+        local_components(np.array([0, 1]), np.array([0]), 2)
+    with pytest.raises(ValueError, match="non-negative"):
+        local_components(np.array([0, 1]), np.array([-1]), 1)
+
+
+def test_wcc_on_a_grid_takes_a_few_supersteps_and_matches_networkx(tmp_path):
+    rng = np.random.default_rng(5)
+    order = rng.permutation(60 * 60)
+    grid = nx.Graph()
+    grid.add_nodes_from(range(60 * 60 + 7))  # and seven isolated vertices
+    grid.add_edges_from((int(order[u[0] * 60 + u[1]]), int(order[v[0] * 60 + v[1]]))
+                        for u, v in nx.grid_2d_graph(60, 60).edges)
+    grid.add_edge(3600, 3601)
+    report = run_job(Comm(), from_networkx(grid), WeakComponents(), tmp_path / "out.h5", algorithm="wcc")
+    expected = np.empty(len(grid), np.int64)
+    for component in nx.connected_components(grid):
+        expected[list(component)] = min(component)
+    assert np.array_equal(report.values, expected)
+    assert report.result.supersteps <= 2  # one rank holds every edge: its block is the whole component
