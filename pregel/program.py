@@ -56,7 +56,7 @@ class VertexProgram:
       (``apply``), where ``ctx.num_local``, ``ctx.global_ids`` and the other per-vertex arrays are
       those rows' (``ctx.rows``): with a ``min`` or ``max`` combiner, a superstep in which few vertices
       send costs time in proportion to them and their edges, not to the rank's vertices (a search
-      front crossing a road network or a mesh). Set in bfs, sssp and wcc; off by default.
+      front crossing a road network or a mesh). Set in bfs and sssp; off by default.
 
     A built-in combiner gives the same result as ``combiner = None`` plus the same reduction in
     ``apply``; for example ``'min'`` equals ``np.minimum.reduceat`` over ``Messages`` segments

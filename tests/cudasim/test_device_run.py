@@ -94,7 +94,11 @@ def test_device_run_equals_the_host_run_and_the_oracle(runs, graph_file, index):
     assert cpu.attrs["device"] == "cpu" and "cuda_aware_mpi" not in cpu.attrs
     assert gpu.attrs["device"] == "cuda" and not gpu.attrs["cuda_aware_mpi"]
     assert (gpu.attrs["bytes_staged"] > 0) == (size > 1)
-    assert gpu.attrs["supersteps"] == cpu.attrs["supersteps"] and gpu.attrs["ranks"] == size
+    assert gpu.attrs["ranks"] == size
+    if ALGORITHMS[index] != "wcc":  # on the host wcc merges each rank's own block first: fewer supersteps
+        assert gpu.attrs["supersteps"] == cpu.attrs["supersteps"]
+    else:
+        assert cpu.attrs["supersteps"] <= gpu.attrs["supersteps"]
 
 
 def run_cli(size, *args):
