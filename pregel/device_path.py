@@ -122,7 +122,7 @@ class DevicePath:
     # ------------------------------------------------------------------ sender side
 
     @staticmethod
-    def front(active) -> None:
+    def front(active, active_rows=None) -> None:
         """None: every superstep on the device passes every row (``HostPath.front`` has no twin here)."""
         return None
 

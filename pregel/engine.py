@@ -69,11 +69,12 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
     bar = Progress(limit, enabled=progress and comm.rank == 0)
     path = HostPath(graph, program, ctx, state) if device is None else device.path(graph, program, ctx)
     state_is_ours = False  # whether ``state``'s arrays are the engine's own copy (rows are written in place)
+    active_rows = None  # [k] the active rows, ascending, when the last superstep ran on its front
     while limit is None or ctx.superstep < limit:
         step = SuperstepStats(edges_processed=graph.num_local_edges)
         t0 = time.perf_counter()
         ctx.active, ctx._direct = active, []
-        front = path.front(active)
+        front = path.front(active, active_rows)
         outgoing = path.outgoing(state, active) if front is None else path.outgoing(state, active, front)
         t1 = time.perf_counter()
         incoming = path.exchange(outgoing)
@@ -92,22 +93,24 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
             new_state, new_active, problem = _split_active(applied, graph.num_local, ctx.xp, program, "apply")
             computing = active | received
             state, state_is_ours = _merge(state, new_state, computing), False
-            active = computing & new_active
+            active, active_rows = computing & new_active, None
+            step.active = _count(active)
         else:  # the rows that sent or received, alone (VertexProgram.rowwise)
             applied = program.apply(row_context(ctx, rows, active[rows], received), take_rows(state, rows), gathered)
             new_state, new_active, problem = _split_active(applied, len(rows), ctx.xp, program, "apply")
             state = put_rows(state if state_is_ours else own_copy(state), rows, new_state)
             state_is_ours = True
+            active_rows = rows[new_active]
             active = np.zeros(graph.num_local, bool)
-            active[rows] = new_active
+            active[active_rows] = True
+            step.active = len(active_rows)
         t3 = time.perf_counter()
-        ctx.aggregated, total_active = _reduce_aggregates(comm, ctx, _count(active), problem)
+        ctx.aggregated, total_active = _reduce_aggregates(comm, ctx, step.active, problem)
         stop = program.master(ctx, ctx.aggregated) if comm.rank == 0 else None
         stop = bool(comm.bcast(stop)) if type(program).master is not VertexProgram.master else False
         t4 = time.perf_counter()
         step.compute_seconds = (t1 - t0) + (t3 - t2)
         step.comm_seconds = (t2 - t1) + (t4 - t3)
-        step.active = _count(active)
         stats.append(step)
         ctx.superstep += 1
         bar.update(ctx.superstep, f"{total_active:,} vertices active")

@@ -131,6 +131,7 @@ class Superstep:
         self.per_edge = program.per_edge
         self.dst_values = None      # [n, k] destination terms for per-edge transforms
         self.hub_dst_values = None  # [h, k] the same for this rank's source-side hub rows
+        self.sender_rows = None  # [s] the rows that send, in a superstep on a front (``_spread``)
 
     @property
     def with_counts(self) -> bool:
@@ -439,8 +440,9 @@ class HostPath:
         self.superstep = None
         load_gather_kernel(graph, state, program.weighted)
 
-    def front(self, active) -> np.ndarray | None:
-        """[k] the active rows (ascending) when this superstep runs on them alone, else None.
+    def front(self, active, active_rows=None) -> np.ndarray | None:
+        """[k] the active rows (ascending) when this superstep runs on them alone, else None
+        (``active`` [n] bool; ``active_rows``: its True rows when known, or None).
 
         It does when the program is ``rowwise`` with a ``min`` or ``max`` combiner (exact in any
         order: the result equals the full superstep's) and no ``destination_values``, and the active
@@ -450,9 +452,9 @@ class HostPath:
                 and type(program).destination_values is VertexProgram.destination_values):
             return None
         budget = FRONT_SHARE["per_edge" if program.per_edge else "fused"] * (g.num_local + g.num_local_edges)
-        if np.count_nonzero(active) > budget:
+        if active_rows is None and np.count_nonzero(active) > budget:
             return None
-        front = np.flatnonzero(active)
+        front = np.flatnonzero(active) if active_rows is None else active_rows
         return front if len(front) + g.out_degree[front].sum() <= budget else None
 
     def outgoing(self, state, active, front=None) -> Outgoing:
