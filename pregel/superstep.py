@@ -156,7 +156,7 @@ class Superstep:
             senders = np.asarray(senders, dtype=bool)
         values = None
         if sent is not None:
-            values = check_message_rows(self.program, wire(sent), len(senders))
+            values = check_message_rows(self.program, wire(sent), self.graph.num_local if front is None else len(front))
         if front is not None:
             values, senders = self._spread(values, senders, front)
         if self.per_edge:
