@@ -26,6 +26,7 @@ from pregel.errors import InputError
 
 KINDS = ("powerlaw", "er", "grid")
 DEFAULT_EXPONENT = 2.5
+DEFAULT_AVG_DEGREE = 10.0  # ``pregel generate``'s mean out-degree
 
 
 def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,

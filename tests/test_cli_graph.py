@@ -65,6 +65,21 @@ def test_generate_refuses_bad_options_without_writing(tmp_path):
     assert not out.exists()
 
 
+def test_generate_refuses_flags_that_do_not_apply_to_the_kind(tmp_path):
+    # a grid ignored --avg-degree, --exponent and --undirected, and an Erdős–Rényi graph --exponent, silently
+    out = tmp_path / "g.h5"
+    for kind, flags, problem in (("grid", ["--avg-degree", 3], "--avg-degree does not apply to --kind grid (a grid"),
+                                 ("grid", ["--exponent", 2.1], "--exponent does not apply to --kind grid"),
+                                 ("grid", ["--undirected"], "--undirected does not apply to --kind grid"),
+                                 ("er", ["--exponent", 2.1], "--exponent does not apply to --kind er")):
+        result = run("generate", "--kind", kind, "--nodes", 100, *flags, "--out", out, check=False)
+        assert result.returncode == 2 and problem in result.stderr, result.stderr
+        assert result.stderr.strip().count("\n") == 0 and not out.exists()
+    run("generate", "--kind", "grid", "--nodes", 100, "--weights", "--out", out)  # what a grid takes
+    grid = read_graph(out)
+    assert grid.num_nodes == 100 and grid.num_edges == 2 * 2 * 10 * 9 and grid.weights is not None
+
+
 def test_generate_refuses_more_edges_than_a_simple_graph_holds_as_one_line(tmp_path):
     # a simple directed graph on N vertices has at most N (N - 1) edges: 5 vertices hold 20, not 5 x 10
     out = tmp_path / "g.h5"

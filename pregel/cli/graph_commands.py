@@ -8,18 +8,21 @@ from pregel.cli.common import require
 
 def add_generate(sub) -> None:
     """Register ``pregel generate`` and its flags on the subparsers ``sub``."""
-    from pregel.generate import DEFAULT_EXPONENT, KINDS
+    from pregel.generate import DEFAULT_AVG_DEGREE, DEFAULT_EXPONENT, KINDS
 
     p = sub.add_parser("generate", help="generate a synthetic graph file",
                        description="Generate a power-law (Chung-Lu), Erdős–Rényi or grid graph.")
     p.add_argument("--kind", choices=KINDS, default="powerlaw")
     p.add_argument("--nodes", type=int, required=True, help="number of vertices N")
-    p.add_argument("--avg-degree", type=float, default=10.0,
-                   help="mean out-degree: E = N * D edges, rounded half up (with --undirected to an even number)")
-    p.add_argument("--exponent", type=float, default=DEFAULT_EXPONENT,
-                   help="power-law degree exponent (smaller = heavier hubs; default %(default)s)")
+    p.add_argument("--avg-degree", type=float, default=None,
+                   help="mean out-degree: E = N * D edges, rounded half up (with --undirected to an even "
+                        f"number; default {DEFAULT_AVG_DEGREE:g}; not for grid)")
+    p.add_argument("--exponent", type=float, default=None,
+                   help=f"power-law degree exponent (smaller = heavier hubs; default {DEFAULT_EXPONENT}; "
+                        "powerlaw only)")
     p.add_argument("--undirected", action="store_true",
-                   help="N * D / 2 undirected edges (rounded half up), each stored in both directions")
+                   help="N * D / 2 undirected edges (rounded half up), each stored in both directions "
+                        "(a grid always is)")
     p.add_argument("--weights", action="store_true", help="add uniform random weights in (0, 1]")
     p.add_argument("--features", type=int, default=0, metavar="F", help="float32 node features")
     p.add_argument("--labels", type=int, default=0, metavar="C", help="int64 labels in [0, C)")
@@ -31,11 +34,18 @@ def add_generate(sub) -> None:
 def _run_generate(args) -> None:
     import numpy as np
 
-    from pregel.generate import generate_graph, random_features
+    from pregel.generate import DEFAULT_AVG_DEGREE, DEFAULT_EXPONENT, generate_graph, random_features
     from pregel.graph_io import GraphData, write_graph
     from pregel.memory import require_memory
 
     require(args.nodes >= 1, "--nodes must be at least 1")
+    why = " (a grid has 4-neighbour edges in both directions)" if args.kind == "grid" else ""
+    for flag, given, kinds in (("--avg-degree", args.avg_degree is not None, ("powerlaw", "er")),
+                               ("--exponent", args.exponent is not None, ("powerlaw",)),
+                               ("--undirected", args.undirected, ("powerlaw", "er"))):
+        require(not given or args.kind in kinds, f"{flag} does not apply to --kind {args.kind}{why}")
+    args.avg_degree = DEFAULT_AVG_DEGREE if args.avg_degree is None else args.avg_degree
+    args.exponent = DEFAULT_EXPONENT if args.exponent is None else args.exponent
     require(0 <= args.avg_degree < float("inf"), f"--avg-degree must be a non-negative number, got {args.avg_degree}")
     require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
     require(args.exponent > 1, "--exponent must be greater than 1")
