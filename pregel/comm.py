@@ -30,6 +30,22 @@ LOCAL_RANKS_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
 LAUNCHER_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "MPI_LOCALNRANKS", "SLURM_PROCID", "MV2_", "PALS_", "ALPS_")
 
 
+#: where MPI launchers state this process's rank (Hydra and Intel MPI, Open MPI, PMIx, Slurm, MVAPICH,
+#: HPE Cray PALS and ALPS)
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK",
+                  "PALS_RANKID", "ALPS_APP_PE")
+
+
+def launched_rank() -> int:
+    """This process's rank as its MPI launcher's environment states it, without initialising MPI (0 for a
+    process started alone)."""
+    for name in RANK_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 def started_by_launcher() -> bool:
     """Whether an MPI launcher (``mpiexec``, ``srun``, ...) started this process, as its environment says."""
     return any(name.startswith(LAUNCHER_PREFIXES) for name in os.environ)

@@ -1,4 +1,5 @@
 """The graph subcommands end to end, as a user runs them (subprocesses of the installed command)."""
+import os
 import re
 import shutil
 import subprocess
@@ -181,3 +182,18 @@ def test_checkpoint_folder_and_output_file_on_one_path_are_refused_before_any_wo
         assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
         assert "--checkpoint-dir names the same path as --out" in result.stderr
         assert not same.exists(), "nothing left behind"
+
+
+def test_a_one_process_command_under_mpiexec_runs_on_rank_0_alone(tmp_path):
+    # under mpiexec -n 2 every rank generated the graph, printed its line and renamed its own file into place
+    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+    out = tmp_path / "g.h5"
+    command = [mpiexec, "-n", "2", *PREGEL, "generate", "--kind", "grid", "--nodes", "100", "--out", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("wrote") == 1 and read_graph(out).num_nodes == 100
+    bad = subprocess.run([*command[:-4], "--nodes", "0", "--out", str(tmp_path / "none.h5")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("--nodes must be at least 1") == 1
+    assert not (tmp_path / "none.h5").exists()

@@ -83,17 +83,17 @@ def test_missing_graph_and_missing_output_folder(tmp_path, graph_file):
 
 @pytest.mark.parametrize("error, code", [(InputError("bad rows in one slice"), 2),
                                          (RuntimeError("deliberate failure"), 1)])
-def test_a_rank_whose_abort_returns_still_exits_non_zero(tmp_path, monkeypatch, error, code):
+def test_a_rank_whose_abort_returns_still_exits_non_zero(tmp_path, monkeypatch, graph_file, error, code):
     """MPICH may return from ``MPI_Abort`` while it tears the job down: the rank must not then exit 0."""
     import pregel.cli as cli
     import pregel.cli.launch as launch
-    import pregel.cli.scene_commands as scene_commands
+    import pregel.cli.run_command as run_command
 
     def run(args):
         raise error
 
-    monkeypatch.setattr(scene_commands, "_run_generate_scene", run)
-    monkeypatch.setattr(launch, "_mpi_world", lambda: (1, 2))  # rank 1 of 2, its error not collective
+    monkeypatch.setattr(run_command, "_run_run", run)
+    monkeypatch.setattr(launch, "_mpi_world", lambda command: (1, 2))  # rank 1 of 2, its error not collective
     monkeypatch.setattr(launch, "_abort", lambda code: None)  # the abort returned
-    argv = ["generate-scene", "--gaussians", "100", "--cameras", "2", "--out", str(tmp_path / "s.h5")]
+    argv = ["run", "pagerank", "--graph", str(graph_file), "--out", str(tmp_path / "pr.h5")]
     assert cli.main(argv) == code

@@ -24,13 +24,14 @@ import argparse  # noqa: E402
 from pregel.cli.collection import running_command  # noqa: E402
 from pregel.cli.graph_commands import add_convert, add_generate, add_inspect  # noqa: E402
 from pregel.cli.infer_command import add_infer  # noqa: E402
-from pregel.cli.launch import run_parsed  # noqa: E402
+from pregel.cli.launch import DISTRIBUTED, run_parsed  # noqa: E402
 from pregel.cli.plot_command import add_plot  # noqa: E402
 from pregel.cli.run_command import add_run  # noqa: E402
 from pregel.cli.scene_commands import add_convert_colmap, add_generate_scene, add_sfm  # noqa: E402
 from pregel.cli.simulate_command import add_simulate  # noqa: E402
 from pregel.cli.train_command import add_train  # noqa: E402
 from pregel.cli.view_commands import add_render, add_view  # noqa: E402
+from pregel.comm import launched_rank  # noqa: E402
 from pregel.interrupt import exit_on_interrupt  # noqa: E402
 from pregel.memory import keep_freed_memory  # noqa: E402
 from pregel.quick_exit import end_process  # noqa: E402
@@ -60,7 +61,10 @@ def main(argv=None) -> int:
     without the interpreter's teardown (``pregel.quick_exit``).
     """
     args = build_parser().parse_args(argv)
-    exit_on_interrupt(args.command)
+    if args.command not in DISTRIBUTED and launched_rank() != 0:
+        return 0  # a one-process command launched on several ranks runs on rank 0 alone
+    if args.command in DISTRIBUTED:  # a one-process command takes Ctrl-C as a process alone does
+        exit_on_interrupt(args.command)
     keep_freed_memory()
     own = argv is None  # this process's own command line: it ends when main returns
     with running_command(own):

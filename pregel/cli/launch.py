@@ -14,6 +14,9 @@ from pregel.interrupt import EXIT_INTERRUPTED, await_exit, interrupted
 from pregel.memory import out_of_memory
 from pregel.outputs import check_outputs
 
+#: the commands that run on every rank of an MPI job; the others run in one process, on rank 0 alone
+#: when launched on several (``pregel.cli.main``: the other ranks exit at once, without initialising MPI)
+DISTRIBUTED = ("run", "infer", "train")
 EXIT_BAD_INPUT = 2
 EXIT_OUT_OF_MEMORY = 3
 EXIT_BROKEN_PIPE = 128 + 13  # as a process that SIGPIPE ended (the shell's status for `yes | head -1`'s yes)
@@ -30,7 +33,7 @@ def run_parsed(args) -> int:
             raise
         args.run(args)
     except InputError as err:
-        rank, size = _mpi_world()
+        rank, size = _mpi_world(args.command)
         if interrupted():  # Ctrl-C under mpiexec: its line is printed, and its thread ends the process
             await_exit()
         if size == 1 or getattr(err, "collective", False):
@@ -42,7 +45,7 @@ def run_parsed(args) -> int:
         _abort(EXIT_BAD_INPUT)  # MPICH may return from the abort while it tears the job down
         return EXIT_BAD_INPUT
     except BaseException as err:  # sys.exit or KeyboardInterrupt in a hook must not leave other ranks waiting
-        rank, size = _mpi_world()
+        rank, size = _mpi_world(args.command)
         if interrupted():  # Ctrl-C under mpiexec: its line is printed, and its thread ends the process
             await_exit()
         if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
@@ -82,9 +85,12 @@ def _discard_stdout() -> None:
         os.close(devnull)
 
 
-def _mpi_world():
-    """(rank, size) when MPI is already initialised by this process, else as MPICH's launcher set them
+def _mpi_world(command: str):
+    """(rank, size) of ``command``'s job: (0, 1) for a one-process command (its other ranks have left);
+    when MPI is already initialised by this process, its world's; else as MPICH's launcher set them
     (or (0, 1))."""
+    if command not in DISTRIBUTED:
+        return 0, 1
     mpi4py = sys.modules.get("mpi4py.MPI")
     if mpi4py is None or not mpi4py.Is_initialized() or mpi4py.Is_finalized():
         return int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))  # as the launcher says
