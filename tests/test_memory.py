@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 SCRIPT = """
@@ -83,9 +84,9 @@ OUT_OF_MEMORY = """
 import resource, sys
 import numpy as np, torch
 import pregel.cli as cli
-import pregel.cli.scene_commands as scene_commands
+import pregel.cli.run_command as run_command
 def run(args):  # the command itself: one allocation of 1 GiB under an address-space limit 256 MiB above now
-    if len(sys.argv) > 3:  # under mpiexec: rank 0 waits in MPI for rank 1, which runs out of memory
+    if len(sys.argv) > 4:  # under mpiexec: rank 0 waits in MPI for rank 1, which runs out of memory
         from mpi4py import MPI
         if MPI.COMM_WORLD.Get_rank() == 0:
             MPI.COMM_WORLD.Barrier()
@@ -97,20 +98,30 @@ def run(args):  # the command itself: one allocation of 1 GiB under an address-s
     else:
         torch.ones(1 << 28, dtype=torch.float32)
     open(args.out, "w").close()  # never reached
-scene_commands._run_generate_scene = run
-sys.exit(cli.main(["generate-scene", "--gaussians", "100", "--cameras", "2", "--out", sys.argv[1]]))
+run_command._run_run = run
+sys.exit(cli.main(["run", "pagerank", "--graph", sys.argv[3], "--out", sys.argv[1]]))
 """
+
+
+def _graph(folder) -> str:
+    """A two-vertex graph file for the command that runs out of memory (``pregel run`` reads it first)."""
+    from pregel.graph_io import GraphData, write_graph
+
+    path = folder / "g.h5"
+    write_graph(path, GraphData(np.array([0, 1, 1]), np.array([1])))
+    return str(path)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status and RLIMIT_AS")
 @pytest.mark.parametrize("library, what", [("numpy", "Unable to allocate 1.00 GiB"),
                                            ("torch", "could not allocate 1.00 GiB")])
 def test_an_allocation_over_the_address_space_limit_is_one_line(tmp_path, library, what):
-    out = tmp_path / "scene.h5"
-    done = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(out), library], capture_output=True, text=True)
+    out = tmp_path / "pr.h5"
+    done = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(out), library, _graph(tmp_path)],
+                          capture_output=True, text=True)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 3, done.stderr
-    assert len(lines) == 1 and lines[0].startswith("pregel generate-scene: error: out of memory: "), done.stderr
+    assert len(lines) == 1 and lines[0].startswith("pregel run: error: out of memory: "), done.stderr
     assert what in lines[0] and "address-space limit of" in lines[0], lines[0]
     assert not out.exists()
 
@@ -118,12 +129,13 @@ def test_an_allocation_over_the_address_space_limit_is_one_line(tmp_path, librar
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status and RLIMIT_AS")
 def test_out_of_memory_on_one_rank_ends_every_rank(tmp_path):
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    out = tmp_path / "scene.h5"
-    done = subprocess.run([mpiexec, "-n", "2", sys.executable, "-c", OUT_OF_MEMORY, str(out), "numpy", "mpi"],
+    out = tmp_path / "pr.h5"
+    done = subprocess.run([mpiexec, "-n", "2", sys.executable, "-c", OUT_OF_MEMORY, str(out), "numpy", _graph(tmp_path),
+                           "mpi"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
-    lines = [line for line in done.stderr.splitlines() if line.startswith("pregel generate-scene")]
-    assert len(lines) == 1 and lines[0].startswith("pregel generate-scene [rank 1]: error: out of memory: "), \
+    lines = [line for line in done.stderr.splitlines() if line.startswith("pregel run")]
+    assert len(lines) == 1 and lines[0].startswith("pregel run [rank 1]: error: out of memory: "), \
         done.stderr
     assert "Traceback" not in done.stderr and not out.exists()
 
