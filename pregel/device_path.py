@@ -25,7 +25,7 @@ from pregel.device_comm import DeviceComm
 from pregel.dgraph import HubOptions
 from pregel.errors import InputError
 from pregel.exchange import Incoming, Outgoing
-from pregel.program import Context
+from pregel.program import Context, VertexArrays
 from pregel.superstep import IDENTITY, EdgeIds, check_message_rows, finish_gather, rows_like
 
 SUPPORTED_COMBINERS = ("sum", "min", "max", "mean")
@@ -55,20 +55,6 @@ def unsupported(program, hubs: HubOptions | None, checkpoint) -> str | None:
     return None
 
 
-class DeviceVertices:
-    """The graph's per-vertex arrays (``owned``, degrees, ``self_loops``, ``features``, ``labels``)
-    as device tensors, each copied to the device on first use."""
-
-    def __init__(self, graph, xp: TorchNamespace):
-        self._graph, self._xp = graph, xp
-
-    def __getattr__(self, name):
-        value = getattr(self._graph, name)
-        value = None if value is None else self._xp.asarray(value)
-        setattr(self, name, value)
-        return value
-
-
 class Gpu:
     """This rank's GPU for one run: the array namespace, the transport of device rows, and what
     the result file records about them. Build it with ``Gpu.open``."""
@@ -88,7 +74,7 @@ class Gpu:
 
     def context(self, graph) -> Context:
         """The programs' ``Context`` of ``graph`` with device arrays."""
-        return Context(graph, xp=self.xp, vertices=DeviceVertices(graph, self.xp))
+        return Context(graph, xp=self.xp, vertices=VertexArrays(graph, self.xp.asarray))
 
     def path(self, graph, program, ctx) -> "DevicePath":
         """The data path of a run of ``program`` on the GPU."""

@@ -170,6 +170,25 @@ class Messages:
     values: np.ndarray
 
 
+class VertexArrays:
+    """The per-vertex arrays a ``Context`` reads (``owned``, the degrees, ``self_loops``, ``features``,
+    ``labels``) of ``source`` (a graph, or another ``VertexArrays``), each passed once through ``take``
+    (an array to an array: a device copy, some rows) when first read; None stays None."""
+
+    NAMES = ("owned", "out_degree", "in_degree", "self_loops", "features", "labels")
+
+    def __init__(self, source, take):
+        self._source, self._take = source, take
+
+    def __getattr__(self, name):
+        if name not in VertexArrays.NAMES:
+            raise AttributeError(name)
+        value = getattr(self._source, name)
+        value = None if value is None else self._take(value)
+        setattr(self, name, value)
+        return value
+
+
 @dataclass
 class Context:
     """What a vertex program may read about the run and its rank's vertices.

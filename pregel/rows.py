@@ -11,33 +11,15 @@ import dataclasses
 
 import numpy as np
 
-from pregel.program import Context
-
-VERTEX_ARRAYS = ("owned", "out_degree", "in_degree", "self_loops", "features", "labels")
-
-
-class RowVertices:
-    """The per-vertex arrays of ``vertices`` (``VERTEX_ARRAYS``) at ``rows`` [k] only, each taken
-    on first use."""
-
-    def __init__(self, vertices, rows: np.ndarray):
-        self._vertices, self._rows = vertices, rows
-
-    def __getattr__(self, name):
-        if name not in VERTEX_ARRAYS:
-            raise AttributeError(name)
-        value = getattr(self._vertices, name)
-        value = None if value is None else value[self._rows]
-        setattr(self, name, value)
-        return value
+from pregel.program import Context, VertexArrays
 
 
 def row_context(ctx: Context, rows: np.ndarray, active: np.ndarray, received: np.ndarray | None = None) -> Context:
     """``ctx`` as the hooks see it on the owned rows ``rows`` [k] (ascending): its per-vertex arrays,
     ``active`` [k] and ``received`` [k] bool are those rows'; messages to arbitrary vertices
     (``send_to``) and aggregates go to ``ctx``'s own lists."""
-    return dataclasses.replace(ctx, vertices=RowVertices(ctx.vertices, rows), rows=rows, active=active,
-                               received=received)
+    return dataclasses.replace(ctx, vertices=VertexArrays(ctx.vertices, lambda values: values[rows]), rows=rows,
+                               active=active, received=received)
 
 
 def take_rows(state, rows: np.ndarray):
