@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pregel.arrays import as_numpy
+from pregel.fetch import fetch_rows
 
 COMBINERS = ("sum", "min", "max", "mean", "softmax", None)
 
@@ -316,6 +317,17 @@ class Context:
         if len(ids) and (ids.min() < 0 or ids.max() >= self.num_vertices):
             raise ValueError(f"send_to: ids must lie in [0, {self.num_vertices})")
         self._direct.append((ids, values))
+
+    def fetch(self, ids, values) -> np.ndarray:
+        """[k] / [k, F] the rows of ``values`` ([n] / [n, F]: each rank's rows of its owned vertices,
+        such as its state) at the global vertex ids ``ids`` [k] int, read from their owners: what a
+        vertex needs from vertices that are not its neighbours (``wcc`` reads its parent's label).
+        Collective: every rank calls it in the same hook of each superstep (``message`` and ``apply``
+        are called once a superstep on every rank), so it needs all of the rank's rows and is not for
+        a ``rowwise`` program. Host arrays only."""
+        if self.rows is not None:
+            raise ValueError("fetch needs every owned row: a rowwise program's hooks may see only some")
+        return fetch_rows(self.graph, as_numpy(ids), as_numpy(values))
 
 
 #: The reduction of each aggregator op and of the sum/min/max combiners.

@@ -226,6 +226,17 @@ def test_messages_to_arbitrary_vertices(runs, combiner):
 
 
 @pytest.mark.parametrize("name", GRAPHS)
+def test_fetch_reads_rows_from_their_owners(runs, name):
+    n = len(runs[0][name])
+    ids = np.arange(n)
+    state = np.stack([3.0 * ids, ids + 0.5], axis=1)
+    last = np.where(ids % 5 == 0, state[(n - 1 - ids), 1], np.nan)
+    expected = np.column_stack([state[(7 * ids + 3) % n], state[ids // 2, 0], last])
+    for size, partitioner, values in _each(runs, name, "fetch"):
+        assert np.array_equal(values, expected, equal_nan=True), (size, partitioner)
+
+
+@pytest.mark.parametrize("name", GRAPHS)
 def test_mean_combiner(runs, name):
     graph = runs[0][name]
     digraph = graph if graph.is_directed() else graph.to_directed()

@@ -178,3 +178,25 @@ class Attention(VertexProgram):
 
 def _leaky(v):
     return np.where(v > 0, v, 0.2 * v)
+
+
+class Fetch(VertexProgram):
+    """One superstep in which vertex v reads, with ``ctx.fetch``, the state row of vertex (7 v + 3) mod N,
+    the first column of vertex v // 2's (ids asked many times, many of them owned elsewhere), and, if v
+    is a multiple of 5 (some ranks ask nothing), vertex N - 1 - v's; the state is [3 v, v + 0.5].
+    Output [N, 4]: those rows (NaN where v asked nothing)."""
+
+    max_supersteps = 1
+
+    def init(self, ctx):
+        return np.stack([3.0 * ctx.global_ids, ctx.global_ids + 0.5], axis=1)
+
+    def message(self, ctx, state):
+        return None
+
+    def apply(self, ctx, state, gathered):
+        ids, n = ctx.global_ids, ctx.num_vertices
+        some = ids % 5 == 0
+        last = np.full(ctx.num_local, np.nan)
+        last[some] = ctx.fetch(n - 1 - ids[some], state[:, 1])
+        return np.column_stack([ctx.fetch((7 * ids + 3) % n, state), ctx.fetch(ids // 2, state[:, 0]), last]), False

@@ -45,6 +45,7 @@ PROGRAMS = {
     "send_mean": lambda: ep.SendTo("mean"),
     "send_none": lambda: ep.SendTo(None),
     "mean_neighbours": ep.MeanOfNeighbours,
+    "fetch": ep.Fetch,
 }
 
 
