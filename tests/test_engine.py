@@ -163,6 +163,9 @@ def test_wcc_matches_networkx_exactly(runs, name):
     for key in ("wcc", "wcc_nocombiner"):
         for size, partitioner, values in _each(runs, name, key):
             assert np.array_equal(values, expected), (key, size, partitioner)
+            # labels jump along their pointers: about log2 of the component's size, where min-labels
+            # alone take its diameter (the ladder's: 300)
+            assert runs[1][size][f"{name}/{partitioner}/{key}/supersteps"] <= 20, (key, size, partitioner)
 
 
 @pytest.mark.parametrize("name", GRAPHS)

@@ -1,7 +1,14 @@
 """Weak components with each rank's own block merged first: the union-find kernel against scipy's
-``connected_components`` (its twin) and networkx, and ``wcc`` on a grid, whose diameter no longer sets
-the number of supersteps (P = 2 and 3, all layouts: tests/test_engine.py)."""
+``connected_components`` (its twin) and networkx, and ``wcc`` on a grid and on a path spread by hash,
+whose diameter no longer sets the number of supersteps (P = 2 and 3, all layouts, ``ctx.fetch``:
+tests/test_engine.py)."""
 
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
 import networkx as nx
 import numpy as np
 import pytest
@@ -9,6 +16,7 @@ import pytest
 from kernels.local_components import _local_components, local_components
 from pregel.comm import Comm
 from pregel.convert import from_networkx
+from pregel.graph_io import write_graph
 from pregel.job import run_job
 from vertex_programs import WeakComponents
 
@@ -44,8 +52,34 @@ def test_wcc_on_a_grid_takes_a_few_supersteps_and_matches_networkx(tmp_path):
                         for u, v in nx.grid_2d_graph(60, 60).edges)
     grid.add_edge(3600, 3601)
     report = run_job(Comm(), from_networkx(grid), WeakComponents(), tmp_path / "out.h5", algorithm="wcc")
-    expected = np.empty(len(grid), np.int64)
-    for component in nx.connected_components(grid):
-        expected[list(component)] = min(component)
-    assert np.array_equal(report.values, expected)
+    assert np.array_equal(report.values, _wcc_oracle(grid))
     assert report.result.supersteps <= 2  # one rank holds every edge: its block is the whole component
+
+
+def _wcc_oracle(graph: nx.Graph) -> np.ndarray:
+    """[N] the smallest id of each vertex's component, from networkx."""
+    expected = np.empty(len(graph), np.int64)
+    for component in nx.connected_components(graph):
+        expected[list(component)] = min(component)
+    return expected
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_wcc_on_a_long_path_spread_by_hash_takes_few_supersteps(tmp_path, ranks):
+    """A path of 3,000 vertices in id order, dealt to ranks by hash: each rank's blocks are short
+    runs, and min-labels alone would take the path's length in supersteps (the smallest id walks
+    from one end to the other); labels that jump along their pointers need about twice log2 of its length (13 at P = 2 and 3)."""
+    length, bin_dir = 3000, os.path.dirname(sys.executable)
+    path = nx.path_graph(length)
+    path.add_nodes_from([length, length + 1, length + 2])  # a second component, and an isolated vertex
+    path.add_edge(length, length + 1)
+    write_graph(tmp_path / "g.h5", from_networkx(path))
+    result = subprocess.run(
+        [shutil.which("mpiexec", path=bin_dir), "-n", str(ranks), shutil.which("pregel", path=bin_dir), "run",
+         "wcc", "--graph", tmp_path / "g.h5", "--out", tmp_path / "o.h5", "--partition", "hash", "--quiet"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stderr
+    with h5py.File(tmp_path / "o.h5") as f:
+        values, supersteps = f["values"][:], f.attrs["supersteps"]
+    assert np.array_equal(values, _wcc_oracle(path))
+    assert supersteps <= 25, supersteps
