@@ -19,14 +19,16 @@ def _find(parent, i):
 
 
 @njit(cache=True)
-def _union_rows(indptr, indices, parent):
+def _union_rows(indptr, indices, parent, both_ways):
     """parent [R] (in place, starting as 0..R-1): each row's component root, the smallest row of its
-    component, joining row r and column c for every edge whose column is a row (c < R)."""
+    component, joining row r and column c for every edge whose column is a row (c < R); with
+    ``both_ways`` only for c < r (each such edge is stored again at row c)."""
     num_rows = parent.shape[0]
     for r in range(num_rows):
+        limit = r if both_ways else num_rows
         for e in range(indptr[r], indptr[r + 1]):
             c = indices[e]
-            if c < num_rows:
+            if c < limit:
                 a, b = _find(parent, r), _find(parent, c)
                 if a < b:
                     parent[b] = a
@@ -36,9 +38,11 @@ def _union_rows(indptr, indices, parent):
         parent[r] = _find(parent, r)
 
 
-def local_components(indptr: np.ndarray, indices: np.ndarray, num_rows: int) -> np.ndarray:
+def local_components(indptr: np.ndarray, indices: np.ndarray, num_rows: int, both_ways: bool = False) -> np.ndarray:
     """[R] int64: for each row, the smallest row of its weakly connected component in the graph of
     the CSR's edges between rows (columns ≥ ``num_rows``, a rank's ghost rows, are left out).
+    ``both_ways``: every edge between rows is stored in both directions (a symmetric program's
+    in-edges), so each is read once, at its larger row: half the finds.
 
     indptr: [R + 1] int, indices: [E] int ≥ 0; R = ``num_rows``. Union-find with path halving, the
     smaller root kept: O(E α(R)), nothing of size E allocated.
@@ -49,7 +53,7 @@ def local_components(indptr: np.ndarray, indices: np.ndarray, num_rows: int) -> 
     if len(indices) and indices.min() < 0:
         raise ValueError("indices must be non-negative")
     parent = np.arange(num_rows, dtype=np.int64)
-    _union_rows(indptr, indices, parent)
+    _union_rows(indptr, indices, parent, both_ways)
     return parent
 
 

@@ -36,6 +36,21 @@ def test_local_components_match_scipy_and_networkx(num_rows, num_columns, num_ed
         assert set(got[list(component)].tolist()) == {min(component)}
 
 
+@pytest.mark.parametrize("num_rows, num_columns, num_edges", [(0, 0, 0), (1, 3, 2), (50, 50, 30), (400, 520, 900)])
+def test_local_components_of_edges_stored_both_ways_read_each_once_and_match_scipy(num_rows, num_columns, num_edges):
+    rng = np.random.default_rng(num_edges + 1)
+    rows = rng.integers(0, max(num_rows, 1), num_edges) if num_rows else np.zeros(0, np.int64)
+    columns = rng.integers(0, max(num_columns, 1), len(rows))
+    between = columns < num_rows  # edges between rows, stored again the other way (ghost columns once)
+    rows, columns = np.concatenate([rows, columns[between]]), np.concatenate([columns, rows[between]])
+    order = np.argsort(rows, kind="stable")
+    rows, columns = rows[order], columns[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=num_rows))]).astype(np.int64)
+    got = local_components(indptr, columns, num_rows, both_ways=True)
+    assert np.array_equal(got, _local_components(indptr, columns, num_rows))
+    assert np.array_equal(got, local_components(indptr, columns, num_rows))
+
+
 def test_local_components_refuse_a_bad_csr():
     with pytest.raises(ValueError, match="num_rows \\+ 1"):
         local_components(np.array([0, 1]), np.array([0]), 2)

@@ -33,7 +33,7 @@ class WeakComponents(VertexProgram):
         self.jumps = xp is np
         if not self.jumps:
             return xp.astype(ctx.global_ids, xp.int64)
-        root = local_components(ctx.graph.in_indptr, ctx.graph.in_indices, ctx.num_local)
+        root = local_components(ctx.graph.in_indptr, ctx.graph.in_indices, ctx.num_local, both_ways=True)
         label = ctx.global_ids[root]  # ids ascend with rows: the block's smallest id
         # sent: the label a vertex last sent (-1: none yet), so also the vertex it pointed to before
         return {"label": label, "sent": np.full(len(label), -1, np.int64)}
