@@ -13,9 +13,9 @@ class WeakComponents(VertexProgram):
     blocks, ``kernels.local_components``, as block-centric systems do): labels start as the smallest id
     of each block. A vertex's label is also a pointer, to a vertex of its component with that id, and
     each superstep does three things at once (FastSV's, Zhang, Azad and Hu 2020): a vertex whose label
-    dropped sends it to its neighbours and to the vertex it pointed to before (hooking that one's
-    tree), and every vertex takes the smallest of its label, what arrived and its label's own label
-    (read from its owner, ``ctx.fetch``: pointer jumping). Supersteps grow with the logarithm of the
+    dropped sends it to its neighbours and, if it dropped to what arrived from them, to the vertex it
+    pointed to before (hooking that one's tree), and every vertex takes the smallest of its label, what
+    arrived and its label's own label (read from its owner, ``ctx.fetch``: pointer jumping). Supersteps grow with the logarithm of the
     component's size, not its diameter, however the vertices are spread over ranks: 3 to 17 on a 1000 x
     1000 grid where min-labels alone take up to 1,999. The run stops when no label changes. On the GPU
     labels are min-labels from the vertex's own id (supersteps follow the diameter). Output: int64 [N].
@@ -35,14 +35,15 @@ class WeakComponents(VertexProgram):
             return xp.astype(ctx.global_ids, xp.int64)
         root = local_components(ctx.graph.in_indptr, ctx.graph.in_indices, ctx.num_local, both_ways=True)
         label = ctx.global_ids[root]  # ids ascend with rows: the block's smallest id
-        # sent: the label a vertex last sent (-1: none yet), so also the vertex it pointed to before
-        return {"label": label, "sent": np.full(len(label), -1, np.int64)}
+        # sent: the label a vertex last sent (-1: none yet), so also the vertex it pointed to before;
+        # hook: whether its label last dropped to what arrived (that vertex does not know it yet)
+        return {"label": label, "sent": np.full(len(label), -1, np.int64), "hook": np.zeros(len(label), bool)}
 
     def message(self, ctx, state):
         if not self.jumps:
             return state
         label, sent = state["label"], state["sent"]
-        hooked = np.flatnonzero(label < sent)
+        hooked = np.flatnonzero(state["hook"])
         ctx.send_to(sent[hooked], label[hooked].astype(np.float64))
         return label.astype(np.float64), label != sent
 
@@ -52,9 +53,10 @@ class WeakComponents(VertexProgram):
             new = xp.astype(xp.minimum(state, gathered), xp.int64)
             return new, new < state
         label = state["label"]
-        new = np.minimum(ctx.fetch(label, label), np.minimum(label, gathered).astype(np.int64))
+        jumped = np.minimum(label, ctx.fetch(label, label))
+        new = np.minimum(jumped, gathered).astype(np.int64)
         ctx.aggregate("changed", np.count_nonzero(new < label))
-        return {"label": new, "sent": label}, True
+        return {"label": new, "sent": label, "hook": gathered < jumped}, True
 
     def master(self, ctx, aggregates) -> bool:
         return aggregates.get("changed") == 0
