@@ -15,10 +15,11 @@ class WeakComponents(VertexProgram):
     each superstep does three things at once (FastSV's, Zhang, Azad and Hu 2020): a vertex whose label
     dropped sends it to its neighbours and, if it dropped to what arrived from them, to the vertex it
     pointed to before (hooking that one's tree), and every vertex takes the smallest of its label, what
-    arrived and its label's own label (read from its owner, ``ctx.fetch``: pointer jumping). Supersteps grow with the logarithm of the
-    component's size, not its diameter, however the vertices are spread over ranks: 3 to 17 on a 1000 x
-    1000 grid where min-labels alone take up to 1,999. The run stops when no label changes. On the GPU
-    labels are min-labels from the vertex's own id (supersteps follow the diameter). Output: int64 [N].
+    arrived and its label's own label (read from its owner, ``ctx.fetch``: pointer jumping). Supersteps
+    grow with the logarithm of the component's size, not its diameter, however the vertices are spread
+    over ranks: 1 to 19 on a 1000 x 1000 grid (by hash, or with shuffled ids, at P = 1 to 3) where
+    min-labels took up to 1,999. The run stops when no label changes. On the GPU labels are min-labels
+    from the vertex's own id (supersteps follow the diameter). Output: int64 [N].
     """
 
     combiner = "min"
