@@ -1,25 +1,14 @@
 """The in-edge CSR read by column: the edges that leave a few columns, without a pass over every edge.
 
 A receiver's gather reads its in-edges by row (destination). When only a few columns (sources) sent, a
-pass over every row still checks every edge; ``column_index`` builds, once, where each column's edges
-lie in the row-ordered CSR, and ``column_edges`` then lists the edges of any set of columns in time
-proportional to their number: the transpose that direction-switching traversals (Ligra's push
-direction) keep beside the row-ordered edges. CPU only.
+pass over every row still checks every edge. Once the edge positions are grouped by column (a stable
+counting sort of the columns, ``pregel.edge_order.stable_order``, built once), ``column_edges`` lists the
+edges of any set of columns in time proportional to their number: the transpose that
+direction-switching traversals (Ligra's push direction) keep beside the row-ordered edges. CPU only.
 """
 
 import numpy as np
 from numba import njit
-
-
-@njit(cache=True)
-def _fill_column_index(indices, col_indptr, positions):
-    """positions [E] (in place): the edge positions grouped by column, ascending within a column;
-    col_indptr [C + 1] the columns' starts (a copy is advanced as a cursor)."""
-    cursor = col_indptr[:-1].copy()
-    for e in range(indices.shape[0]):
-        c = indices[e]
-        positions[cursor[c]] = e
-        cursor[c] += 1
 
 
 @njit(cache=True)
@@ -70,30 +59,12 @@ def rows_of_positions(indptr: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return rows
 
 
-def column_index(indices: np.ndarray, num_columns: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each column's edges lie: (col_indptr [C + 1] int64, positions [E] int32, or int64 when
-    E ≥ 2**31).
-
-    indices: [E] int32/int64 column of each edge of a CSR, in [0, C); C = ``num_columns``.
-    ``positions[col_indptr[c]:col_indptr[c + 1]]`` are the positions (in ``indices``) of column
-    ``c``'s edges, ascending. One counting pass and one placing pass over the edges.
-    """
-    indices = np.ascontiguousarray(indices)
-    counts = np.bincount(indices, minlength=num_columns)
-    if len(counts) != num_columns:
-        raise ValueError(f"indices must lie in [0, {num_columns}); the largest is {int(indices.max())}")
-    col_indptr = np.zeros(num_columns + 1, np.int64)
-    np.cumsum(counts, out=col_indptr[1:])
-    positions = np.empty(len(indices), np.int32 if len(indices) < 2**31 else np.int64)
-    _fill_column_index(indices, col_indptr, positions)
-    return col_indptr, positions
-
-
 def column_edges(col_indptr: np.ndarray, positions: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """[k] int64 positions, ascending (the CSR's order), of every edge whose column is in ``columns``.
 
-    col_indptr [C + 1], positions [E]: ``column_index``'s; columns: [m] int distinct columns in
-    [0, C). Time O(m + k log k).
+    col_indptr [C + 1] int64: where each column's run of ``positions`` starts; positions [E]: the edge
+    positions grouped by column, ascending within each (``stable_order`` of the columns); columns: [m]
+    int distinct columns in [0, C). Time O(m + k log k).
     """
     columns = np.ascontiguousarray(columns, dtype=np.int64)
     if len(columns) and (columns.min() < 0 or columns.max() >= len(col_indptr) - 1):
@@ -102,13 +73,6 @@ def column_edges(col_indptr: np.ndarray, positions: np.ndarray, columns: np.ndar
     _copy_column_edges(col_indptr, positions, columns, out)
     out.sort()
     return out
-
-
-def _column_index(indices, num_columns):
-    """NumPy reference twin of :func:`column_index` (a stable argsort of the columns)."""
-    indices = np.asarray(indices)
-    col_indptr = np.concatenate([[0], np.cumsum(np.bincount(indices, minlength=num_columns))])
-    return col_indptr.astype(np.int64), np.argsort(indices, kind="stable")
 
 
 def _column_edges(indices, columns):

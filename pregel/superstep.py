@@ -12,11 +12,11 @@ from functools import cache, cached_property
 
 import numpy as np
 
-from kernels.by_column import column_edges, column_index, rows_of_positions
+from kernels.by_column import column_edges, rows_of_positions
 from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
-from pregel.edge_order import row_ids
+from pregel.edge_order import row_ids, stable_order
 from pregel.exchange import Outgoing, exchange
 from pregel.hooks import check_rows
 from pregel.program import COMBINERS, REDUCERS, Messages, VertexProgram
@@ -50,7 +50,7 @@ class EdgeIds:
 
     def __init__(self, graph):
         self.graph = graph
-        self.by_column = None  # column_index of the destination-side edges, once built
+        self.by_column = None  # (col_indptr, positions) of the destination-side edges by column, once built
         self.passes = 0  # sent_positions' calls that passed over every edge
 
     @cached_property
@@ -77,8 +77,9 @@ class EdgeIds:
     def sent_positions(self, columns: np.ndarray) -> np.ndarray:
         """[k] int64 positions, in CSR order, of the destination-side edges whose column (a row of
         the owned-then-ghost rows) is in ``columns`` [m] (distinct). The first ``PASSES_BEFORE_INDEX``
-        calls pass over every edge (``sent_edges``); later ones read the columns' edges from a
-        ``column_index`` built then (4 bytes an edge), in time proportional to them. The index costs
+        calls pass over every edge (``sent_edges``); later ones read the columns' edges (``column_edges``)
+        from the edge positions grouped by column, sorted then (``stable_order``: 4 bytes an edge), in
+        time proportional to them. The index costs
         at most about as much as those passes, so a run that never needs it (a search of a
         power-law graph: a few supersteps with a small front) pays nothing for it, and one that does
         (a search across a mesh: thousands of supersteps) pays it once."""
@@ -89,7 +90,8 @@ class EdgeIds:
             sent[columns] = True
             return sent_edges(g.in_indptr, g.in_indices, sent, check=False)[1]
         if self.by_column is None:
-            self.by_column = column_index(g.in_indices, g.num_local + g.num_ghosts)
+            positions, counts = stable_order(g.in_indices, g.num_local + g.num_ghosts)
+            self.by_column = (np.concatenate([[0], np.cumsum(counts)]), positions)
         return column_edges(*self.by_column, columns)
 
     @cached_property
