@@ -8,7 +8,7 @@ their owners, their rows back. Rows of ids this rank owns are read in place.
 
 import numpy as np
 
-from pregel.edge_order import stable_order
+from pregel.edge_order import stable_order, unique_inverse
 
 
 def fetch_rows(graph, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -27,7 +27,7 @@ def fetch_rows(graph, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
     out[mine] = values[graph.local_index(ids[mine])]
     if comm.size == 1:
         return out
-    remote, inverse = np.unique(ids[~mine], return_inverse=True)  # each distinct id asked once
+    remote, inverse = unique_inverse(ids[~mine])  # each distinct id asked once
     order, counts = stable_order(partition.owner(remote), comm.size)
     asked, asked_counts = comm.alltoallv(remote[order], counts)
     answers = comm.alltoallv_known(values[graph.local_index(asked)], asked_counts, counts)
