@@ -9,6 +9,7 @@ import time
 
 from pregel.cli.common import first_line, as_flags
 from pregel.cli.files import FILES
+from pregel.comm import launched_rank
 from pregel.errors import InputError
 from pregel.interrupt import EXIT_INTERRUPTED, await_exit, interrupted
 from pregel.memory import out_of_memory
@@ -87,13 +88,13 @@ def _discard_stdout() -> None:
 
 def _mpi_world(command: str):
     """(rank, size) of ``command``'s job: (0, 1) for a one-process command (its other ranks have left);
-    when MPI is already initialised by this process, its world's; else as MPICH's launcher set them
-    (or (0, 1))."""
+    when MPI is already initialised by this process, its world's; else the rank as the launcher states
+    it (``pregel.comm.launched_rank``) and the size as MPICH's sets it (or 1)."""
     if command not in DISTRIBUTED:
         return 0, 1
     mpi4py = sys.modules.get("mpi4py.MPI")
     if mpi4py is None or not mpi4py.Is_initialized() or mpi4py.Is_finalized():
-        return int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))  # as the launcher says
+        return launched_rank(), int(os.environ.get("PMI_SIZE", 1))
     return mpi4py.COMM_WORLD.Get_rank(), mpi4py.COMM_WORLD.Get_size()
 
 
