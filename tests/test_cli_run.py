@@ -110,7 +110,7 @@ def test_run_flags_reach_the_program_that_takes_them_and_are_refused_elsewhere(t
     expected = [2.0 * max(nx.ancestors(graph, v) | {v}) for v in range(40)]  # the largest id reaching v
     with h5py.File(out) as f:
         assert f["values"][:].tolist() == expected
-    for algorithm, flag in (("pagerank", ["--source", "3"]), ("sssp", ["--tol", "5"]),
+    for algorithm, flag in (("pagerank", ["--source", "3"]), ("sssp", ["--tol", "5"]), ("bfs", ["--delta", "1"]),
                             (f"{tmp_path / 'prog.py'}:ScaledMax", ["--source", "1"])):
         refused = tmp_path / "refused.h5"
         done = subprocess.run([*mpi, algorithm, "--graph", graph_path, "--out", refused, *flag, "--quiet"],
@@ -131,4 +131,20 @@ def test_a_flag_given_its_default_value_is_still_refused_by_a_program_without_it
     for algorithm, flag in (("pagerank", ["--source", "0"]), ("sssp", ["--alpha", "0.85"]), ("wcc", ["--max-iter", "100"])):
         assert main(["run", algorithm, "--graph", str(tmp_path / "g.h5"), "--out", str(tmp_path / "o.h5"), "--quiet",
                      *flag]) == 2, (algorithm, flag)
+        assert not (tmp_path / "o.h5").exists()
+
+
+def test_sssp_refuses_a_window_below_zero_in_one_line(tmp_path, capsys):
+    from pregel.cli import main
+    from pregel.generate import generate_graph
+    from pregel.graph_io import GraphData, write_graph
+
+    indptr, indices = generate_graph("er", 20, 2, seed=1)
+    write_graph(tmp_path / "g.h5", GraphData(indptr, indices, np.ones(len(indices), np.float32)))
+    for delta in ("-1", "nan"):
+        capsys.readouterr()
+        assert main(["run", "sssp", "--graph", str(tmp_path / "g.h5"), "--out", str(tmp_path / "o.h5"), "--quiet",
+                     "--delta", delta]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--delta must be 0 (its default) or more" in err, err
         assert not (tmp_path / "o.h5").exists()

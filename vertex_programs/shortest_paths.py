@@ -1,4 +1,4 @@
-"""Single-source shortest paths (Bellman-Ford in supersteps) and breadth-first search."""
+"""Single-source shortest paths (delta-stepping in supersteps) and breadth-first search."""
 
 import numpy as np
 
@@ -32,36 +32,94 @@ class _FromSource(VertexProgram):
 
 
 class ShortestPaths(_FromSource):
-    """Distances along weighted out-edges (weight 1.0 where the file has none).
+    """Distances along weighted out-edges (weight 1.0 where the file has none), by delta-stepping.
 
-    Weights must be non-negative. Output: float64 [N], ``inf`` where unreachable. On a graph without
-    weights every edge adds 1.0, so the vertex sends ``dist + 1`` and the engine's fused gather runs
-    (as for bfs) instead of a message per edge.
+    Weights must be non-negative. Output: float64 [N], ``inf`` where unreachable. A vertex whose
+    distance dropped is pending; each superstep only the pending vertices within ``delta`` of the
+    smallest pending distance (a ``min`` aggregator) relax their out-edges, the rest wait. Far
+    vertices would otherwise relax their edges again each time their distance drops (Bellman-Ford:
+    on a 1000 x 1000 grid with random weights every edge about 50 times), while vertices close to
+    the nearest pending one seldom drop again. ``delta`` = 0 takes 5 times the mean edge weight;
+    ``inf`` is Bellman-Ford. Any ``delta`` gives the same distances: they are the fixed point
+    ``dist[v] = min(dist[u] + w(u, v))``, whatever order the relaxations come in.
+
+    On a graph without weights every edge adds 1.0, so the vertex sends ``dist + 1`` and the
+    engine's fused gather runs (as for bfs) instead of a message per edge; there every pending
+    vertex lies at the same distance and sends.
     """
 
-    def __init__(self, source: int):
+    options = _FromSource.options + (
+        Option("delta", float, 0.0, "sssp's window: the pending vertices within DELTA of the nearest "
+                                    "one relax their edges each superstep (0: 5 x the mean edge weight; "
+                                    "inf: Bellman-Ford)"),)
+    #: the window ``delta`` = 0 takes, in mean edge weights (on a 1000 x 1000 grid and a 2M-vertex
+    #: power-law graph with weights uniform in (0, 1], the superstep count stays within 5% of
+    #: Bellman-Ford's while edges relaxed drop 35x and 1.1x; README, "Searches across meshes")
+    MEAN_WEIGHTS_IN_WINDOW = 5.0
+
+    def __init__(self, source: int, delta: float = 0.0):
         super().__init__(source)
+        self.delta = delta
         self.unit_weights = False  # set by init: the graph has no /graph/weights
+        self.window = np.inf  # set by init: delta, or its default from the weights
 
     @property
     def per_edge(self) -> bool:
         return not self.unit_weights
 
     def check_input(self, ctx):
+        if not self.delta >= 0:  # NaN too
+            return f"sssp's --delta must be 0 (its default) or more, got {self.delta}"
         weights = [w for w in (ctx.graph.in_weights, ctx.graph.part_weights) if w is not None and len(w)]
         if any(w.min() < 0 for w in weights):
             return "sssp needs non-negative edge weights; /graph/weights has negative values"
         return super().check_input(ctx)
 
     def init(self, ctx):
-        self.unit_weights = ctx.graph.in_weights is None and ctx.graph.part_weights is None
-        return super().init(ctx)
+        g = ctx.graph
+        self.unit_weights = g.in_weights is None and g.part_weights is None
+        self.window = self.delta or (np.inf if self.unit_weights else
+                                     self.MEAN_WEIGHTS_IN_WINDOW * _mean_weight(g))
+        dist, pending = super().init(ctx)
+        _aggregate_nearest(ctx, dist, pending)
+        return dist, pending
+
+    def _sending(self, ctx, dist):
+        """[k] bool: the pending rows within the window of the nearest pending distance."""
+        nearest = ctx.aggregated.get(_NEAREST, np.inf)  # none known: all send
+        return ctx.active & (dist <= nearest + self.window)
 
     def message(self, ctx, dist):
-        return dist + 1.0 if self.unit_weights else dist
+        values = dist + 1.0 if self.unit_weights else dist
+        return values, self._sending(ctx, dist)
 
     def edge_message(self, ctx, src_values, dst_values, weights):
         return src_values + weights
+
+    def apply(self, ctx, dist, gathered):
+        new = ctx.xp.minimum(dist, gathered)
+        pending = (new < dist) | (ctx.active & ~self._sending(ctx, dist))
+        _aggregate_nearest(ctx, new, pending)
+        return new, pending
+
+
+#: the aggregator that carries the smallest pending distance to the next superstep
+_NEAREST = "sssp_nearest_pending"
+
+
+def _aggregate_nearest(ctx, dist, pending) -> None:
+    """Contribute the smallest of ``dist`` [k] where ``pending`` [k] to the ``_NEAREST`` minimum."""
+    if len(dist):
+        ctx.aggregate(_NEAREST, ctx.xp.where(pending, dist, np.inf).min(), "min")
+
+
+def _mean_weight(graph) -> float:
+    """The mean weight of the whole graph's edges (a collective: every rank calls it)."""
+    local = [w for w in (graph.in_weights, graph.part_weights) if w is not None]
+    totals = graph.comm.allgather((sum(float(w.sum(dtype=np.float64)) for w in local),
+                                   sum(len(w) for w in local)))
+    count = sum(n for _, n in totals)
+    return sum(total for total, _ in totals) / count if count else 0.0
 
 
 class BreadthFirst(_FromSource):

@@ -33,6 +33,8 @@ PROGRAMS = {
     "pagerank": lambda: PageRank(tol=1e-12, max_iter=300),
     "pagerank_nocombiner": lambda: ep.PageRankNoCombiner(tol=1e-12, max_iter=300),
     "sssp": lambda: ShortestPaths(0),
+    "sssp_bellman_ford": lambda: ShortestPaths(0, delta=np.inf),
+    "sssp_narrow": lambda: ShortestPaths(0, delta=0.3),  # weights lie in [0.1, 2]: most pending vertices wait
     "bfs": lambda: BreadthFirst(0),
     "wcc": WeakComponents,
     "wcc_nocombiner": ep.MinLabelNoCombiner,
