@@ -165,7 +165,6 @@ def test_sssp_relaxes_the_edges_of_the_vertices_within_its_window_as_delta_stepp
     matrix = sp.csr_matrix(nx.to_scipy_sparse_array(grid.to_directed(), nodelist=range(len(grid)), weight="weight",
                                                      dtype=np.float64))
     expected = dijkstra(matrix, indices=0)
-    degrees = np.diff(matrix.indptr)
     relaxed = {}
     for delta in (0.0, 0.3, 2.0, np.inf):
         program = _CountedSenders(0, delta=delta)
