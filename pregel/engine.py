@@ -14,7 +14,7 @@ from pregel.errors import InputError
 from pregel.hooks import check_active, check_combiners, check_rows
 from pregel.progress import Progress
 from pregel.program import COMBINERS, REDUCERS, Context, VertexProgram
-from pregel.rows import own_copy, put_rows, row_context, take_rows
+from pregel.rows import RowMask, own_copy, put_rows, row_context, take_rows
 from pregel.stats import FIELDS, SuperstepStats
 from pregel.superstep import HostPath
 
@@ -70,6 +70,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
     path = HostPath(graph, program, ctx, state) if device is None else device.path(graph, program, ctx)
     state_is_ours = False  # whether ``state``'s arrays are the engine's own copy (rows are written in place)
     active_rows = None  # [k] the active rows, ascending, when the last superstep ran on its front
+    front_active = RowMask(graph.num_local)  # ``active`` after a superstep on its front
     while limit is None or ctx.superstep < limit:
         step = SuperstepStats(edges_processed=graph.num_local_edges)
         t0 = time.perf_counter()
@@ -101,8 +102,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
             state = put_rows(state if state_is_ours else own_copy(state), rows, new_state)
             state_is_ours = True
             active_rows = rows[new_active]
-            active = np.zeros(graph.num_local, bool)
-            active[active_rows] = True
+            active = front_active.of(active_rows)
             step.active = len(active_rows)
         t3 = time.perf_counter()
         ctx.aggregated, total_active = _reduce_aggregates(comm, ctx, step.active, problem)

@@ -46,3 +46,24 @@ def own_copy(state):
     if isinstance(state, dict):
         return {key: own_copy(value) for key, value in state.items()}
     return np.array(state, copy=True)
+
+
+class RowMask:
+    """An [n] bool mask of some rows, kept across supersteps on a front: ``of(rows)`` clears only the
+    rows it held before instead of allocating and zeroing n bytes (a third of a millisecond at 10M
+    vertices, in each of thousands of supersteps). The mask it returns changes at the next call."""
+
+    def __init__(self, num_rows: int):
+        self.num_rows = num_rows
+        self.mask = None  # [n] bool, allocated at the first call
+        self.rows = None  # [k] the rows set in ``mask``
+
+    def of(self, rows: np.ndarray) -> np.ndarray:
+        """[n] bool, True at ``rows`` [k] alone."""
+        if self.mask is None:
+            self.mask = np.zeros(self.num_rows, bool)
+        else:
+            self.mask[self.rows] = False
+        self.mask[rows] = True
+        self.rows = rows
+        return self.mask

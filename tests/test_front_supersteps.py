@@ -13,6 +13,7 @@ from pregel.comm import Comm
 from pregel.convert import from_networkx
 from pregel.edge_order import stable_order
 from pregel.job import run_job
+from pregel.rows import RowMask
 from vertex_programs import BreadthFirst, ShortestPaths
 
 
@@ -54,6 +55,16 @@ def test_rows_of_positions_match_searchsorted():
         assert np.array_equal(rows_of_positions(indptr, positions), np.searchsorted(indptr, positions, side="right") - 1)
     with pytest.raises(ValueError, match="must ascend"):
         rows_of_positions(indptr, np.array([5, 3]))
+
+
+def test_a_row_mask_holds_exactly_the_rows_of_its_last_call():
+    rng = np.random.default_rng(2)
+    mask = RowMask(500)
+    for count in (10, 0, 300, 499, 1, 40):
+        rows = np.sort(rng.choice(500, count, replace=False))
+        got = mask.of(rows)
+        assert got.shape == (500,) and got.dtype == bool
+        assert np.array_equal(got, np.isin(np.arange(500), rows))
 
 
 def _grid(side: int, seed: int) -> nx.Graph:
