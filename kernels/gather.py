@@ -178,13 +178,16 @@ def _count_sent_cpu(indptr, indices, sent, counts):
 
 
 @njit(cache=True)
-def _sent_positions_cpu(indptr, indices, sent, positions):
-    """positions [k] int64 (in place): the edges whose column sent (``sent``: bits), in CSR order."""
-    k = 0
-    for e in range(np.uint64(indptr[-1])):
+def _sent_positions_cpu(indices, sent, positions, start, found):
+    """Write the edges from ``start`` on whose column sent (``sent``: bits), in order, to
+    ``positions[found:]`` while it has room; returns ``found`` plus how many there are (room or not)."""
+    k = found
+    for e in range(np.uint64(start), np.uint64(indices.shape[0])):
         if _sends(sent, np.uint64(indices[e])):
-            positions[k] = e
+            if k < positions.shape[0]:
+                positions[k] = e
             k += 1
+    return k
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,8 +264,36 @@ def sent_edges(indptr, indices, sent, *, check: bool = True):
     sent_indptr = np.zeros(indptr.shape[0], np.int64)
     np.cumsum(counts, out=sent_indptr[1:])
     positions = np.empty(int(sent_indptr[-1]), np.int64)
-    _sent_positions_cpu(indptr, indices, bits, positions)
+    _sent_positions_cpu(indices, bits, positions, 0, 0)
     return sent_indptr, positions
+
+
+def _sent_positions(indices, sent, expected: int = 0):
+    """NumPy reference twin of :func:`sent_positions` (same arguments and result)."""
+    return np.flatnonzero(np.asarray(sent)[np.asarray(indices)])
+
+
+def sent_positions(indices, sent, expected: int = 1024, *, check: bool = True):
+    """[k] int64: the positions, ascending, of the edges whose column sent, in one pass over them.
+
+    indices [E] int32 or int64 columns; sent [N] bool over the columns (host arrays); ``expected``:
+    a guess of k (when short, the edges after the guess's last are found in a second pass).
+    ``sent_edges``' positions without its counting pass and row pointer.
+    """
+    _, a = as_arrays(indices=indices)
+    indices = a["indices"]
+    check_dtype("indices", indices, INDEX_DTYPES)
+    sent = _check_sent(sent, None)
+    if check:
+        check_index_range("indices", indices, sent.shape[0], "entries of sent")
+    bits = bit_words(sent)
+    positions = np.empty(max(int(expected), 1), np.int64)
+    found = _sent_positions_cpu(indices, bits, positions, 0, 0)
+    if found > len(positions):  # the guess was short: the rest, after the last edge written
+        full, positions = positions, np.empty(found, np.int64)
+        positions[:len(full)] = full
+        _sent_positions_cpu(indices, bits, positions, full[-1] + 1, len(full))
+    return positions[:found]
 
 
 def _check_sent(sent, num_columns):

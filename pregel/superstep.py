@@ -13,7 +13,7 @@ from functools import cache, cached_property
 import numpy as np
 
 from kernels.by_column import column_edges, rows_of_positions
-from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges
+from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges, sent_positions
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
 from pregel.edge_order import row_ids, stable_order
@@ -25,8 +25,9 @@ from pregel.softmax_parts import SoftmaxParts
 
 IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
 #: ``EdgeIds.sent_positions``' passes over every edge before it builds an index of the edges by column:
-#: the index took as long as 5 passes on a 1M-vertex grid and 19 on a 10M-vertex power-law graph
-#: (100M edges, ids in random order), so a run pays at most about twice the cheaper of the two
+#: the index takes as long as 4 passes on a 10M-vertex grid (40M edges) and 58 on a 10M-vertex
+#: power-law graph (100M edges, ids in random order), so a run pays at most about 5.5x (the grid: many
+#: passes) or 3.7x (the power-law graph: 21 passes) the cheaper of passes alone and the index
 PASSES_BEFORE_INDEX = 20
 #: a superstep runs on its front (``HostPath.front``) when its rows and their out-edges are at most this
 #: share of the rank's rows and edges: with one fused pass over every edge, or with a message per edge
@@ -77,9 +78,9 @@ class EdgeIds:
     def sent_positions(self, columns: np.ndarray) -> np.ndarray:
         """[k] int64 positions, in CSR order, of the destination-side edges whose column (a row of
         the owned-then-ghost rows) is in ``columns`` [m] (distinct). The first ``PASSES_BEFORE_INDEX``
-        calls pass over every edge (``sent_edges``); later ones read the columns' edges (``column_edges``)
-        from the edge positions grouped by column, sorted then (``stable_order``: 4 bytes an edge), in
-        time proportional to them. The index costs
+        calls pass over every edge (``kernels.gather.sent_positions``); later ones read the columns'
+        edges (``column_edges``) from the edge positions grouped by column, sorted then
+        (``stable_order``: 4 bytes an edge), in time proportional to them. The index costs
         at most about as much as those passes, so a run that never needs it (a search of a
         power-law graph: a few supersteps with a small front) pays nothing for it, and one that does
         (a search across a mesh: thousands of supersteps) pays it once."""
@@ -88,7 +89,8 @@ class EdgeIds:
             self.passes += 1
             sent = np.zeros(g.num_local + g.num_ghosts, bool)
             sent[columns] = True
-            return sent_edges(g.in_indptr, g.in_indices, sent, check=False)[1]
+            mean_in_edges = len(g.in_indices) / max(1, len(sent))  # a column's, for the output's first size
+            return sent_positions(g.in_indices, sent, 2 * int(mean_in_edges * len(columns)), check=False)
         if self.by_column is None:
             positions, counts = stable_order(g.in_indices, g.num_local + g.num_ghosts)
             self.by_column = (np.concatenate([[0], np.cumsum(counts)]), positions)

@@ -10,8 +10,8 @@ import scipy.sparse as sp
 import torch
 from torch_geometric.utils import softmax as pyg_softmax
 
-from kernels.gather import (_gather_reduce, _gather_reduce_sent, _sent_edges, gather_reduce, gather_reduce_sent,
-                            sent_edges)
+from kernels.gather import (_gather_reduce, _gather_reduce_sent, _sent_edges, _sent_positions, gather_reduce,
+                            gather_reduce_sent, sent_edges, sent_positions)
 from kernels.scatter import _scatter_reduce, scatter_reduce
 from kernels.segment_softmax import _segment_softmax, segment_softmax
 
@@ -214,6 +214,23 @@ def test_sent_edges_are_the_edges_of_senders_in_csr_order(rng):
     assert nothing.shape == (0,) and not nothing_indptr.any()
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_sent_positions_are_the_edges_of_senders_whatever_the_guess_of_their_number(rng, dtype):
+    """Against a NumPy mask of the edges and the twin; a guess too short (down to none), exact or
+    too long gives the same positions."""
+    _, indices = random_csr(rng, dtype)
+    for share in (0.0, 0.01, 0.3, 1.0):
+        sent = rng.random(NUM_COLS) < share
+        want = np.flatnonzero(sent[indices])
+        np.testing.assert_array_equal(_sent_positions(indices, sent), want)
+        for expected in (0, 1, len(want) // 2, len(want), 3 * len(want) + 5):
+            got = sent_positions(indices, sent, expected)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="entries of sent"):
+        sent_positions(indices, np.ones(int(indices.max()), bool))
+
+
 @pytest.mark.parametrize("num_cols", [63, 64, 65, 1000])
 def test_sent_masks_of_many_columns_are_read_bit_by_bit(rng, num_cols):
     """The kernels read the mask as bits in 64-bit words: columns on both sides of word boundaries,
@@ -225,6 +242,7 @@ def test_sent_masks_of_many_columns_are_read_bit_by_bit(rng, num_cols):
     sent[[0, num_cols - 1]] = True
     _, positions = sent_edges(indptr, indices, sent)
     np.testing.assert_array_equal(positions, np.flatnonzero(sent[indices]))
+    np.testing.assert_array_equal(sent_positions(indices, sent, 10), positions)
     x = rng.standard_normal(num_cols)
     _, counts = gather_reduce_sent(indptr, indices, x, sent, "sum")
     np.testing.assert_array_equal(counts, np.bincount(edge_rows(indptr), weights=sent[indices], minlength=NUM_ROWS))
