@@ -10,10 +10,10 @@ Every kernel comes in three versions with the same arguments:
 
 A single public dispatch function per kernel picks the CUDA version for device arrays (anything that
 exposes ``__cuda_array_interface__``) and the CPU version otherwise. The exceptions run on the CPU
-only: ``gather_reduce_sent``, ``sent_edges`` and ``sent_positions`` (the gather of a superstep in which only some
-vertices send; the GPU path masks its dense gather instead), ``kernels.by_column`` (the edges of a
-small front), ``kernels.local_components`` and ``attention_gather``. This package imports nothing
-from ``pregel``, ``vertex_programs`` or ``odin_sched``.
+only: ``gather_reduce_sent``, ``sent_edges`` and ``sent_positions`` (the gather of a superstep in
+which only some vertices send; the GPU path masks its dense gather instead), ``kernels.by_column``
+(the edges of a small front), ``kernels.local_components`` and ``attention_gather``. This package
+imports nothing from ``pregel``, ``vertex_programs`` or ``odin_sched``.
 """
 
 from kernels._numba_start import start as start_numba
