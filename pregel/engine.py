@@ -113,7 +113,9 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         step.comm_seconds = (t2 - t1) + (t4 - t3)
         stats.append(step)
         ctx.superstep += 1
-        bar.update(ctx.superstep, f"{total_active:,} vertices active")
+        if bar.enabled:
+            note = program.progress(ctx, ctx.aggregated)
+            bar.update(ctx.superstep, f"{total_active:,} vertices active" + (f", {note}" if note else ""))
         if stop:
             stopped_by = "master"
             break

@@ -154,6 +154,12 @@ class VertexProgram:
         ``aggregates`` holds this superstep's reduced aggregator values."""
         return False
 
+    def progress(self, ctx: "Context", aggregates: dict) -> str:
+        """A few words for the progress line after each superstep, on rank 0, beside the number of
+        active vertices: what tells how far the run is from stopping when that number does not
+        (PageRank's L1 change, wcc's labels changed). ``aggregates`` as for ``master``."""
+        return ""
+
     def output(self, ctx: "Context", state):
         """The values written to ``/values``: [n] or [n, F] per owned vertex (default: the state)."""
         return state

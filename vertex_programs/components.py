@@ -62,5 +62,9 @@ class WeakComponents(VertexProgram):
     def master(self, ctx, aggregates) -> bool:
         return aggregates.get("changed") == 0
 
+    def progress(self, ctx, aggregates) -> str:
+        changed = aggregates.get("changed")  # every vertex computes every superstep: this says more
+        return "" if changed is None else f"{changed:,} labels changed"
+
     def output(self, ctx, state):
         return state["label"] if self.jumps else state

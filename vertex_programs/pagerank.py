@@ -77,6 +77,9 @@ class PageRank(VertexProgram):
     def master(self, ctx, aggregates) -> bool:
         return aggregates["change"] < ctx.num_vertices * self.tol
 
+    def progress(self, ctx, aggregates) -> str:
+        return f"L1 change {aggregates['change']:.3g}, stops below {ctx.num_vertices * self.tol:.3g}"
+
 
 def largest(values: np.ndarray, k: int) -> np.ndarray:
     """Ids of the ``k`` largest of ``values`` [N] (float), largest first, ties by ascending id:

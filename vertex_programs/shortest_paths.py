@@ -102,6 +102,10 @@ class ShortestPaths(_FromSource):
         _aggregate_nearest(ctx, new, pending)
         return new, pending
 
+    def progress(self, ctx, aggregates) -> str:
+        nearest = aggregates.get(_NEAREST, np.inf)
+        return "" if np.isinf(nearest) else f"nearest pending distance {nearest:.6g}"
+
 
 #: the aggregator that carries the smallest pending distance to the next superstep
 _NEAREST = "sssp_nearest_pending"
