@@ -5,8 +5,8 @@ On one graph file (``--graph``, or a power-law graph generated with ``pregel gen
 ``--algorithms`` runs as the whole command a user runs, timed from outside: ``pregel run ALG --graph G
 --out OUT --partition PART --stats --quiet`` (``--source S`` for bfs and sssp; PART from ``--partition``,
 default range; ``--delta D`` for sssp when given) on one rank and under ``mpiexec -n P`` for each P
-of ``--ranks``, against a plain h5py + scipy script doing the same job as one process (read the file's CSR, build the matrix, compute, write ``/values``): ``shortest_path(method='D',
-unweighted=True)`` hop counts for bfs (-1 where unreachable, as pregel writes), ``dijkstra`` with the
+of ``--ranks``, against a plain h5py + scipy script doing the same job as one process (read the file's
+CSR, build the matrix, compute, write ``/values``): ``shortest_path(method='D', unweighted=True)`` hop counts for bfs (-1 where unreachable, as pregel writes), ``dijkstra`` with the
 file's weights (1.0 without ``/graph/weights``) for sssp, ``connected_components(directed=True,
 connection='weak')`` for wcc, each component labelled by its smallest vertex id (as pregel's wcc).
 Single-threaded everywhere. Runs alternate (scipy, then each P, for each algorithm) ``--repeat`` times.
