@@ -1,14 +1,15 @@
 """Frontier programs (bfs, sssp, wcc): whole ``pregel run`` jobs at P = 1 and P = 2 against scipy.sparse.csgraph.
 
 On one graph file (``--graph``, or a power-law graph generated with ``pregel generate --kind powerlaw
---nodes N --avg-degree D --seed 0``, default 1M vertices, 10M edges), each algorithm of
-``--algorithms`` runs as the whole command a user runs, timed from outside: ``pregel run ALG --graph G
---out OUT --partition PART --stats --quiet`` (``--source S`` for bfs and sssp; PART from ``--partition``,
-default range; ``--delta D`` for sssp when given) on one rank and under ``mpiexec -n P`` for each P
-of ``--ranks``, against a plain h5py + scipy script doing the same job as one process (read the file's
-CSR, build the matrix, compute, write ``/values``): ``shortest_path(method='D', unweighted=True)`` hop counts for bfs (-1 where unreachable, as pregel writes), ``dijkstra`` with the
-file's weights (1.0 without ``/graph/weights``) for sssp, ``connected_components(directed=True,
-connection='weak')`` for wcc, each component labelled by its smallest vertex id (as pregel's wcc).
+--nodes N --avg-degree D --seed 0``, default 1M vertices, 10M edges), each algorithm of ``--algorithms``
+runs as the whole command a user runs, timed from outside: ``pregel run ALG --graph G --out OUT
+--partition PART --stats --quiet`` (``--source S`` for bfs and sssp; PART from ``--partition``, default
+range; ``--delta D`` for sssp when given) on one rank and under ``mpiexec -n P`` for each P of
+``--ranks``, against a plain h5py + scipy script doing the same job as one process (read the file's CSR,
+build the matrix, compute, write ``/values``): ``shortest_path(method='D', unweighted=True)`` hop counts
+for bfs (-1 where unreachable, as pregel writes), ``dijkstra`` with the file's weights (1.0 without
+``/graph/weights``) for sssp, ``connected_components(directed=True, connection='weak')`` for wcc, each
+component labelled by its smallest vertex id (as pregel's wcc).
 Single-threaded everywhere. Runs alternate (scipy, then each P, for each algorithm) ``--repeat`` times.
 
 Reported per algorithm and method, medians over the runs: supersteps, wall seconds of the whole
