@@ -206,7 +206,7 @@ class DevicePath:
             if weights is None:
                 weights = np.ones(len(src), np.float32)
             self._per_edge = {"weights": xp.asarray(weights), "src": xp.asarray(src), "dst": xp.asarray(dst),
-                              "rows": xp.asarray(rows),
+                              "rows": xp.asarray(rows()),
                               "positions": across(xp.asarray(np.arange(len(src), dtype=np.int64)))}
         return self._per_edge
 

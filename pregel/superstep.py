@@ -72,7 +72,7 @@ class EdgeIds:
     @cached_property
     def dst_side(self) -> tuple:
         """(weights, ids, dst rows) of the destination-side edges (``side``; ``ids`` computes once)."""
-        weights, ids, rows = self.side(False, slice(None), self.dst_rows)
+        weights, ids, rows = self.side(False, slice(None), lambda: self.dst_rows)
         return weights, cache(ids), rows
 
     def sent_positions(self, columns: np.ndarray) -> np.ndarray:
@@ -105,7 +105,7 @@ class EdgeIds:
     @cached_property
     def src_side(self) -> tuple:
         """(weights, ids, hub rows) of the source-side edges (``side``; ``ids`` computes once)."""
-        weights, ids, rows = self.side(True, slice(None), self.part_rows)
+        weights, ids, rows = self.side(True, slice(None), lambda: self.part_rows)
         return weights, cache(ids), rows
 
     def weights(self, source_side: bool):
@@ -114,14 +114,15 @@ class EdgeIds:
 
     def side(self, source_side: bool, positions, rows) -> tuple:
         """(weights [k] or None, ids, rows) of the edges at ``positions`` ([k] int64 or a slice) of one
-        side's CSR, given their CSR rows ``rows`` [k] (local destination rows, or hub rows). ``ids()``
-        returns their (src, dst) global ids [k], computed only when a program reads them."""
+        side's CSR, given ``rows()``, their CSR rows [k] (local destination rows, or hub rows). ``ids()``
+        returns their (src, dst) global ids [k]; both are computed only when a program needs them
+        (a program without ``destination_values`` that reads no edge ids never builds an [E] of rows)."""
         g = self.graph
         weights = self.weights(source_side)
         weights = None if weights is None else weights[positions]
         if source_side:
-            return weights, lambda: (g.owned[g.part_src[positions]], g.part_dst[rows]), rows
-        return weights, lambda: (self.ext_ids[g.in_indices[positions]], g.owned[rows]), rows
+            return weights, lambda: (g.owned[g.part_src[positions]], g.part_dst[rows()]), rows
+        return weights, lambda: (self.ext_ids[g.in_indices[positions]], g.owned[rows()]), rows
 
 
 class FrontBuffers:
@@ -275,7 +276,7 @@ class Superstep:
     # ------------------------------------------------------------------ shared by both sides
 
     def _edge_values(self, src_values, weights, ids, dst_rows, source_side):
-        # weights [E] or None; ids: () -> (src, dst) [E] global ids (``EdgeIds.side``); dst_rows [E]
+        # weights [E] or None; ids: () -> (src, dst) [E] global ids (``EdgeIds.side``); dst_rows: () -> [E]
         # rows of the destination terms (local rows, or hub rows on the source side)
         """Per-edge messages [E] / [E, F] (or (logits, values) for softmax) of a set of edges."""
         if weights is None:
@@ -286,7 +287,7 @@ class Superstep:
             return src_values
         dst_values = None
         if self.dst_values is not None:
-            dst_values = self.hub_dst_values[dst_rows] if source_side else self.dst_values[dst_rows]
+            dst_values = self.hub_dst_values[dst_rows()] if source_side else self.dst_values[dst_rows()]
         self.ctx._set_edges(ids)
         out = self.program.edge_message(self.ctx, src_values, dst_values, weights)
         self.ctx._set_edges(None)
@@ -312,7 +313,7 @@ class Superstep:
                 counts = None
             else:
                 indptr, positions = sent_edges(indptr, columns, sent, check=False)
-                side = self.edges.side(source_side, positions, row_ids(indptr))
+                side = self.edges.side(source_side, positions, cache(lambda: row_ids(indptr)))
                 columns, counts = columns[positions], np.diff(indptr)
             per_edge = self._edge_values(values[columns], *side, source_side=source_side)
             reduced = gather_reduce(indptr, np.arange(len(columns), dtype=np.int64), per_edge, op, check=False)
@@ -386,7 +387,8 @@ class Superstep:
         if out.values is not None:
             src_values[mine] = out.values[columns[mine]]
         src_values[~mine] = inc.ghost_values[columns[~mine] - n]
-        per_edge = self._edge_values(src_values, *self.edges.side(False, positions, edge_rows), source_side=False)
+        per_edge = self._edge_values(src_values, *self.edges.side(False, positions, lambda: edge_rows),
+                                     source_side=False)
         starts = np.flatnonzero(np.diff(edge_rows, prepend=-1))  # each receiving row's first edge
         touched = edge_rows[starts]
         reduced = REDUCERS[op].reduceat(per_edge, starts, axis=0) if len(starts) else per_edge[:0]
