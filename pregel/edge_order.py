@@ -82,6 +82,85 @@ def _scatter_to_rows(rows, indptr, columns, weights, keys, out_columns, out_weig
             out_keys[position] = keys[e]
 
 
+@njit(cache=True)
+def _scatter_by_buckets(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys, shift,
+                        offsets, scratch_columns, scratch_weights, scratch_keys):
+    """``_scatter_to_rows`` in two stable passes, each with few places to write at once: the edges go
+    to buckets of ``2**shift`` consecutive rows (each bucket's span of the output), remembering their
+    row within the bucket in ``offsets`` [E] (uint16 up to ``shift`` 16), then bucket by bucket, through
+    the scratch arrays (as long as the largest bucket), to their rows. The same result; on 100M edges
+    over 10M rows 1.0 s instead of 3.5, where each edge's row and place in the output missed the cache.
+    """
+    num_rows = indptr.shape[0] - 1
+    num_buckets = ((num_rows - 1) >> shift) + 1 if num_rows else 0
+    next_free = np.empty(num_buckets, np.int64)
+    for b in range(num_buckets):
+        next_free[b] = indptr[b << shift]
+    for e in range(rows.shape[0]):
+        r = rows[e]
+        b = r >> shift
+        position = next_free[b]
+        next_free[b] = position + 1
+        offsets[position] = r - (b << shift)
+        out_columns[position] = columns[e]
+        if weights is not None:
+            out_weights[position] = weights[e]
+        if keys is not None:
+            out_keys[position] = keys[e]
+    row_next = np.empty(1 << shift, np.int64)
+    for b in range(num_buckets):
+        first = b << shift
+        last = min(first + (1 << shift), num_rows)
+        start, end = indptr[first], indptr[last]
+        for i in range(end - start):
+            scratch_columns[i] = out_columns[start + i]
+            if weights is not None:
+                scratch_weights[i] = out_weights[start + i]
+            if keys is not None:
+                scratch_keys[i] = out_keys[start + i]
+        for r in range(first, last):
+            row_next[r - first] = indptr[r]
+        for i in range(end - start):
+            o = offsets[start + i]
+            position = row_next[o]
+            row_next[o] = position + 1
+            out_columns[position] = scratch_columns[i]
+            if weights is not None:
+                out_weights[position] = scratch_weights[i]
+            if keys is not None:
+                out_keys[position] = scratch_keys[i]
+
+
+#: the two-pass scatter (``_scatter_by_buckets``) from this many edges, with about this many buckets:
+#: on 100M edges over 10M rows, 1,221 buckets took 1.0 s, 9,766 took 5.2 s, one pass 3.5 s
+BUCKETED_FROM_EDGES = 1 << 22
+BUCKETS = 2048
+
+
+def _bucket_shift(num_rows: int, num_edges: int) -> int | None:
+    """log2 of the rows per bucket of the two-pass scatter, or None for one pass (a small graph)."""
+    if num_edges < BUCKETED_FROM_EDGES or num_rows <= BUCKETS:
+        return None
+    return int(np.ceil(np.log2(num_rows / BUCKETS)))
+
+
+def _scatter(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys, shift) -> None:
+    """Place each edge at the next free position of its row, in edge order (arguments as
+    ``_scatter_to_rows``): in one pass, or in two through buckets of ``2**shift`` rows."""
+    if shift is None:
+        _scatter_to_rows(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys)
+        return
+    bounds = indptr[np.minimum(np.arange(0, len(indptr) - 1 + (1 << shift), 1 << shift), len(indptr) - 1)]
+    largest = int(np.diff(bounds).max()) if len(bounds) > 1 else 0
+    offsets = np.empty(len(rows), np.uint16 if shift <= 16 else np.uint32)
+
+    def scratch(like):
+        return None if like is None else np.empty(largest, like.dtype)
+
+    _scatter_by_buckets(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys, shift,
+                        offsets, scratch(out_columns), scratch(out_weights), scratch(out_keys))
+
+
 #: rows of at most this many edges are sorted by insertion (no allocation), longer ones by merge sort
 _INSERTION_ROWS = 32
 
@@ -176,7 +255,7 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: np.ndarray | None,
-                 keys: np.ndarray) -> tuple:
+                 keys: np.ndarray, bucket_shift: int | None = -1) -> tuple:
     """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order).
 
     rows: [E] int32/int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
@@ -186,7 +265,8 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     out-edge CSR, whose keys ascend, are in order; otherwise (the reverse edges of a symmetric
     program such as wcc) each row whose keys do not ascend is then sorted on its own: O(E log d) for
     rows of d edges, where one stable sort of all the keys first (and the permuted copies of rows,
-    columns and weights it needs) took twice as long.
+    columns and weights it needs) took twice as long. ``bucket_shift``: the scatter's buckets of
+    ``2**bucket_shift`` rows (``_scatter_by_buckets``), None for one pass, -1 (default) chosen by size.
     """
     indptr = np.zeros(num_rows + 1, dtype=np.int64)
     np.cumsum(count_rows(rows, num_rows), out=indptr[1:])
@@ -194,8 +274,9 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     out_weights = None if weights is None else np.empty_like(weights)
     ordered = _ascending(keys)
     out_keys = None if ordered else np.empty_like(keys)
-    _scatter_to_rows(np.ascontiguousarray(rows), indptr, columns, weights, None if ordered else keys,
-                     out_columns, out_weights, out_keys)
+    shift = _bucket_shift(num_rows, len(rows)) if bucket_shift == -1 else bucket_shift
+    _scatter(np.ascontiguousarray(rows), indptr, columns, weights, None if ordered else keys,
+             out_columns, out_weights, out_keys, shift)
     if not ordered:
         _sort_rows(indptr, out_keys, out_columns, out_weights)
     return indptr, out_columns, out_weights

@@ -11,8 +11,10 @@ from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_a
 @pytest.mark.parametrize("num_rows", [50, 1000], ids=["long-rows", "short-rows"])
 @pytest.mark.parametrize("sorted_keys", [True, False])
 @pytest.mark.parametrize("weighted", [True, False])
-def test_group_by_row_matches_lexsort(sorted_keys, weighted, num_rows):
-    """Rows of 40 edges on average (sorted by merge sort) or of 2 (by insertion), keys with many ties."""
+@pytest.mark.parametrize("bucket_shift", [-1, None, 0, 3, 17], ids=["by-size", "one-pass", "rows", "8-rows", "wide"])
+def test_group_by_row_matches_lexsort(sorted_keys, weighted, num_rows, bucket_shift):
+    """Rows of 40 edges on average (sorted by merge sort) or of 2 (by insertion), keys with many ties;
+    the scatter in one pass or through buckets of 1, 8 or 2**17 rows (uint32 row offsets)."""
     rng = np.random.default_rng(3)
     num_edges = 2000
     keys = rng.integers(0, 300, num_edges)
@@ -21,7 +23,8 @@ def test_group_by_row_matches_lexsort(sorted_keys, weighted, num_rows):
     rows = rng.integers(0, num_rows - 5, num_edges)  # the last rows stay empty
     columns = rng.integers(0, 10**6, num_edges).astype(np.int32)
     weights = rng.random(num_edges).astype(np.float32) if weighted else None
-    indptr, out_columns, out_weights = group_by_row(rows, num_rows, columns, weights, keys=keys)
+    indptr, out_columns, out_weights = group_by_row(rows, num_rows, columns, weights, keys=keys,
+                                                    bucket_shift=bucket_shift)
     order = np.lexsort((np.arange(num_edges), keys, rows))  # ties keep the input order
     np.testing.assert_array_equal(indptr, np.searchsorted(rows[order], np.arange(num_rows + 1)))
     np.testing.assert_array_equal(out_columns, columns[order])
