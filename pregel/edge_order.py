@@ -62,6 +62,17 @@ def _ascending(keys):
     return True
 
 
+@njit(cache=True, inline="always")
+def _copy_edge(source, columns, weights, keys, target, out_columns, out_weights, out_keys):
+    """Edge ``source`` of (columns, weights, keys) to position ``target`` of the outputs (weights and
+    keys may be None, with their outputs: the branches are pruned at compile time)."""
+    out_columns[target] = columns[source]
+    if weights is not None:
+        out_weights[target] = weights[source]
+    if keys is not None:
+        out_keys[target] = keys[source]
+
+
 @njit(cache=True)
 def _scatter_to_rows(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys):
     """Place edge ``e`` at the next free position of row ``rows[e]``, in edge order.
@@ -75,11 +86,7 @@ def _scatter_to_rows(rows, indptr, columns, weights, keys, out_columns, out_weig
         r = rows[e]
         position = next_free[r]
         next_free[r] = position + 1
-        out_columns[position] = columns[e]
-        if weights is not None:
-            out_weights[position] = weights[e]
-        if keys is not None:
-            out_keys[position] = keys[e]
+        _copy_edge(e, columns, weights, keys, position, out_columns, out_weights, out_keys)
 
 
 @njit(cache=True)
@@ -102,33 +109,23 @@ def _scatter_by_buckets(rows, indptr, columns, weights, keys, out_columns, out_w
         position = next_free[b]
         next_free[b] = position + 1
         offsets[position] = r - (b << shift)
-        out_columns[position] = columns[e]
-        if weights is not None:
-            out_weights[position] = weights[e]
-        if keys is not None:
-            out_keys[position] = keys[e]
+        _copy_edge(e, columns, weights, keys, position, out_columns, out_weights, out_keys)
     row_next = np.empty(1 << shift, np.int64)
     for b in range(num_buckets):
         first = b << shift
         last = min(first + (1 << shift), num_rows)
         start, end = indptr[first], indptr[last]
         for i in range(end - start):
-            scratch_columns[i] = out_columns[start + i]
-            if weights is not None:
-                scratch_weights[i] = out_weights[start + i]
-            if keys is not None:
-                scratch_keys[i] = out_keys[start + i]
+            _copy_edge(start + i, out_columns, out_weights, out_keys, i, scratch_columns, scratch_weights,
+                       scratch_keys)
         for r in range(first, last):
             row_next[r - first] = indptr[r]
         for i in range(end - start):
             o = offsets[start + i]
             position = row_next[o]
             row_next[o] = position + 1
-            out_columns[position] = scratch_columns[i]
-            if weights is not None:
-                out_weights[position] = scratch_weights[i]
-            if keys is not None:
-                out_keys[position] = scratch_keys[i]
+            _copy_edge(i, scratch_columns, scratch_weights, scratch_keys, position, out_columns, out_weights,
+                       out_keys)
 
 
 #: the two-pass scatter (``_scatter_by_buckets``) from this many edges, with about this many buckets:
