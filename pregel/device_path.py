@@ -15,6 +15,8 @@ programs without a combiner, ``ctx.send_to``, partial gather of hubs (switched o
 are gathered by its owner) and checkpoints; each is refused with one line (``InputError``).
 """
 
+from functools import cache
+
 import numpy as np
 
 from kernels._device import SIMULATED, across
@@ -198,23 +200,27 @@ class DevicePath:
     @property
     def _edges(self) -> dict:
         """Per-edge device arrays for ``edge_message``, copied on first use: weights [E] (ones
-        without weights), src / dst global ids [E], dst rows [E], positions (a Numba view of 0..E-1)."""
+        without weights), positions (a Numba view of 0..E-1); and functions that give the (src, dst)
+        global ids [E] and the dst rows [E] on the device, copied at their first call (a program that
+        reads no edge ids and has no destination terms, as weighted sssp, never holds them: 24 bytes
+        an edge)."""
         if self._per_edge is None:
             xp = self.xp
             weights, ids, rows = EdgeIds(self.graph).dst_side
-            src, dst = ids()
+            num_edges = len(self.graph.in_indices)
             if weights is None:
-                weights = np.ones(len(src), np.float32)
-            self._per_edge = {"weights": xp.asarray(weights), "src": xp.asarray(src), "dst": xp.asarray(dst),
-                              "rows": xp.asarray(rows()),
-                              "positions": across(xp.asarray(np.arange(len(src), dtype=np.int64)))}
+                weights = np.ones(num_edges, np.float32)
+            self._per_edge = {"weights": xp.asarray(weights),
+                              "ids": cache(lambda: tuple(xp.asarray(part) for part in ids())),
+                              "rows": cache(lambda: xp.asarray(rows())),
+                              "positions": across(xp.asarray(np.arange(num_edges, dtype=np.int64)))}
         return self._per_edge
 
     def _edge_values(self, ext):
         """The program's per-edge messages [E] / [E, F] (``edge_message`` on device tensors)."""
         edges, ctx = self._edges, self.ctx
-        dst_values = None if self.dst_values is None else self.dst_values[edges["rows"]]
-        ctx._set_edges((edges["src"], edges["dst"]))
+        dst_values = None if self.dst_values is None else self.dst_values[edges["rows"]()]
+        ctx._set_edges(edges["ids"])
         values = self.program.edge_message(ctx, ext[self.indices], dst_values, edges["weights"])
         ctx._set_edges(None)
         return wire(values, self.xp)

@@ -21,6 +21,28 @@ class EvenWeightedMean(VertexProgram):
         return gathered, False
 
 
+class EdgeIdSums(VertexProgram):
+    """One superstep: each vertex gets the sum over its in-edges of (source id + 1000 x its own id),
+    read from ``ctx.edge_src`` and ``ctx.edge_dst`` in ``edge_message`` (the edges' ids on the device
+    path, as on the host)."""
+
+    combiner = "sum"
+    max_supersteps = 1
+
+    def init(self, ctx):
+        return ctx.xp.astype(ctx.global_ids, ctx.xp.float64)
+
+    def message(self, ctx, state):
+        return state
+
+    def edge_message(self, ctx, src_values, dst_values, weights):
+        xp = ctx.xp
+        return xp.astype(ctx.edge_src, xp.float64) + 1000.0 * xp.astype(ctx.edge_dst, xp.float64)
+
+    def apply(self, ctx, state, gathered):
+        return gathered, False
+
+
 class NoCombiner(VertexProgram):
     """Every message delivered one by one (``combiner = None``): not on the GPU yet."""
 

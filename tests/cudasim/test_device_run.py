@@ -23,7 +23,7 @@ SCRIPT = os.path.join(os.path.dirname(HERE), "mpi_scripts", "run_device_programs
 PROGRAMS = os.path.join(HERE, "device_programs.py")
 BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
-ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs", f"{PROGRAMS}:EvenWeightedMean")
+ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs", f"{PROGRAMS}:EvenWeightedMean", f"{PROGRAMS}:EdgeIdSums")
 SOURCE = 3  # the script's --source
 TIMEOUT = 300  # seconds; a hang fails the test instead of the suite
 ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", NUMBA_ENABLE_CUDASIM="1")
@@ -70,6 +70,8 @@ def expected(graph_file, algorithm):
             labels[list(part)] = min(part)
         return labels
     src = np.repeat(np.arange(n), np.diff(data.indptr))
+    if algorithm.endswith("EdgeIdSums"):
+        return np.bincount(data.indices, weights=src + 1000.0 * data.indices, minlength=n)
     even = src % 2 == 0
     dst, terms = data.indices[even], data.weights[even].astype(np.float64) * src[even]
     counts = np.bincount(dst, minlength=n)
