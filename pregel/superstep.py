@@ -20,7 +20,7 @@ from pregel.edge_order import row_ids, stable_order
 from pregel.exchange import Outgoing, exchange
 from pregel.hooks import check_rows
 from pregel.program import COMBINERS, REDUCERS, Messages, VertexProgram
-from pregel.rows import row_context, take_rows
+from pregel.rows import RowMask, row_context, take_rows
 from pregel.softmax_parts import SoftmaxParts
 
 IDENTITY = {"sum": 0.0, "mean": 0.0, "min": np.inf, "max": -np.inf}
@@ -131,23 +131,21 @@ class FrontBuffers:
     Each superstep's ``Outgoing`` reads them only until that superstep ends."""
 
     def __init__(self, num_rows: int):
-        self.senders = np.zeros(num_rows, bool)  # [n]: True at the last spread's sender rows only
+        self.num_rows = num_rows
+        self.senders = RowMask(num_rows)  # True at the last spread's sender rows only
         self.values = None  # [n] / [n, F] of the last spread's dtype and row shape
-        self.marked = np.zeros(0, np.int64)
 
     def spread(self, values, front, sender_rows):
         """(values [n] / [n, F] with ``values`` [k] / [k, F] at ``front`` [k], or None when ``values``
         is None; senders [n] bool, True at ``sender_rows`` only)."""
-        self.senders[self.marked] = False
-        self.senders[sender_rows] = True
-        self.marked = sender_rows
+        senders = self.senders.of(sender_rows)
         if values is None:
-            return None, self.senders
-        shape = (len(self.senders),) + values.shape[1:]
+            return None, senders
+        shape = (self.num_rows,) + values.shape[1:]
         if self.values is None or self.values.shape != shape or self.values.dtype != values.dtype:
             self.values = np.empty(shape, values.dtype)
         self.values[front] = values
-        return self.values, self.senders
+        return self.values, senders
 
 
 class Superstep:
