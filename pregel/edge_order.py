@@ -147,8 +147,8 @@ def _scatter(rows, indptr, columns, weights, keys, out_columns, out_weights, out
     if shift is None:
         _scatter_to_rows(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys)
         return
-    bounds = indptr[np.minimum(np.arange(0, len(indptr) - 1 + (1 << shift), 1 << shift), len(indptr) - 1)]
-    largest = int(np.diff(bounds).max()) if len(bounds) > 1 else 0
+    bounds = np.append(indptr[:-1:1 << shift], indptr[-1])  # each bucket's first edge, then the end
+    largest = int(np.diff(bounds).max(initial=0))
     offsets = np.empty(len(rows), np.uint16 if shift <= 16 else np.uint32)
 
     def scratch(like):
