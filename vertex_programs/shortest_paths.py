@@ -70,14 +70,13 @@ class ShortestPaths(_FromSource):
     def check_input(self, ctx):
         if not self.delta >= 0:  # NaN too
             return f"sssp's --delta must be 0 (its default) or more, got {self.delta}"
-        weights = [w for w in (ctx.graph.in_weights, ctx.graph.part_weights) if w is not None and len(w)]
-        if any(w.min() < 0 for w in weights):
+        if any(len(w) and w.min() < 0 for w in _weights(ctx.graph)):
             return "sssp needs non-negative edge weights; /graph/weights has negative values"
         return super().check_input(ctx)
 
     def init(self, ctx):
         g = ctx.graph
-        self.unit_weights = g.in_weights is None and g.part_weights is None
+        self.unit_weights = not _weights(g)
         self.window = self.delta or (np.inf if self.unit_weights else
                                      self.MEAN_WEIGHTS_IN_WINDOW * _mean_weight(g))
         dist, pending = super().init(ctx)
@@ -117,9 +116,15 @@ def _aggregate_nearest(ctx, dist, pending) -> None:
         ctx.aggregate(_NEAREST, ctx.xp.where(pending, dist, np.inf).min(), "min")
 
 
+def _weights(graph) -> list:
+    """This rank's edge weights: [E_d] and [E_s] float32 (destination- and source-side edges), or []
+    when the graph has none."""
+    return [w for w in (graph.in_weights, graph.part_weights) if w is not None]
+
+
 def _mean_weight(graph) -> float:
     """The mean weight of the whole graph's edges (a collective: every rank calls it)."""
-    local = [w for w in (graph.in_weights, graph.part_weights) if w is not None]
+    local = _weights(graph)
     totals = graph.comm.allgather((sum(float(w.sum(dtype=np.float64)) for w in local),
                                    sum(len(w) for w in local)))
     count = sum(n for _, n in totals)
