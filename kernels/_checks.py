@@ -12,6 +12,8 @@ from kernels._device import is_device_array
 
 SUM, MEAN, MAX, MIN = 0, 1, 2, 3
 OPS = {"sum": SUM, "mean": MEAN, "max": MAX, "min": MIN}
+#: how an edge's weight meets the message it carries: ``w * x``, or ``x + w`` (shortest paths' min-plus)
+WEIGHT_OPS = ("mul", "add")
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -29,6 +31,14 @@ def _finish_segment(value, count, op):
     if op == MIN:
         return -value
     return value
+
+
+def check_weight_op(weight_op) -> bool:
+    """Whether ``weight_op`` ('mul' or 'add') adds the weights; ValueError for anything else."""
+    if weight_op not in WEIGHT_OPS:
+        raise ValueError(f"weight_op must be one of {', '.join(repr(name) for name in WEIGHT_OPS)}; "
+                         f"got {weight_op!r}")
+    return weight_op == "add"
 
 
 def op_code(op) -> int:
@@ -113,7 +123,9 @@ def check_index_range(name: str, index: np.ndarray, upper: int, what: str) -> No
 
 
 def check_weights(weights, num_edges: int, dtype):
-    """Validate ``weights`` [E] floating point; return it cast to ``dtype`` (host arrays only)."""
+    """Validate ``weights`` [E] floating point; return it cast to ``dtype`` (host arrays only), or as
+    it is when it is float32 and ``dtype`` float64: the kernels widen each weight exactly as they read
+    it, so a float64 gather does not copy a float32 graph's [E] weights every call."""
     if weights is None:
         return None
     if weights.ndim != 1 or weights.shape[0] != num_edges:
@@ -124,5 +136,6 @@ def check_weights(weights, num_edges: int, dtype):
     if weights.dtype != dtype:
         if is_device_array(weights):
             raise ValueError(f"device weights must have x's dtype {dtype}; got {weights.dtype}")
-        weights = weights.astype(dtype)
+        if not (weights.dtype == FLOAT_DTYPES[0] and dtype == FLOAT_DTYPES[1]):
+            weights = weights.astype(dtype)
     return weights

@@ -4,7 +4,8 @@
 
     out[r] = op over e in indptr[r]:indptr[r+1] of  weights[e] * x[indices[e]]
 
-with ``op`` in ``sum``, ``mean``, ``max``, ``min``; rows without edges give 0 for every op (as PyG's
+(``x[indices[e]] + weights[e]`` with ``weight_op='add'``: shortest paths' min-plus) with ``op`` in
+``sum``, ``mean``, ``max``, ``min``; rows without edges give 0 for every op (as PyG's
 ``spmm(adj_t, x, reduce)`` and DGL's ``copy_u``/``u_mul_e`` + reduce do). With in-edge CSR (rows are
 destinations, ``indices`` are sources) this is message passing's gather. The rows of ``x`` may come
 in two arrays (``ghosts``: rows ``len(x)`` on), so a rank's own rows and the ghost rows it received
@@ -15,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from kernels._checks import (FLOAT_DTYPES, INDEX_DTYPES, MEAN, MIN, SUM, as_arrays, check_csr, check_dtype,
-                             check_index_range, check_ndim, check_weights, op_code)
+                             check_index_range, check_ndim, check_weight_op, check_weights, op_code)
 from kernels.bits import bit_set, bit_words
 
 
@@ -31,6 +32,14 @@ def _edge_weight(weights, e):
 
 
 @njit(cache=True, inline="always")
+def _plus(addends, e, value):
+    """``value + addends[e]``, or ``value`` when there are no addends (pruned at compile time)."""
+    if addends is None:
+        return value
+    return value + addends[e]
+
+
+@njit(cache=True, inline="always")
 def _sends(sent, i):
     """Whether column ``i`` sent: bit ``i`` of ``sent`` (``kernels.bits.bit_words``), or True when there
     is no mask (pruned at compile time)."""
@@ -40,10 +49,11 @@ def _sends(sent, i):
 
 
 @njit(cache=True)
-def _gather_reduce_1d_cpu(indptr, indices, x, weights, sent, op, out, counts):
+def _gather_reduce_1d_cpu(indptr, indices, x, weights, addends, sent, op, out, counts):
     """CPU gather for 1-D x.
 
-    indptr: [R + 1]; indices: [E]; x: [N]; weights: [E] or None; sent: [ceil(N / 64)] uint64 bits
+    indptr: [R + 1]; indices: [E]; x: [N]; weights: [E] or None, multiplied; addends: [E] or None,
+    added (the weights of ``weight_op='add'``; the dispatch passes one of the two or neither); sent: [ceil(N / 64)] uint64 bits
     (``kernels.bits.bit_words``) or None (every column sends); out: [R] zeros, written in place; counts: [R] int64 written with the number of
     edges reduced into each row, or None. Edges from columns that did not send are skipped.
     ``min`` is computed as ``-max(-v)`` (negation is exact), so max and min share one loop. Positions
@@ -60,7 +70,7 @@ def _gather_reduce_1d_cpu(indptr, indices, x, weights, sent, op, out, counts):
             for e in range(start, end):
                 i = np.uint64(indices[e])
                 if _sends(sent, i):
-                    acc += _edge_weight(weights, e) * x[i]
+                    acc += _edge_weight(weights, e) * _plus(addends, e, x[i])
                     taken += 1
             if taken:
                 out[r] = acc / taken if op == MEAN else acc
@@ -69,7 +79,7 @@ def _gather_reduce_1d_cpu(indptr, indices, x, weights, sent, op, out, counts):
             for e in range(start, end):
                 i = np.uint64(indices[e])
                 if _sends(sent, i):
-                    value = sign * _edge_weight(weights, e) * x[i]
+                    value = sign * _edge_weight(weights, e) * _plus(addends, e, x[i])
                     if taken == 0 or value > acc:
                         acc = value
                     taken += 1
@@ -80,10 +90,11 @@ def _gather_reduce_1d_cpu(indptr, indices, x, weights, sent, op, out, counts):
 
 
 @njit(cache=True)
-def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, sent, op, out, counts):
+def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, op, out, counts):
     """CPU gather for 2-D x: edges outer, features inner (contiguous rows of x and out).
 
-    indptr: [R + 1]; indices: [E]; x: [N, F]; ghosts: [G, F] rows N.. or None; weights: [E] or None;
+    indptr: [R + 1]; indices: [E]; x: [N, F]; ghosts: [G, F] rows N.. or None; weights, addends: [E]
+    or None (as in the 1-D kernel);
     sent: [ceil((N + G) / 64)] uint64 bits or None; out: [R, F] zeros, in place; counts: [R] int64 or None (as in the 1-D
     kernel). Rows are indexed in two dimensions, with one loop per array read:
     slicing out 1-D row views, or one view chosen from either array, made the two-array gather up to
@@ -103,10 +114,10 @@ def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, sent, op, out, co
                 taken += 1
                 if ghosts is None or i < n:
                     for f in range(num_features):
-                        out[r, f] += w * x[i, f]
+                        out[r, f] += w * _plus(addends, e, x[i, f])
                 else:
                     for f in range(num_features):
-                        out[r, f] += w * ghosts[i - n, f]
+                        out[r, f] += w * _plus(addends, e, ghosts[i - n, f])
             if op == MEAN and taken:
                 for f in range(num_features):
                     out[r, f] /= taken
@@ -118,12 +129,12 @@ def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, sent, op, out, co
                 taken += 1
                 if ghosts is None or i < n:
                     for f in range(num_features):
-                        value = w * x[i, f]
+                        value = w * _plus(addends, e, x[i, f])
                         if first or value > out[r, f]:
                             out[r, f] = value
                 else:
                     for f in range(num_features):
-                        value = w * ghosts[i - n, f]
+                        value = w * _plus(addends, e, ghosts[i - n, f])
                         if first or value > out[r, f]:
                             out[r, f] = value
             if op == MIN and taken:
@@ -133,7 +144,7 @@ def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, sent, op, out, co
             counts[r] = taken
 
 
-def _gather_reduce(indptr, indices, x, op, weights=None, ghosts=None):
+def _gather_reduce(indptr, indices, x, op, weights=None, ghosts=None, weight_op="mul"):
     """NumPy reference twin of :func:`gather_reduce` (same arguments and result)."""
     from kernels.scatter import _scatter_reduce
 
@@ -144,16 +155,17 @@ def _gather_reduce(indptr, indices, x, op, weights=None, ghosts=None):
     values = x[np.asarray(indices)]
     if weights is not None:
         w = np.asarray(weights).astype(x.dtype)
-        values = values * (w if x.ndim == 1 else w[:, None])
+        w = w if x.ndim == 1 else w[:, None]
+        values = values + w if weight_op == "add" else values * w
     out, _ = _scatter_reduce(rows, values, indptr.shape[0] - 1, op)
     return out
 
 
-def _gather_reduce_sent(indptr, indices, x, sent, op, weights=None, ghosts=None):
+def _gather_reduce_sent(indptr, indices, x, sent, op, weights=None, ghosts=None, weight_op="mul"):
     """NumPy reference twin of :func:`gather_reduce_sent` (same arguments and result)."""
     sent_indptr, positions = _sent_edges(indptr, indices, sent)
     weights = None if weights is None else np.asarray(weights)[positions]
-    out = _gather_reduce(sent_indptr, np.asarray(indices)[positions], x, op, weights, ghosts)
+    out = _gather_reduce(sent_indptr, np.asarray(indices)[positions], x, op, weights, ghosts, weight_op)
     return out, np.diff(sent_indptr)
 
 
@@ -194,14 +206,19 @@ def _sent_positions_cpu(indices, sent, positions, start, found):
 # Dispatch
 # ---------------------------------------------------------------------------------------------
 
-def gather_reduce(indptr, indices, x, op: str, weights=None, *, ghosts=None, check: bool = True):
-    """Reduce ``weights[e] * x[indices[e]]`` over the edges ``e`` of each CSR row.
+def gather_reduce(indptr, indices, x, op: str, weights=None, *, weight_op: str = "mul", ghosts=None,
+                  check: bool = True):
+    """Reduce ``weights[e] * x[indices[e]]`` (or ``x[indices[e]] + weights[e]``) over the edges ``e``
+    of each CSR row.
 
     indptr:  [R + 1] int64 (or int32)   row pointer: row r owns edges indptr[r]:indptr[r+1]
     indices: [E] int32 or int64         column (source vertex) of each edge, in [0, N)
     x:       [N] or [N, F] float32 or float64
     op:      'sum' | 'mean' | 'max' | 'min'
     weights: [E] float or None          multiplies each edge's term (cast to x's dtype)
+    weight_op: 'mul' | 'add'            'add': the weights add to the terms instead (with 'min',
+                                        shortest paths' relaxation); without weights, either op
+                                        leaves the terms as they are (its identity, 1 or 0)
     ghosts:  [G] or [G, F] or None      rows N .. N + G - 1 (x's dtype and row shape): indices then
                                         lie in [0, N + G) and each is read from x or ghosts
                                         (host arrays only)
@@ -213,7 +230,7 @@ def gather_reduce(indptr, indices, x, op: str, weights=None, *, ghosts=None, che
     O(R + E) pass — turn it off for arrays already validated. Device array contents are not checked
     (that would copy them to the host). NaN inputs give unspecified results for ``max``/``min``.
     """
-    code = op_code(op)
+    code, add = op_code(op), check_weight_op(weight_op)
     on_device, indptr, indices, x, weights, ghosts = _checked(indptr, indices, x, weights, ghosts, check)
     num_rows = indptr.shape[0] - 1
     if on_device:
@@ -221,12 +238,13 @@ def gather_reduce(indptr, indices, x, op: str, weights=None, *, ghosts=None, che
 
         if ghosts is not None:
             raise ValueError("ghosts: the device kernel reads one array; concatenate x and ghosts")
-        out = gather_reduce_cuda(indptr, indices, x.reshape(x.shape[0], -1), weights, code)
+        out = gather_reduce_cuda(indptr, indices, x.reshape(x.shape[0], -1), weights, code, add)
         return out.reshape(num_rows) if x.ndim == 1 else out
-    return _gather_cpu(indptr, indices, x, ghosts, weights, None, code)[0]
+    return _gather_cpu(indptr, indices, x, ghosts, weights, add, None, code)[0]
 
 
-def gather_reduce_sent(indptr, indices, x, sent, op: str, weights=None, *, ghosts=None, check: bool = True):
+def gather_reduce_sent(indptr, indices, x, sent, op: str, weights=None, *, weight_op: str = "mul", ghosts=None,
+                       check: bool = True):
     """``gather_reduce`` over only the edges whose column sent, and how many each row reduced.
 
     sent: [N + G] bool, whether each row of x (then of ghosts) sent; the other arguments as in
@@ -235,12 +253,12 @@ def gather_reduce_sent(indptr, indices, x, sent, op: str, weights=None, *, ghost
     divides by the edges reduced. One pass over the edges, reading ``x`` only where the column sent:
     the receiver's gather of a superstep in which only some vertices send.
     """
-    code = op_code(op)
+    code, add = op_code(op), check_weight_op(weight_op)
     on_device, indptr, indices, x, weights, ghosts = _checked(indptr, indices, x, weights, ghosts, check)
     if on_device:
         raise ValueError("gather_reduce_sent runs on host arrays only")
     sent = _check_sent(sent, x.shape[0] + (0 if ghosts is None else ghosts.shape[0]))
-    return _gather_cpu(indptr, indices, x, ghosts, weights, bit_words(sent), code)
+    return _gather_cpu(indptr, indices, x, ghosts, weights, add, bit_words(sent), code)
 
 
 def sent_edges(indptr, indices, sent, *, check: bool = True):
@@ -327,15 +345,16 @@ def _checked(indptr, indices, x, weights, ghosts, check: bool):
     return on_device, indptr, indices, x, weights, ghosts
 
 
-def _gather_cpu(indptr, indices, x, ghosts, weights, sent, code):
-    """(out, counts or None) of the CPU kernels on checked host arrays; ``sent``: ``bit_words``'s
-    words, or None for every edge."""
+def _gather_cpu(indptr, indices, x, ghosts, weights, add, sent, code):
+    """(out, counts or None) of the CPU kernels on checked host arrays; ``add``: the weights add to
+    the terms; ``sent``: ``bit_words``'s words, or None for every edge."""
+    weights, addends = (None, weights) if add else (weights, None)
     num_rows = indptr.shape[0] - 1
     out = np.zeros((num_rows,) + x.shape[1:], dtype=x.dtype)
     counts = None if sent is None else np.empty(num_rows, np.int64)
     if x.ndim == 1:  # scalar rows: joined at little cost, for a kernel 15x faster than one reading two arrays
         x = x if ghosts is None or not len(ghosts) else np.concatenate([x, ghosts])
-        _gather_reduce_1d_cpu(indptr, indices, x, weights, sent, code, out, counts)
+        _gather_reduce_1d_cpu(indptr, indices, x, weights, addends, sent, code, out, counts)
     else:
-        _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, sent, code, out, counts)
+        _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, code, out, counts)
     return out, counts

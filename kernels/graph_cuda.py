@@ -60,13 +60,13 @@ def _combine(acc, value, op):
 
 
 @cuda.jit
-def _gather_short_rows_cuda(indptr, indices, x, weights, weighted, op, piece_edges, pieces, multi,
+def _gather_short_rows_cuda(indptr, indices, x, weights, weighted, add, op, piece_edges, pieces, multi,
                             counters, out):
     """Gather, step 1: one thread per (row, feature) for rows of at most SHORT_ROW edges (consecutive
     threads read consecutive features); the thread of feature 0 of a longer row queues its pieces.
 
     indptr: [R + 1]; indices: [E]; x: [N, F]; weights: [E], read only when ``weighted`` (CUDA kernels
-    cannot be launched with None); out: [R, F], the short rows written (empty rows 0). pieces:
+    cannot be launched with None), added to x when ``add``, else multiplied; out: [R, F], the short rows written (empty rows 0). pieces:
     [max_pieces, 3] int64, multi: [max_multi, 2] int64 and counters: [3] int64 (zeros) are the queue
     that :func:`gather_reduce_cuda` describes.
     """
@@ -96,14 +96,14 @@ def _gather_short_rows_cuda(indptr, indices, x, weights, weighted, op, piece_edg
     acc = np.float32(0.0) if op == SUM or op == MEAN else np.float32(-np.inf)  # widened for float64
     for e in range(start, end):
         value = x[indices[e], f]
-        if weighted:  # this and the op branch go the same way for the whole grid: no divergence
-            value = value * weights[e]
+        if weighted:  # these and the op branch go the same way for the whole grid: no divergence
+            value = value + weights[e] if add else value * weights[e]
         acc = _combine(acc, sign * value, op)
     out[r, f] = _finish_segment(acc, length, op)
 
 
 @cuda.jit
-def _gather_pieces_cuda(indptr, indices, x, weights, weighted, op, piece_edges, feature_lanes,
+def _gather_pieces_cuda(indptr, indices, x, weights, weighted, add, op, piece_edges, feature_lanes,
                         group_threads, pieces, counters, out, partial):
     """Gather, step 2: a group of ``group_threads`` threads (a warp or the whole block) per queued piece.
 
@@ -139,7 +139,7 @@ def _gather_pieces_cuda(indptr, indices, x, weights, weighted, op, piece_edges, 
                 for e in range(start + slot_index, end, slots):
                     value = x[indices[e], f]
                     if weighted:
-                        value = value * weights[e]
+                        value = value + weights[e] if add else value * weights[e]
                     acc = _combine(acc, sign * value, op)
             scratch[t] = acc
             cuda.syncthreads()
@@ -206,11 +206,11 @@ def _workspace(name: str, rows: int, columns: int, dtype):
     return array[:rows]
 
 
-def gather_reduce_cuda(indptr, indices, x, weights, op: int):
+def gather_reduce_cuda(indptr, indices, x, weights, op: int, add: bool = False):
     """Launch the row-length-adaptive gather on device arrays; returns out [R, F] (a device array).
 
     indptr: [R + 1]; indices: [E]; x: [N, F]; weights: [E] with x's dtype, or None; op: the code of
-    kernels._checks. Nothing is copied to the host: rows are classified on the device.
+    kernels._checks; add: the weights add to x instead of multiplying it. Nothing is copied to the host: rows are classified on the device.
 
     1. ``_gather_short_rows_cuda``: rows of at most SHORT_ROW edges, a thread per (row, feature);
        each longer row queues its pieces of ``piece_edges`` edges (``row_layout``), counted in
@@ -248,10 +248,10 @@ def gather_reduce_cuda(indptr, indices, x, weights, op: int):
 
     out = cuda.device_array((num_rows, num_features), dtype=x.dtype)
     _gather_short_rows_cuda[blocks_for(num_rows * num_features, THREADS_PER_BLOCK), THREADS_PER_BLOCK](
-        indptr, indices, x, weights, weighted, op, piece_edges, pieces, multi, counters, out)
+        indptr, indices, x, weights, weighted, add, op, piece_edges, pieces, multi, counters, out)
     groups_per_block = THREADS_PER_BLOCK // group_threads
     _gather_pieces_cuda[min(blocks_for(max_pieces, groups_per_block), MAX_BLOCKS), THREADS_PER_BLOCK](
-        indptr, indices, x, weights, weighted, op, piece_edges, feature_lanes, group_threads, pieces,
+        indptr, indices, x, weights, weighted, add, op, piece_edges, feature_lanes, group_threads, pieces,
         counters, out, partial)
     _combine_pieces_cuda[min(blocks_for(max_multi * num_features, THREADS_PER_BLOCK), MAX_BLOCKS),
                          THREADS_PER_BLOCK](indptr, op, piece_edges, multi, counters, partial, out)

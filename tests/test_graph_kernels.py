@@ -137,6 +137,58 @@ def test_gather_reduce_accepts_int32_indices(rng, index_dtype, indptr_dtype):
     np.testing.assert_array_equal(gather_reduce(indptr, indices, x, "max"), expected)
 
 
+@pytest.mark.parametrize("sent_share", [None, 0.4], ids=["all", "some_sent"])
+@pytest.mark.parametrize("num_features", [None, 5], ids=["1d", "2d"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_gather_reduce_adds_the_weights_with_weight_op_add(rng, op, dtype, num_features, sent_share):
+    """``weight_op='add'``: each term is x[column] + weight (float32 weights, as a graph's), against
+    torch over those terms and the twin, split between x and ghosts; max and min bit for bit (each
+    term is the same sum). Without weights it is the plain gather."""
+    indptr, indices = random_csr(rng)
+    shape = (NUM_COLS,) if num_features is None else (NUM_COLS, num_features)
+    full = rng.standard_normal(shape).astype(dtype)
+    weights = rng.uniform(0, 2, len(indices)).astype(np.float32)
+    sent = np.ones(NUM_COLS, bool) if sent_share is None else rng.random(NUM_COLS) < sent_share
+    k = NUM_COLS // 3
+
+    if sent_share is None:
+        out = gather_reduce(indptr, indices, full[:k], op, weights, weight_op="add", ghosts=full[k:])
+        twin = _gather_reduce(indptr, indices, full, op, weights, weight_op="add")
+    else:
+        out, _ = gather_reduce_sent(indptr, indices, full[:k], sent, op, weights, weight_op="add", ghosts=full[k:])
+        twin, _ = _gather_reduce_sent(indptr, indices, full, sent, op, weights, weight_op="add")
+
+    keep = sent[indices]
+    added = weights.astype(dtype)[keep]
+    terms = full[indices[keep]] + (added if full.ndim == 1 else added[:, None])
+    oracle = torch_segment_reduce(edge_rows(indptr)[keep], terms, NUM_ROWS, op)
+    compare = np.testing.assert_array_equal if op in ("max", "min") else (lambda a, b: assert_close(a, b, dtype))
+    compare(out, oracle)
+    compare(out, twin)
+    plain = gather_reduce(indptr, indices, full, op, weight_op="add")
+    np.testing.assert_array_equal(plain, gather_reduce(indptr, indices, full, op))
+
+
+def test_gather_reduce_rejects_an_unknown_weight_op(rng):
+    indptr, indices = random_csr(rng)
+    with pytest.raises(ValueError, match="weight_op must be one of 'mul', 'add'; got 'max'"):
+        gather_reduce(indptr, indices, np.ones(NUM_COLS), "min", weight_op="max")
+
+
+def test_gather_reduce_reads_float32_weights_into_float64_as_their_float64_copy(rng):
+    """A float64 gather reads a graph's float32 weights as they are (no [E] copy): the same result,
+    bit for bit, as with the weights widened first."""
+    indptr, indices = random_csr(rng)
+    x = rng.standard_normal((NUM_COLS, 3))
+    weights = rng.uniform(-2, 2, len(indices)).astype(np.float32)
+    for op in OPS:
+        for weight_op in ("mul", "add"):
+            np.testing.assert_array_equal(
+                gather_reduce(indptr, indices, x, op, weights, weight_op=weight_op),
+                gather_reduce(indptr, indices, x, op, weights.astype(np.float64), weight_op=weight_op))
+
+
 def test_gather_reduce_casts_weights_to_x_dtype(rng):
     indptr, indices = random_csr(rng)
     x = rng.standard_normal(NUM_COLS).astype(np.float32)

@@ -56,6 +56,24 @@ def test_gather_reduce_cuda(rng, op, dtype, num_features, weighted):
     assert_close(out, _gather_reduce(indptr, indices, x, op, weights), dtype)
 
 
+@pytest.mark.parametrize("num_features", [None, 2], ids=["1d", "2d"])
+@pytest.mark.parametrize("op", OPS)
+def test_gather_reduce_cuda_adds_the_weights_with_weight_op_add(rng, op, num_features):
+    """``weight_op='add'`` (x + weight, shortest paths' relaxation) against the twin, and on a hub row
+    split into pieces; max and min bit for bit."""
+    for indptr, indices in (tiny_csr(rng), hub_csr(rng, num_features or 1)):
+        shape = (indices.max() + 1,) if num_features is None else (indices.max() + 1, num_features)
+        x = rng.standard_normal(shape)
+        weights = rng.uniform(0, 2, len(indices))
+        out = gather_reduce(cuda.to_device(indptr), cuda.to_device(indices), cuda.to_device(x), op,
+                            cuda.to_device(weights), weight_op="add")
+        expected = _gather_reduce(indptr, indices, x, op, weights, weight_op="add")
+        if op in ("max", "min"):
+            np.testing.assert_array_equal(out.copy_to_host(), expected)
+        else:
+            assert_close(out, expected, np.float64)
+
+
 NUM_HUB_COLS = 50
 
 
