@@ -179,16 +179,18 @@ class DevicePath:
         else:
             if sent_ext is not None:  # non-senders contribute the identity
                 ext = xp.where(rows_like(sent_ext, ext), ext, identity)
-            gathered = self._gather(self.kernel_indices, ext, op, self.program.weighted)
+            gathered = self._gather(self.kernel_indices, ext, op, self.program.weighted, self.program.weight_op)
         count = (self.in_counts if sent_ext is None else
                  self._gather(self.kernel_indices, xp.astype(sent_ext, xp.float64), "sum"))
         return finish_gather(gathered, count, combiner, xp)
 
-    def _gather(self, columns, x, op: str, weighted: bool = False):
+    def _gather(self, columns, x, op: str, weighted: bool = False, weight_op: str = "mul"):
         """``gather_reduce`` over the in-edge CSR on the device: x [m] / [m, F] tensor, ``columns`` a
-        Numba view of [E] rows of x; returns a tensor [n] / [n, F]."""
+        Numba view of [E] rows of x, weighted by the in-edge weights with ``weight_op`` when
+        ``weighted``; returns a tensor [n] / [n, F]."""
         weights = self._weight_view(x.dtype) if weighted else None
-        return across(gather_reduce(self.kernel_indptr, columns, across(x), op, weights, check=False))
+        return across(gather_reduce(self.kernel_indptr, columns, across(x), op, weights, weight_op=weight_op,
+                                    check=False))
 
     def _weight_view(self, dtype):
         if self.graph.in_weights is None:

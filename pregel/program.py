@@ -45,7 +45,10 @@ class VertexProgram:
       values [E, H, C])`` and ``apply`` gets ``SoftmaxParts``, whose ``normalized()`` is
       ``Σ softmax(logits) · values`` per head); or ``None``: ``apply`` then gets every message as
       ``Messages`` (a CSR by receiver). It is read every superstep, so a program may change it.
-    * ``weighted`` — multiply each message by its edge's weight (GCN-style normalisation).
+    * ``weighted`` — multiply each message by its edge's weight (GCN-style normalisation), or add
+      the weight to it when ``weight_op`` is ``'add'`` (a path's length: with the ``min`` combiner,
+      shortest paths' relaxation ``min(dist[u] + w)``). Either runs in the fused gather, with no
+      message per edge. On a graph without weights the messages go as they are.
     * ``symmetric`` — follow every edge both ways (the engine loads the reverse edges too).
     * ``max_supersteps`` — a default cap, overridden by the ``run`` argument.
     * ``uses_features`` — whether the program reads ``ctx.features``: when False the engine does not
@@ -66,6 +69,7 @@ class VertexProgram:
 
     combiner: str | None = "sum"
     weighted: bool = False
+    weight_op: str = "mul"
     symmetric: bool = False
     max_supersteps: int | None = None
     uses_features: bool = True

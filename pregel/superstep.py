@@ -13,6 +13,7 @@ from functools import cache, cached_property
 import numpy as np
 
 from kernels.by_column import column_edges, rows_of_positions
+from kernels._checks import WEIGHT_OPS
 from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges, sent_positions
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
@@ -35,15 +36,17 @@ PASSES_BEFORE_INDEX = 20
 FRONT_SHARE = {"fused": 1 / 50, "per_edge": 1 / 10}
 
 
-def load_gather_kernel(graph, state, weighted: bool) -> None:
+def load_gather_kernel(graph, state, program: VertexProgram) -> None:
     """Load (from numba's cache, or compile) the gather kernel for messages shaped like ``state``
-    ([n] / [n, F] array or tensor; anything else is skipped; ``weighted``: the program's), so that the first superstep does not
-    pay for it: messages usually have the state's dtype and width (PageRank, SSSP, components)."""
+    ([n] / [n, F] array or tensor; anything else is skipped) and ``program``'s weights, so that the
+    first superstep does not pay for it: messages usually have the state's dtype and width
+    (PageRank, SSSP, components)."""
     if not hasattr(state, "shape") or state.ndim not in (1, 2):
         return
     rows = wire(state[:0])
-    weights = graph.in_weights[:0] if weighted and graph.in_weights is not None else None
-    gather_reduce(graph.in_indptr[:1], graph.in_indices[:0], rows, "sum", weights, ghosts=rows, check=False)
+    weights = graph.in_weights[:0] if program.weighted and graph.in_weights is not None else None
+    gather_reduce(graph.in_indptr[:1], graph.in_indices[:0], rows, "sum", weights, weight_op=program.weight_op,
+                  ghosts=rows, check=False)
 
 
 class EdgeIds:
@@ -156,6 +159,8 @@ class Superstep:
         self.combiner = program.combiner
         if self.combiner not in COMBINERS:
             raise ValueError(f"combiner must be one of {COMBINERS}, got {self.combiner!r}")
+        if program.weight_op not in WEIGHT_OPS:
+            raise ValueError(f"weight_op must be one of {WEIGHT_OPS}, got {program.weight_op!r}")
         self.per_edge = program.per_edge
         self.dst_values = None      # [n, k] destination terms for per-edge transforms
         self.hub_dst_values = None  # [h, k] the same for this rank's source-side hub rows
@@ -277,12 +282,13 @@ class Superstep:
         # weights [E] or None; ids: () -> (src, dst) [E] global ids (``EdgeIds.side``); dst_rows: () -> [E]
         # rows of the destination terms (local rows, or hub rows on the source side)
         """Per-edge messages [E] / [E, F] (or (logits, values) for softmax) of a set of edges."""
+        if not self.per_edge:
+            if self.program.weighted and weights is not None:
+                weights = weights.reshape((-1,) + (1,) * (src_values.ndim - 1))
+                return src_values + weights if self.program.weight_op == "add" else src_values * weights
+            return src_values
         if weights is None:
             weights = np.ones(len(src_values), np.float32)
-        if not self.per_edge:
-            if self.program.weighted:
-                return src_values * weights.reshape((-1,) + (1,) * (src_values.ndim - 1))
-            return src_values
         dst_values = None
         if self.dst_values is not None:
             dst_values = self.hub_dst_values[dst_rows()] if source_side else self.dst_values[dst_rows()]
@@ -317,9 +323,12 @@ class Superstep:
             reduced = gather_reduce(indptr, np.arange(len(columns), dtype=np.int64), per_edge, op, check=False)
             return reduced, counts
         weights = self.edges.weights(source_side) if self.program.weighted else None
+        weight_op = self.program.weight_op
         if sent is None:
-            return gather_reduce(indptr, columns, values, op, weights, ghosts=ghosts, check=False), None
-        return gather_reduce_sent(indptr, columns, values, sent, op, weights, ghosts=ghosts, check=False)
+            return gather_reduce(indptr, columns, values, op, weights, weight_op=weight_op, ghosts=ghosts,
+                                 check=False), None
+        return gather_reduce_sent(indptr, columns, values, sent, op, weights, weight_op=weight_op, ghosts=ghosts,
+                                  check=False)
 
     # ------------------------------------------------------------------ receiver side
 
@@ -341,8 +350,8 @@ class Superstep:
         if self.combiner == "mean" and not self.per_edge and sent_ext is None and not len(inc.direct_ids):
             # every in-edge sent and nothing else arrives: the kernel divides by the row's edge count
             weights = g.in_weights if self.program.weighted else None
-            gathered = gather_reduce(g.in_indptr, g.in_indices, own, "mean", weights, ghosts=inc.ghost_values,
-                                     check=False)
+            gathered = gather_reduce(g.in_indptr, g.in_indices, own, "mean", weights,
+                                     weight_op=self.program.weight_op, ghosts=inc.ghost_values, check=False)
             return gathered, self.edges.in_counts > 0
         if self.per_edge:
             gathered, count = self._reduce_edges(g.in_indptr, g.in_indices, inc.extended(own), sent_ext, False)
@@ -461,7 +470,7 @@ class HostPath:
         self.graph, self.program, self.ctx, self.edges = graph, program, ctx, EdgeIds(graph)
         self.buffers = FrontBuffers(graph.num_local)
         self.superstep = None
-        load_gather_kernel(graph, state, program.weighted)
+        load_gather_kernel(graph, state, program)
 
     def front(self, active, active_rows=None) -> np.ndarray | None:
         """[k] the active rows (ascending) when this superstep runs on them alone, else None
