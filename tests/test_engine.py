@@ -109,16 +109,22 @@ def test_pagerank_matches_networkx(runs, name):
 def test_sssp_matches_dijkstra_exactly(runs, name):
     """With the default window, Bellman-Ford's (every pending vertex sends) and a narrow one: the
     same distances; an explicit window relaxes the same vertices in every layout, so the supersteps
-    agree too."""
+    agree too. The weights added in the fused gather or by a message per edge (``edge_message``):
+    the same distances and supersteps."""
     graph = runs[0][name]
     lengths = nx.single_source_dijkstra_path_length(graph, 0, weight="weight")
     expected = np.array([lengths.get(v, np.inf) for v in range(len(graph))])
-    for key in ("sssp", "sssp_bellman_ford", "sssp_narrow"):
+    for key in ("sssp", "sssp_bellman_ford", "sssp_narrow", "sssp_per_edge"):
         for size, partitioner, values in _each(runs, name, key):
             assert np.array_equal(values, expected), (key, size, partitioner)
     for key in ("sssp_bellman_ford", "sssp_narrow"):
         supersteps = {int(runs[1][size][f"{name}/{layout}/{key}/supersteps"]) for size in SIZES for layout in LAYOUTS}
         assert len(supersteps) == 1, (key, supersteps)
+    for size in SIZES:
+        for layout in LAYOUTS:
+            per_edge, fused = (runs[1][size][f"{name}/{layout}/{key}/supersteps"]
+                               for key in ("sssp_per_edge", "sssp_narrow"))
+            assert per_edge == fused, (size, layout)
 
 
 @pytest.mark.parametrize("name", ["hub", "powerlaw", "ladder"])
@@ -132,7 +138,7 @@ def test_sssp_without_weights_matches_networkx_hop_counts_exactly(runs, name):
         assert values.dtype == np.float64 and np.array_equal(values, expected), (size, partitioner)
 
 
-def test_sssp_builds_messages_per_edge_only_when_the_graph_has_weights(tmp_path):
+def test_sssp_adds_the_weights_in_the_fused_gather_with_or_without_weights(tmp_path):
     import scipy.sparse as sp
     from scipy.sparse.csgraph import dijkstra
 
@@ -145,7 +151,7 @@ def test_sssp_builds_messages_per_edge_only_when_the_graph_has_weights(tmp_path)
     for weights in (None, rng.uniform(0.5, 2.0, len(indices)).astype(np.float32)):
         program = ShortestPaths(0)
         report = run_job(Comm(), GraphData(indptr, indices, weights), program, tmp_path / "d.h5", algorithm="sssp")
-        assert program.per_edge == (weights is not None)
+        assert not program.per_edge
         data = np.ones(len(indices)) if weights is None else weights.astype(np.float64)
         expected = dijkstra(sp.csr_matrix((data, indices, indptr), shape=(200, 200)), indices=0)
         assert np.isfinite(expected).sum() > 10 and np.array_equal(report.values, expected)

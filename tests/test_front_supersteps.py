@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kernels.by_column import _column_edges, column_edges, rows_of_positions
+from mpi_scripts.engine_programs import ShortestPathsPerEdge
 from pregel.comm import Comm
 from pregel.convert import from_networkx
 from pregel.edge_order import stable_order
@@ -99,9 +100,10 @@ class _SomeStop(BreadthFirst):
     (BreadthFirst(0), lambda g: nx.single_source_shortest_path_length(g, 0)),
     (ShortestPaths(0), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
     (ShortestPaths(0, delta=np.inf), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
+    (ShortestPathsPerEdge(0), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
     (_SomeStop(0), lambda g: nx.single_source_shortest_path_length(
         g.edge_subgraph([(u, v) for u, v in g.edges if u % 7 != 3]).copy(), 0)),
-], ids=["bfs", "sssp", "sssp_bellman_ford", "some_stop"])
+], ids=["bfs", "sssp", "sssp_bellman_ford", "sssp_per_edge", "some_stop"])
 def test_rowwise_programs_run_on_their_front_and_match_networkx(tmp_path, program, oracle):
     grid = _grid(40, 1)
     grid.add_edge(1600, 1601, weight=1.0)  # a second component

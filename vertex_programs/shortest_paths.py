@@ -43,10 +43,13 @@ class ShortestPaths(_FromSource):
     ``inf`` is Bellman-Ford. Any ``delta`` gives the same distances: they are the fixed point
     ``dist[v] = min(dist[u] + w(u, v))``, whatever order the relaxations come in.
 
-    On a graph without weights every edge adds 1.0, so the vertex sends ``dist + 1`` and the
-    engine's fused gather runs (as for bfs) instead of a message per edge; there every pending
-    vertex lies at the same distance and sends.
+    Each edge's weight is added to the message in the engine's fused gather (``weight_op = 'add'``),
+    with no message per edge. On a graph without weights every edge adds 1.0: the vertex sends
+    ``dist + 1`` (as bfs), and every pending vertex lies at the same distance and sends.
     """
+
+    weighted = True
+    weight_op = "add"
 
     options = _FromSource.options + (
         Option("delta", float, 0.0, "sssp's window: the pending vertices within DELTA of the nearest "
@@ -62,10 +65,6 @@ class ShortestPaths(_FromSource):
         self.delta = delta
         self.unit_weights = False  # set by init: the graph has no /graph/weights
         self.window = np.inf  # set by init: delta, or its default from the weights
-
-    @property
-    def per_edge(self) -> bool:
-        return not self.unit_weights
 
     def check_input(self, ctx):
         if not self.delta >= 0:  # NaN too
@@ -91,9 +90,6 @@ class ShortestPaths(_FromSource):
     def message(self, ctx, dist):
         values = dist + 1.0 if self.unit_weights else dist
         return values, self._sending(ctx, dist)
-
-    def edge_message(self, ctx, src_values, dst_values, weights):
-        return src_values + weights
 
     def apply(self, ctx, dist, gathered):
         new = ctx.xp.minimum(dist, gathered)

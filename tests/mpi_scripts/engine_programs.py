@@ -3,7 +3,7 @@
 import numpy as np
 
 from pregel.program import VertexProgram
-from vertex_programs import BreadthFirst, PageRank, WeakComponents
+from vertex_programs import BreadthFirst, PageRank, ShortestPaths, WeakComponents
 
 
 class MinLabelNoCombiner(WeakComponents):
@@ -50,6 +50,17 @@ class ComputeCounter(BreadthFirst):
 
     def output(self, ctx, state):
         return state["computed"]
+
+
+class ShortestPathsPerEdge(ShortestPaths):
+    """sssp whose edges add their weights in ``edge_message`` (a message per edge, on a front or over
+    every row) instead of in the fused gather (``weight_op = 'add'``): the same distances."""
+
+    weighted = False
+    weight_op = "mul"
+
+    def edge_message(self, ctx, src_values, dst_values, weights):
+        return src_values if self.unit_weights else src_values + weights
 
 
 class SendersEdgeIds(VertexProgram):

@@ -35,6 +35,7 @@ PROGRAMS = {
     "sssp": lambda: ShortestPaths(0),
     "sssp_bellman_ford": lambda: ShortestPaths(0, delta=np.inf),
     "sssp_narrow": lambda: ShortestPaths(0, delta=0.3),  # weights lie in [0.1, 2]: most pending vertices wait
+    "sssp_per_edge": lambda: ep.ShortestPathsPerEdge(0, delta=0.3),
     "bfs": lambda: BreadthFirst(0),
     "wcc": WeakComponents,
     "wcc_nocombiner": ep.MinLabelNoCombiner,
