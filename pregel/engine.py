@@ -92,7 +92,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
             applied = program.apply(ctx, state, gathered)
             del gathered
             new_state, new_active, problem = _split_active(applied, graph.num_local, ctx.xp, program, "apply")
-            computing = active | received
+            computing = ctx.xp.full(graph.num_local, True) if program.blockwise else active | received
             state, state_is_ours = _merge(state, new_state, computing), False
             active, active_rows = computing & new_active, None
             step.active = _count(active)

@@ -60,7 +60,12 @@ class VertexProgram:
       (``apply``), where ``ctx.num_local``, ``ctx.global_ids`` and the other per-vertex arrays are
       those rows' (``ctx.rows``): with a ``min`` or ``max`` combiner, a superstep in which few vertices
       send costs time in proportion to them and their edges, not to the rank's vertices (a search
-      front crossing a road network or a mesh). Set in bfs and sssp; off by default.
+      front crossing a road network or a mesh). Set in bfs and sssp; off by default. Read every
+      superstep, so a program may change it.
+    * ``blockwise`` — whether ``apply`` may change the rows of vertices that neither were active nor
+      received (it relaxes the edges among the rank's own vertices, as sssp does on long searches): the
+      engine then keeps every row ``apply`` returns, where it keeps only those vertices' otherwise
+      (Pregel's rule: a vertex computes when active or messaged). Read every superstep; off by default.
 
     A built-in combiner gives the same result as ``combiner = None`` plus the same reduction in
     ``apply``; for example ``'min'`` equals ``np.minimum.reduceat`` over ``Messages`` segments
@@ -74,6 +79,7 @@ class VertexProgram:
     max_supersteps: int | None = None
     uses_features: bool = True
     rowwise: bool = False
+    blockwise: bool = False
     #: the constructor's arguments that ``pregel run`` sets from flags (``Option``s; none by default)
     options: tuple = ()
 
