@@ -110,11 +110,12 @@ def test_sssp_matches_dijkstra_exactly(runs, name):
     """With the default window, Bellman-Ford's (every pending vertex sends) and a narrow one: the
     same distances; an explicit window relaxes the same vertices in every layout, so the supersteps
     agree too. The weights added in the fused gather or by a message per edge (``edge_message``):
-    the same distances and supersteps."""
+    the same distances and supersteps. Relaxing each rank's own edges after 2 supersteps: the same
+    distances; at P = 1 by range (every edge local) the search then ends in one more superstep."""
     graph = runs[0][name]
     lengths = nx.single_source_dijkstra_path_length(graph, 0, weight="weight")
     expected = np.array([lengths.get(v, np.inf) for v in range(len(graph))])
-    for key in ("sssp", "sssp_bellman_ford", "sssp_narrow", "sssp_per_edge"):
+    for key in ("sssp", "sssp_bellman_ford", "sssp_narrow", "sssp_per_edge", "sssp_local"):
         for size, partitioner, values in _each(runs, name, key):
             assert np.array_equal(values, expected), (key, size, partitioner)
     for key in ("sssp_bellman_ford", "sssp_narrow"):
@@ -125,6 +126,10 @@ def test_sssp_matches_dijkstra_exactly(runs, name):
             per_edge, fused = (runs[1][size][f"{name}/{layout}/{key}/supersteps"]
                                for key in ("sssp_per_edge", "sssp_narrow"))
             assert per_edge == fused, (size, layout)
+    one_rank = runs[1][1]
+    assert one_rank[f"{name}/range/sssp_local/supersteps"] <= 3  # 2, then one that relaxes every edge
+    if name == "ladder":
+        assert one_rank[f"{name}/range/sssp_bellman_ford/supersteps"] > 100
 
 
 @pytest.mark.parametrize("name", ["hub", "powerlaw", "ladder"])

@@ -17,6 +17,8 @@ from pregel.job import run_job
 from pregel.rows import RowMask
 from vertex_programs import BreadthFirst, ShortestPaths
 
+NEVER = 10 ** 9  # supersteps before sssp relaxes locally: these tests count its supersteps on fronts
+
 
 def _by_column(indices, num_columns):
     """(col_indptr, positions) of ``indices`` grouped by column, as ``EdgeIds.sent_positions`` builds them."""
@@ -98,8 +100,9 @@ class _SomeStop(BreadthFirst):
 
 @pytest.mark.parametrize("program, oracle", [
     (BreadthFirst(0), lambda g: nx.single_source_shortest_path_length(g, 0)),
-    (ShortestPaths(0), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
-    (ShortestPaths(0, delta=np.inf), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
+    (ShortestPaths(0, local_after=NEVER), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
+    (ShortestPaths(0, delta=np.inf, local_after=NEVER),
+     lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
     (ShortestPathsPerEdge(0), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
     (_SomeStop(0), lambda g: nx.single_source_shortest_path_length(
         g.edge_subgraph([(u, v) for u, v in g.edges if u % 7 != 3]).copy(), 0)),
@@ -180,7 +183,7 @@ def test_sssp_relaxes_the_edges_of_the_vertices_within_its_window_as_delta_stepp
     expected = dijkstra(matrix, indices=0)
     relaxed = {}
     for delta in (0.0, 0.3, 2.0, np.inf):
-        program = _CountedSenders(0, delta=delta)
+        program = _CountedSenders(0, delta=delta, local_after=NEVER)
         program.senders = []
         report = run_job(Comm(), from_networkx(grid), program, tmp_path / "out.h5", algorithm="sssp")
         window = 5 * matrix.data.mean() if delta == 0 else delta
