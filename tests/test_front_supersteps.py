@@ -99,7 +99,7 @@ class _SomeStop(BreadthFirst):
 
 
 @pytest.mark.parametrize("program, oracle", [
-    (BreadthFirst(0), lambda g: nx.single_source_shortest_path_length(g, 0)),
+    (BreadthFirst(0, local_after=NEVER), lambda g: nx.single_source_shortest_path_length(g, 0)),
     (ShortestPaths(0, local_after=NEVER), lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
     (ShortestPaths(0, delta=np.inf, local_after=NEVER),
      lambda g: nx.single_source_dijkstra_path_length(g, 0, weight="weight")),
@@ -130,7 +130,8 @@ def test_a_front_superstep_counts_the_edges_it_read(tmp_path):
     senders at superstep s are the vertices at level s: networkx's levels and degrees); a superstep
     over every row counts every edge."""
     grid = _grid(40, 3)
-    report = run_job(Comm(), from_networkx(grid), BreadthFirst(0), tmp_path / "out.h5", algorithm="bfs")
+    report = run_job(Comm(), from_networkx(grid), BreadthFirst(0, local_after=NEVER), tmp_path / "out.h5",
+                     algorithm="bfs")
     level = nx.single_source_shortest_path_length(grid, 0)
     senders_edges = np.zeros(report.result.supersteps, np.int64)
     for v, s in level.items():

@@ -8,28 +8,86 @@ from pregel.program import Option, VertexProgram
 
 class _FromSource(VertexProgram):
     """Shared by SSSP and BFS: distances start at 0 at the source, inf elsewhere; a vertex whose
-    distance dropped is active and sends again; min-combined."""
+    distance dropped is active and sends again; min-combined.
+
+    A search still running after ``local_after`` supersteps (a graph of long paths: a mesh, a road
+    network) switches, on host arrays and when ranks own both ends of at least ``LOCAL_SHARE`` of the
+    edges, to relaxing each rank's own edges to their fixed point inside every superstep (Dijkstra
+    from the rows whose distance dropped, ``kernels.local_paths``); then only the rows with edges to
+    other ranks send, so supersteps count the hops between ranks. Power-law graphs finish before it
+    (about 30 supersteps), where Dijkstra over the whole graph would be slower than the supersteps.
+    A subclass that changes ``message`` or ``edge_message`` never switches (the relaxation adds the
+    weights itself).
+    """
 
     combiner = "min"
     uses_features = False  # /nodes/features are not loaded
-    rowwise = True  # a superstep on a small front runs on its rows alone
-    options = (Option("source", int, 0, "source vertex for sssp and bfs"),)
+    options = (Option("source", int, 0, "source vertex for sssp and bfs"),
+               Option("local_after", int, 64, "after LOCAL_AFTER supersteps, sssp and bfs relax each rank's own "
+                                              "edges to their fixed point in every superstep (when ranks own "
+                                              "both ends of most edges; 0: from the start)"))
+    #: the share of the edges, at least, whose both ends one rank owns for the switch to local relaxation
+    #: (a range-partitioned mesh: 0.99 and more; by hash, or with ids in no spatial order: 1 / P)
+    LOCAL_SHARE = 0.9
 
-    def __init__(self, source: int):
+    def __init__(self, source: int, local_after: int = 64):
         self.source = source
+        self.local_after = local_after  # supersteps before the switch to local relaxation
+        self.may_go_local = False  # set by init: host arrays, LOCAL_SHARE of the edges local, own messages
+        self.local = None  # local_out_edges' arrays once relaxing locally, else None
+        self.edge_totals = None  # set by init: ``_edge_totals``
+
+    @property
+    def rowwise(self) -> bool:
+        """Until the switch a superstep on a small front runs on its rows alone; relaxing locally reads
+        every owned row (read by the engine each superstep)."""
+        return self.local is None
+
+    @property
+    def blockwise(self) -> bool:
+        """After the switch: relaxing locally lowers rows that heard nothing this superstep."""
+        return self.local is not None
 
     def check_input(self, ctx):
+        if self.local_after < 0:
+            return f"--local-after must be 0 or more, got {self.local_after}"
         if not 0 <= self.source < ctx.num_vertices:
             return f"{type(self).__name__}.source {self.source} is not a vertex (the graph has {ctx.num_vertices})"
         return None
 
     def init(self, ctx):
+        self.edge_totals = totals = _edge_totals(ctx.graph)
+        own_messages = (type(self).message in (ShortestPaths.message, BreadthFirst.message)
+                        and type(self).edge_message is VertexProgram.edge_message)
+        self.may_go_local = (ctx.xp is np and own_messages
+                             and totals["local"] >= self.LOCAL_SHARE * totals["edges"])
+        self.local = None
+        self._switch_after(ctx, ctx.superstep)  # a run restored from a checkpoint switches as it did
         at_source = ctx.global_ids == self.source
         return ctx.xp.where(at_source, 0.0, np.inf), at_source
 
     def apply(self, ctx, dist, gathered):
         new = ctx.xp.minimum(dist, gathered)
+        if self.local is not None:
+            return new, self._relax_locally(ctx, dist, new)
+        self._switch_after(ctx, ctx.superstep + 1)
         return new, new < dist
+
+    def _switch_after(self, ctx, superstep: int) -> None:
+        """From the superstep after ``superstep`` on, relax locally (when allowed and due)."""
+        if self.local is None and self.may_go_local and superstep >= self.local_after:
+            g = ctx.graph
+            weights = g.in_weights if self.weighted else None  # bfs counts hops on a weighted graph too
+            self.local = local_out_edges(g.in_indptr, g.in_indices, weights, g.num_local)
+
+    def _relax_locally(self, ctx, dist, new):
+        """[n] pending, after lowering ``new`` [n] in place by relaxing this rank's own edges from the
+        rows whose distance dropped below ``dist`` [n] (every row: the switch turned ``rowwise`` off):
+        the rows that dropped and have edges this rank does not hold (to other ranks' rows, or hub
+        edges sent from here). Only they send: every other edge has been relaxed."""
+        out_indptr, targets, weights = self.local
+        relax_locally(out_indptr, targets, weights, new, np.flatnonzero(new < dist))
+        return (new < dist) & (ctx.out_degree > np.diff(out_indptr))
 
 
 class ShortestPaths(_FromSource):
@@ -48,12 +106,7 @@ class ShortestPaths(_FromSource):
     with no message per edge. On a graph without weights every edge adds 1.0: the vertex sends
     ``dist + 1`` (as bfs), and every pending vertex lies at the same distance and sends.
 
-    A search still running after ``local_after`` supersteps (a graph of long paths: a mesh, a road
-    network) switches, on host arrays and when ranks own both ends of at least ``LOCAL_SHARE`` of the
-    edges, to relaxing each rank's own edges to their fixed point inside every superstep (Dijkstra
-    from the rows whose distance dropped, ``kernels.local_paths``); then only the rows with edges to
-    other ranks send, so supersteps count the hops between ranks. Power-law graphs finish before it
-    (about 30 supersteps), where Dijkstra over the whole graph would be slower than the supersteps.
+    Long searches relax each rank's own edges locally (``_FromSource``).
     """
 
     weighted = True
@@ -62,64 +115,33 @@ class ShortestPaths(_FromSource):
     options = _FromSource.options + (
         Option("delta", float, 0.0, "sssp's window: the pending vertices within DELTA of the nearest "
                                     "one relax their edges each superstep (0: 5 x the mean edge weight; "
-                                    "inf: Bellman-Ford)"),
-        Option("local_after", int, 64, "sssp relaxes each rank's own edges to their fixed point in every "
-                                       "superstep after LOCAL_AFTER supersteps (when ranks own both ends of "
-                                       "most edges; 0: from the start)"),)
+                                    "inf: Bellman-Ford)"),)
     #: the window ``delta`` = 0 takes, in mean edge weights: with weights uniform in (0, 1], a 1000 x 1000
     #: grid takes 4% more supersteps than Bellman-Ford and relaxes 35x fewer edges, and a power-law
     #: graph (distances shorter than the window) runs as Bellman-Ford (README, "Weighted searches")
     MEAN_WEIGHTS_IN_WINDOW = 5.0
-    #: the share of the edges, at least, whose both ends one rank owns for the switch to local relaxation
-    #: (a range-partitioned mesh: 0.99 and more; by hash, or with ids in no spatial order: 1 / P)
-    LOCAL_SHARE = 0.9
 
     def __init__(self, source: int, delta: float = 0.0, local_after: int = 64):
-        super().__init__(source)
+        super().__init__(source, local_after)
         self.delta = delta
-        self.local_after = local_after  # supersteps before the switch to local relaxation
         self.unit_weights = False  # set by init: the graph has no /graph/weights
         self.window = np.inf  # set by init: delta, or its default from the weights
-        self.may_go_local = False  # set by init: host arrays and LOCAL_SHARE of the edges local
-        self.local = None  # local_out_edges' arrays once relaxing locally, else None
-
-    @property
-    def rowwise(self) -> bool:
-        """Until the switch: relaxing locally reads every owned row (read by the engine each superstep)."""
-        return self.local is None
-
-    @property
-    def blockwise(self) -> bool:
-        """After the switch: relaxing locally lowers rows that heard nothing this superstep."""
-        return self.local is not None
 
     def check_input(self, ctx):
         if not self.delta >= 0:  # NaN too
             return f"sssp's --delta must be 0 (its default) or more, got {self.delta}"
-        if self.local_after < 0:
-            return f"sssp's --local-after must be 0 or more, got {self.local_after}"
         if any(len(w) and w.min() < 0 for w in _weights(ctx.graph)):
             return "sssp needs non-negative edge weights; /graph/weights has negative values"
         return super().check_input(ctx)
 
     def init(self, ctx):
-        g = ctx.graph
-        totals = _edge_totals(g)
-        self.unit_weights = not _weights(g)
+        dist, pending = super().init(ctx)
+        totals = self.edge_totals
+        self.unit_weights = not _weights(ctx.graph)
         self.window = self.delta or (np.inf if self.unit_weights else
                                      self.MEAN_WEIGHTS_IN_WINDOW * totals["weight_sum"] / max(1, totals["edges"]))
-        self.may_go_local = ctx.xp is np and totals["local"] >= self.LOCAL_SHARE * totals["edges"]
-        self.local = None
-        self._switch_after(ctx, ctx.superstep)  # a run restored from a checkpoint switches as it did
-        dist, pending = super().init(ctx)
         _aggregate_nearest(ctx, dist, pending)
         return dist, pending
-
-    def _switch_after(self, ctx, superstep: int) -> None:
-        """From the superstep after ``superstep`` on, relax locally (when allowed and due)."""
-        if self.local is None and self.may_go_local and superstep >= self.local_after:
-            g = ctx.graph
-            self.local = local_out_edges(g.in_indptr, g.in_indices, g.in_weights, g.num_local)
 
     def _sending(self, ctx, dist):
         """[k] bool: the pending rows within the window of the nearest pending distance (all of them
@@ -136,20 +158,10 @@ class ShortestPaths(_FromSource):
     def apply(self, ctx, dist, gathered):
         new = ctx.xp.minimum(dist, gathered)
         if self.local is not None:
-            return self._relax_locally(ctx, dist, new)
-        pending = (new < dist) | (ctx.active & ~self._sending(ctx, dist))
-        _aggregate_nearest(ctx, new, pending)
-        self._switch_after(ctx, ctx.superstep + 1)
-        return new, pending
-
-    def _relax_locally(self, ctx, dist, new):
-        """(new, pending) after relaxing this rank's own edges from the rows whose distance dropped
-        (every row: the switch turned ``rowwise`` off); pending: the rows that dropped and have edges
-        this rank does not hold (to other ranks' rows, or hub edges sent from here): only they send."""
-        out_indptr, targets, weights = self.local
-        relax_locally(out_indptr, targets, weights, new, np.flatnonzero(new < dist))
-        dropped = new < dist
-        pending = dropped & (ctx.out_degree > np.diff(out_indptr))
+            pending = self._relax_locally(ctx, dist, new)
+        else:
+            pending = (new < dist) | (ctx.active & ~self._sending(ctx, dist))
+            self._switch_after(ctx, ctx.superstep + 1)
         _aggregate_nearest(ctx, new, pending)
         return new, pending
 

@@ -58,7 +58,6 @@ class ShortestPathsPerEdge(ShortestPaths):
 
     weighted = False
     weight_op = "mul"
-    LOCAL_SHARE = np.inf  # never relaxes locally: messages per edge throughout
 
     def edge_message(self, ctx, src_values, dst_values, weights):
         return src_values if self.unit_weights else src_values + weights

@@ -41,6 +41,7 @@ PROGRAMS = {
     "sssp_per_edge": lambda: ep.ShortestPathsPerEdge(0, delta=0.3, local_after=NEVER),
     "sssp_local": lambda: ShortestPaths(0, local_after=2),
     "bfs": lambda: BreadthFirst(0),
+    "bfs_local": lambda: BreadthFirst(0, local_after=2),
     "wcc": WeakComponents,
     "wcc_nocombiner": ep.MinLabelNoCombiner,
     "compute_counter": lambda: ep.ComputeCounter(0),
