@@ -53,9 +53,10 @@ def _gather_reduce_1d_cpu(indptr, indices, x, weights, addends, sent, op, out, c
     """CPU gather for 1-D x.
 
     indptr: [R + 1]; indices: [E]; x: [N]; weights: [E] or None, multiplied; addends: [E] or None,
-    added (the weights of ``weight_op='add'``; the dispatch passes one of the two or neither); sent: [ceil(N / 64)] uint64 bits
-    (``kernels.bits.bit_words``) or None (every column sends); out: [R] zeros, written in place; counts: [R] int64 written with the number of
-    edges reduced into each row, or None. Edges from columns that did not send are skipped.
+    added (the weights of ``weight_op='add'``; the dispatch passes one of the two or neither);
+    sent: [ceil(N / 64)] uint64 bits (``kernels.bits.bit_words``) or None (every column sends);
+    out: [R] zeros, written in place; counts: [R] int64 written with the number of edges reduced
+    into each row, or None. Edges from columns that did not send are skipped.
     ``min`` is computed as ``-max(-v)`` (negation is exact), so max and min share one loop. Positions
     are unsigned so that Numba emits no negative-index fix-ups (about 25% faster at F = 1); the
     dispatch function has checked them (no bounds checks here).

@@ -66,8 +66,8 @@ def _gather_short_rows_cuda(indptr, indices, x, weights, weighted, add, op, piec
     threads read consecutive features); the thread of feature 0 of a longer row queues its pieces.
 
     indptr: [R + 1]; indices: [E]; x: [N, F]; weights: [E], read only when ``weighted`` (CUDA kernels
-    cannot be launched with None), added to x when ``add``, else multiplied; out: [R, F], the short rows written (empty rows 0). pieces:
-    [max_pieces, 3] int64, multi: [max_multi, 2] int64 and counters: [3] int64 (zeros) are the queue
+    cannot be launched with None), added to x when ``add``, else multiplied; out: [R, F], the short
+    rows written (empty rows 0). pieces: [max_pieces, 3] int64, multi: [max_multi, 2] int64 and counters: [3] int64 (zeros) are the queue
     that :func:`gather_reduce_cuda` describes.
     """
     num_features = x.shape[1]
@@ -210,7 +210,8 @@ def gather_reduce_cuda(indptr, indices, x, weights, op: int, add: bool = False):
     """Launch the row-length-adaptive gather on device arrays; returns out [R, F] (a device array).
 
     indptr: [R + 1]; indices: [E]; x: [N, F]; weights: [E] with x's dtype, or None; op: the code of
-    kernels._checks; add: the weights add to x instead of multiplying it. Nothing is copied to the host: rows are classified on the device.
+    kernels._checks; add: the weights add to x instead of multiplying it. Nothing is copied to the
+    host: rows are classified on the device.
 
     1. ``_gather_short_rows_cuda``: rows of at most SHORT_ROW edges, a thread per (row, feature);
        each longer row queues its pieces of ``piece_edges`` edges (``row_layout``), counted in

@@ -28,7 +28,8 @@ def launch_signatures():
     queue = matrix(types.int64)  # leading slices of the reused scratch arrays: still C-contiguous
     counters = vector(types.int64)
     for indptr, indices, dtype in itertools.product(INDEX, INDEX, FLOATS):
-        edge_args = (vector(indptr), vector(indices), matrix(dtype), vector(dtype), types.boolean, OP)
+        edge_args = (vector(indptr), vector(indices), matrix(dtype), vector(dtype), types.boolean, types.boolean,
+                     OP)  # weighted, add
         yield graph_cuda._gather_short_rows_cuda, types.void(
             *edge_args, types.int64, queue, queue, counters, matrix(dtype))
         yield graph_cuda._gather_pieces_cuda, types.void(
