@@ -476,11 +476,12 @@ class HostPath:
         """[k] the active rows (ascending) when this superstep runs on them alone, else None
         (``active`` [n] bool; ``active_rows``: its True rows when known, or None).
 
-        It does when the program is ``rowwise`` with a ``min`` or ``max`` combiner (exact in any
-        order: the result equals the full superstep's) and no ``destination_values``, and the active
+        It does when the program is ``rowwise`` (and not ``blockwise``) with a ``min`` or ``max``
+        combiner (exact in any order: the result equals the full superstep's) and no
+        ``destination_values``, and the active
         rows and their out-edges are at most ``FRONT_SHARE`` of the rank's rows and edges."""
         program, g = self.program, self.graph
-        if not (program.rowwise and program.combiner in ("min", "max")
+        if not (program.rowwise and not program.blockwise and program.combiner in ("min", "max")
                 and type(program).destination_values is VertexProgram.destination_values):
             return None
         budget = FRONT_SHARE["per_edge" if program.per_edge else "fused"] * (g.num_local + g.num_local_edges)
