@@ -42,9 +42,9 @@ def local_out_edges(indptr, indices, weights, num_rows: int):
     others ghosts); weights [E] float32 or None. Keeps the L edges whose column is a row, grouped by
     column (the edge's source) with their destination rows ascending: two passes, 4 + 4 bytes an edge.
     """
-    counts = np.zeros(num_rows + 1, np.int64)
-    _count_local(indices, num_rows, counts)
-    out_indptr = np.cumsum(counts)
+    out_indptr = np.zeros(num_rows + 1, np.int64)
+    _count_local(indices, num_rows, out_indptr)
+    np.cumsum(out_indptr, out=out_indptr)  # in place: no second [R] array
     targets = np.empty(int(out_indptr[-1]), np.int32 if num_rows < 2 ** 31 else np.int64)
     out_weights = None if weights is None else np.empty(len(targets), np.float32)
     _fill_local(indptr, indices, weights, num_rows, out_indptr[:-1].copy(), targets, out_weights)

@@ -479,10 +479,13 @@ class HostPath:
         It does when the program is ``rowwise`` (and not ``blockwise``) with a ``min`` or ``max``
         combiner (exact in any order: the result equals the full superstep's) and no
         ``destination_values``, and the active
-        rows and their out-edges are at most ``FRONT_SHARE`` of the rank's rows and edges."""
+        rows and their out-edges are at most ``FRONT_SHARE`` of the rank's rows and edges. Otherwise
+        the index of edges by column (``EdgeIds.sent_positions``) is dropped: 4 bytes an edge that a
+        program no longer on fronts would hold to the end (built again if it returns to them)."""
         program, g = self.program, self.graph
         if not (program.rowwise and not program.blockwise and program.combiner in ("min", "max")
                 and type(program).destination_values is VertexProgram.destination_values):
+            self.edges.by_column = None  # a program that stopped running on fronts (sssp relaxing locally)
             return None
         budget = FRONT_SHARE["per_edge" if program.per_edge else "fused"] * (g.num_local + g.num_local_edges)
         if active_rows is None and np.count_nonzero(active) > budget:

@@ -34,19 +34,20 @@ class _FromSource(VertexProgram):
         self.source = source
         self.local_after = local_after  # supersteps before the switch to local relaxation
         self.may_go_local = False  # set by init: host arrays, LOCAL_SHARE of the edges local, own messages
-        self.local = None  # local_out_edges' arrays once relaxing locally, else None
+        self.relaxing = False  # whether this superstep relaxes the rank's own edges
+        self.local = None  # local_out_edges' arrays, built by the first superstep that relaxes
         self.edge_totals = None  # set by init: ``_edge_totals``
 
     @property
     def rowwise(self) -> bool:
         """Until the switch a superstep on a small front runs on its rows alone; relaxing locally reads
         every owned row (read by the engine each superstep)."""
-        return self.local is None
+        return not self.relaxing
 
     @property
     def blockwise(self) -> bool:
         """After the switch: relaxing locally lowers rows that heard nothing this superstep."""
-        return self.local is not None
+        return self.relaxing
 
     def check_input(self, ctx):
         if self.local_after < 0:
@@ -61,30 +62,32 @@ class _FromSource(VertexProgram):
                         and type(self).edge_message is VertexProgram.edge_message)
         self.may_go_local = (ctx.xp is np and own_messages
                              and totals["local"] >= self.LOCAL_SHARE * totals["edges"])
-        self.local = None
+        self.relaxing, self.local = False, None
         self._switch_after(ctx, ctx.superstep)  # a run restored from a checkpoint switches as it did
         at_source = ctx.global_ids == self.source
         return ctx.xp.where(at_source, 0.0, np.inf), at_source
 
     def apply(self, ctx, dist, gathered):
         new = ctx.xp.minimum(dist, gathered)
-        if self.local is not None:
+        if self.relaxing:
             return new, self._relax_locally(ctx, dist, new)
         self._switch_after(ctx, ctx.superstep + 1)
         return new, new < dist
 
     def _switch_after(self, ctx, superstep: int) -> None:
         """From the superstep after ``superstep`` on, relax locally (when allowed and due)."""
-        if self.local is None and self.may_go_local and superstep >= self.local_after:
-            g = ctx.graph
-            weights = g.in_weights if self.weighted else None  # bfs counts hops on a weighted graph too
-            self.local = local_out_edges(g.in_indptr, g.in_indices, weights, g.num_local)
+        self.relaxing = self.relaxing or (self.may_go_local and superstep >= self.local_after)
 
     def _relax_locally(self, ctx, dist, new):
         """[n] pending, after lowering ``new`` [n] in place by relaxing this rank's own edges from the
         rows whose distance dropped below ``dist`` [n] (every row: the switch turned ``rowwise`` off):
         the rows that dropped and have edges this rank does not hold (to other ranks' rows, or hub
-        edges sent from here). Only they send: every other edge has been relaxed."""
+        edges sent from here). Only they send: every other edge has been relaxed. The first call
+        builds the out-edges, after the engine dropped its index for fronts (``HostPath.front``)."""
+        if self.local is None:
+            g = ctx.graph
+            weights = g.in_weights if self.weighted else None  # bfs counts hops on a weighted graph too
+            self.local = local_out_edges(g.in_indptr, g.in_indices, weights, g.num_local)
         out_indptr, targets, weights = self.local
         relax_locally(out_indptr, targets, weights, new, np.flatnonzero(new < dist))
         return (new < dist) & (ctx.out_degree > np.diff(out_indptr))
@@ -146,7 +149,7 @@ class ShortestPaths(_FromSource):
     def _sending(self, ctx, dist):
         """[k] bool: the pending rows within the window of the nearest pending distance (all of them
         once relaxing locally)."""
-        if self.local is not None:
+        if self.relaxing:
             return ctx.active
         nearest = ctx.aggregated.get(_NEAREST, np.inf)  # none known: all send
         return ctx.active & (dist <= nearest + self.window)
@@ -157,7 +160,7 @@ class ShortestPaths(_FromSource):
 
     def apply(self, ctx, dist, gathered):
         new = ctx.xp.minimum(dist, gathered)
-        if self.local is not None:
+        if self.relaxing:
             pending = self._relax_locally(ctx, dist, new)
         else:
             pending = (new < dist) | (ctx.active & ~self._sending(ctx, dist))
