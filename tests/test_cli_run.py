@@ -134,7 +134,7 @@ def test_a_flag_given_its_default_value_is_still_refused_by_a_program_without_it
         assert not (tmp_path / "o.h5").exists()
 
 
-def test_sssp_refuses_a_window_below_zero_in_one_line(tmp_path, capsys):
+def test_sssp_and_bfs_refuse_a_window_or_a_switch_below_zero_in_one_line(tmp_path, capsys):
     from pregel.cli import main
     from pregel.generate import generate_graph
     from pregel.graph_io import GraphData, write_graph
@@ -148,3 +148,12 @@ def test_sssp_refuses_a_window_below_zero_in_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--delta must be 0 (its default) or more" in err, err
         assert not (tmp_path / "o.h5").exists()
+    for algorithm in ("sssp", "bfs"):
+        capsys.readouterr()
+        assert main(["run", algorithm, "--graph", str(tmp_path / "g.h5"), "--out", str(tmp_path / "o.h5"), "--quiet",
+                     "--local-after", "-1"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--local-after must be 0 or more, got -1" in err, err
+        assert not (tmp_path / "o.h5").exists()
+    assert main(["run", "wcc", "--graph", str(tmp_path / "g.h5"), "--out", str(tmp_path / "o.h5"), "--quiet",
+                 "--local-after", "5"]) == 2  # not wcc's flag
