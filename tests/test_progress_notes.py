@@ -12,7 +12,7 @@ from pregel.comm import Comm
 from pregel.convert import from_networkx
 from pregel.job import run_job
 from pregel.progress import Progress
-from vertex_programs import PageRank, ShortestPaths, WeakComponents
+from vertex_programs import BreadthFirst, PageRank, ShortestPaths, WeakComponents
 
 
 def _notes(capsys, monkeypatch, graph, program, tmp_path) -> list[str]:
@@ -52,3 +52,15 @@ def test_sssp_reports_the_nearest_pending_distance_which_is_a_final_one(capsys, 
     final = {f"{d:.6g}" for d in nx.single_source_dijkstra_path_length(graph, 0).values()}
     assert len(nearest) == len(lines) - 1 and nearest == sorted(nearest)  # the last superstep leaves none pending
     assert all(f"{d:.6g}" in final for d in nearest), (nearest, final)
+
+
+@pytest.mark.parametrize("program", [ShortestPaths(0, local_after=5), BreadthFirst(0, local_after=5)],
+                         ids=["sssp", "bfs"])
+def test_a_search_says_from_which_superstep_it_relaxes_each_ranks_own_edges(capsys, monkeypatch, tmp_path, program):
+    """Supersteps 1 to 5 run on their own; the 6th relaxes the rest of the grid (one rank owns every edge),
+    so the last line says so and the run ends there, where networkx's search from the corner needs 28 hops."""
+    graph = nx.convert_node_labels_to_integers(nx.grid_2d_graph(15, 15))
+    lines = _notes(capsys, monkeypatch, graph, program, tmp_path)
+    relaxed = ["own edges relaxed locally" in line for line in lines]
+    assert relaxed == [False] * 5 + [True], lines
+    assert max(nx.single_source_shortest_path_length(graph, 0).values()) == 28

@@ -74,6 +74,9 @@ class _FromSource(VertexProgram):
         self._switch_after(ctx, ctx.superstep + 1)
         return new, new < dist
 
+    def progress(self, ctx, aggregates) -> str:
+        return "each rank's own edges relaxed locally" if self.local is not None else ""
+
     def _switch_after(self, ctx, superstep: int) -> None:
         """From the superstep after ``superstep`` on, relax locally (when allowed and due)."""
         self.relaxing = self.relaxing or (self.may_go_local and superstep >= self.local_after)
@@ -170,7 +173,8 @@ class ShortestPaths(_FromSource):
 
     def progress(self, ctx, aggregates) -> str:
         nearest = aggregates.get(_NEAREST, np.inf)
-        return "" if np.isinf(nearest) else f"nearest pending distance {nearest:.6g}"
+        notes = [] if np.isinf(nearest) else [f"nearest pending distance {nearest:.6g}"]
+        return ", ".join(notes + [note for note in [super().progress(ctx, aggregates)] if note])
 
 
 #: the aggregator that carries the smallest pending distance to the next superstep
