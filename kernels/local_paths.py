@@ -53,6 +53,7 @@ def local_out_edges(indptr, indices, weights, num_rows: int):
 
 @njit(cache=True, inline="always")
 def _sift_up(keys, items, i):
+    """Move entry ``i`` of the heap (``keys`` [cap] float64, ``items`` [cap] int64) up to its place."""
     key, item = keys[i], items[i]
     while i > 0:
         parent = (i - 1) >> 1
@@ -65,7 +66,8 @@ def _sift_up(keys, items, i):
 
 @njit(cache=True, inline="always")
 def _sift_down(keys, items, size):
-    key, item = keys[size], items[size]  # the last entry, moved to the root
+    """Refill the heap's root (popped) with its last entry, ``keys[size]``, moved down to its place."""
+    key, item = keys[size], items[size]
     i = 0
     while True:
         child = 2 * i + 1

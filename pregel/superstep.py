@@ -12,8 +12,8 @@ from functools import cache, cached_property
 
 import numpy as np
 
-from kernels.by_column import column_edges, rows_of_positions
 from kernels._checks import WEIGHT_OPS
+from kernels.by_column import column_edges, rows_of_positions
 from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges, sent_positions
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
@@ -478,10 +478,10 @@ class HostPath:
 
         It does when the program is ``rowwise`` (and not ``blockwise``) with a ``min`` or ``max``
         combiner (exact in any order: the result equals the full superstep's) and no
-        ``destination_values``, and the active
-        rows and their out-edges are at most ``FRONT_SHARE`` of the rank's rows and edges. Otherwise
-        the index of edges by column (``EdgeIds.sent_positions``) is dropped: 4 bytes an edge that a
-        program no longer on fronts would hold to the end (built again if it returns to them)."""
+        ``destination_values``, and the active rows and their out-edges are at most ``FRONT_SHARE`` of
+        the rank's rows and edges. A program that is not (or no longer) run on fronts drops the index of
+        edges by column (``EdgeIds.sent_positions``): 4 bytes an edge it would otherwise hold to the end
+        (built again if it returns to fronts)."""
         program, g = self.program, self.graph
         if not (program.rowwise and not program.blockwise and program.combiner in ("min", "max")
                 and type(program).destination_values is VertexProgram.destination_values):
