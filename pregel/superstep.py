@@ -12,7 +12,7 @@ from functools import cache, cached_property
 
 import numpy as np
 
-from kernels._checks import WEIGHT_OPS
+from kernels._checks import check_weight_op
 from kernels.by_column import column_edges, rows_of_positions
 from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges, sent_positions
 from kernels.scatter import scatter_reduce
@@ -159,8 +159,7 @@ class Superstep:
         self.combiner = program.combiner
         if self.combiner not in COMBINERS:
             raise ValueError(f"combiner must be one of {COMBINERS}, got {self.combiner!r}")
-        if program.weight_op not in WEIGHT_OPS:
-            raise ValueError(f"weight_op must be one of {WEIGHT_OPS}, got {program.weight_op!r}")
+        check_weight_op(program.weight_op)
         self.per_edge = program.per_edge
         self.dst_values = None      # [n, k] destination terms for per-edge transforms
         self.hub_dst_values = None  # [h, k] the same for this rank's source-side hub rows

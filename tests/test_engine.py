@@ -162,6 +162,20 @@ def test_sssp_adds_the_weights_in_the_fused_gather_with_or_without_weights(tmp_p
         assert np.isfinite(expected).sum() > 10 and np.array_equal(report.values, expected)
 
 
+def test_a_program_with_an_unknown_weight_op_is_refused_before_a_gather(tmp_path):
+    from pregel.comm import Comm
+    from pregel.job import run_job
+    from vertex_programs import ShortestPaths
+
+    class MaxPlus(ShortestPaths):
+        weight_op = "max"
+
+    indptr, indices = generate_graph("powerlaw", 50, 3, seed=1)
+    with pytest.raises(ValueError, match="weight_op must be one of 'mul', 'add'; got 'max'"):
+        run_job(Comm(), GraphData(indptr, indices), MaxPlus(0), tmp_path / "d.h5", algorithm="sssp")
+    assert not (tmp_path / "d.h5").exists()
+
+
 @pytest.mark.parametrize("name", GRAPHS)
 def test_bfs_matches_networkx_exactly(runs, name):
     graph = runs[0][name]
