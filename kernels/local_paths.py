@@ -20,6 +20,22 @@ def _count_local(indices, num_rows, counts):
 
 
 @njit(cache=True)
+def _count_all_local(indices, num_rows):
+    total = 0
+    for e in range(indices.shape[0]):
+        if indices[e] < num_rows:
+            total += 1
+    return total
+
+
+def local_edge_count(indices, num_rows: int) -> int:
+    """How many of the columns ``indices`` [E] (of an in-edge CSR) are rows (below ``num_rows``): the
+    edges whose both ends the rank owns. One pass, nothing allocated (``np.count_nonzero(indices <
+    num_rows)`` built an [E] mask: 0.26 s on 100M edges)."""
+    return int(_count_all_local(indices, num_rows))
+
+
+@njit(cache=True)
 def _fill_local(indptr, indices, weights, num_rows, cursor, targets, out_weights):
     """targets / out_weights [L] (in place): each local edge's row and weight at its column's next slot
     of ``cursor`` [R] (each column's start, advanced); rows ascend within a column."""

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
-from kernels.local_paths import _relax_locally, local_out_edges, relax_locally
+from kernels.local_paths import _relax_locally, local_edge_count, local_out_edges, relax_locally
 
 
 def _in_csr(rng, rows: int, ghosts: int, edges: int, weighted: bool = True):
@@ -31,6 +31,7 @@ def test_local_out_edges_are_the_edges_between_rows_by_source(weighted):
     if weights is not None:
         np.testing.assert_array_equal(out_weights, weights[by_source])
     assert targets.dtype == np.int32 and (out_weights is None) == (weights is None)
+    assert local_edge_count(indices, 50) == len(local) > 0 and local_edge_count(indices, 0) == 0
 
 
 @pytest.mark.parametrize("weighted", [True, False], ids=["weighted", "unit"])

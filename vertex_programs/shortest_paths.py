@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from kernels.local_paths import local_out_edges, relax_locally
+from kernels.local_paths import local_edge_count, local_out_edges, relax_locally
 from pregel.program import Option, VertexProgram
 
 
@@ -36,6 +36,7 @@ class _FromSource(VertexProgram):
         self.may_go_local = False  # set by init: host arrays, LOCAL_SHARE of the edges local, own messages
         self.relaxing = False  # whether this superstep relaxes the rank's own edges
         self.local = None  # local_out_edges' arrays, built by the first superstep that relaxes
+        self.sends_out = None  # [n] bool with them: the rows with out-edges this rank does not hold
         self.edge_totals = None  # set by init: ``_edge_totals``
 
     @property
@@ -62,7 +63,7 @@ class _FromSource(VertexProgram):
                         and type(self).edge_message is VertexProgram.edge_message)
         self.may_go_local = (ctx.xp is np and own_messages
                              and totals["local"] >= self.LOCAL_SHARE * totals["edges"])
-        self.relaxing, self.local = False, None
+        self.relaxing, self.local, self.sends_out = False, None, None
         self._switch_after(ctx, ctx.superstep)  # a run restored from a checkpoint switches as it did
         at_source = ctx.global_ids == self.source
         return ctx.xp.where(at_source, 0.0, np.inf), at_source
@@ -91,9 +92,9 @@ class _FromSource(VertexProgram):
             g = ctx.graph
             weights = g.in_weights if self.weighted else None  # bfs counts hops on a weighted graph too
             self.local = local_out_edges(g.in_indptr, g.in_indices, weights, g.num_local)
-        out_indptr, targets, weights = self.local
-        relax_locally(out_indptr, targets, weights, new, np.flatnonzero(new < dist))
-        return (new < dist) & (ctx.out_degree > np.diff(out_indptr))
+            self.sends_out = ctx.out_degree > np.diff(self.local[0])
+        relax_locally(*self.local, new, np.flatnonzero(new < dist))
+        return (new < dist) & self.sends_out
 
 
 class ShortestPaths(_FromSource):
@@ -197,7 +198,7 @@ def _edge_totals(graph) -> dict:
     """Over the whole graph (a collective: every rank calls it): ``weight_sum`` of its edges' weights
     (0 without weights), ``edges``, and ``local``: the edges whose both ends one rank owns."""
     local = (sum(float(w.sum(dtype=np.float64)) for w in _weights(graph)), graph.num_local_edges,
-             int(np.count_nonzero(graph.in_indices < graph.num_local)))
+             local_edge_count(graph.in_indices, graph.num_local))
     totals = np.sum(graph.comm.allgather(local), axis=0)
     return {"weight_sum": float(totals[0]), "edges": int(totals[1]), "local": int(totals[2])}
 
