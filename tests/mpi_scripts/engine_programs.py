@@ -56,8 +56,7 @@ class ShortestPathsPerEdge(ShortestPaths):
     """sssp whose edges add their weights in ``edge_message`` (a message per edge, on a front or over
     every row) instead of in the fused gather (``weight_op = 'add'``): the same distances."""
 
-    weighted = False
-    weight_op = "mul"
+    weighted = False  # the weights reach edge_message, not the gather
 
     def edge_message(self, ctx, src_values, dst_values, weights):
         return src_values if self.unit_weights else src_values + weights
