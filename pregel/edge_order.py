@@ -73,24 +73,35 @@ def _copy_edge(source, columns, weights, keys, target, out_columns, out_weights,
         out_keys[target] = keys[source]
 
 
-@njit(cache=True)
-def _scatter_to_rows(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys):
-    """Place edge ``e`` at the next free position of row ``rows[e]``, in edge order.
+@njit(cache=True, inline="always")
+def _skipped(later, e, sweep):
+    """Whether edge ``e`` waits for another sweep: with ``later`` [E] bool, the edges flagged go in the
+    second sweep (1), the others in the first (0); without (None, pruned), every edge in the one sweep."""
+    return later is not None and later[e] != (sweep == 1)
 
-    rows: [E] int32/int64 in [0, n); indptr: [n + 1] int64 row starts; columns: [E]; weights, keys: [E]
-    or None (the branches are pruned at compile time); out_columns, out_weights, out_keys: [E] (or None
-    with their input), written in place.
+
+@njit(cache=True)
+def _scatter_to_rows(rows, indptr, columns, weights, keys, later, out_columns, out_weights, out_keys):
+    """Place edge ``e`` at the next free position of row ``rows[e]``, in edge order (the edges flagged
+    in ``later`` after the others).
+
+    rows: [E] int32/int64 in [0, n); indptr: [n + 1] int64 row starts; columns: [E]; weights, keys,
+    later: [E] or None (the branches are pruned at compile time); out_columns, out_weights, out_keys: [E]
+    (or None with their input), written in place.
     """
     next_free = indptr[:-1].copy()
-    for e in range(rows.shape[0]):
-        r = rows[e]
-        position = next_free[r]
-        next_free[r] = position + 1
-        _copy_edge(e, columns, weights, keys, position, out_columns, out_weights, out_keys)
+    for sweep in range(1 if later is None else 2):
+        for e in range(rows.shape[0]):
+            if _skipped(later, e, sweep):
+                continue
+            r = rows[e]
+            position = next_free[r]
+            next_free[r] = position + 1
+            _copy_edge(e, columns, weights, keys, position, out_columns, out_weights, out_keys)
 
 
 @njit(cache=True)
-def _scatter_by_buckets(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys, shift,
+def _scatter_by_buckets(rows, indptr, columns, weights, keys, later, out_columns, out_weights, out_keys, shift,
                         offsets, scratch_columns, scratch_weights, scratch_keys):
     """``_scatter_to_rows`` in two stable passes, each with few places to write at once: the edges go
     to buckets of ``2**shift`` consecutive rows (each bucket's span of the output), remembering their
@@ -103,13 +114,16 @@ def _scatter_by_buckets(rows, indptr, columns, weights, keys, out_columns, out_w
     next_free = np.empty(num_buckets, np.int64)
     for b in range(num_buckets):
         next_free[b] = indptr[b << shift]
-    for e in range(rows.shape[0]):
-        r = rows[e]
-        b = r >> shift
-        position = next_free[b]
-        next_free[b] = position + 1
-        offsets[position] = r - (b << shift)
-        _copy_edge(e, columns, weights, keys, position, out_columns, out_weights, out_keys)
+    for sweep in range(1 if later is None else 2):
+        for e in range(rows.shape[0]):
+            if _skipped(later, e, sweep):
+                continue
+            r = rows[e]
+            b = r >> shift
+            position = next_free[b]
+            next_free[b] = position + 1
+            offsets[position] = r - (b << shift)
+            _copy_edge(e, columns, weights, keys, position, out_columns, out_weights, out_keys)
     row_next = np.empty(1 << shift, np.int64)
     for b in range(num_buckets):
         first = b << shift
@@ -141,11 +155,11 @@ def _bucket_shift(num_rows: int, num_edges: int) -> int | None:
     return int(np.ceil(np.log2(num_rows / BUCKETS)))
 
 
-def _scatter(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys, shift) -> None:
+def _scatter(rows, indptr, columns, weights, keys, later, out_columns, out_weights, out_keys, shift) -> None:
     """Place each edge at the next free position of its row, in edge order (arguments as
     ``_scatter_to_rows``): in one pass, or in two through buckets of ``2**shift`` rows."""
     if shift is None:
-        _scatter_to_rows(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys)
+        _scatter_to_rows(rows, indptr, columns, weights, keys, later, out_columns, out_weights, out_keys)
         return
     bounds = np.append(indptr[:-1:1 << shift], indptr[-1])  # each bucket's first edge, then the end
     largest = int(np.diff(bounds).max(initial=0))
@@ -154,7 +168,7 @@ def _scatter(rows, indptr, columns, weights, keys, out_columns, out_weights, out
     def scratch(like):
         return None if like is None else np.empty(largest, like.dtype)
 
-    _scatter_by_buckets(rows, indptr, columns, weights, keys, out_columns, out_weights, out_keys, shift,
+    _scatter_by_buckets(rows, indptr, columns, weights, keys, later, out_columns, out_weights, out_keys, shift,
                         offsets, scratch(out_columns), scratch(out_weights), scratch(out_keys))
 
 
@@ -166,7 +180,7 @@ _INSERTION_ROWS = 32
 def _sort_rows(indptr, keys, columns, weights):
     """Sort each row's edges by key, stably, in place (rows already in order are only read).
 
-    indptr: [n + 1] int64; keys, columns: [E]; weights: [E] or None (pruned at compile time).
+    indptr: [n + 1] int64; keys: [E]; columns, weights: [E] or None (pruned at compile time).
     """
     for r in range(indptr.shape[0] - 1):
         start, end = indptr[r], indptr[r + 1]
@@ -179,23 +193,155 @@ def _sort_rows(indptr, keys, columns, weights):
             continue
         if end - start <= _INSERTION_ROWS:
             for e in range(start + 1, end):
-                key, column = keys[e], columns[e]
+                key = keys[e]
+                column = columns[e] if columns is not None else 0
                 weight = weights[e] if weights is not None else 0.0
                 j = e
                 while j > start and keys[j - 1] > key:
-                    keys[j], columns[j] = keys[j - 1], columns[j - 1]
+                    keys[j] = keys[j - 1]
+                    if columns is not None:
+                        columns[j] = columns[j - 1]
                     if weights is not None:
                         weights[j] = weights[j - 1]
                     j -= 1
-                keys[j], columns[j] = key, column
+                keys[j] = key
+                if columns is not None:
+                    columns[j] = column
                 if weights is not None:
                     weights[j] = weight
         else:
             order = np.argsort(keys[start:end], kind="mergesort") + start
             keys[start:end] = keys[order]
-            columns[start:end] = columns[order]
+            if columns is not None:
+                columns[start:end] = columns[order]
             if weights is not None:
                 weights[start:end] = weights[order]
+
+
+def sort_rows(indptr: np.ndarray, keys: np.ndarray, weights: np.ndarray | None) -> None:
+    """Sort each row of a CSR by its keys, stably, in place, the weights moving with them.
+
+    indptr: [n + 1] int64 from 0; keys: [E] integers (e.g. a file's out-edge targets); weights: [E]
+    or None."""
+    _sort_rows(np.ascontiguousarray(indptr, dtype=np.int64), keys, None, weights)
+
+
+@njit(cache=True, inline="always")
+def _id_order(column, num_owned, ghosts_below):
+    """A key of extended column ``column`` in the order of global ids, for ghosts ascending by id and
+    a contiguous owned range: the ``ghosts_below`` ghosts with smaller ids than the owned vertices
+    first (negative keys), then the owned columns, then the other ghosts."""
+    if num_owned <= column < num_owned + ghosts_below:
+        return column - num_owned - ghosts_below
+    return column
+
+
+@njit(cache=True)
+def _merge_rows(indptr_a, columns_a, weights_a, indptr_b, columns_b, weights_b, ghosts_below,
+                indptr, columns, weights):
+    """Row r of the output = rows r of a and b merged by their columns' global ids (ties: a first);
+    arguments as ``merge_rows``, outputs written in place (weights None with both inputs')."""
+    num_owned = indptr.shape[0] - 1
+    for r in range(num_owned):
+        i, i_end, j, j_end = indptr_a[r], indptr_a[r + 1], indptr_b[r], indptr_b[r + 1]
+        out = indptr[r]
+        if i < i_end and j < j_end:
+            key_a = _id_order(columns_a[i], num_owned, ghosts_below)
+            key_b = _id_order(columns_b[j], num_owned, ghosts_below)
+            while True:
+                if key_b < key_a:
+                    _copy_edge(j, columns_b, weights_b, None, out, columns, weights, None)
+                    out += 1
+                    j += 1
+                    if j == j_end:
+                        break
+                    key_b = _id_order(columns_b[j], num_owned, ghosts_below)
+                else:
+                    _copy_edge(i, columns_a, weights_a, None, out, columns, weights, None)
+                    out += 1
+                    i += 1
+                    if i == i_end:
+                        break
+                    key_a = _id_order(columns_a[i], num_owned, ghosts_below)
+        for e in range(i, i_end):
+            _copy_edge(e, columns_a, weights_a, None, out + e - i, columns, weights, None)
+        out += i_end - i
+        for e in range(j, j_end):
+            _copy_edge(e, columns_b, weights_b, None, out + e - j, columns, weights, None)
+
+
+def merge_rows(indptr_a: np.ndarray, columns_a: np.ndarray, weights_a: np.ndarray | None, indptr_b: np.ndarray,
+               columns_b: np.ndarray, weights_b: np.ndarray | None, first_id: int,
+               ghost_ids: np.ndarray) -> tuple:
+    """Two CSRs over the same n owned rows merged row by row into one, in O(E_a + E_b).
+
+    Columns index the extended space ``[owned | ghosts]`` of a rank whose owned rows are the global
+    ids ``first_id, first_id + 1, ...``: column c < n is vertex ``first_id + c``, column ``n + j`` is
+    ``ghost_ids[j]`` ([g] int64, ascending, none in the owned range). Each input row must ascend by
+    global id; the output rows do too,
+    with a's edges before b's on equal ids. indptr_a, indptr_b: [n + 1] int64 from 0; columns_a,
+    columns_b: [E_a], [E_b] of one dtype; weights_a, weights_b: [E_a], [E_b] float32, or both None.
+    Returns (indptr [n + 1] int64, columns [E_a + E_b], weights [E_a + E_b] or None).
+    """
+    indptr = np.asarray(indptr_a, dtype=np.int64) + np.asarray(indptr_b, dtype=np.int64)
+    columns = np.empty(int(indptr[-1]), dtype=columns_a.dtype)
+    weights = None if weights_a is None else np.empty(len(columns), dtype=weights_a.dtype)
+    ghosts_below = int(np.searchsorted(ghost_ids, first_id))
+    _merge_rows(indptr_a, columns_a, weights_a, indptr_b, columns_b, weights_b, np.int64(ghosts_below),
+                indptr, columns, weights)
+    return indptr, columns, weights
+
+
+@njit(cache=True)
+def _count_outside(ids, lo, hi):
+    """How many of ids [E] lie outside [lo, hi)."""
+    count = 0
+    for e in range(ids.shape[0]):
+        if ids[e] < lo or ids[e] >= hi:
+            count += 1
+    return count
+
+
+@njit(cache=True)
+def _split_ids(ids, lo, hi, columns, outside):
+    """columns[e] = ids[e] - lo inside [lo, hi), else hi - lo + k for the k-th id outside, which goes
+    to outside[k]."""
+    k = 0
+    for e in range(ids.shape[0]):
+        v = ids[e]
+        if lo <= v < hi:
+            columns[e] = v - lo
+        else:
+            columns[e] = hi - lo + k
+            outside[k] = v
+            k += 1
+
+
+def split_ids(ids: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Global ids [E] as columns of a rank owning [lo, hi), each id outside a ghost of its own
+    (repeated ids too, for ``renumber_ghosts`` to join): (columns [E] int32 (int64 from 2**31
+    columns): ``ids - lo`` inside, ``hi - lo + k`` for the k-th id outside; outside [k] int64 those
+    ids in order). Two passes, no [E] mask."""
+    ids = np.ascontiguousarray(ids)
+    outside = np.empty(_count_outside(ids, np.int64(lo), np.int64(hi)), dtype=np.int64)
+    columns = np.empty(len(ids), dtype=np.int32 if hi - lo + len(outside) < 2**31 else np.int64)
+    _split_ids(ids, np.int64(lo), np.int64(hi), columns, outside)
+    return columns, outside
+
+
+@njit(cache=True)
+def _renumber_ghosts(columns, num_owned, new_column):
+    """columns[e] = new_column[columns[e] - num_owned] for each ghost column, in place."""
+    for e in range(columns.shape[0]):
+        c = columns[e]
+        if c >= num_owned:
+            columns[e] = new_column[c - num_owned]
+
+
+def renumber_ghosts(columns: np.ndarray, num_owned: int, new_column: np.ndarray) -> None:
+    """Move the ghost columns of ``columns`` [E] (those >= ``num_owned``) in place: ghost ``j`` (column
+    ``num_owned + j``) becomes column ``new_column[j]`` ([g], of ``columns``' dtype)."""
+    _renumber_ghosts(columns, np.int64(num_owned), np.asarray(new_column, dtype=columns.dtype))
 
 
 @njit(cache=True)
@@ -252,11 +398,13 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: np.ndarray | None,
-                 keys: np.ndarray, bucket_shift: int | None = -1) -> tuple:
-    """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order).
+                 keys: np.ndarray, bucket_shift: int | None = -1, later: np.ndarray | None = None) -> tuple:
+    """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order,
+    the edges flagged in ``later`` after the others).
 
     rows: [E] int32/int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
-    keys: [E] int32/int64 the within-row order (the global source ids).
+    keys: [E] int32/int64 the within-row order (the global source ids); later: [E] bool or None (a
+    symmetric program's reverse edges).
     Returns (indptr [num_rows + 1] int64, columns [E] as given, weights [E] or None).
     Edges are placed in their rows in input order (a counting sort by row), so edges read from an
     out-edge CSR, whose keys ascend, are in order; otherwise (the reverse edges of a symmetric
@@ -269,10 +417,12 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     np.cumsum(count_rows(rows, num_rows), out=indptr[1:])
     out_columns = np.empty_like(columns)
     out_weights = None if weights is None else np.empty_like(weights)
-    ordered = _ascending(keys)
+    if later is not None and not later.any():
+        later = None
+    ordered = _ascending(keys) and later is None
     out_keys = None if ordered else np.empty_like(keys)
     shift = _bucket_shift(num_rows, len(rows)) if bucket_shift == -1 else bucket_shift
-    _scatter(np.ascontiguousarray(rows), indptr, columns, weights, None if ordered else keys,
+    _scatter(np.ascontiguousarray(rows), indptr, columns, weights, None if ordered else keys, later,
              out_columns, out_weights, out_keys, shift)
     if not ordered:
         _sort_rows(indptr, out_keys, out_columns, out_weights)

@@ -4,17 +4,19 @@ helpers against NumPy."""
 import numpy as np
 import pytest
 
-from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, row_ids, sorted_unique,
-                               stable_order)
+from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
+                               row_ids, sort_rows, sorted_unique, split_ids, stable_order)
 
 
 @pytest.mark.parametrize("num_rows", [50, 1000], ids=["long-rows", "short-rows"])
 @pytest.mark.parametrize("sorted_keys", [True, False])
 @pytest.mark.parametrize("weighted", [True, False])
 @pytest.mark.parametrize("bucket_shift", [-1, None, 0, 3, 17], ids=["by-size", "one-pass", "rows", "8-rows", "wide"])
-def test_group_by_row_matches_lexsort(sorted_keys, weighted, num_rows, bucket_shift):
+@pytest.mark.parametrize("flagged", [False, True], ids=["", "later"])
+def test_group_by_row_matches_lexsort(sorted_keys, weighted, num_rows, bucket_shift, flagged):
     """Rows of 40 edges on average (sorted by merge sort) or of 2 (by insertion), keys with many ties;
-    the scatter in one pass or through buckets of 1, 8 or 2**17 rows (uint32 row offsets)."""
+    the scatter in one pass or through buckets of 1, 8 or 2**17 rows (uint32 row offsets); with
+    ``later``, flagged edges after the others on equal keys."""
     rng = np.random.default_rng(3)
     num_edges = 2000
     keys = rng.integers(0, 300, num_edges)
@@ -23,9 +25,11 @@ def test_group_by_row_matches_lexsort(sorted_keys, weighted, num_rows, bucket_sh
     rows = rng.integers(0, num_rows - 5, num_edges)  # the last rows stay empty
     columns = rng.integers(0, 10**6, num_edges).astype(np.int32)
     weights = rng.random(num_edges).astype(np.float32) if weighted else None
+    later = rng.random(num_edges) < 0.5 if flagged else None
     indptr, out_columns, out_weights = group_by_row(rows, num_rows, columns, weights, keys=keys,
-                                                    bucket_shift=bucket_shift)
-    order = np.lexsort((np.arange(num_edges), keys, rows))  # ties keep the input order
+                                                    bucket_shift=bucket_shift, later=later)
+    tie = np.zeros(num_edges, bool) if later is None else later
+    order = np.lexsort((np.arange(num_edges), tie, keys, rows))  # ties: unflagged first, then input order
     np.testing.assert_array_equal(indptr, np.searchsorted(rows[order], np.arange(num_rows + 1)))
     np.testing.assert_array_equal(out_columns, columns[order])
     assert out_columns.dtype == np.int32
@@ -121,3 +125,66 @@ def test_unique_inverse_matches_numpy(spread):
         assert unique.dtype == np.int64 and np.array_equal(unique, expected_unique)
         assert np.array_equal(inverse, expected_inverse.reshape(-1))
     assert len(unique_inverse(np.zeros(0, np.int64))[0]) == 0
+
+
+@pytest.mark.parametrize("num_rows", [50, 1000], ids=["long-rows", "short-rows"])
+def test_sort_rows_matches_lexsort(num_rows):
+    """Rows sorted by insertion (short) or merge sort (long), ties in input order, weights moving along."""
+    rng = np.random.default_rng(8)
+    rows = np.sort(rng.integers(0, num_rows, 2000))
+    indptr = np.searchsorted(rows, np.arange(num_rows + 1)).astype(np.int64)
+    keys = rng.integers(0, 40, 2000).astype(np.int32)
+    weights = rng.random(2000).astype(np.float32)
+    order = np.lexsort((np.arange(2000), keys, rows))
+    want_keys, want_weights = keys[order], weights[order]
+    sort_rows(indptr, keys, weights)
+    np.testing.assert_array_equal(keys, want_keys)
+    np.testing.assert_array_equal(weights, want_weights)
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+def test_merge_rows_matches_a_stable_sort_by_global_id(weighted):
+    """Two CSRs over rows owned from global id 100 (columns: 30 owned, then 25 ghosts on both sides of
+    the owned ids), each row ascending by global id, merged against a lexsort by (row, global id, input:
+    a before b); renumber_ghosts against a lookup table."""
+    rng = np.random.default_rng(9)
+    num_owned, first_id = 30, 100
+    ghost_ids = np.sort(rng.choice(np.r_[0:100, 130:300], 25, replace=False))
+    global_of = np.concatenate([np.arange(first_id, first_id + num_owned), ghost_ids])
+
+    def csr(num_edges):
+        rows = rng.integers(0, num_owned, num_edges)
+        columns = rng.integers(0, num_owned + len(ghost_ids), num_edges).astype(np.int32)
+        order = np.lexsort((global_of[columns], rows))
+        weights = rng.random(num_edges).astype(np.float32) if weighted else None
+        indptr = np.searchsorted(rows[order], np.arange(num_owned + 1)).astype(np.int64)
+        return rows[order], indptr, columns[order], None if weights is None else weights[order]
+
+    rows_a, *a = csr(400)
+    rows_b, *b = csr(300)
+    indptr, columns, weights = merge_rows(*a, *b, first_id, ghost_ids)
+    rows = np.concatenate([rows_a, rows_b])
+    all_columns = np.concatenate([a[1], b[1]])
+    order = np.lexsort((np.arange(len(rows)), global_of[all_columns], rows))
+    np.testing.assert_array_equal(indptr, np.searchsorted(rows[order], np.arange(num_owned + 1)))
+    np.testing.assert_array_equal(columns, all_columns[order])
+    if weighted:
+        np.testing.assert_array_equal(weights, np.concatenate([a[2], b[2]])[order])
+    else:
+        assert weights is None
+    new_column = rng.permutation(len(ghost_ids)).astype(np.int32) + 7
+    lookup = np.concatenate([np.arange(num_owned), new_column])
+    renumbered = columns.copy()
+    renumber_ghosts(renumbered, num_owned, new_column)
+    np.testing.assert_array_equal(renumbered, lookup[columns])
+
+
+def test_split_ids_against_numpy():
+    """Ids inside [lo, hi) become ``id - lo``; each id outside its own ghost column, in order."""
+    ids = np.random.default_rng(10).integers(0, 100, 500).astype(np.int32)
+    columns, outside = split_ids(ids, 40, 70)
+    inside = (ids >= 40) & (ids < 70)
+    np.testing.assert_array_equal(outside, ids[~inside])
+    np.testing.assert_array_equal(columns[inside], ids[inside] - 40)
+    np.testing.assert_array_equal(columns[~inside], 30 + np.arange(np.count_nonzero(~inside)))
+    assert columns.dtype == np.int32 and outside.dtype == np.int64
