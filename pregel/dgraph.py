@@ -26,8 +26,11 @@ has its out-neighbours (a *shadow copy*), which scatters to its local part; with
 switched off, its out-edges stay with its owner instead, which then carries its whole fan-out
 (an ablation for measurements).
 
-Within a row, edges are ordered by global source id, so every reduction sums in the same order
-whatever the number of ranks or the partitioner.
+Within a row, edges are ordered by global source id (equal ids: the file's edges in file order,
+then, for a symmetric program, the reverse edges in file order), so every reduction sums in the
+same order whatever the number of ranks or the partitioner. A symmetric program on a range
+partition keeps its reverse edges as the rows it read (its own vertices' out-edges) and merges them
+into its in-edge rows; they never travel.
 """
 
 from dataclasses import dataclass
@@ -35,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pregel.comm import Comm
-from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, row_ids, stable_order,
-                               unique_inverse)
+from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
+                               row_ids, sort_rows, split_ids, stable_order, unique_inverse)
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
@@ -206,19 +209,29 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     owned = partition.owned(comm.rank)
     out_degree, feats, labels = _vertex_data(comm, partition, part)
     threshold = hubs.resolved_threshold(header.num_nodes, header.num_edges * (1 + symmetric), comm.size)
-    edges = _slice_edges(part, symmetric, header.has_weights)
+    own_rows = None
+    if symmetric and isinstance(partition, RangePartition) and hubs.shadow_nodes:
+        own_rows = _OwnRows(part)  # the reverse edges, unless an in-hub turns up below
+    edges = _slice_edges(part, header.has_weights)
     if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
         row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
-        edges.out_hub[:len(row_degree)] = row_degree > threshold
+        edges.out_hub[:] = row_degree > threshold
         del row_degree
     del part  # its edge arrays are held by ``edges`` alone, which ``_place_edges`` frees as it sends them
     in_degree = _global_in_degree(comm, partition, len(owned), edges.dst)
+    if symmetric:
+        in_degree += out_degree  # each out-edge of a vertex is also one of its in-edges, reversed
     in_hubs = np.zeros(0, np.int64)
     if hubs.partial_gather:
         in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
+    if symmetric and (own_rows is None or len(in_hubs)):  # the reverse edges travel (to in-hubs' sources too)
+        edges, own_rows = _with_reverse(edges), None
     edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes)
     local = _LocalEdges(comm, partition, len(owned), edges, in_hubs, in_degree)
-    return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs)
+    del edges
+    if own_rows is not None:
+        local.self_loops *= 2  # a self-loop is its own reverse, on the same row
+    return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows)
 
 
 def _as_source(source):
@@ -254,27 +267,50 @@ def _vertex_data(comm, partition, part):
 class _Edges:
     """Edges as parallel arrays: src, dst [k] int32 or int64 global ids (int32 while the graph has
     fewer than 2**31 vertices, dst in the file's index dtype); weight [k] float32 or None;
-    out_hub [k] bool: a file out-edge of an out-hub kept on its source's owner (shadow nodes off)."""
+    out_hub [k] bool: a file out-edge of an out-hub kept on its source's owner (shadow nodes off);
+    reverse [k] bool, or None when no edge is: the reverse of a file edge (a symmetric program's)."""
 
     src: np.ndarray
     dst: np.ndarray
     weight: np.ndarray | None
     out_hub: np.ndarray
+    reverse: np.ndarray | None = None
 
     def take(self, index) -> "_Edges":
-        return _Edges(self.src[index], self.dst[index],
-                      None if self.weight is None else self.weight[index], self.out_hub[index])
+        return _Edges(self.src[index], self.dst[index], None if self.weight is None else self.weight[index],
+                      self.out_hub[index], None if self.reverse is None else self.reverse[index])
 
 
-def _slice_edges(part, symmetric: bool, weighted: bool) -> _Edges:
-    """The edges read by this rank (the reverse edges appended if ``symmetric``)."""
+def _slice_edges(part, weighted: bool) -> _Edges:
+    """The edges read by this rank, in file order."""
     src = row_ids(part.indptr, part.start, np.int32 if part.header.num_nodes < 2**31 else np.int64)
-    dst = part.indices
-    weights = part.weights if weighted else None
-    if symmetric:
-        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-        weights = None if weights is None else np.concatenate([weights, weights])
-    return _Edges(src, dst, weights, np.zeros(len(src), dtype=bool))
+    return _Edges(src, part.indices, part.weights if weighted else None, np.zeros(len(src), dtype=bool))
+
+
+def _with_reverse(edges: _Edges) -> _Edges:
+    """``edges`` [k] followed by their reverses [k] (dst -> src, same weights, no out-hub's, flagged
+    ``reverse``)."""
+    k = len(edges.src)
+    return _Edges(np.concatenate([edges.src, edges.dst]), np.concatenate([edges.dst, edges.src]),
+                  None if edges.weight is None else np.concatenate([edges.weight, edges.weight]),
+                  np.concatenate([edges.out_hub, np.zeros(k, dtype=bool)]),
+                  np.concatenate([np.zeros(k, dtype=bool), np.ones(k, dtype=bool)]))
+
+
+class _OwnRows:
+    """The reverse edges of a symmetric program on a range partition, kept as the rank's own file rows:
+    the rows it read are the vertices it owns, so row v's out-edges v -> d are v's in-edges d -> v of
+    the reverse direction, already grouped by row and never sent. Each row is sorted by target in
+    place (``part.indices``, weights moving along): indptr [n + 1] int64 from 0, indices [k] global
+    ids, weights [k] float32 or None."""
+
+    def __init__(self, part):
+        indices, weights = part.indices, part.weights if part.header.has_weights else None
+        if indices.base is not None:  # a view of an in-memory graph's arrays: sort a copy
+            indices, weights = indices.copy(), None if weights is None else weights.copy()
+            part.indices, part.weights = indices, weights
+        sort_rows(part.indptr, indices, weights)
+        self.indptr, self.indices, self.weights = part.indptr, indices, weights
 
 
 def _global_in_degree(comm, partition, n: int, dst: np.ndarray) -> np.ndarray:
@@ -329,8 +365,9 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
         return comm.alltoallv_known(outgoing, counts, received)
 
     out_hub = send("out_hub") if send_out_hub else np.zeros(len(src), dtype=bool)
+    reverse = None if edges.reverse is None else send("reverse")
     dst = send("dst")
-    return _Edges(src, dst, None if edges.weight is None else send("weight"), out_hub)
+    return _Edges(src, dst, None if edges.weight is None else send("weight"), out_hub, reverse)
 
 
 class _LocalEdges:
@@ -356,11 +393,15 @@ class _LocalEdges:
 
     def source_order(self) -> np.ndarray:
         """[E_s] the order of the source-side edges by (destination, source), ties: out-hubs'
-        edges first, then as received (the order in which they were read)."""
+        edges first, then file edges before reverse ones, then as received (the order in which they
+        were read)."""
         s = self.source
+        keys = (s.src, s.dst)
+        if s.reverse is not None:
+            keys = (s.reverse,) + keys
         if s.out_hub.any() and not s.out_hub.all():
-            return np.lexsort((~s.out_hub, s.src, s.dst))
-        return np.lexsort((s.src, s.dst))
+            keys = (~s.out_hub,) + keys
+        return np.lexsort(keys)
 
 
 def _extended_columns(comm, partition, n: int, src: np.ndarray):
@@ -388,8 +429,36 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
     return columns, ghost_ids, np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
 
 
+def _symmetric_rows(comm, partition, n: int, local: _LocalEdges, reverse: _OwnRows):
+    """The in-edge CSR of a symmetric program on a range partition: the in-edges received
+    (``local.dest``, grouped by row as ``group_by_row`` does) merged row by row with the reverse
+    edges (``reverse``, the rank's own file rows), each row by ascending global source, an in-edge
+    before a reverse edge from the same vertex. Returns (indptr [n + 1], columns [E], weights [E] or
+    None, ghost_ids [g] ascending, ghost_counts [size]). ``local.dest`` is released on the way."""
+    columns, ghost_ids, _ = _extended_columns(comm, partition, n, local.dest.src)
+    in_indptr, in_columns, in_weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
+                                                     keys=local.dest.src)
+    local.dest = local.dst_local = columns = None
+    lo = int(partition.bounds[comm.rank])
+    if comm.size == 1:  # one rank owns every vertex, at its global id
+        reverse_columns = reverse.indices.astype(in_columns.dtype, copy=False)
+    else:  # one numbering of the ghosts of both directions, ascending by id
+        reverse_columns, outside = split_ids(reverse.indices, lo, lo + n)
+        joint, inverse = unique_inverse(np.concatenate([ghost_ids, outside]))
+        del outside
+        dtype = np.int32 if n + len(joint) < 2**31 else np.int64
+        in_columns = in_columns.astype(dtype, copy=False)
+        renumber_ghosts(in_columns, n, n + inverse[:len(ghost_ids)])
+        renumber_ghosts(reverse_columns, n, n + inverse[len(ghost_ids):])  # then narrowed, if it was wider
+        reverse_columns, ghost_ids = reverse_columns.astype(dtype, copy=False), joint
+    rows = merge_rows(in_indptr, in_columns, in_weights, reverse.indptr, reverse_columns, reverse.weights, lo,
+                      ghost_ids)
+    ghost_counts = np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
+    return (*rows, ghost_ids, ghost_counts)
+
+
 def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree, feats, labels,
-                 in_hubs):
+                 in_hubs, reverse: _OwnRows | None = None):
     n = len(owned)
 
     def to_local(ids):
@@ -401,9 +470,13 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
     part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 
-    columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
-    in_indptr, in_indices, weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
-                                                  keys=local.dest.src)
+    if reverse is None:
+        columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
+        in_indptr, in_indices, weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
+                                                      keys=local.dest.src, later=local.dest.reverse)
+    else:
+        in_indptr, in_indices, weights, ghost_ids, ghost_counts = _symmetric_rows(comm, partition, n, local,
+                                                                                  reverse)
 
     wanted, send_counts = comm.alltoallv(ghost_ids, ghost_counts)
     part_owner = partition.owner(part_dst)

@@ -1,7 +1,9 @@
 """Where the loader puts each edge, at P = 1, 2 and 3 (tests/mpi_scripts/load_layout.py), against a
-NumPy oracle built from the whole file: every edge exactly once, on its destination's owner unless it
-goes to an in-hub (or, shadow nodes off, leaves an out-hub), then on its source's owner; rows by
-ascending source with duplicate edges in file order; in-degrees, self-loops, in-hubs, ghosts and dtypes."""
+NumPy oracle built from the whole file: every edge exactly once (and, for a symmetric program, its
+reverse once), on its destination's owner unless it goes to an in-hub (or, shadow nodes off, leaves
+an out-hub), then on its source's owner; rows by ascending source with duplicate edges in file order,
+a file edge before a reverse edge from the same source; in-degrees, self-loops, in-hubs, ghosts and
+dtypes."""
 
 import os
 import shutil
@@ -15,7 +17,8 @@ from pregel.graph_io import GraphData, write_graph
 
 SIZES = (1, 2, 3)
 THRESHOLD = 5
-LAYOUTS = ("range", "hash", "noshadow", "nogather", "automatic")  # see the script
+LAYOUTS = ("range", "hash", "noshadow", "nogather", "automatic",  # see the script
+           "symmetric", "symmetric-hubs", "symmetric-hash", "symmetric-noshadow")
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "load_layout.py")
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 N = 300
@@ -60,15 +63,19 @@ def _rows(part, name):
 @pytest.mark.parametrize("name", LAYOUTS)
 def test_each_edge_on_the_rank_that_processes_it(loaded, name):
     src, dst, weight = _edges()
-    in_degree, out_degree = np.bincount(dst, minlength=N), np.bincount(src, minlength=N)
-    loops = np.bincount(src[src == dst], minlength=N)
+    out_degree = np.bincount(src, minlength=N)
+    forward = np.ones(len(src), bool)
+    if name.startswith("symmetric"):  # the reverse edges after the file's: a stable sort keeps them after
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        weight, forward = np.concatenate([weight, weight]), np.concatenate([forward, ~forward])
+    in_degree, loops = np.bincount(dst, minlength=N), np.bincount(src[src == dst], minlength=N)
     for size in SIZES:
         automatic = np.inf if size == 1 else max(100, 20 * len(src) / N, len(src) / (100 * size))
-        threshold = THRESHOLD if name != "automatic" else automatic
+        threshold = THRESHOLD if name not in ("automatic", "symmetric", "symmetric-hash") else automatic
         hubs = np.flatnonzero(in_degree > threshold) if name != "nogather" else np.zeros(0, np.int64)
         source_side = np.isin(dst, hubs)
-        if name in ("noshadow", "nogather"):
-            source_side |= out_degree[src] > threshold
+        if name in ("noshadow", "nogather", "symmetric-noshadow"):
+            source_side |= forward & (out_degree[src] > threshold)  # a reverse edge is no out-hub's
         owner = np.empty(N, np.int64)
         for r, part in enumerate(loaded[size]):
             owner[part[f"{name}/owned"]] = r

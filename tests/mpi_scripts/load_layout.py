@@ -10,21 +10,27 @@ import numpy as np
 from pregel.comm import Comm
 from pregel.dgraph import HubOptions, load_graph
 
-#: name -> (partitioner, hub options); threshold 5 makes hubs of the test graph's high-degree vertices
+#: name -> (partitioner, hub options, symmetric); threshold 5 makes hubs of the test graph's high-degree
+#: vertices. "symmetric" keeps the reverse edges as each rank's own rows (range, no hubs); the other
+#: symmetric layouts send them as edges (to in-hubs' sources in "symmetric-hubs").
 LAYOUTS = {
-    "range": ("range", HubOptions(threshold=5)),
-    "hash": ("hash", HubOptions(threshold=5)),
-    "noshadow": ("hash", HubOptions(threshold=5, shadow_nodes=False)),
-    "nogather": ("range", HubOptions(threshold=5, partial_gather=False, shadow_nodes=False)),
-    "automatic": ("range", HubOptions()),
+    "range": ("range", HubOptions(threshold=5), False),
+    "hash": ("hash", HubOptions(threshold=5), False),
+    "noshadow": ("hash", HubOptions(threshold=5, shadow_nodes=False), False),
+    "nogather": ("range", HubOptions(threshold=5, partial_gather=False, shadow_nodes=False), False),
+    "automatic": ("range", HubOptions(), False),
+    "symmetric": ("range", HubOptions(), True),
+    "symmetric-hubs": ("range", HubOptions(threshold=5), True),
+    "symmetric-hash": ("hash", HubOptions(), True),
+    "symmetric-noshadow": ("range", HubOptions(threshold=5, shadow_nodes=False), True),
 }
 
 
 def main(path):
     comm = Comm()
     arrays = {}
-    for name, (partitioner, hubs) in LAYOUTS.items():
-        graph = load_graph(comm, path, partitioner=partitioner, hubs=hubs)
+    for name, (partitioner, hubs, symmetric) in LAYOUTS.items():
+        graph = load_graph(comm, path, partitioner=partitioner, symmetric=symmetric, hubs=hubs)
         for field in dataclasses.fields(graph):
             value = getattr(graph, field.name)
             if isinstance(value, np.ndarray):
