@@ -245,24 +245,18 @@ def _merge_rows(indptr_a, columns_a, weights_a, indptr_b, columns_b, weights_b, 
     for r in range(num_owned):
         i, i_end, j, j_end = indptr_a[r], indptr_a[r + 1], indptr_b[r], indptr_b[r + 1]
         out = indptr[r]
-        if i < i_end and j < j_end:
-            key_a = _id_order(columns_a[i], num_owned, ghosts_below)
-            key_b = _id_order(columns_b[j], num_owned, ghosts_below)
-            while True:
-                if key_b < key_a:
-                    _copy_edge(j, columns_b, weights_b, None, out, columns, weights, None)
-                    out += 1
-                    j += 1
-                    if j == j_end:
-                        break
-                    key_b = _id_order(columns_b[j], num_owned, ghosts_below)
-                else:
-                    _copy_edge(i, columns_a, weights_a, None, out, columns, weights, None)
-                    out += 1
-                    i += 1
-                    if i == i_end:
-                        break
-                    key_a = _id_order(columns_a[i], num_owned, ghosts_below)
+        key_a = _id_order(columns_a[i], num_owned, ghosts_below) if i < i_end else 0
+        key_b = _id_order(columns_b[j], num_owned, ghosts_below) if j < j_end else 0
+        while i < i_end and j < j_end:  # each side's key read once per edge
+            if key_b < key_a:
+                _copy_edge(j, columns_b, weights_b, None, out, columns, weights, None)
+                j += 1
+                key_b = _id_order(columns_b[j], num_owned, ghosts_below) if j < j_end else 0
+            else:
+                _copy_edge(i, columns_a, weights_a, None, out, columns, weights, None)
+                i += 1
+                key_a = _id_order(columns_a[i], num_owned, ghosts_below) if i < i_end else 0
+            out += 1
         for e in range(i, i_end):
             _copy_edge(e, columns_a, weights_a, None, out + e - i, columns, weights, None)
         out += i_end - i
