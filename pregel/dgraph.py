@@ -444,7 +444,8 @@ def _symmetric_rows(comm, partition, n: int, local: _LocalEdges, reverse: _OwnRo
         reverse_columns = reverse.indices.astype(in_columns.dtype, copy=False)
     else:  # one numbering of the ghosts of both directions, ascending by id
         reverse_columns, outside = split_ids(reverse.indices, lo, lo + n)
-        joint, inverse = unique_inverse(np.concatenate([ghost_ids, outside]))
+        reverse.indices = None  # its ids are columns now
+        joint, inverse = unique_inverse(np.concatenate([ghost_ids.astype(outside.dtype), outside]))
         del outside
         dtype = np.int32 if n + len(joint) < 2**31 else np.int64
         in_columns = in_columns.astype(dtype, copy=False)

@@ -314,10 +314,10 @@ def _split_ids(ids, lo, hi, columns, outside):
 def split_ids(ids: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Global ids [E] as columns of a rank owning [lo, hi), each id outside a ghost of its own
     (repeated ids too, for ``renumber_ghosts`` to join): (columns [E] int32 (int64 from 2**31
-    columns): ``ids - lo`` inside, ``hi - lo + k`` for the k-th id outside; outside [k] int64 those
-    ids in order). Two passes, no [E] mask."""
+    columns): ``ids - lo`` inside, ``hi - lo + k`` for the k-th id outside; outside [k] of the ids'
+    dtype, those ids in order). Two passes, no [E] mask."""
     ids = np.ascontiguousarray(ids)
-    outside = np.empty(_count_outside(ids, np.int64(lo), np.int64(hi)), dtype=np.int64)
+    outside = np.empty(_count_outside(ids, np.int64(lo), np.int64(hi)), dtype=ids.dtype)
     columns = np.empty(len(ids), dtype=np.int32 if hi - lo + len(outside) < 2**31 else np.int64)
     _split_ids(ids, np.int64(lo), np.int64(hi), columns, outside)
     return columns, outside

@@ -187,4 +187,4 @@ def test_split_ids_against_numpy():
     np.testing.assert_array_equal(outside, ids[~inside])
     np.testing.assert_array_equal(columns[inside], ids[inside] - 40)
     np.testing.assert_array_equal(columns[~inside], 30 + np.arange(np.count_nonzero(~inside)))
-    assert columns.dtype == np.int32 and outside.dtype == np.int64
+    assert columns.dtype == np.int32 and outside.dtype == np.int32
