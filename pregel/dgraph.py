@@ -218,15 +218,17 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
         edges.out_hub[:] = row_degree > threshold
         del row_degree
     del part  # its edge arrays are held by ``edges`` alone, which ``_place_edges`` frees as it sends them
-    in_degree = _global_in_degree(comm, partition, len(owned), edges.dst)
+    in_degree, by_destination = _global_in_degree(comm, partition, len(owned), edges.dst)
     if symmetric:
         in_degree += out_degree  # each out-edge of a vertex is also one of its in-edges, reversed
     in_hubs = np.zeros(0, np.int64)
     if hubs.partial_gather:
         in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
     if symmetric and (own_rows is None or len(in_hubs)):  # the reverse edges travel (to in-hubs' sources too)
-        edges, own_rows = _with_reverse(edges), None
-    edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes)
+        edges, own_rows, by_destination = _with_reverse(edges), None, None
+    edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes,
+                         by_destination=by_destination)
+    del by_destination
     local = _LocalEdges(comm, partition, len(owned), edges, in_hubs, in_degree)
     del edges
     if own_rows is not None:
@@ -313,16 +315,27 @@ class _OwnRows:
         self.indptr, self.indices, self.weights = part.indptr, indices, weights
 
 
-def _global_in_degree(comm, partition, n: int, dst: np.ndarray) -> np.ndarray:
+@dataclass
+class _ByDestination:
+    """The exchange that sent each edge's destination id to that vertex's owner: order [k] of the
+    slice's edges by owner, counts [size] sent to each rank, dst [k_r] the ids received. When every
+    edge goes to its destination's owner, the edges' placement is this same exchange."""
+
+    order: np.ndarray
+    counts: np.ndarray
+    dst: np.ndarray
+
+
+def _global_in_degree(comm, partition, n: int, dst: np.ndarray) -> tuple[np.ndarray, _ByDestination | None]:
     """In-degree [n] int64 of the owned vertices over every rank's edges, before any edge moves:
     each rank sends the destinations ``dst`` [k] of its slice to their owners (one ``Alltoallv`` of
     k ids, so traffic and memory per rank shrink as ranks are added) and each owner counts those it
-    receives."""
+    receives. Also returns that exchange (None on one rank), which ``_place_edges`` reuses."""
     if comm.size == 1:
-        return count_rows(dst, n)
+        return count_rows(dst, n), None
     order, send_counts = stable_order(partition.owner(dst), comm.size)
     received, _ = comm.alltoallv(dst[order], send_counts)
-    return count_rows(partition.local_index(received, comm.rank), n)
+    return count_rows(partition.local_index(received, comm.rank), n), _ByDestination(order, send_counts, received)
 
 
 def _is_hub(in_hubs: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -339,22 +352,28 @@ def _source_side(edges: _Edges, in_hubs: np.ndarray) -> np.ndarray:
     return edges.out_hub | _is_hub(in_hubs, edges.dst) if len(in_hubs) else edges.out_hub
 
 
-def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_hub: bool) -> _Edges:
+def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_hub: bool,
+                 by_destination: _ByDestination | None = None) -> _Edges:
     """Send each edge straight to the rank that processes it (one exchange): its source's owner
     when it is source-side (``_source_side``), else its destination's; returns the edges received,
     ordered by sending rank, each rank's in its own order. ``send_out_hub``: whether the
-    ``out_hub`` flags travel (else all are False). On several ranks ``edges`` is consumed: each of
-    its arrays is dropped once sent, so the slice's edges and the received ones are not all held at
-    once (the load's peak)."""
+    ``out_hub`` flags travel (else all are False). ``by_destination``: the in-degree's exchange of
+    these edges' destinations, reused (its order, and its ids as the received destinations) when no
+    edge is source-side. On several ranks ``edges`` is consumed: each of its arrays is dropped once
+    sent, so the slice's edges and the received ones are not all held at once (the load's peak)."""
     if comm.size == 1:
         return edges
-    ranks = partition.owner(edges.dst)
     side = _source_side(edges, in_hubs)
-    if side.any():
-        ranks[side] = partition.owner(edges.src[side])
-    del side
-    order, counts = stable_order(ranks, comm.size)
-    del ranks
+    dst = None
+    if by_destination is not None and not side.any():  # the destinations have already travelled
+        order, counts, dst, edges.dst = by_destination.order, by_destination.counts, by_destination.dst, None
+    else:
+        ranks = partition.owner(edges.dst)
+        if side.any():
+            ranks[side] = partition.owner(edges.src[side])
+        order, counts = stable_order(ranks, comm.size)
+        del ranks
+    del side, by_destination
     outgoing, edges.src = edges.src[order], None
     src, received = comm.alltoallv(outgoing, counts)
     del outgoing
@@ -366,7 +385,8 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
 
     out_hub = send("out_hub") if send_out_hub else np.zeros(len(src), dtype=bool)
     reverse = None if edges.reverse is None else send("reverse")
-    dst = send("dst")
+    if dst is None:
+        dst = send("dst")
     return _Edges(src, dst, None if edges.weight is None else send("weight"), out_hub, reverse)
 
 
