@@ -8,7 +8,9 @@ Loading (collective, once):
    slice's destination ids to their owners: one ``Alltoallv``), and the in-hubs are known to every
    rank before any edge moves;
 3. each edge moves once, straight to the rank that processes it (one ``Alltoallv``): the owner of
-   its destination, or of its source for an edge to an in-hub (below); each vertex's out-degree,
+   its destination, or of its source for an edge to an in-hub (below); when every edge goes to its
+   destination's owner, the ids sent in step 2 are its destinations there and are not sent again;
+   each vertex's out-degree,
    features and label go to its owner (skipped for the range partitioner, whose owners are the
    readers);
 4. the owner keeps its in-edges as a CSR over its owned vertices whose column ids index the
