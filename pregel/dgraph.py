@@ -221,18 +221,21 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
         del row_degree
     del part  # its edge arrays are held by ``edges`` alone, which ``_place_edges`` frees as it sends them
     in_degree, by_destination = _global_in_degree(comm, partition, len(owned), edges.dst)
+    placed_degree = in_degree  # over the edges that will be placed
     if symmetric:
-        in_degree += out_degree  # each out-edge of a vertex is also one of its in-edges, reversed
+        in_degree = in_degree + out_degree  # each out-edge of a vertex is also one of its in-edges, reversed
     in_hubs = np.zeros(0, np.int64)
     if hubs.partial_gather:
         in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
+    to_destinations = not len(in_hubs) and hubs.shadow_nodes  # every edge, on every rank, goes to its dst's owner
     if symmetric and (own_rows is None or len(in_hubs)):  # the reverse edges travel (to in-hubs' sources too)
-        edges, own_rows, by_destination = _with_reverse(edges), None, None
+        edges, own_rows, by_destination, placed_degree = _with_reverse(edges), None, None, in_degree
     edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes,
-                         by_destination=by_destination)
+                         by_destination=by_destination if to_destinations else None)
     del by_destination
-    local = _LocalEdges(comm, partition, len(owned), edges, in_hubs, in_degree)
-    del edges
+    local = _LocalEdges(comm, partition, len(owned), edges, in_hubs, in_degree,
+                        row_counts=placed_degree if to_destinations else None)
+    del edges, placed_degree
     if own_rows is not None:
         local.self_loops *= 2  # a self-loop is its own reverse, on the same row
     return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows)
@@ -360,22 +363,24 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
     when it is source-side (``_source_side``), else its destination's; returns the edges received,
     ordered by sending rank, each rank's in its own order. ``send_out_hub``: whether the
     ``out_hub`` flags travel (else all are False). ``by_destination``: the in-degree's exchange of
-    these edges' destinations, reused (its order, and its ids as the received destinations) when no
-    edge is source-side. On several ranks ``edges`` is consumed: each of its arrays is dropped once
-    sent, so the slice's edges and the received ones are not all held at once (the load's peak)."""
+    these edges' destinations, to reuse (its order, and its ids as the received destinations); pass it
+    on every rank or on none, and only when no edge of any rank is source-side (no in-hubs, no out-hub
+    flags). On several ranks ``edges`` is consumed: each of its arrays is dropped once sent, so the
+    slice's edges and the received ones are not all held at once (the load's peak)."""
     if comm.size == 1:
         return edges
-    side = _source_side(edges, in_hubs)
     dst = None
-    if by_destination is not None and not side.any():  # the destinations have already travelled
+    if by_destination is not None:  # the destinations have already travelled
         order, counts, dst, edges.dst = by_destination.order, by_destination.counts, by_destination.dst, None
     else:
         ranks = partition.owner(edges.dst)
+        side = _source_side(edges, in_hubs)
         if side.any():
             ranks[side] = partition.owner(edges.src[side])
+        del side
         order, counts = stable_order(ranks, comm.size)
         del ranks
-    del side, by_destination
+    del by_destination
     outgoing, edges.src = edges.src[order], None
     src, received = comm.alltoallv(outgoing, counts)
     del outgoing
@@ -397,16 +402,20 @@ class _LocalEdges:
 
     dest: destination-side edges (destination owned here), dst_local [E_d] their local rows;
     source: source-side edges (source owned here); in_degree, self_loops: [n] int64 over the
-    whole graph.
+    whole graph; dest_counts: [n] int64 the destination-side edges of each row, when known
+    (``row_counts``: the in-degrees over the edges placed, when every edge went to its
+    destination's owner), else None.
     """
 
-    def __init__(self, comm, partition, n: int, edges: _Edges, in_hubs: np.ndarray, in_degree: np.ndarray):
+    def __init__(self, comm, partition, n: int, edges: _Edges, in_hubs: np.ndarray, in_degree: np.ndarray,
+                 row_counts: np.ndarray | None = None):
         self.comm, self.partition, self.n = comm, partition, n
         side = _source_side(edges, in_hubs)
         if side.any():
             self.dest, self.source = edges.take(~side), edges.take(side)
         else:
             self.dest, self.source = edges, edges.take(slice(0, 0))
+        self.dest_counts = row_counts
         self.dst_local = partition.local_index(self.dest.dst, comm.rank)
         self.in_degree = in_degree
         loops = np.concatenate([self.dest.dst[self.dest.src == self.dest.dst],
@@ -459,8 +468,8 @@ def _symmetric_rows(comm, partition, n: int, local: _LocalEdges, reverse: _OwnRo
     None, ghost_ids [g] ascending, ghost_counts [size]). ``local.dest`` is released on the way."""
     columns, ghost_ids, _ = _extended_columns(comm, partition, n, local.dest.src)
     in_indptr, in_columns, in_weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
-                                                     keys=local.dest.src)
-    local.dest = local.dst_local = columns = None
+                                                     keys=local.dest.src, row_counts=local.dest_counts)
+    local.dest = local.dst_local = local.dest_counts = columns = None
     lo = int(partition.bounds[comm.rank])
     if comm.size == 1:  # one rank owns every vertex, at its global id
         reverse_columns = reverse.indices.astype(in_columns.dtype, copy=False)
@@ -496,7 +505,8 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
     if reverse is None:
         columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
         in_indptr, in_indices, weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
-                                                      keys=local.dest.src, later=local.dest.reverse)
+                                                      keys=local.dest.src, later=local.dest.reverse,
+                                                      row_counts=local.dest_counts)
     else:
         in_indptr, in_indices, weights, ghost_ids, ghost_counts = _symmetric_rows(comm, partition, n, local,
                                                                                   reverse)

@@ -392,13 +392,15 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: np.ndarray | None,
-                 keys: np.ndarray, bucket_shift: int | None = -1, later: np.ndarray | None = None) -> tuple:
+                 keys: np.ndarray, bucket_shift: int | None = -1, later: np.ndarray | None = None,
+                 row_counts: np.ndarray | None = None) -> tuple:
     """A CSR of edges grouped by row, each row's edges in ascending ``keys`` order (ties: input order,
     the edges flagged in ``later`` after the others).
 
     rows: [E] int32/int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
     keys: [E] int32/int64 the within-row order (the global source ids); later: [E] bool or None (a
-    symmetric program's reverse edges).
+    symmetric program's reverse edges); row_counts: [num_rows] int64 the edges of each row, when
+    already known (the in-degrees), else counted here.
     Returns (indptr [num_rows + 1] int64, columns [E] as given, weights [E] or None).
     Edges are placed in their rows in input order (a counting sort by row), so edges read from an
     out-edge CSR, whose keys ascend, are in order; otherwise (the reverse edges of a symmetric
@@ -408,7 +410,7 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     ``2**bucket_shift`` rows (``_scatter_by_buckets``), None for one pass, -1 (default) chosen by size.
     """
     indptr = np.zeros(num_rows + 1, dtype=np.int64)
-    np.cumsum(count_rows(rows, num_rows), out=indptr[1:])
+    np.cumsum(count_rows(rows, num_rows) if row_counts is None else row_counts, out=indptr[1:])
     out_columns = np.empty_like(columns)
     out_weights = None if weights is None else np.empty_like(weights)
     if later is not None and not later.any():
