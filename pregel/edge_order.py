@@ -1,5 +1,6 @@
-"""Load-time edge layout in O(E): row ids of a CSR's edges, and grouping edges into a CSR by row
-with a stable counting sort.
+"""Load-time edge layout in O(E): row ids of a CSR's edges, grouping edges into a CSR by row with a
+stable counting sort, and merging two CSRs over the same rows (a symmetric program's in-edges and its
+own file rows) by global id.
 
 At load time each rank turns its in-edges (parallel arrays, in no particular order) into a CSR over
 its owned vertices whose rows list their edges by ascending global source id. A comparison sort of
