@@ -229,9 +229,12 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
         in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
     to_destinations = not len(in_hubs) and hubs.shadow_nodes  # every edge, on every rank, goes to its dst's owner
     if symmetric and (own_rows is None or len(in_hubs)):  # the reverse edges travel (to in-hubs' sources too)
-        edges, own_rows, by_destination, placed_degree = _with_reverse(edges), None, None, in_degree
+        by_destination = own_rows = None  # (freed before the edges are doubled)
+        edges, placed_degree = _with_reverse(edges), in_degree
+    if not to_destinations:
+        by_destination = None  # freed before the placement's own exchange
     edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes,
-                         by_destination=by_destination if to_destinations else None)
+                         by_destination=by_destination)
     del by_destination
     local = _LocalEdges(comm, partition, len(owned), edges, in_hubs, in_degree,
                         row_counts=placed_degree if to_destinations else None)
