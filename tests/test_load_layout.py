@@ -36,10 +36,22 @@ def _edges():
     return src[order], dst[order], rng.random(len(src)).astype(np.float32)
 
 
-@pytest.fixture(scope="module")
-def loaded(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("layout")
-    src, dst, weight = _edges()
+def _lopsided_edges():
+    """(src, dst, weight) [E]: a ring that steps over two in-hubs (150 and 250), whose in-edges all come
+    from vertices below 50, so that at P = 2 and 3 the last rank's slice has no edge to any hub."""
+    ring = np.arange(N)
+    after = (ring + 1) % N
+    after[np.isin(after, (150, 250))] += 1
+    src = np.concatenate([ring, np.repeat(np.arange(50), 2)])
+    dst = np.concatenate([after, np.tile([150, 250], 50)])
+    order = np.argsort(src, kind="stable")
+    return src[order], dst[order], np.random.default_rng(7).random(len(src)).astype(np.float32)
+
+
+def _load_everywhere(folder, edges):
+    """Write ``edges`` as a graph file in ``folder``, load it with every layout at P = 1, 2, 3 and
+    return {P: [each rank's arrays]}."""
+    src, dst, weight = edges
     indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=N))]).astype(np.int64)
     features = np.random.default_rng(5).random((N, 3)).astype(np.float32)
     write_graph(folder / "g.h5", GraphData(indptr, dst.astype(np.int32), weight, features))
@@ -48,6 +60,16 @@ def loaded(tmp_path_factory):
         subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, str(folder / "g.h5")],
                        check=True, timeout=300, env=env)
     return {size: [dict(np.load(folder / f"layout_{size}_{r}.npz")) for r in range(size)] for size in SIZES}
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    return _load_everywhere(tmp_path_factory.mktemp("layout"), _edges())
+
+
+@pytest.fixture(scope="module")
+def loaded_lopsided(tmp_path_factory):
+    return _load_everywhere(tmp_path_factory.mktemp("lopsided"), _lopsided_edges())
 
 
 def _rows(part, name):
@@ -62,7 +84,21 @@ def _rows(part, name):
 
 @pytest.mark.parametrize("name", LAYOUTS)
 def test_each_edge_on_the_rank_that_processes_it(loaded, name):
-    src, dst, weight = _edges()
+    _check_layout(loaded, name, *_edges())
+
+
+@pytest.mark.parametrize("name", ("range", "symmetric-hubs", "automatic"))
+def test_a_rank_without_edges_to_hubs(loaded_lopsided, name):
+    """In-hubs exist but the last rank sends no edge to one: every rank must still make the same
+    exchanges (the load would hang or mix up destinations if that rank alone reused the in-degree's)."""
+    src, dst, _ = edges = _lopsided_edges()
+    last = loaded_lopsided[3][-1][f"{name}/owned"]
+    assert not np.isin(dst[np.isin(src, last)], (150, 250)).any()  # the case this graph is for
+    _check_layout(loaded_lopsided, name, *edges)
+
+
+def _check_layout(loaded, name, src, dst, weight):
+    """Every rank's arrays of layout ``name`` against the oracle built from the file's edges [E]."""
     out_degree = np.bincount(src, minlength=N)
     forward = np.ones(len(src), bool)
     if name.startswith("symmetric"):  # the reverse edges after the file's: a stable sort keeps them after
