@@ -273,9 +273,9 @@ def merge_rows(indptr_a: np.ndarray, columns_a: np.ndarray, weights_a: np.ndarra
     Columns index the extended space ``[owned | ghosts]`` of a rank whose owned rows are the global
     ids ``first_id, first_id + 1, ...``: column c < n is vertex ``first_id + c``, column ``n + j`` is
     ``ghost_ids[j]`` ([g] int64, ascending, none in the owned range). Each input row must ascend by
-    global id; the output rows do too,
-    with a's edges before b's on equal ids. indptr_a, indptr_b: [n + 1] int64 from 0; columns_a,
-    columns_b: [E_a], [E_b] of one dtype; weights_a, weights_b: [E_a], [E_b] float32, or both None.
+    global id; the output rows do too, with a's edges before b's on equal ids. indptr_a, indptr_b:
+    [n + 1] int64 from 0; columns_a, columns_b: [E_a], [E_b] of one dtype; weights_a, weights_b: [E_a],
+    [E_b] float32, or both None.
     Returns (indptr [n + 1] int64, columns [E_a + E_b], weights [E_a + E_b] or None).
     """
     indptr = np.asarray(indptr_a, dtype=np.int64) + np.asarray(indptr_b, dtype=np.int64)
