@@ -228,11 +228,11 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
     if hubs.partial_gather:
         in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
     to_destinations = not len(in_hubs) and hubs.shadow_nodes  # every edge, on every rank, goes to its dst's owner
-    if symmetric and (own_rows is None or len(in_hubs)):  # the reverse edges travel (to in-hubs' sources too)
-        by_destination = own_rows = None  # (freed before the edges are doubled)
-        edges, placed_degree = _with_reverse(edges), in_degree
-    if not to_destinations:
-        by_destination = None  # freed before the placement's own exchange
+    reverse_travels = symmetric and (own_rows is None or len(in_hubs))  # (to in-hubs' sources too)
+    if reverse_travels or not to_destinations:
+        by_destination = None  # not reusable: freed before the edges are doubled or placed by their own exchange
+    if reverse_travels:
+        edges, own_rows, placed_degree = _with_reverse(edges), None, in_degree
     edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes,
                          by_destination=by_destination)
     del by_destination
@@ -463,16 +463,14 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
     return columns, ghost_ids, np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
 
 
-def _symmetric_rows(comm, partition, n: int, local: _LocalEdges, reverse: _OwnRows):
-    """The in-edge CSR of a symmetric program on a range partition: the in-edges received
-    (``local.dest``, grouped by row as ``group_by_row`` does) merged row by row with the reverse
-    edges (``reverse``, the rank's own file rows), each row by ascending global source, an in-edge
-    before a reverse edge from the same vertex. Returns (indptr [n + 1], columns [E], weights [E] or
-    None, ghost_ids [g] ascending, ghost_counts [size]). ``local.dest`` is released on the way."""
-    columns, ghost_ids, _ = _extended_columns(comm, partition, n, local.dest.src)
-    in_indptr, in_columns, in_weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
-                                                     keys=local.dest.src, row_counts=local.dest_counts)
-    local.dest = local.dst_local = local.dest_counts = columns = None
+def _merge_own_rows(comm, partition, n: int, in_rows: tuple, ghost_ids: np.ndarray, reverse: _OwnRows):
+    """The in-edge CSR of a symmetric program on a range partition: the in-edge rows received
+    (``in_rows`` = (indptr [n + 1], columns [E_i], weights [E_i] or None) as ``group_by_row`` gives
+    them, over ``ghost_ids`` [g]) merged row by row with the reverse edges (``reverse``, the rank's
+    own file rows), each row by ascending global source, an in-edge before a reverse edge from the
+    same vertex. Returns ((indptr, columns, weights) of all E_i + E_r edges, ghost_ids [g'] ascending,
+    ghost_counts [size])."""
+    in_indptr, in_columns, in_weights = in_rows
     lo = int(partition.bounds[comm.rank])
     if comm.size == 1:  # one rank owns every vertex, at its global id
         reverse_columns = reverse.indices.astype(in_columns.dtype, copy=False)
@@ -488,8 +486,7 @@ def _symmetric_rows(comm, partition, n: int, local: _LocalEdges, reverse: _OwnRo
         reverse_columns, ghost_ids = reverse_columns.astype(dtype, copy=False), joint
     rows = merge_rows(in_indptr, in_columns, in_weights, reverse.indptr, reverse_columns, reverse.weights, lo,
                       ghost_ids)
-    ghost_counts = np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
-    return (*rows, ghost_ids, ghost_counts)
+    return rows, ghost_ids, np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
 
 
 def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree, feats, labels,
@@ -505,14 +502,13 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
     part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 
-    if reverse is None:
-        columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
-        in_indptr, in_indices, weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
-                                                      keys=local.dest.src, later=local.dest.reverse,
-                                                      row_counts=local.dest_counts)
-    else:
-        in_indptr, in_indices, weights, ghost_ids, ghost_counts = _symmetric_rows(comm, partition, n, local,
-                                                                                  reverse)
+    columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
+    rows = group_by_row(local.dst_local, n, columns, local.dest.weight, keys=local.dest.src,
+                        later=local.dest.reverse, row_counts=local.dest_counts)
+    local.dest = local.dst_local = local.dest_counts = columns = None  # the rows hold these edges now
+    if reverse is not None:
+        rows, ghost_ids, ghost_counts = _merge_own_rows(comm, partition, n, rows, ghost_ids, reverse)
+    in_indptr, in_indices, weights = rows
 
     wanted, send_counts = comm.alltoallv(ghost_ids, ghost_counts)
     part_owner = partition.owner(part_dst)

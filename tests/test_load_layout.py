@@ -13,6 +13,8 @@ import sys
 import numpy as np
 import pytest
 
+from pregel.comm import Comm
+from pregel.dgraph import load_graph
 from pregel.graph_io import GraphData, write_graph
 
 SIZES = (1, 2, 3)
@@ -89,8 +91,9 @@ def test_each_edge_on_the_rank_that_processes_it(loaded, name):
 
 @pytest.mark.parametrize("name", ("range", "symmetric-hubs", "automatic"))
 def test_a_rank_without_edges_to_hubs(loaded_lopsided, name):
-    """In-hubs exist but the last rank sends no edge to one: every rank must still make the same
-    exchanges (the load would hang or mix up destinations if that rank alone reused the in-degree's)."""
+    """In-hubs exist but no file edge of the last rank's slice goes to one: every rank must still make
+    the same exchanges (the load would hang or mix up destinations if that rank alone reused the
+    in-degree's)."""
     src, dst, _ = edges = _lopsided_edges()
     last = loaded_lopsided[3][-1][f"{name}/owned"]
     assert not np.isin(dst[np.isin(src, last)], (150, 250)).any()  # the case this graph is for
@@ -130,3 +133,19 @@ def _check_layout(loaded, name, src, dst, weight):
             assert np.array_equal(g["ghost_ids"], remote[np.lexsort((remote, owner[remote]))]), (size, r)
             assert g["in_indices"].dtype == np.int32 and g["part_src"].dtype == np.int64
             assert g["in_degree"].dtype == np.int64 and g["in_hubs"].dtype == np.int64
+
+
+def test_an_in_memory_graph_is_left_as_given():
+    """A symmetric load sorts the rows it read in place; an in-memory graph hands out views of its own
+    arrays, which must stay as they were (rows not sorted by target, int64 ids, weights)."""
+    indptr = np.array([0, 3, 5, 6], np.int64)
+    indices = np.array([2, 0, 1, 2, 0, 1], np.int64)
+    weights = np.arange(6, dtype=np.float32)
+    graph = GraphData(indptr, indices, weights)
+    loaded = load_graph(Comm(), graph, symmetric=True)
+    np.testing.assert_array_equal(indices, [2, 0, 1, 2, 0, 1])
+    np.testing.assert_array_equal(weights, np.arange(6))
+    src = np.repeat(np.arange(3), np.diff(indptr))
+    rows = np.repeat(np.arange(3), np.diff(loaded.in_indptr))  # (source, destination) of each stored in-edge
+    got = sorted(zip(loaded.in_indices.tolist(), rows.tolist()))
+    assert got == sorted(zip(np.r_[src, indices].tolist(), np.r_[indices, src].tolist()))  # both ways
