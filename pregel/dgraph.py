@@ -463,30 +463,23 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
     return columns, ghost_ids, np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
 
 
-def _merge_own_rows(comm, partition, n: int, in_rows: tuple, ghost_ids: np.ndarray, reverse: _OwnRows):
-    """The in-edge CSR of a symmetric program on a range partition: the in-edge rows received
-    (``in_rows`` = (indptr [n + 1], columns [E_i], weights [E_i] or None) as ``group_by_row`` gives
-    them, over ``ghost_ids`` [g]) merged row by row with the reverse edges (``reverse``, the rank's
-    own file rows), each row by ascending global source, an in-edge before a reverse edge from the
-    same vertex. Returns ((indptr, columns, weights) of all E_i + E_r edges, ghost_ids [g'] ascending,
-    ghost_counts [size])."""
-    in_indptr, in_columns, in_weights = in_rows
-    lo = int(partition.bounds[comm.rank])
+def _own_rows_columns(comm, partition, n: int, columns: np.ndarray, ghost_ids: np.ndarray, reverse: _OwnRows):
+    """The reverse edges' columns (``reverse``: the rank's own file rows, on a range partition) in the
+    same extended space as the grouped in-edges' ``columns`` [E_i] over ``ghost_ids`` [g]: the
+    ghosts of both directions numbered once, ascending by id (``columns`` renumbered in place, or
+    widened). Returns (columns [E_i], reverse columns [E_r], ghost_ids [g'])."""
     if comm.size == 1:  # one rank owns every vertex, at its global id
-        reverse_columns = reverse.indices.astype(in_columns.dtype, copy=False)
-    else:  # one numbering of the ghosts of both directions, ascending by id
-        reverse_columns, outside = split_ids(reverse.indices, lo, lo + n)
-        reverse.indices = None  # its ids are columns now
-        joint, inverse = unique_inverse(np.concatenate([ghost_ids.astype(outside.dtype), outside]))
-        del outside
-        dtype = np.int32 if n + len(joint) < 2**31 else np.int64
-        in_columns = in_columns.astype(dtype, copy=False)
-        renumber_ghosts(in_columns, n, n + inverse[:len(ghost_ids)])
-        renumber_ghosts(reverse_columns, n, n + inverse[len(ghost_ids):])  # then narrowed, if it was wider
-        reverse_columns, ghost_ids = reverse_columns.astype(dtype, copy=False), joint
-    rows = merge_rows(in_indptr, in_columns, in_weights, reverse.indptr, reverse_columns, reverse.weights, lo,
-                      ghost_ids)
-    return rows, ghost_ids, np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
+        return columns, reverse.indices.astype(columns.dtype, copy=False), ghost_ids
+    lo = int(partition.bounds[comm.rank])
+    reverse_columns, outside = split_ids(reverse.indices, lo, lo + n)
+    reverse.indices = None  # its ids are columns now
+    joint, inverse = unique_inverse(np.concatenate([ghost_ids.astype(outside.dtype), outside]))
+    del outside
+    dtype = np.int32 if n + len(joint) < 2**31 else np.int64
+    columns = columns.astype(dtype, copy=False)
+    renumber_ghosts(columns, n, n + inverse[:len(ghost_ids)])
+    renumber_ghosts(reverse_columns, n, n + inverse[len(ghost_ids):])  # then narrowed, if it was wider
+    return columns, reverse_columns.astype(dtype, copy=False), joint
 
 
 def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree, feats, labels,
@@ -503,12 +496,17 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 
     columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
-    rows = group_by_row(local.dst_local, n, columns, local.dest.weight, keys=local.dest.src,
-                        later=local.dest.reverse, row_counts=local.dest_counts)
+    in_indptr, in_indices, weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
+                                                  keys=local.dest.src, later=local.dest.reverse,
+                                                  row_counts=local.dest_counts)
     local.dest = local.dst_local = local.dest_counts = columns = None  # the rows hold these edges now
-    if reverse is not None:
-        rows, ghost_ids, ghost_counts = _merge_own_rows(comm, partition, n, rows, ghost_ids, reverse)
-    in_indptr, in_indices, weights = rows
+    if reverse is not None:  # a symmetric program's own rows, merged: an in-edge before a reverse edge
+        in_indices, reverse_columns, ghost_ids = _own_rows_columns(comm, partition, n, in_indices, ghost_ids,
+                                                                   reverse)
+        ghost_counts = np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
+        in_indptr, in_indices, weights = merge_rows(in_indptr, in_indices, weights, reverse.indptr, reverse_columns,
+                                                    reverse.weights, int(partition.bounds[comm.rank]), ghost_ids)
+        del reverse_columns
 
     wanted, send_counts = comm.alltoallv(ghost_ids, ghost_counts)
     part_owner = partition.owner(part_dst)
