@@ -198,11 +198,15 @@ _WORKSPACE = {}
 def _workspace(name: str, rows: int, columns: int, dtype):
     """A device array [rows, columns] of ``dtype`` for scratch use, reused between calls in the same
     CUDA context (it grows when a call needs more). Calls run on the default stream, in order, so one
-    call's kernels finish with it before the next call's start."""
-    key = (cuda.current_context(), name, columns, np.dtype(dtype).str)
-    array = _WORKSPACE.get(key)
-    if array is None or array.shape[0] < rows:
-        array = _WORKSPACE[key] = cuda.device_array((rows, columns), dtype=dtype)
+    call's kernels finish with it before the next call's start. A real GPU's context object cannot be
+    hashed (it defines equality only), so the key holds its id and the entry the context itself, which
+    keeps that id from being reused by another context while the entry lives."""
+    context = cuda.current_context()
+    key = (id(context), name, columns, np.dtype(dtype).str)
+    owner, array = _WORKSPACE.get(key, (None, None))
+    if owner is not context or array.shape[0] < rows:
+        array = cuda.device_array((rows, columns), dtype=dtype)
+        _WORKSPACE[key] = (context, array)
     return array[:rows]
 
 

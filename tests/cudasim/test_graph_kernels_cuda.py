@@ -8,6 +8,7 @@ import pytest
 from numba import cuda
 
 from kernels._device import is_device_array
+from kernels import graph_cuda
 from kernels.graph_cuda import SHORT_ROW, row_layout
 from kernels.gather import _gather_reduce, gather_reduce
 from kernels.scatter import _scatter_reduce, scatter_reduce
@@ -143,6 +144,26 @@ def test_gather_reduce_cuda_reuses_its_scratch_between_calls(rng):
         x = rng.standard_normal((NUM_HUB_COLS, width))
         out = gather_reduce(cuda.to_device(indptr), cuda.to_device(indices), cuda.to_device(x), "mean")
         assert_close(out, _gather_reduce(indptr, indices, x, "mean"), np.float64)
+
+
+def test_gather_reduce_cuda_scratch_needs_no_hashable_context(rng, monkeypatch):
+    """A real GPU's numba context defines equality without a hash (the simulator's can be hashed):
+    the scratch is found again under such a context, and a new context gets its own."""
+    class Context:  # as numba-cuda's driver.Context: __eq__ without __hash__
+        def __eq__(self, other):
+            return self is other
+
+    indptr, indices = tiny_csr(rng)
+    x = rng.standard_normal((NUM_HUB_COLS, 2))
+    expected = _gather_reduce(indptr, indices, x, "mean")
+    for context in (Context(), Context()):
+        monkeypatch.setattr(graph_cuda.cuda, "current_context", lambda context=context: context)
+        with pytest.raises(TypeError):
+            hash(context)
+        for _ in range(2):
+            out = gather_reduce(cuda.to_device(indptr), cuda.to_device(indices), cuda.to_device(x), "mean")
+            assert_close(out, expected, np.float64)
+        assert sum(owner is context for owner, _ in graph_cuda._WORKSPACE.values()) > 0
 
 
 @pytest.mark.parametrize("num_features", [None, 2], ids=["1d", "2d"])
