@@ -201,8 +201,9 @@ def render_step(params, viewmat, K, width, height):
     image.mean().backward()
 
 
-def rasterizer_section(counts, width: int, height: int, repeats: int, device: Device):
-    """(c) rows: rasterizer forward + backward per Gaussian count, ours vs gsplat (when it builds)."""
+def rasterizer_section(counts, width: int, height: int, repeats: int, device: Device, with_gsplat: bool):
+    """(c) rows: rasterizer forward + backward per Gaussian count, ours vs gsplat (when it builds and
+    ``with_gsplat``)."""
     rows = []
     kernels = "CUDA kernels" if device.torch_cuda else "CPU kernels (no torch CUDA)"
     for count in counts:
@@ -213,7 +214,9 @@ def rasterizer_section(counts, width: int, height: int, repeats: int, device: De
         viewmat, K = viewmat.to(device.torch), K.to(device.torch)
         ours = device.best_seconds(lambda: render_step(params, viewmat, K, width, height), repeats)
         peer, note = float("nan"), "gsplat not built: torch.cuda unavailable"
-        if device.torch_cuda:
+        if device.torch_cuda and not with_gsplat:
+            note = "gsplat left out (--no-gsplat)"
+        elif device.torch_cuda:
             try:
                 peer = device.best_seconds(lambda: gsplat_step(params, viewmat, K, width, height), repeats)
                 note = "gsplat 1.5.3 CUDA rasterizer"
@@ -368,24 +371,45 @@ def main(argv=None):
     size.add_argument("--smoke", action="store_true", help="tiny sizes (for the simulator)")
     parser.add_argument("--load-gbps", type=float, default=2.0,
                         help="storage read bandwidth per GPU for the projection's load term, GB/s")
+    parser.add_argument("--sections", default="abcdef",
+                        help="the sections to run, in this order (letters of the list above; f needs a)")
+    parser.add_argument("--no-gsplat", action="store_true",
+                        help="leave gsplat out of (c) (its first use builds its CUDA extension: minutes)")
     args = parser.parse_args(argv)
+    if set(args.sections) - set("abcdef") or len(set(args.sections)) != len(args.sections):
+        parser.error(f"--sections takes distinct letters of abcdef, not {args.sections!r}")
+    if "f" in args.sections and "a" not in args.sections.split("f")[0]:
+        parser.error("--sections: f projects from a's gather, so a must come before f")
     preset = "smoke" if args.smoke else "quick" if args.quick else "full"
     nodes, avg_degree, widths, iterations, counts, width, height, repeats = SIZES[preset]
+    graph_sizes, scene_sizes = JOBS[preset]
     device = Device()
     gpu = "Numba CUDA simulator" if numba.config.ENABLE_CUDASIM else cuda.get_current_device().name
     progress(f"kernels on: {gpu}; torch peers on: {device.torch}")
 
-    indptr, indices, a_in = load_graph(nodes, avg_degree)
-    rows, gather_seconds = gather_section(a_in, widths, repeats, device)
-    rows += pagerank_section(indptr, indices, a_in, iterations, repeats, device)
-    rows += rasterizer_section(counts, width, height, repeats, device)
-    graph_sizes, scene_sizes = JOBS[preset]
+    graph = load_graph(nodes, avg_degree) if set(args.sections) & set("abf") else None
+    gather_seconds = {}
+    rows = []
     with tempfile.TemporaryDirectory() as folder:
-        rows += sage_section(folder, *graph_sizes, device)
-        rows += training_section(folder, *scene_sizes)
-        rows += send_thread_section(folder, *SEND_THREAD_RUNS[preset])
-    rows += projection_section(indptr, indices, widths[-1], gather_seconds[widths[-1]], a_in.nnz,
-                               args.load_gbps)
+        for section in args.sections:
+            started = time.perf_counter()
+            if section == "a":
+                new_rows, gather_seconds = gather_section(graph[2], widths, repeats, device)
+            elif section == "b":
+                new_rows = pagerank_section(*graph, iterations, repeats, device)
+            elif section == "c":
+                new_rows = rasterizer_section(counts, width, height, repeats, device, not args.no_gsplat)
+            elif section == "d":
+                new_rows = sage_section(folder, *graph_sizes, device) + training_section(folder, *scene_sizes)
+            elif section == "e":
+                new_rows = send_thread_section(folder, *SEND_THREAD_RUNS[preset])
+            else:
+                new_rows = projection_section(graph[0], graph[1], widths[-1], gather_seconds[widths[-1]],
+                                              graph[2].nnz, args.load_gbps)
+            for row in new_rows:  # each row as it comes, so that a run stopped later keeps it
+                progress(f"({section}) {row[0]}, {row[1]}: ours {row[2]:.4g}, peer {row[3]:.4g}; {row[4]}")
+            progress(f"({section}) took {time.perf_counter() - started:.1f} s")
+            rows += new_rows
     print_table(rows)
 
 
