@@ -176,8 +176,7 @@ def test_environment_override_and_the_library_answer(monkeypatch):
 
 
 def run_device(mode, size, folder, check=True):
-    environment = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", NUMBA_ENABLE_CUDASIM="1",
-                       PREGEL_CUDA_AWARE_MPI="0")
+    environment = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PREGEL_CUDA_AWARE_MPI="0")
     result = subprocess.run([MPIEXEC, "-n", str(size), sys.executable, "-m", "mpi4py", SCRIPT, mode,
                              str(folder)], capture_output=True, text=True, timeout=TIMEOUT, env=environment)
     assert result.returncode == 0 or not check, result.stderr

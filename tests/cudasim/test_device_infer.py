@@ -25,7 +25,8 @@ BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
 MODELS = ("sage_mean", "sage_max", "gcn", "gin")  # combiners mean, max, sum (GCN-normalised), sum
 TIMEOUT = 300  # seconds; a hang fails the test instead of the suite
-ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", NUMBA_ENABLE_CUDASIM="1")
+# the launched ranks run on the simulator or the GPU as this process does (NUMBA_ENABLE_CUDASIM inherited)
+ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
 TO_PYG = 1e-4  # float32 against PyG, as tests/test_gnn_distributed.py
 
 

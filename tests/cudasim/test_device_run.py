@@ -26,7 +26,8 @@ MPIEXEC = shutil.which("mpiexec", path=BIN) or "mpiexec"
 ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs", f"{PROGRAMS}:EvenWeightedMean", f"{PROGRAMS}:EdgeIdSums")
 SOURCE = 3  # the script's --source
 TIMEOUT = 300  # seconds; a hang fails the test instead of the suite
-ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", NUMBA_ENABLE_CUDASIM="1")
+# the launched ranks run on the simulator or the GPU as this process does (NUMBA_ENABLE_CUDASIM inherited)
+ENV = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import pytest
 import torch
 from numba import cuda
 
+from kernels._device import SIMULATED
 from kernels.splat.sh import _sh_to_colors, sh_to_colors, sh_to_colors_backward
 
 torch.set_num_threads(1)
@@ -44,9 +45,12 @@ def test_render_on_device_with_sh_matches_the_cpu_render():
     K = torch.tensor([[20.0, 0.0, 8.0], [0.0, 20.0, 8.0], [0.0, 0.0, 1.0]])
     out = []
     for on_device in (False, True):
-        leaves = [t.clone().requires_grad_(True) for t in (means, scales, quats, opacities, coeffs)]
-        image, _ = render(*leaves, torch.eye(4), K, 16, 16, on_device=on_device, sh_degree=2)
+        # on a real GPU the device run takes CUDA tensors; the simulator's takes CPU tensors
+        device = "cuda" if on_device and not SIMULATED else "cpu"
+        leaves = [t.clone().to(device).requires_grad_(True) for t in (means, scales, quats, opacities, coeffs)]
+        image, _ = render(*leaves, torch.eye(4, device=device), K.to(device), 16, 16, on_device=on_device,
+                          sh_degree=2)
         image.sum().backward()
-        out.append((image.detach().numpy(), leaves[0].grad.numpy(), leaves[4].grad.numpy()))
+        out.append((image.detach().cpu().numpy(), leaves[0].grad.cpu().numpy(), leaves[4].grad.cpu().numpy()))
     for cpu, dev in zip(*out):
         np.testing.assert_allclose(dev, cpu, rtol=1e-4, atol=1e-5)

@@ -38,8 +38,9 @@ def options(scene, out, device, extra=()):
 
 
 def launch(ranks, args):
-    """``mpiexec -n ranks pregel ARGS`` under the simulator; returns the finished process."""
-    environment = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    """``mpiexec -n ranks pregel ARGS`` on the simulator or the GPU, as this process; returns the finished
+    process."""
+    environment = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     result = subprocess.run([shutil.which("mpiexec", path=BIN), "-n", str(ranks), shutil.which("pregel", path=BIN),
                              *args], capture_output=True, text=True, timeout=300, env=environment)
     assert result.returncode == 0, result.stderr
