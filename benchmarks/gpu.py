@@ -5,6 +5,7 @@ Run it on a machine with a CUDA GPU (after ``pip install -e '.[gpu]'``, README, 
     python benchmarks/gpu.py            # 1M-vertex / 10M-edge graph, 10k / 100k / 1M Gaussians at 1080p
     python benchmarks/gpu.py --quick    # 100k / 1M graph, 10k / 100k Gaussians
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/gpu.py --smoke   # tiny sizes: checks the script itself
+    python benchmarks/gpu.py --sections ecabfd --no-gsplat     # (e) first, gsplat left out
 
 Sections (each a function below):
 
