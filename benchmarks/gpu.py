@@ -16,7 +16,8 @@ b. PageRank, 20 power iterations: the gather kernel (edge weights 1 / out-degree
 c. The rasterizer, forward + backward of one 1920 x 1080 image, the project's CUDA kernels
    (``kernels.splat.render`` on CUDA tensors) against gsplat's CUDA rasterizer when it builds
    (gsplat compiles its extension on first use; otherwise the row says why it did not build).
-   The two follow different conventions (docs/rasterizer.md), so their images are not compared.
+   The two follow different conventions (docs/rasterizer.md), so their images are not compared. On a
+   GPU, torch.profiler's tables of one of our steps per count follow (kernels and host calls).
 d. Whole jobs on the device, in this process (P = 1): ``pregel infer --device cuda`` (what
    ``vertex_programs.gnn.infer.infer`` runs) of a 2-layer SAGE (64 -> 64 -> 16, PyG's random
    initialisation) on a power-law graph with 64 features, against PyG's full-graph forward on the
@@ -226,7 +227,27 @@ def rasterizer_section(counts, width: int, height: int, repeats: int, device: De
                 note = f"gsplat not built: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
         rows.append(("rasterizer", f"{count} Gaussians, {width}x{height}", 1e3 * ours, 1e3 * peer,
                      f"{kernels}; {note}"))
+        if device.torch_cuda:
+            print_kernel_profile(lambda: render_step(params, viewmat, K, width, height), f"{count} Gaussians")
     return rows
+
+
+def print_kernel_profile(fn, label: str) -> None:
+    """Print torch.profiler's table of one ``fn()`` on the GPU: each kernel's device time (numba's
+    kernels too: the profiler reads every launch in the process's context) and the host's CUDA calls
+    (launches, copies, synchronisations) with their counts."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    averages = prof.key_averages()
+    progress(f"(c) profile of one forward + backward, {label}, by device time:")
+    print(averages.table(sort_by="self_device_time_total", row_limit=14, max_name_column_width=60), flush=True)
+    progress("(c) the same by host time:")
+    print(averages.table(sort_by="self_cpu_time_total", row_limit=14, max_name_column_width=60), flush=True)
 
 
 def ghost_bytes_per_edge(indptr, indices, ranks: int) -> float:
