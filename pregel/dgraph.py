@@ -44,6 +44,7 @@ from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_a
                                row_ids, sort_rows, split_ids, stable_order, unique_inverse)
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
+from pregel.memory import returning_freed_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
 
 _VERTEX = np.dtype([("id", np.int64), ("out_degree", np.int64), ("label", np.int64)])
@@ -184,9 +185,15 @@ def load_graph(comm: Comm, source, partitioner: str = "range", symmetric: bool =
 
     ``symmetric`` adds the reverse of every edge (for programs that follow edges both ways, like
     weak components). ``features`` reads ``/nodes/features`` when present. ``hubs`` chooses the
-    hub strategies (default: both on, automatic threshold).
+    hub strategies (default: both on, automatic threshold). The load's temporaries go back to the
+    kernel as they are freed (``pregel.memory.returning_freed_memory``).
     """
-    hubs = hubs or HubOptions()
+    with returning_freed_memory():
+        return _load_graph(comm, source, partitioner, symmetric, features, hubs or HubOptions())
+
+
+def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features: bool,
+                hubs: HubOptions) -> DistributedGraph:
     error, src = None, None
     try:
         src = _as_source(source)

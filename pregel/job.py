@@ -22,7 +22,6 @@ from pregel.dgraph import load_graph
 from pregel.engine import RunResult, run
 from pregel.errors import InputError
 from pregel.graph_io import ORIGINAL_IDS
-from pregel.memory import release_freed_memory
 from pregel.stats import FIELDS, summarize
 
 DEVICES = ("cpu", "cuda")
@@ -70,7 +69,6 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
     started = time.perf_counter()
     graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric,
                        features=getattr(program, "uses_features", True), hubs=hubs)
-    release_freed_memory()  # the load's temporaries: not reused by the supersteps
     load_seconds = time.perf_counter() - started
     result = run(graph, program, max_supersteps, progress, checkpoint, device=gpu)
     device_attrs = {"device": device, **({} if gpu is None else gpu.attributes(comm))}

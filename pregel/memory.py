@@ -4,16 +4,14 @@ glibc returns every freed block over its ``mmap`` threshold (128 KiB, raised at 
 to the kernel at once, and trims the heap top past ``M_TRIM_THRESHOLD``. A superstep allocates
 arrays of megabytes (message values, the gathered rows, the program's temporaries) and frees them
 at its end; handed back and asked for again, each page costs a page fault and zeroing. On a 1M-vertex
-graph that made the first PageRank superstep about 15 ms (30 %) slower than the next ones, and the
-load phase, which frees large temporaries, paid the same on its own arrays. With both thresholds
-raised, freed blocks stay in the heap and are reused: the peak resident size of a phase is unchanged
-(what is kept was resident at its peak anyway), but the size after a phase no longer drops.
+graph that made the first PageRank superstep about 15 ms (30 %) slower than the next ones. With both
+thresholds raised (``keep_freed_memory``), freed blocks stay in the heap and are reused.
 
-What one phase leaves free is not always reused by the next: the load's temporaries (edge arrays,
-sort orders) are cut into holes that a superstep's arrays of another size do not fit, so they stay
-resident under the supersteps' own peak (PageRank at 10M vertices / 100M edges, P = 2: a peak of 1.5 GB per
-rank, measured).
-``release_freed_memory`` hands such a phase's free heap back to the kernel when it is large.
+The graph load is the exception (``returning_freed_memory``): its temporaries (edge arrays, sort
+orders, exchange buffers) are each freed once and never asked for again, and kept, they left holes
+that its later arrays of other sizes did not fit, so the heap grew past what was ever live at once
+(PageRank at 10M vertices / 100M edges, P = 2: a peak of 1.60-1.65 GB a rank, against 1.25-1.44 GB
+with the load's blocks handed back as they were freed, measured).
 """
 
 import ctypes
@@ -21,26 +19,52 @@ import ctypes.util
 import os
 import resource
 import sys
+from contextlib import contextmanager
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 #: blocks up to this size come from the heap (glibc's largest allowed mmap threshold on 64-bit)
 HEAP_BLOCK_LIMIT = 1 << 30
-#: ``release_freed_memory`` hands the free heap back only when more than this is free
-RELEASE_ABOVE = 256 << 20
+#: the heap top kept when freed blocks are kept: 2**31 - 1 (2 GiB), the largest int mallopt takes
+_KEPT_TOP = 2**31 - 1
+#: while freed blocks are handed back: glibc's own starting thresholds (128 KiB) for both
+_RETURN_ABOVE = 128 << 10
+_keeping = False  # whether keep_freed_memory is in force
 
 
-def keep_freed_memory() -> bool:
-    """Ask glibc to keep freed blocks for reuse; returns False where the C library is not glibc
-    (nothing changes there)."""
+def _set_thresholds(mmap_threshold: int, trim_threshold: int) -> bool:
+    """Set glibc's mmap and trim thresholds (bytes); False where the C library is not glibc."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    # mallopt takes an int: 2**31 - 1 (2 GiB) is the largest trim threshold it can be told
-    return bool(mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed blocks for reuse; returns False where the C library is not glibc
+    (nothing changes there)."""
+    global _keeping
+    _keeping = _set_thresholds(HEAP_BLOCK_LIMIT, _KEPT_TOP)
+    return _keeping
+
+
+@contextmanager
+def returning_freed_memory():
+    """Around a phase whose large arrays are each freed once and not asked for again (the graph load):
+    while it runs, every freed block over 128 KiB goes back to the kernel at once, as glibc does by
+    default; afterwards ``keep_freed_memory`` is in force again where it was. Does nothing where it
+    was not (or where the C library is not glibc)."""
+    if not _keeping:
+        yield
+        return
+    _set_thresholds(_RETURN_ABOVE, _RETURN_ABOVE)
+    try:
+        yield
+    finally:
+        _set_thresholds(HEAP_BLOCK_LIMIT, _KEPT_TOP)
 
 
 def peak_rss_bytes() -> int:
@@ -57,30 +81,6 @@ def peak_rss_bytes() -> int:
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak) if sys.platform == "darwin" else int(peak) * 1024
-
-
-def release_freed_memory(keep: int = RELEASE_ABOVE) -> bool:
-    """Hand the heap's free pages back to the kernel (glibc ``malloc_trim``) when more than ``keep``
-    bytes of it are free (below that, keeping them for reuse is worth more); returns whether it did.
-    Does nothing (False) where the C library is not glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallinfo2, malloc_trim = libc.mallinfo2, libc.malloc_trim
-    except (OSError, AttributeError):
-        return False
-    mallinfo2.restype = _MallInfo2
-    if mallinfo2().fordblks <= keep:
-        return False
-    malloc_trim.argtypes, malloc_trim.restype = (ctypes.c_size_t,), ctypes.c_int
-    malloc_trim(0)
-    return True
-
-
-class _MallInfo2(ctypes.Structure):
-    """glibc's ``struct mallinfo2`` (all fields size_t); ``fordblks``: free bytes in the heap."""
-
-    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 
 def physical_memory() -> int:
