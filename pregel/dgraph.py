@@ -410,7 +410,8 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
 class _LocalEdges:
     """The edges a rank holds after placement, with the in-degree and self-loops of its vertices.
 
-    dest: destination-side edges (destination owned here), dst_local [E_d] their local rows;
+    dest: destination-side edges (destination owned here; their ``dst`` dropped), dst_local [E_d] their
+    local rows;
     source: source-side edges (source owned here); in_degree, self_loops: [n] int64 over the
     whole graph; dest_counts: [n] int64 the destination-side edges of each row, when known
     (``row_counts``: the in-degrees over the edges placed, when every edge went to its
@@ -426,11 +427,12 @@ class _LocalEdges:
         else:
             self.dest, self.source = edges, edges.take(slice(0, 0))
         self.dest_counts = row_counts
-        self.dst_local = partition.local_index(self.dest.dst, comm.rank)
         self.in_degree = in_degree
         loops = np.concatenate([self.dest.dst[self.dest.src == self.dest.dst],
                                 self.source.dst[self.source.src == self.source.dst]])
         self.self_loops = np.bincount(partition.local_index(loops, comm.rank), minlength=n).astype(np.int64)
+        # the global ids go once they are rows: a rank that does not own from 0 would hold both
+        self.dst_local, self.dest.dst = partition.local_index(self.dest.dst, comm.rank), None
 
     def source_order(self) -> np.ndarray:
         """[E_s] the order of the source-side edges by (destination, source), ties: out-hubs'
