@@ -425,7 +425,8 @@ class _LocalEdges:
         if side.any():
             self.dest, self.source = edges.take(~side), edges.take(side)
         else:
-            self.dest, self.source = edges, edges.take(slice(0, 0))
+            # an empty copy: empty views (a slice) would keep the placed edges' arrays alive
+            self.dest, self.source = edges, edges.take(np.zeros(0, np.int64))
         self.dest_counts = row_counts
         self.in_degree = in_degree
         loops = np.concatenate([self.dest.dst[self.dest.src == self.dest.dst],

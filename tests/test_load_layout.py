@@ -149,3 +149,21 @@ def test_an_in_memory_graph_is_left_as_given():
     rows = np.repeat(np.arange(3), np.diff(loaded.in_indptr))  # (source, destination) of each stored in-edge
     got = sorted(zip(loaded.in_indices.tolist(), rows.tolist()))
     assert got == sorted(zip(np.r_[src, indices].tolist(), np.r_[indices, src].tolist()))  # both ways
+
+
+def test_the_placed_edges_are_not_kept_alive_by_the_empty_source_side():
+    """With no source-side edge, the source side is empty arrays of their own: empty views (slices) of
+    the placed edges would keep their whole buffers alive after the destinations are dropped (at P = 2
+    on a 100M-edge graph, 200 MB of the load's peak on every rank but the first)."""
+    from pregel.dgraph import _Edges, _LocalEdges
+    from pregel.partition import make_partition
+
+    src, dst = np.array([0, 1, 2, 2], np.int32), np.array([1, 2, 0, 2], np.int32)
+    edges = _Edges(src, dst, np.ones(4, np.float32), np.zeros(4, bool))
+    partition = make_partition("range", np.array([0, 3]), 3, 1)
+    local = _LocalEdges(Comm(), partition, 3, edges, np.zeros(0, np.int64), np.array([1, 1, 2]))
+    assert local.dest.dst is None and np.array_equal(local.dst_local, [1, 2, 0, 2])
+    assert np.array_equal(local.self_loops, [0, 0, 1])
+    for name in ("src", "dst", "weight", "out_hub"):
+        array = getattr(local.source, name)
+        assert len(array) == 0 and array.base is None, name
