@@ -1,10 +1,9 @@
-"""``pregel infer --device cuda`` under Numba's simulator against the same command on the host and
-against PyTorch Geometric's full-graph forward pass, at P = 1, 2 and 3: features, weights and dense
-transforms in torch on the run's device, each layer's gather on the device path, ghost rows staged
-through host buffers (the PyPI MPI is not CUDA-aware). The graph (``gnn_cases.mixed_graph``) has an
-in-hub above the hub threshold, self-loops, a parallel edge and isolated vertices; the host run
-gathers the hub partially, the GPU run whole on its owner.
-"""
+"""``pregel infer --device cuda`` under Numba's simulator (or on a GPU, as this process) against the same
+command on the host and against PyTorch Geometric's full-graph forward pass, at P = 1, 2 and 3: features,
+weights and dense transforms in torch on the run's device, each layer's gather on the device path, ghost
+rows staged through host buffers (the PyPI MPI is not CUDA-aware). The graph (``gnn_cases.mixed_graph``)
+has an in-hub above the hub threshold, self-loops, a parallel edge and isolated vertices; the host run
+gathers the hub partially, the GPU run whole on its owner."""
 import os
 import shutil
 import subprocess

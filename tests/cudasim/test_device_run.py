@@ -1,9 +1,8 @@
-"""``pregel run ... --device cuda`` under Numba's simulator against the same command on the host
-(and against networkx / NumPy oracles) at P = 1, 2 and 3: the state, in-edge CSR, ghost exchange
-and gather on "device" arrays, ghost rows staged through host buffers (the PyPI MPI is not
-CUDA-aware). The graph has an in-hub above the hub threshold, so the host run gathers it partially
-while the GPU run (partial gather off) gathers it whole on its owner.
-"""
+"""``pregel run ... --device cuda`` under Numba's simulator (or on a GPU, as this process) against the same
+command on the host (and against networkx / NumPy oracles) at P = 1, 2 and 3: the state, in-edge CSR,
+ghost exchange and gather on "device" arrays, ghost rows staged through host buffers (the PyPI MPI is not
+CUDA-aware). The graph has an in-hub above the hub threshold, so the host run gathers it partially while
+the GPU run (partial gather off) gathers it whole on its owner."""
 import os
 import shutil
 import subprocess

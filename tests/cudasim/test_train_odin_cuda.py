@@ -1,5 +1,6 @@
 """``mpiexec -n P pregel train --device cuda`` (the distributed trainer on every rank's GPU) under Numba's
-simulator, against two oracles on the same tiny scene, seed and batch size:
+simulator (on a GPU with ``PREGEL_REAL_GPU=1``: the launched ranks run as this process does), against two
+oracles on the same tiny scene, seed and batch size:
 
 * the single-process ``pregel train --device cuda`` (the distributed trainer's own contract: it equals
   the single process with the same batch size). Not bit for bit: the rasterizer's CUDA backward adds
