@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from kernels._numba_start import start as start_numba
-from kernels.bits import bit_set, bit_words
+from kernels.bits import bit_words_of, bits_at
 
 start_numba()
 
@@ -120,31 +120,19 @@ class HashPartition:
     def owns(self, ids: np.ndarray, rank: int) -> np.ndarray:
         """[k] bool: whether ``rank`` owns each of the global ids [k] (``owner(ids) == rank`` from the
         bit per vertex of ``local_index``, without ``owner``'s 8-byte temporary per id)."""
-        out = np.empty(len(ids), dtype=bool)
-        _owned_bits(np.ascontiguousarray(ids), self._index(rank)[0], out)
-        return out
+        return bits_at(self._index(rank)[0], ids)
 
     def _index(self, rank: int) -> tuple:
         """(words [ceil(N / 64)] uint64: a bit per vertex, set where ``rank`` owns it; before
         [ceil(N / 64)] int64: the ids it owns below each word), built once per rank."""
         if rank not in self._rank_index:
             owned = self.owned(rank)
-            mask = np.zeros(self.num_nodes, dtype=bool)
-            mask[owned] = True
-            words = bit_words(mask)
-            del mask
+            words = bit_words_of(owned, self.num_nodes)
             blocks = len(words)
             before = np.zeros(blocks, dtype=np.int64)
             np.cumsum(np.bincount(owned >> 6, minlength=blocks)[:-1], out=before[1:])
             self._rank_index[rank] = words, before
         return self._rank_index[rank]
-
-
-@njit(cache=True)
-def _owned_bits(ids, words, out):
-    """out[k] = bit ids[k] of ``words`` (``kernels.bits``). ids: [k] int32/int64; words: [blocks] uint64."""
-    for k in range(ids.shape[0]):
-        out[k] = bit_set(words, ids[k])
 
 
 @njit(cache=True)
