@@ -298,6 +298,20 @@ class _Edges:
         return _Edges(self.src[index], self.dst[index], None if self.weight is None else self.weight[index],
                       self.out_hub[index], None if self.reverse is None else self.reverse[index])
 
+    def split(self, chosen: np.ndarray) -> tuple["_Edges", "_Edges"]:
+        """(the edges where ``chosen`` [k] bool is False, those where it is True), each in order. Consumes
+        these edges: each array is dropped once split, so only one array is held twice at a time (two
+        ``take`` calls would hold every array twice, 460 MB more at 50M edges a rank)."""
+        rest = ~chosen
+        halves = {}
+        for name in ("src", "dst", "weight", "out_hub", "reverse"):
+            values = getattr(self, name)
+            setattr(self, name, None)
+            halves[name] = (None, None) if values is None else (values[rest], values[chosen])
+            del values
+        return (_Edges(**{name: pair[0] for name, pair in halves.items()}),
+                _Edges(**{name: pair[1] for name, pair in halves.items()}))
+
 
 def _slice_edges(part, weighted: bool) -> _Edges:
     """The edges read by this rank, in file order."""
@@ -417,7 +431,7 @@ class _LocalEdges:
     source: source-side edges (source owned here); in_degree, self_loops: [n] int64 over the
     whole graph; dest_counts: [n] int64 the destination-side edges of each row, when known
     (``row_counts``: the in-degrees over the edges placed, when every edge went to its
-    destination's owner), else None.
+    destination's owner), else None. ``edges`` is consumed when some are source-side (``_Edges.split``).
     """
 
     def __init__(self, comm, partition, n: int, edges: _Edges, in_hubs: np.ndarray, in_degree: np.ndarray,
@@ -425,7 +439,7 @@ class _LocalEdges:
         self.comm, self.partition, self.n = comm, partition, n
         side = _source_side(edges, in_hubs)
         if side.any():
-            self.dest, self.source = edges.take(~side), edges.take(side)
+            self.dest, self.source = edges.split(side)
         else:
             # an empty copy: empty views (a slice) would keep the placed edges' arrays alive
             self.dest, self.source = edges, edges.take(np.zeros(0, np.int64))

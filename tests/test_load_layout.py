@@ -167,3 +167,26 @@ def test_the_placed_edges_are_not_kept_alive_by_the_empty_source_side():
     for name in ("src", "dst", "weight", "out_hub"):
         array = getattr(local.source, name)
         assert len(array) == 0 and array.base is None, name
+
+
+def test_splitting_the_source_side_keeps_every_edge_once_and_releases_the_placed_arrays():
+    """With an in-hub, ``_LocalEdges`` splits the placed edges field by field (boolean masks of NumPy as
+    the oracle) and drops each placed array once split, so the caller's copy does not stay at the peak."""
+    from pregel.dgraph import _Edges, _LocalEdges
+    from pregel.partition import make_partition
+
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 40, 500).astype(np.int32)
+    dst = rng.integers(0, 40, 500).astype(np.int32)
+    dst[::7] = 17  # the in-hub
+    weight, out_hub, reverse = rng.random(500).astype(np.float32), rng.random(500) < 0.1, rng.random(500) < 0.5
+    edges = _Edges(src.copy(), dst.copy(), weight.copy(), out_hub.copy(), reverse.copy())
+    partition = make_partition("range", np.array([0, 40]), 40, 1)
+    local = _LocalEdges(Comm(), partition, 40, edges, np.array([17]), np.bincount(dst, minlength=40))
+    side = out_hub | (dst == 17)
+    for name, values in (("src", src), ("weight", weight), ("out_hub", out_hub), ("reverse", reverse)):
+        assert np.array_equal(getattr(local.dest, name), values[~side]), name
+        assert np.array_equal(getattr(local.source, name), values[side]), name
+        assert getattr(edges, name) is None, name
+    assert np.array_equal(local.dst_local, dst[~side]) and np.array_equal(local.source.dst, dst[side])
+    assert np.array_equal(local.self_loops, np.bincount(src[src == dst], minlength=40))
