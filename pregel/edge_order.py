@@ -399,9 +399,10 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     the edges flagged in ``later`` after the others).
 
     rows: [E] int32/int64 in [0, num_rows); columns: [E] any integer dtype; weights: [E] float32 or None;
-    keys: [E] int32/int64 the within-row order (the global source ids); later: [E] bool or None (a
-    symmetric program's reverse edges); row_counts: [num_rows] int64 the edges of each row, when
-    already known (the in-degrees), else counted here.
+    keys: [E] int32/int64 the within-row order (the global source ids), or ``columns`` itself (sorted
+    as their own keys, no copy of them); later: [E] bool or None (a symmetric program's reverse edges);
+    row_counts: [num_rows] int64 the edges of each row, when already known (the in-degrees), else
+    counted here.
     Returns (indptr [num_rows + 1] int64, columns [E] as given, weights [E] or None).
     Edges are placed in their rows in input order (a counting sort by row), so edges read from an
     out-edge CSR, whose keys ascend, are in order; otherwise (the reverse edges of a symmetric
@@ -417,11 +418,14 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     if later is not None and not later.any():
         later = None
     ordered = _ascending(keys) and later is None
-    out_keys = None if ordered else np.empty_like(keys)
+    own_keys = keys is columns  # the columns move as the keys: sorted by themselves
+    out_keys = None if ordered or own_keys else np.empty_like(keys)
     shift = _bucket_shift(num_rows, len(rows)) if bucket_shift == -1 else bucket_shift
-    _scatter(np.ascontiguousarray(rows), indptr, columns, weights, None if ordered else keys, later,
+    _scatter(np.ascontiguousarray(rows), indptr, columns, weights, None if ordered or own_keys else keys, later,
              out_columns, out_weights, out_keys, shift)
-    if not ordered:
+    if own_keys and not ordered:
+        _sort_rows(indptr, out_columns, None, out_weights)
+    elif not ordered:
         _sort_rows(indptr, out_keys, out_columns, out_weights)
     return indptr, out_columns, out_weights
 

@@ -22,6 +22,7 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 import numpy as np
 
+from pregel.edge_order import group_by_row
 from pregel.errors import InputError
 
 KINDS = ("powerlaw", "er", "grid")
@@ -70,34 +71,28 @@ def edge_count(num_nodes: int, avg_degree: float, undirected: bool = False) -> i
 MAX_KEYED_NODES = math.isqrt(2**63 - 1)
 
 
-def source_order(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray | None:
-    """The stable order [E] that sorts edges (``src``, ``dst``: [E] int64 ids below ``num_nodes``) by
-    (source, destination), or None when they are in that order already. One int64 key per edge up to
-    ``MAX_KEYED_NODES`` vertices; above, where that key would overflow and sort wrongly, a lexsort."""
-    if num_nodes > MAX_KEYED_NODES:
-        return np.lexsort((dst, src))
-    key = src * num_nodes + dst
-    return np.argsort(key, kind="stable") if key.size and np.any(key[1:] < key[:-1]) else None
-
-
 def edges_to_csr(num_nodes: int, src: np.ndarray, dst: np.ndarray, weights: np.ndarray | None = None):
     """Sort an edge list into an out-edge CSR.
 
-    ``src``, ``dst``: [E] integer vertex ids; ``weights``: [E] or None. Returns
-    ``(indptr int64 [N + 1], indices int64 [E])`` or, with weights, also the permuted ``weights``.
-    Edges are ordered by (source, destination); the sort is stable, so parallel edges keep their order.
+    ``src``, ``dst``: [E] integer vertex ids below ``num_nodes``; ``weights``: [E] or None. Returns
+    ``(indptr int64 [N + 1], indices [E])`` or, with weights, also the permuted ``weights``; ``indices``
+    keep ``dst``'s dtype when it is int32 or int64 (int32 ids stay 4 bytes an edge), else int64.
+    Edges are ordered by (source, destination); parallel edges keep their input order. A counting
+    sort by source and a sort of each row by destination (``edge_order.group_by_row``): O(E log d) for
+    rows of d edges and one output array beside the input, where an argsort of (source, destination)
+    keys held three int64 arrays of E and took 25 s of `pregel convert`'s 30 on 100M shuffled edges.
     """
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=num_nodes), out=indptr[1:])
-    order = source_order(src, dst, num_nodes)
-    if order is not None:
-        dst = dst[order]
-        weights = None if weights is None else np.asarray(weights)[order]
+    src = np.asarray(src)
+    dst = np.asarray(dst)
+    if dst.dtype not in (np.int32, np.int64):
+        dst = dst.astype(np.int64)
+    if src.dtype.kind not in "iu":
+        src = src.astype(np.int64)
+    indptr, indices, weights = group_by_row(src, num_nodes, dst, None if weights is None else np.asarray(weights),
+                                            keys=dst)
     if weights is None:
-        return indptr, dst
-    return indptr, dst, np.asarray(weights)
+        return indptr, indices
+    return indptr, indices, weights
 
 
 def random_features(labels: np.ndarray | None, num_nodes: int, num_features: int, rng,

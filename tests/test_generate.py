@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from pregel.errors import InputError
-from pregel.generate import MAX_KEYED_NODES, edges_to_csr, generate_graph, source_order
+from pregel.generate import MAX_KEYED_NODES, edges_to_csr, generate_graph
 
 
 def _edges(indptr, indices):
@@ -96,17 +96,24 @@ def test_rejects_impossible_requests():
         generate_graph("powerlaw", 10, 2, exponent=1.0)
 
 
-@pytest.mark.parametrize("num_nodes", [1000, MAX_KEYED_NODES, MAX_KEYED_NODES + 1, 4 * 10**9])
-def test_source_order_sorts_by_source_then_destination_at_any_vertex_count(num_nodes):
-    # src * N + dst overflows int64 above isqrt(2**63 - 1) vertices (about 3.04e9) and sorted such edges
-    # wrongly; the order must be numpy's lexsort by (src, dst), stable for parallel edges, at every N
-    rng = np.random.default_rng(7)
-    src = rng.choice(np.array([0, 1, num_nodes // 2, num_nodes - 2, num_nodes - 1]), 400)  # parallel edges too
-    dst = rng.choice(np.array([0, 1, num_nodes - 1]), 400)  # the largest ids' keys would wrap, the small ones' not
-    order = source_order(src, dst, num_nodes)
-    assert np.array_equal(order, np.lexsort((dst, src)))
-    sorted_src, sorted_dst = src[order], dst[order]
-    assert source_order(sorted_src, sorted_dst, num_nodes) is None or num_nodes > MAX_KEYED_NODES
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("num_edges", [0, 1, 3000, (1 << 22) + 17])  # the last through the bucketed scatter
+def test_edges_to_csr_equals_a_lexsort_by_source_then_destination(dtype, num_edges):
+    # numpy's stable lexsort by (src, dst) as the oracle: parallel edges keep their input order (the
+    # weights, all distinct, tell them apart); rows empty, short and long (a hub of 1 in 8 edges)
+    num_nodes = 5000
+    rng = np.random.default_rng(num_edges)
+    src = rng.integers(0, num_nodes, num_edges).astype(dtype)
+    src[::8] = 7
+    dst = rng.integers(0, 60, num_edges).astype(dtype)  # many parallel edges
+    weights = np.arange(num_edges, dtype=np.float32)
+    order = np.lexsort((dst, src))
+    indptr, indices, got_weights = edges_to_csr(num_nodes, src, dst, weights)
+    assert np.array_equal(indptr, np.r_[0, np.cumsum(np.bincount(src, minlength=num_nodes))])
+    assert indices.dtype == dtype and np.array_equal(indices, dst[order])
+    assert np.array_equal(got_weights, weights[order])
+    indptr, indices = edges_to_csr(num_nodes, src[order], dst[order])  # in order already
+    assert np.array_equal(indices, dst[order])
 
 
 def test_generate_refuses_a_vertex_count_whose_edge_keys_overflow():
