@@ -38,7 +38,7 @@ def read_edge_list(path, num_nodes: int | None = None, directed: bool = True) ->
         raise InputError.at(path, None, f"vertex id {largest} is not below `num_nodes` {num_nodes}")
     # ids are 0..N-1, so one large id makes a huge graph: refuse at once rather than let the CSR's
     # per-vertex arrays (indptr and a count, 8 bytes each) fill the machine and the kernel kill us
-    require_memory(16 * (num_nodes + 1) + 32 * len(src) * (1 if directed else 2),
+    require_memory(16 * (num_nodes + 1) + (3 * src.itemsize + 8) * len(src) * (1 if directed else 2),
                    f"{path}: a graph of {num_nodes:,} vertices (ids are numbered 0..N-1 and the largest is "
                    f"{largest}; converted as a table, with --src and --dst, sparse ids are renumbered)")
     return edges_to_graph(num_nodes, src, dst, weights, directed)

@@ -105,13 +105,13 @@ def _parse_chunk(buf, columns, src, dst, weights, end_ptr):  # pragma: no cover 
 def stream_edge_list(path, chunk_bytes: int = CHUNK_BYTES):
     """Parse an edge-list file chunk by chunk.
 
-    Returns (src int64 [E], dst int64 [E], weights float32 [E] or None). A malformed line raises
-    ``InputError`` naming the file and the line number.
+    Returns (src [E], dst [E], weights float32 [E] or None): the ids int32 when every id fits, else
+    int64. A malformed line raises ``InputError`` naming the file and the line number.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise InputError.at(path, None, not_a_file(path))
-    parts, columns, lines_before = [], 0, 0
+    src_parts, dst_parts, weight_parts, columns, lines_before = [], [], [], 0, 0
     end_ptr = np.zeros(1, np.int64)  # strtod's end pointer
     with open(path, "rb") as f:
         carry = b""
@@ -133,25 +133,36 @@ def stream_edge_list(path, chunk_bytes: int = CHUNK_BYTES):
             edges, lines, columns, code = _parse_chunk(buf, columns, src, dst, weights, end_ptr)
             if code != OK:
                 raise InputError.at(path, None, f"line {lines_before + lines + 1}: {_PROBLEMS[code]}")
-            parts.append(_compact(src[:edges], dst[:edges], weights[:edges] if columns == 3 else None))
+            src, dst = _narrowest(src[:edges], dst[:edges])
+            src_parts.append(src)
+            dst_parts.append(dst)
+            if columns == 3:  # chunks before the first data line have no edges and no weights
+                weight_parts.append(weights[:edges].astype(np.float32))
             lines_before += lines
             if not block:
                 break
-    if not parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), None
-    src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
-    dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
-    weights = None
-    if columns == 3:  # parts before the first data line have no edges and no weights
-        weights = np.concatenate([np.zeros(0, np.float32) if p[2] is None else p[2] for p in parts])
-    return src, dst, weights
+    ids = np.result_type(np.int32, *src_parts)  # int64 once any chunk needed it
+    return (_joined(src_parts, ids), _joined(dst_parts, ids),
+            _joined(weight_parts, np.float32) if columns == 3 else None)
 
 
-def _compact(src, dst, weights):
-    """A chunk's edges in the narrowest dtypes that hold them (int32 ids when they fit, float32 weights)."""
-    fits = max(int(src.max(initial=0)), int(dst.max(initial=0))) < 2**31
-    ids = np.int32 if fits else np.int64
-    return src.astype(ids), dst.astype(ids), None if weights is None else weights.astype(np.float32)
+def _joined(chunks: list, dtype) -> np.ndarray:
+    """The arrays of ``chunks`` one after the other, as ``dtype``, emptying the list: each chunk is
+    freed once copied, so the edges are held about once, not twice."""
+    out = np.empty(sum(len(chunk) for chunk in chunks), dtype)
+    at = 0
+    chunks.reverse()
+    while chunks:
+        chunk = chunks.pop()
+        out[at:at + len(chunk)] = chunk
+        at += len(chunk)
+    return out
+
+
+def _narrowest(src, dst):
+    """A chunk's ids in the narrowest dtype that holds them both: int32 when they fit, else int64."""
+    ids = np.int32 if max(int(src.max(initial=0)), int(dst.max(initial=0))) < 2**31 else np.int64
+    return src.astype(ids), dst.astype(ids)
 
 
 _PROBLEMS = {BAD_ID: "vertex ids must be non-negative integers (src dst [weight])",

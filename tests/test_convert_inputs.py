@@ -42,6 +42,20 @@ def test_streamed_edge_list_equals_loadtxt_across_chunk_boundaries(tmp_path, wei
         assert weights is None
 
 
+@pytest.mark.parametrize("large", [None, 3, 997])  # no id >= 2**31, one in an early chunk, one in the last line
+def test_streamed_ids_are_int32_until_one_does_not_fit(tmp_path, large):
+    rng = np.random.default_rng(4)
+    src, dst = rng.integers(0, 2**31, 1000), rng.integers(0, 2**31, 1000)
+    if large is not None:
+        dst[large] = 2**31  # the smallest id that int32 cannot hold
+    path = tmp_path / "e.txt"
+    path.write_text("".join(f"{s} {d}\n" for s, d in zip(src, dst)))
+    s, d, _ = stream_edge_list(path, chunk_bytes=200)  # many chunks, of either width
+    assert s.dtype == d.dtype == (np.int32 if large is None else np.int64)
+    np.testing.assert_array_equal(s, src)
+    np.testing.assert_array_equal(d, dst)
+
+
 def test_error_line_numbers_count_across_chunks(tmp_path):
     path = tmp_path / "e.txt"
     path.write_text("0 1\n" * 50 + "# c\n" + "2 x\n")
