@@ -1,0 +1,117 @@
+"""`pregel convert` of a text edge list against a pyarrow + scipy script doing the same job, whole commands.
+
+Writes the edges of ``--graph`` (a graph file, e.g. ``pregel generate --kind powerlaw --nodes 10000000
+--avg-degree 10``) as a whitespace edge list twice, in the file's order and shuffled, then converts each
+back with ``pregel convert`` and with a script that reads it with pyarrow's CSV reader (its default
+threads), builds the CSR with scipy (rows sorted by destination, as ``pregel convert`` writes them)
+and writes it with h5py. Each run is a separate process, timed from outside, with its peak RSS from
+``/usr/bin/time``; runs alternate, and every output's CSR must equal the input graph's (the edges'
+order within a row included: parallel edges are the only ties, and they are equal). ``--baseline
+DIR`` also runs ``pregel convert`` from another checkout (``PYTHONPATH=DIR``), e.g. the code before a
+change. Prints a Markdown table of medians.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+PEER = """
+import sys, h5py, numpy as np, pyarrow.csv as pc, scipy.sparse as sp
+table = pc.read_csv(sys.argv[1], read_options=pc.ReadOptions(column_names=["s", "d"]),
+                    parse_options=pc.ParseOptions(delimiter=" "),
+                    convert_options=pc.ConvertOptions(column_types={"s": "int64", "d": "int64"}))
+src, dst = table.column("s").to_numpy(), table.column("d").to_numpy()
+del table
+n = int(max(src.max(), dst.max())) + 1
+csr = sp.csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))
+del src, dst
+csr.sort_indices()
+with h5py.File(sys.argv[2], "w") as f:
+    f["graph/indptr"] = csr.indptr.astype(np.int64)
+    f["graph/indices"] = csr.indices
+"""
+
+
+def write_edge_list(path: str, src: np.ndarray, dst: np.ndarray) -> None:
+    """``src dst`` per line (pyarrow's CSV writer: no header, a space between the columns)."""
+    pacsv.write_csv(pa.table({"s": src, "d": dst}), path,
+                    pacsv.WriteOptions(include_header=False, delimiter=" "))
+
+
+def timed(command: list, env: dict) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of ``command`` run as its own process, in the temporary folder (``python
+    -m`` puts its working folder first on the path, before ``PYTHONPATH``'s checkout)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        started = time.perf_counter()
+        subprocess.run(["/usr/bin/time", "-o", report.name, "-f", "peak_kb %M", *command], env=env, check=True,
+                       stdout=subprocess.DEVNULL, cwd=tempfile.gettempdir())
+        seconds = time.perf_counter() - started
+        peak = [int(line.split()[1]) for line in open(report.name) if re.fullmatch(r"peak_kb \d+\n?", line)]
+    return seconds, peak[0] / 1024
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--graph", required=True, help="graph file whose edges are written out")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", metavar="DIR", help="also run `pregel convert` from this checkout")
+    parser.add_argument("--tmp", default=None, help="folder for the edge lists and outputs (default: $TMPDIR)")
+    args = parser.parse_args()
+    with h5py.File(args.graph) as f:
+        indptr, indices = f["graph/indptr"][:], f["graph/indices"][:]
+    src = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    methods = {"pregel convert": (["-m", "pregel.cli", "convert"], here)}
+    if args.baseline:
+        methods["pregel convert, baseline"] = (["-m", "pregel.cli", "convert"], os.path.abspath(args.baseline))
+    methods["pyarrow + scipy script"] = (["-c", PEER], here)
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+        warm = os.path.join(tmp, "warm.txt")  # fills each checkout's numba cache before the timed runs
+        write_edge_list(warm, src[:1000], indices[:1000].astype(np.int64))
+        for name, (command, tree) in methods.items():
+            if "pregel" in name:
+                timed([sys.executable, *command, warm, "--out", os.path.join(tmp, "warm.h5"),
+                       "--num-nodes", str(len(indptr) - 1)], dict(env, PYTHONPATH=tree))
+                os.remove(os.path.join(tmp, "warm.h5"))
+        for order_name in ("file order", "shuffled"):
+            text = os.path.join(tmp, "edges.txt")
+            order = (np.arange(len(src)) if order_name == "file order"
+                     else np.random.default_rng(0).permutation(len(src)))
+            write_edge_list(text, src[order], indices[order].astype(np.int64))
+            del order
+            results = {name: [] for name in methods}
+            for _ in range(args.rounds):
+                for name, (command, tree) in methods.items():
+                    out = os.path.join(tmp, "out.h5")
+                    if os.path.exists(out):
+                        os.remove(out)
+                    args_out = [text, "--out", out] if "pregel" in name else [text, out]
+                    results[name].append(timed([sys.executable, *command, *args_out],
+                                               dict(env, PYTHONPATH=tree)))
+                    with h5py.File(out) as f:
+                        assert np.array_equal(f["graph/indptr"][:], indptr), name
+                        assert np.array_equal(f["graph/indices"][:], indices), name
+            size = os.path.getsize(text) / 2**30
+            for name, runs in results.items():
+                seconds, peaks = [r[0] for r in runs], [r[1] for r in runs]
+                rows.append((order_name, name, np.median(seconds), min(seconds), max(seconds), max(peaks), size))
+    print(f"{len(indptr) - 1:,} vertices, {len(indices):,} edges, {args.rounds} alternating rounds")
+    print("| edge list | method | wall s (median) | wall s (range) | peak RSS MB | bytes an edge at the peak | text GiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for order_name, name, median, low, high, peak, size in rows:
+        print(f"| {order_name} | {name} | {median:.2f} | {low:.2f}-{high:.2f} | {peak:,.0f} | "
+              f"{peak * 2**20 / len(indices):.1f} | {size:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
