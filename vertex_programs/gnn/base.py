@@ -44,6 +44,18 @@ def add_product(out, x, weight):
     return out
 
 
+def transform_rows(values, weight):
+    """values [n, m] @ weight.T ([k, m]) as [n, k]. ``values`` are rows of the layer's own, which it may
+    overwrite: NumPy rows with k == m are transformed in place a block of rows at a time, so the layer
+    never holds a second [n, k] array (2.6 GB for 10M rows of 64 floats); otherwise a new array."""
+    if not isinstance(values, np.ndarray) or weight.shape[0] != weight.shape[1]:
+        return values @ weight.T
+    for start in range(0, len(values), BLOCK_ROWS):
+        rows = slice(start, start + BLOCK_ROWS)
+        values[rows] = values[rows] @ weight.T
+    return values
+
+
 def add_scaled(out, values, scale):
     """out [n, k] += scale * values [n, k] (``scale``: a number, or [n, 1] per row), in place, by
     blocks of rows."""

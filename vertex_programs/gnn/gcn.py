@@ -1,6 +1,6 @@
 """GCN (PyG ``GCNConv`` with its defaults) as one superstep."""
 
-from vertex_programs.gnn.base import GNNLayer, RecordReader, add_scaled, module_tensor, rows32
+from vertex_programs.gnn.base import GNNLayer, RecordReader, add_scaled, module_tensor, rows32, transform_rows
 
 
 class GCNLayer(GNNLayer):
@@ -39,7 +39,7 @@ class GCNLayer(GNNLayer):
         out = add_scaled(rows32(ctx.xp, gathered), sent, self_count)  # the gathered rows, in place
         out *= norm
         if not self.transform_first:
-            out = out @ self.weight.T
+            out = transform_rows(out, self.weight)
         if self.bias is not None:
             out += self.bias
         return out

@@ -1,6 +1,7 @@
 """GIN (PyG ``GINConv``) as one superstep."""
 
-from vertex_programs.gnn.base import GNNLayer, RecordReader, activate, add_scaled, module_tensor, rows32
+from vertex_programs.gnn.base import (GNNLayer, RecordReader, activate, add_scaled, module_tensor, rows32,
+                                      transform_rows)
 
 #: activations an MLP may hold; in place: every op of the MLP gets rows of the layer's own (the
 #: gathered rows or a product)
@@ -75,7 +76,7 @@ def _run_op(op, h):
     """One MLP op on rows h [n, k] of the layer's own (overwritten where the op keeps the width)."""
     name = op[0]
     if name == "linear":
-        out = h @ op[1].T
+        out = transform_rows(h, op[1])
         if op[2] is not None:
             out += op[2]
         return out

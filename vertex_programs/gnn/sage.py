@@ -1,6 +1,6 @@
 """GraphSAGE (PyG ``SAGEConv``) as one superstep."""
 
-from vertex_programs.gnn.base import GNNLayer, RecordReader, add_product, module_tensor, rows32
+from vertex_programs.gnn.base import GNNLayer, RecordReader, add_product, module_tensor, rows32, transform_rows
 
 
 class SAGELayer(GNNLayer):
@@ -34,7 +34,7 @@ class SAGELayer(GNNLayer):
         if self.aggr == "max":  # the engine's identity for 'max' is -inf; PyG gives 0
             out[~ctx.received] = 0
         if not self.transform_first:
-            out = out @ self.weight_l.T
+            out = transform_rows(out, self.weight_l)
         if self.bias_l is not None:
             out += self.bias_l
         if self.weight_r is not None:
