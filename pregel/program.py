@@ -238,6 +238,14 @@ class Context:
         if self.vertices is None:
             self.vertices = self.graph
 
+    def forget_features(self) -> None:
+        """Drop the run's references to ``features`` (the graph's, and the copy the context read, such
+        as a device copy), which read None from then on: a program whose state keeps what it needs of
+        them lets them be freed. Only for a graph that nothing reads afterwards (one a job loaded for
+        itself)."""
+        self.vertices.features = None
+        self.graph.features = None
+
     @property
     def edge_src(self):
         """[E] global source ids of ``edge_message``'s batch of edges (None outside it)."""

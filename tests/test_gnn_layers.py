@@ -18,7 +18,7 @@ from pregel.dgraph import HubOptions, load_graph
 from pregel.engine import run
 from pregel.errors import InputError
 from pregel.graph_io import GraphData
-from vertex_programs.gnn import GATLayer, GCNLayer, GINLayer, GNNModel, SAGELayer, layer_from_pyg
+from vertex_programs.gnn import GATLayer, GCNLayer, GINLayer, GNNModel, SAGELayer, base, layer_from_pyg
 
 TOLERANCE = 1e-4
 HUBS = {"off": HubOptions(partial_gather=False, shadow_nodes=False), "hubs": HubOptions(threshold=3)}
@@ -34,6 +34,9 @@ OPTIONS = {
                                                    bias=False)], "relu"),
     "gat_no_self_loops": (lambda: [GATConv(6, 3, heads=2, concat=False, add_self_loops=False)], "relu"),
     "tanh_between": (lambda: [SAGEConv(6, 4), GATConv(4, 2, heads=2), GCNConv(4, 2)], "tanh"),
+    # equal widths: the dense transforms after the gather run in place (``transform_rows``)
+    "sage_square": (lambda: [SAGEConv(6, 6), SAGEConv(6, 6, aggr="max")], "relu"),
+    "gin_square": (lambda: [GINConv(nn.Sequential(nn.Linear(6, 6), nn.ReLU(), nn.Linear(6, 6)))], "relu"),
 }
 
 
@@ -87,6 +90,28 @@ def test_hidden_outputs_match_pyg(graph, loaded):
         assert ours.dtype == np.float32 and np.abs(ours - theirs).max() <= TOLERANCE
     assert np.abs(result.values - expected).max() <= TOLERANCE
     assert GNNModel(layers, activation).hidden_outputs(run(loaded["off"], GNNModel(layers)).state) == []
+
+
+def test_released_features_are_forgotten_by_the_graph_and_the_values_are_pyg_s(graph):
+    layers, activation = build_model("mixed")
+    expected, _ = pyg_forward(layers, activation, graph)
+    loaded = load_graph(Comm(), graph, hubs=HUBS["hubs"])
+    kept = run(loaded, GNNModel(layers, activation)).values  # by default the graph keeps its features
+    assert loaded.features is not None and np.abs(kept - expected).max() <= TOLERANCE
+    released = run(loaded, GNNModel(layers, activation, release_features=True)).values
+    assert loaded.features is None and np.abs(released - expected).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("out_width", [5, 7])  # in place (a square weight) and into a new array
+def test_transform_rows_in_blocks_equals_a_matmul(monkeypatch, out_width):
+    monkeypatch.setattr(base, "BLOCK_ROWS", 4)
+    rng = np.random.default_rng(2)
+    values = rng.standard_normal((11, 5)).astype(np.float32)
+    weight = rng.standard_normal((out_width, 5)).astype(np.float32)
+    expected = values.astype(np.float64) @ weight.T.astype(np.float64)
+    got = base.transform_rows(values.copy(), weight)
+    assert got.shape == (11, out_width)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_model_runs_twice(graph, loaded):

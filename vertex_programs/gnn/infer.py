@@ -63,8 +63,8 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
     fields] on rank 0)."""
     hubs = hubs or HubOptions(partial_gather=device != "cuda")
     model = load_checked(comm, graph_path, model_path, keep_hidden=layer_outputs)
-    if progress:
-        model = ProgressModel(model.layers, model.activation, model.keep_hidden)
+    model = (ProgressModel if progress else GNNModel)(model.layers, model.activation, model.keep_hidden,
+                                                      release_features=True)  # the job's own graph
 
     def outputs(report: JobReport):
         graph = report.graph

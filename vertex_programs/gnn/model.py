@@ -31,7 +31,10 @@ class GNNModel(VertexProgram):
     [n, out_features]; the layer's dense transforms run in float32 NumPy on the owning rank (in
     torch on its GPU in a ``device='cuda'`` run, where ``init`` moves the weights to the device).
     With ``keep_hidden``, the state also keeps each hidden layer's output (after the activation)
-    for ``hidden_outputs``.
+    for ``hidden_outputs``. With ``release_features``, ``init`` has the run forget the graph's features
+    (``Context.forget_features``), so the state's input rows are their only holder and are freed once
+    the first layer's output replaces them (2.6 GB at 10M vertices of 64 floats): for a graph loaded
+    for this run alone, as ``infer`` does; a graph that other runs read afterwards keeps them.
 
     The engine reads ``combiner`` and ``per_edge`` when each superstep starts, before calling
     ``message``, so they follow the layer index kept here: reset by ``init``, advanced at the end
@@ -39,7 +42,8 @@ class GNNModel(VertexProgram):
     continues at its layer). One instance runs one job at a time.
     """
 
-    def __init__(self, layers, activation: str = "relu", keep_hidden: bool = False):
+    def __init__(self, layers, activation: str = "relu", keep_hidden: bool = False,
+                 release_features: bool = False):
         self.layers = [layer if isinstance(layer, GNNLayer) else layer_from_pyg(layer) for layer in layers]
         if not self.layers:
             raise ValueError("a GNN model needs at least one layer")
@@ -50,6 +54,7 @@ class GNNModel(VertexProgram):
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.activation = activation
         self.keep_hidden = keep_hidden
+        self.release_features = release_features
         self.max_supersteps = len(self.layers)
         self._layer = 0
         self._cache = None
@@ -98,7 +103,10 @@ class GNNModel(VertexProgram):
         """The input features as float32 [n, in]; puts the weights in the run's array namespace."""
         self._layer, self._cache = ctx.superstep, None
         self.layers = [layer.on(ctx.xp) for layer in self.layers]
-        return {"x": rows32(ctx.xp, ctx.features), "hidden": []}
+        x = rows32(ctx.xp, ctx.features)
+        if self.release_features:
+            ctx.forget_features()
+        return {"x": x, "hidden": []}
 
     def message(self, ctx, state):
         sent, self._cache = self.layers[self._layer].message(ctx, state["x"])
