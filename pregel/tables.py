@@ -191,21 +191,19 @@ def _sorted_ids(path, src, dst, src_ids, dst_ids):
 
 
 def _numbered(path, name, column, ids, nodes) -> np.ndarray:
-    """[E] int64 positions in ``ids`` of the values of ``column`` (InputError if one is not there)."""
+    """[E] int32 positions in ``ids`` of the values of ``column`` (InputError if one is not there).
+    One ``index_in`` over the whole column, so Arrow hashes ``ids`` once: called chunk by chunk, it
+    hashed them again for every chunk (100 chunks of a 100M-edge table, 10M ids: 228 s of a 230 s
+    conversion)."""
     import pyarrow.compute as pc
 
     _id_type_problem(path, name, column, ids)
-    out = np.empty(len(column), np.int64)
-    position = 0
-    for chunk in column.chunks:
-        found = pc.index_in(chunk.cast(ids.type), value_set=ids)
-        if found.null_count:
-            row = int(pc.index(pc.is_null(found), True).as_py())
-            raise InputError.at(path, f"column {name!r}", f"row {position + row} has id "
-                                f"{chunk[row].as_py()!r}, which is not an id of {nodes}")
-        out[position:position + len(chunk)] = found.to_numpy()
-        position += len(chunk)
-    return out
+    found = pc.index_in(column.cast(ids.type), value_set=ids)
+    if found.null_count:
+        row = int(pc.index(pc.is_null(found), True).as_py())
+        raise InputError.at(path, f"column {name!r}", f"row {row} has id {column[row].as_py()!r}, which is "
+                                                       f"not an id of {nodes}")
+    return np.concatenate([np.zeros(0, np.int32)] + [chunk.to_numpy() for chunk in found.chunks])
 
 
 def _numbers(path, name, column, dtype) -> np.ndarray:

@@ -136,6 +136,20 @@ def test_bad_tables_one_line_exit_2(tmp_path, capsys):
     assert "needs --src and --dst" in _bad(tmp_path, capsys, [good, "--src", "a"])
 
 
+def test_a_missing_id_is_named_by_its_row_across_batches(tmp_path, capsys, monkeypatch):
+    from pregel import tables
+
+    monkeypatch.setattr(tables, "BATCH_ROWS", 64)  # the edge table is read in 5 batches
+    ids = np.arange(300) * 3
+    dst = ids.copy()
+    dst[250] = 1  # not a node id
+    edges, nodes = tmp_path / "e.parquet", tmp_path / "n.parquet"
+    pq.write_table(pa.table({"a": ids, "b": dst}), edges, row_group_size=64)
+    pq.write_table(pa.table({"id": ids}), nodes)
+    assert "column 'b': row 250 has id 1, which is not an id of" in _bad(
+        tmp_path, capsys, [edges, "--src", "a", "--dst", "b", "--nodes", nodes, "--id", "id"])
+
+
 def test_results_carry_original_ids(tmp_path):
     import torch
     from torch_geometric.nn import SAGEConv
