@@ -5,8 +5,10 @@ by row group, a CSV file block by block) and keeps only the parsed columns it wa
 Arrow arrays: never the whole file, never a Python object per row. Node ids may be any integers or
 strings. They are numbered 0..N-1: in the node table's row order when there is one (every edge
 endpoint must then be one of its ids), else in ascending order of the ids that the edges use. The
-numbering is vectorised (Arrow's hash lookup ``index_in``), and the original ids are returned, to be
-kept in the graph file as ``/nodes/original_ids`` (int64, or fixed-length UTF-8 bytes for strings).
+numbering is vectorised: integer ids in a range not much larger than their count go through a table
+over the range (``pregel.id_table``), other ids through Arrow's hash lookup ``index_in``. The original
+ids are returned, to be kept in the graph file as ``/nodes/original_ids`` (int64, or fixed-length UTF-8
+bytes for strings).
 
 Features are a list column (``list<float>``; in CSV, a text column of numbers separated by spaces,
 commas or semicolons, optionally in brackets), all lists of one length. Labels are integers.
@@ -63,12 +65,17 @@ def read_tables(edges, src: str, dst: str, weight: str | None = None, nodes=None
                                              "without vertices")
         ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
         _unique_ids(nodes, node_id, ids)
+    by_table = _numbered_by_table(edges, src, dst, columns, ids if nodes is not None else None, nodes)
+    if by_table is not None:
+        ids, mapped = by_table
     else:
-        ids = _sorted_ids(edges, src, dst, columns[src], columns[dst])
-    mapped = [_numbered(edges, name, columns[name], ids, nodes) for name in (src, dst)]
+        if nodes is None:
+            ids = _sorted_ids(edges, src, dst, columns[src], columns[dst])
+        mapped = [_numbered(edges, name, columns[name], ids, nodes) for name in (src, dst)]
     weights = None
     if weight:
         weights = _numbers(edges, weight, columns[weight], np.float32)
+    columns.clear()  # the Arrow columns are numbered: 16 bytes an edge freed before the CSR is built
     graph = edges_to_graph(len(ids), mapped[0], mapped[1], weights, directed)
     if features:
         graph.features = _feature_rows(nodes, features, node_columns[features])
@@ -96,6 +103,9 @@ def _read_columns(path, names: list) -> dict:
                 chunks[name].append(batch.column(name))
     except (pa.ArrowException, OSError) as err:
         raise InputError.at(path, None, f"cannot read the {kind} table ({str(err).splitlines()[0]})") from None
+    # the reader's freed buffers go back to the system: Arrow's default pool (mimalloc) kept them, 1.1 GB
+    # of a 100M-edge table's 3 GB after reading
+    pa.default_memory_pool().release_unused()
     try:  # a table without rows has no batches: its columns are empty arrays of the schema's types
         return {name: pa.chunked_array(parts, type=None if parts else schema.field(name).type)
                 for name, parts in chunks.items()}
@@ -190,6 +200,56 @@ def _sorted_ids(path, src, dst, src_ids, dst_ids):
     return distinct.take(pc.sort_indices(distinct))
 
 
+def _numbered_by_table(path, src, dst, columns, node_ids, nodes) -> tuple | None:
+    """(ids, [positions [E] int32 of the ``src`` column's ids, of ``dst``'s]) through a table over the
+    id range (``pregel.id_table``), when the ids are integers (of the node table ``node_ids``, an Arrow
+    array, or else the distinct ones of the edges, ascending) in a range small enough: at most
+    ``RANGE_PER_ID`` entries a node id, or one an edge. None otherwise: the caller hashes them."""
+    import pyarrow as pa
+
+    from pregel.id_table import RANGE_PER_ID, node_ids_table, positions, used_ids_table
+
+    ends = [_int64_chunks(columns[name]) for name in (src, dst)]
+    if ends[0] is None or ends[1] is None:
+        return None
+    if node_ids is None:
+        built = used_ids_table(ends[0] + ends[1], max(len(columns[src]), 1))
+        if built is None:
+            return None
+        ids, table, lo = built
+        ids = pa.array(ids)
+    else:
+        node_chunks = _int64_chunks(pa.chunked_array([node_ids]))
+        built = None if node_chunks is None else node_ids_table(node_chunks[0], RANGE_PER_ID * len(node_ids))
+        if built is None:
+            return None
+        (table, lo), ids = built, node_ids
+    mapped = []
+    for name, chunks in zip((src, dst), ends):
+        found, bad = positions(chunks, table, lo)
+        if bad >= 0:
+            raise _missing_id(path, name, bad, columns[name][bad].as_py(), nodes)
+        mapped.append(found)
+    return ids, mapped
+
+
+def _int64_chunks(column) -> list | None:
+    """The chunks of an Arrow integer column as int64 NumPy arrays (views where they are int64), or None
+    when it is not integers or a value does not fit in int64."""
+    import pyarrow as pa
+
+    if not _is_integer(column.type):
+        return None
+    try:
+        return [chunk.cast(pa.int64()).to_numpy() for chunk in column.chunks]
+    except pa.ArrowInvalid:
+        return None
+
+
+def _missing_id(path, name, row: int, value, nodes) -> InputError:
+    return InputError.at(path, f"column {name!r}", f"row {row} has id {value!r}, which is not an id of {nodes}")
+
+
 def _numbered(path, name, column, ids, nodes) -> np.ndarray:
     """[E] int32 positions in ``ids`` of the values of ``column`` (InputError if one is not there).
     One ``index_in`` over the whole column, so Arrow hashes ``ids`` once: called chunk by chunk, it
@@ -201,8 +261,7 @@ def _numbered(path, name, column, ids, nodes) -> np.ndarray:
     found = pc.index_in(column.cast(ids.type), value_set=ids)
     if found.null_count:
         row = int(pc.index(pc.is_null(found), True).as_py())
-        raise InputError.at(path, f"column {name!r}", f"row {row} has id {column[row].as_py()!r}, which is "
-                                                       f"not an id of {nodes}")
+        raise _missing_id(path, name, row, column[row].as_py(), nodes)
     return np.concatenate([np.zeros(0, np.int32)] + [chunk.to_numpy() for chunk in found.chunks])
 
 

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pregel.cli import main
+from pregel.id_table import positions as _positions
 from pregel.graph_io import read_graph
 
 
@@ -70,6 +71,29 @@ def test_parquet_tables_match_pandas(tmp_path, string_ids):
     with h5py.File(out, "r") as f:  # vertices numbered in the node table's row order
         ids = f["nodes/original_ids"][:]
     assert [i.decode() if string_ids else int(i) for i in ids] == n["id"].tolist()
+
+
+@pytest.mark.parametrize("with_nodes", [False, True])
+@pytest.mark.parametrize("spread", [1, 1000])  # ids in a range a table can cover, and too sparse for one
+def test_integer_ids_are_numbered_as_pandas_reads_them_by_table_or_hash(tmp_path, monkeypatch, with_nodes, spread):
+    from pregel import id_table
+
+    calls = []
+    monkeypatch.setattr(id_table, "positions", lambda *a: calls.append(1) or _positions(*a))
+    rng = np.random.default_rng(9)
+    node_ids = rng.permutation(500) * spread - 250  # distinct, negative ones too, gaps where spread > 1
+    edges, nodes, out = tmp_path / "e.parquet", tmp_path / "n.parquet", tmp_path / "g.h5"
+    pq.write_table(pa.table({"s": node_ids[rng.integers(0, 500, 3000)], "d": node_ids[rng.integers(0, 400, 3000)]}),
+                   edges, row_group_size=700)
+    pq.write_table(pa.table({"id": node_ids}), nodes)
+    args = ["--nodes", str(nodes), "--id", "id"] if with_nodes else []
+    assert main(["convert", str(edges), "--src", "s", "--dst", "d", *args, "--out", str(out)]) == 0
+    e = pd.read_parquet(edges)
+    assert _graph_edges(out) == sorted(zip(e["s"].tolist(), e["d"].tolist(), [None] * len(e)))
+    with h5py.File(out, "r") as f:
+        ids = f["nodes/original_ids"][:].tolist()
+    assert ids == (node_ids.tolist() if with_nodes else sorted(set(e["s"]) | set(e["d"])))
+    assert bool(calls) == (spread == 1)  # the table where the range allows it, else Arrow's hashing
 
 
 def test_csv_edges_without_node_table_number_ids_ascending(tmp_path):
