@@ -1,4 +1,5 @@
-"""`pregel convert` of a text edge list against a pyarrow + scipy script doing the same job, whole commands.
+"""`pregel convert` of a text edge list, and of a Parquet edge table, against pyarrow + scipy scripts doing
+the same jobs, whole commands.
 
 Writes the edges of ``--graph`` (a graph file, e.g. ``pregel generate --kind powerlaw --nodes 10000000
 --avg-degree 10``) as a whitespace edge list twice, in the file's order and shuffled, then converts each
@@ -8,7 +9,10 @@ and writes it with h5py. Each run is a separate process, timed from outside, wit
 ``/usr/bin/time``; runs alternate, and every output's CSR must equal the input graph's (the edges'
 order within a row included: parallel edges are the only ties, and they are equal). ``--baseline
 DIR`` also runs ``pregel convert`` from another checkout (``PYTHONPATH=DIR``), e.g. the code before a
-change. Prints a Markdown table of medians.
+change. The Parquet table holds the shuffled edges (int64 columns ``s``, ``d``); `pregel convert
+edges.parquet --src s --dst d` numbers the ids the edges use in ascending order, and so does its peer
+(``np.unique(..., return_inverse=True)``), whose output ours must equal. Prints a Markdown table of
+medians.
 """
 import argparse
 import os
@@ -40,6 +44,24 @@ with h5py.File(sys.argv[2], "w") as f:
 """
 
 
+TABLE_PEER = """
+import sys, h5py, numpy as np, pyarrow.parquet as pq, scipy.sparse as sp
+table = pq.read_table(sys.argv[1], columns=["s", "d"])
+ends = np.concatenate([table.column("s").to_numpy(), table.column("d").to_numpy()])
+del table
+ids, inverse = np.unique(ends, return_inverse=True)
+del ends
+e = len(inverse) // 2
+csr = sp.csr_matrix((np.ones(e, np.int8), (inverse[:e], inverse[e:])), shape=(len(ids), len(ids)))
+del inverse
+csr.sort_indices()
+with h5py.File(sys.argv[2], "w") as f:
+    f["graph/indptr"] = csr.indptr.astype(np.int64)
+    f["graph/indices"] = csr.indices
+    f["nodes/original_ids"] = ids
+"""
+
+
 def write_edge_list(path: str, src: np.ndarray, dst: np.ndarray) -> None:
     """``src dst`` per line (pyarrow's CSV writer: no header, a space between the columns)."""
     pacsv.write_csv(pa.table({"s": src, "d": dst}), path,
@@ -56,6 +78,41 @@ def timed(command: list, env: dict) -> tuple[float, float]:
         seconds = time.perf_counter() - started
         peak = [int(line.split()[1]) for line in open(report.name) if re.fullmatch(r"peak_kb \d+\n?", line)]
     return seconds, peak[0] / 1024
+
+
+def summary(input_name: str, results: dict, size: float) -> list:
+    """Table rows (input, method, median, low, high, peak MB, input GiB) of {method: [(seconds, MB)]}."""
+    rows = []
+    for name, runs in results.items():
+        seconds, peaks = [r[0] for r in runs], [r[1] for r in runs]
+        rows.append((input_name, name, np.median(seconds), min(seconds), max(seconds), max(peaks), size))
+    return rows
+
+
+def convert_table(tmp: str, src: np.ndarray, dst: np.ndarray, methods: dict, env: dict, rounds: int) -> list:
+    """Rows of `summary` for the shuffled edges as a Parquet table, converted by each ``pregel convert`` of
+    ``methods`` and by ``TABLE_PEER``; every output must equal the peer's."""
+    import pyarrow.parquet as pq
+
+    table = os.path.join(tmp, "edges.parquet")
+    order = np.random.default_rng(0).permutation(len(src))
+    pq.write_table(pa.table({"s": src[order], "d": dst[order].astype(np.int64)}), table)
+    del order
+    runners = {name: (command + [table, "--src", "s", "--dst", "d", "--out"], tree)
+               for name, (command, tree) in methods.items() if "pregel" in name}
+    runners["pyarrow + numpy + scipy script"] = (["-c", TABLE_PEER, table], methods["pyarrow + scipy script"][1])
+    results, expected = {name: [] for name in runners}, None
+    for _ in range(rounds):
+        for name, (command, tree) in runners.items():
+            out = os.path.join(tmp, "out.h5")
+            if os.path.exists(out):
+                os.remove(out)
+            results[name].append(timed([sys.executable, *command, out], dict(env, PYTHONPATH=tree)))
+            with h5py.File(out) as f:
+                got = [f[key][:] for key in ("graph/indptr", "graph/indices", "nodes/original_ids")]
+            expected = expected if expected is not None else got
+            assert all(np.array_equal(a, b) for a, b in zip(got, expected)), name
+    return summary("Parquet table, shuffled", results, os.path.getsize(table) / 2**30)
 
 
 def main():
@@ -102,11 +159,10 @@ def main():
                         assert np.array_equal(f["graph/indptr"][:], indptr), name
                         assert np.array_equal(f["graph/indices"][:], indices), name
             size = os.path.getsize(text) / 2**30
-            for name, runs in results.items():
-                seconds, peaks = [r[0] for r in runs], [r[1] for r in runs]
-                rows.append((order_name, name, np.median(seconds), min(seconds), max(seconds), max(peaks), size))
+            rows += summary(order_name, results, size)
+        rows += convert_table(tmp, src, indices, methods, env, args.rounds)
     print(f"{len(indptr) - 1:,} vertices, {len(indices):,} edges, {args.rounds} alternating rounds")
-    print("| edge list | method | wall s (median) | wall s (range) | peak RSS MB | bytes an edge at the peak | text GiB |")
+    print("| input | method | wall s (median) | wall s (range) | peak RSS MB | bytes an edge at the peak | input GiB |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for order_name, name, median, low, high, peak, size in rows:
         print(f"| {order_name} | {name} | {median:.2f} | {low:.2f}-{high:.2f} | {peak:,.0f} | "
