@@ -35,7 +35,7 @@ partition keeps its reverse edges as the rows it read (its own vertices' out-edg
 into its in-edge rows; they never travel.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -295,22 +295,21 @@ class _Edges:
     reverse: np.ndarray | None = None
 
     def take(self, index) -> "_Edges":
-        return _Edges(self.src[index], self.dst[index], None if self.weight is None else self.weight[index],
-                      self.out_hub[index], None if self.reverse is None else self.reverse[index])
+        """The edges at ``index`` (any NumPy index), each array indexed (None stays None)."""
+        return _Edges(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[index]
+                         for f in fields(self)})
 
     def split(self, chosen: np.ndarray) -> tuple["_Edges", "_Edges"]:
         """(the edges where ``chosen`` [k] bool is False, those where it is True), each in order. Consumes
         these edges: each array is dropped once split, so only one array is held twice at a time (two
         ``take`` calls would hold every array twice, 460 MB more at 50M edges a rank)."""
-        rest = ~chosen
-        halves = {}
-        for name in ("src", "dst", "weight", "out_hub", "reverse"):
-            values = getattr(self, name)
-            setattr(self, name, None)
-            halves[name] = (None, None) if values is None else (values[rest], values[chosen])
+        rest, kept, chosen_edges = ~chosen, {}, {}
+        for f in fields(self):
+            values = getattr(self, f.name)
+            setattr(self, f.name, None)
+            kept[f.name], chosen_edges[f.name] = (None, None) if values is None else (values[rest], values[chosen])
             del values
-        return (_Edges(**{name: pair[0] for name, pair in halves.items()}),
-                _Edges(**{name: pair[1] for name, pair in halves.items()}))
+        return _Edges(**kept), _Edges(**chosen_edges)
 
 
 def _slice_edges(part, weighted: bool) -> _Edges:
