@@ -42,9 +42,10 @@ import numpy as np
 from kernels.bits import bit_words_of, bits_at
 from pregel.comm import Comm
 from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
-                               row_ids, sort_rows, split_ids, stable_order, unique_inverse)
+                               row_ids, sort_rows, split_ids, stable_order)
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
+from pregel.id_table import DistinctIds, unique_inverse
 from pregel.memory import returning_freed_memory
 from pregel.partition import RangePartition, balanced_ranges, make_partition
 
@@ -474,18 +475,16 @@ def _extended_columns(comm, partition, n: int, src: np.ndarray):
         lo, hi = partition.bounds[comm.rank:comm.rank + 2]
         columns, ghost_ids = ascending_columns(src, int(lo), int(hi))  # ascending ids: grouped by owner
         return columns, ghost_ids, np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
-    is_local = partition.owns(src, comm.rank)
-    remote_ids, remote_pos = unique_inverse(src[~is_local])
-    remote_owner = partition.owner(remote_ids)
-    ghost_order = np.lexsort((remote_ids, remote_owner))  # grouped by owner, ids ascending
-    ghost_ids = remote_ids[ghost_order]
-    column_dtype = np.int32 if n + len(ghost_ids) < 2**31 else np.int64
-    ghost_rank_of_unique = np.empty(len(remote_ids), dtype=column_dtype)
-    ghost_rank_of_unique[ghost_order] = np.arange(len(remote_ids))
-    columns = np.empty(len(src), dtype=column_dtype)
-    columns[is_local] = partition.local_index(src[is_local], comm.rank)
-    columns[~is_local] = n + ghost_rank_of_unique[remote_pos]
-    return columns, ghost_ids, np.bincount(remote_owner, minlength=comm.size).astype(np.int64)
+    distinct = DistinctIds(src)  # each distinct source labelled once, then every edge through a table
+    owned = partition.owns(distinct.ids, comm.rank)
+    remote_ids = distinct.ids[~owned]  # ascending
+    ghost_order, ghost_counts = stable_order(partition.owner(remote_ids), comm.size)  # by owner, ids ascending
+    column_dtype = np.int32 if n + len(remote_ids) < 2**31 else np.int64
+    column_of = np.empty(len(distinct.ids), dtype=column_dtype)
+    column_of[owned] = partition.local_index(distinct.ids[owned], comm.rank)
+    column_of[np.flatnonzero(~owned)[ghost_order]] = np.arange(n, n + len(remote_ids), dtype=column_dtype)
+    columns = distinct.labels_of(column_of).astype(column_dtype, copy=False)
+    return columns, remote_ids[ghost_order], ghost_counts.astype(np.int64)
 
 
 def _own_rows_columns(comm, partition, n: int, columns: np.ndarray, ghost_ids: np.ndarray, reverse: _OwnRows):

@@ -362,36 +362,6 @@ def stable_order(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarra
     return order, counts
 
 
-#: a lookup table over the key range is used when the range is at most this many times the number of
-#: keys: O(E + range) with arrays of the range's size, against a comparison sort's O(E log E)
-DENSE_RANGE_PER_KEY = 4
-
-
-def _dense(keys: np.ndarray) -> int:
-    """The key range ``max + 1`` of non-negative ``keys`` [E] when it is small enough for a lookup table
-    (``DENSE_RANGE_PER_KEY``), else 0."""
-    if not len(keys):
-        return 0
-    size = int(keys.max()) + 1
-    return size if size <= DENSE_RANGE_PER_KEY * len(keys) else 0
-
-
-def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` of non-negative integers [E] as (int64 [U], [E]): with a
-    table over the range instead of a sort where the range is not much larger than E."""
-    size = _dense(values)
-    if not size:
-        unique, inverse = np.unique(np.asarray(values, dtype=np.int64), return_inverse=True)
-        return unique, inverse.reshape(-1)
-    seen = np.zeros(size, dtype=bool)
-    seen[values] = True
-    unique = np.flatnonzero(seen).astype(np.int64, copy=False)
-    del seen
-    lookup = np.empty(size, dtype=np.int32 if len(unique) < 2**31 else np.int64)
-    lookup[unique] = np.arange(len(unique), dtype=lookup.dtype)
-    return unique, lookup[values]
-
-
 def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: np.ndarray | None,
                  keys: np.ndarray, bucket_shift: int | None = -1, later: np.ndarray | None = None,
                  row_counts: np.ndarray | None = None) -> tuple:

@@ -8,7 +8,8 @@ their owners, their rows back. Rows of ids this rank owns are read in place.
 
 import numpy as np
 
-from pregel.edge_order import stable_order, unique_inverse
+from pregel.edge_order import stable_order
+from pregel.id_table import unique_inverse
 
 
 def fetch_rows(graph, ids: np.ndarray, values: np.ndarray) -> np.ndarray:

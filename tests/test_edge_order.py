@@ -111,22 +111,6 @@ def test_placing_edges_releases_the_slice_it_sent():
     assert placed.weight.tolist() == [2.0, 3.0, 0.0, 1.0]
 
 
-@pytest.mark.parametrize("spread", [1, 1000])  # keys within the lookup table's range, and far beyond it
-def test_unique_inverse_matches_numpy(spread):
-    # the remote sources of a symmetric program's (wcc's) edges arrive in no order: np.unique sorted
-    # them; a lookup table gives the same result in O(E + range)
-    from pregel.edge_order import unique_inverse
-
-    rng = np.random.default_rng(9)
-    for dtype in (np.int32, np.int64):
-        keys = (rng.integers(0, 500, size=2000) * spread).astype(dtype)
-        unique, inverse = unique_inverse(keys)
-        expected_unique, expected_inverse = np.unique(keys, return_inverse=True)
-        assert unique.dtype == np.int64 and np.array_equal(unique, expected_unique)
-        assert np.array_equal(inverse, expected_inverse.reshape(-1))
-    assert len(unique_inverse(np.zeros(0, np.int64))[0]) == 0
-
-
 @pytest.mark.parametrize("num_rows", [50, 1000], ids=["long-rows", "short-rows"])
 def test_sort_rows_matches_lexsort(num_rows):
     """Rows sorted by insertion (short) or merge sort (long), ties in input order, weights moving along."""
