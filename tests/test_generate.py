@@ -119,3 +119,56 @@ def test_edges_to_csr_equals_a_lexsort_by_source_then_destination(dtype, num_edg
 def test_generate_refuses_a_vertex_count_whose_edge_keys_overflow():
     with pytest.raises(InputError, match="more than 3,037,000,499 vertices"):
         generate_graph("er", MAX_KEYED_NODES + 1, 0.001)
+
+
+def _numpy_twin(kind, num_nodes, avg_degree, seed, undirected, exponent=2.5):
+    """The generator as plain NumPy expressions (whole-array draws, np.sort, masks, np.delete) and SciPy's
+    CSR: the graph each seed gave before the sampling moved into in-place kernels."""
+    from pregel.generate import edge_count
+
+    rng = np.random.default_rng(seed)
+    if kind == "powerlaw":
+        b = 1.0 / (exponent - 1.0)
+        id_of_rank = rng.permutation(num_nodes)
+
+        def sample(generator, size):
+            u = generator.random(size)
+            x = (1.0 + u * (float(num_nodes + 1) ** (1.0 - b) - 1.0)) ** (1.0 / (1.0 - b))
+            return id_of_rank[np.minimum(x.astype(np.int64) - 1, num_nodes - 1)]
+    else:
+        def sample(generator, size):
+            return generator.integers(0, num_nodes, size=size)
+    num_edges = edge_count(num_nodes, avg_degree, undirected)
+    keys = np.empty(0, dtype=np.int64)
+    while keys.size < num_edges:
+        draw = int((num_edges - keys.size) * 1.1) + 16
+        src, dst = sample(rng, draw), sample(rng, draw)
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+        if undirected:
+            src, dst = np.minimum(src, dst), np.maximum(src, dst)
+        keys = np.sort(np.concatenate([keys, src * num_nodes + dst]))
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    keys = np.delete(keys, rng.choice(keys.size, size=keys.size - num_edges, replace=False))
+    src, dst = keys // num_nodes, keys % num_nodes
+    if undirected:
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    csr = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(num_nodes, num_nodes))
+    csr.sort_indices()
+    return csr.indptr, csr.indices
+
+
+@pytest.mark.parametrize("undirected", [False, True], ids=["directed", "undirected"])
+@pytest.mark.parametrize("kind", ["powerlaw", "er"])
+def test_a_seed_gives_the_graph_of_the_numpy_twin(kind, undirected, monkeypatch):
+    # dense enough that duplicates are redrawn and the surplus dropped; the power-law ids drawn in chunks
+    # of 1,000 numbers (instead of 4M) must be the same numbers as one draw
+    import pregel.generate as generate
+
+    monkeypatch.setattr(generate, "SAMPLE_CHUNK", 1000)
+    for seed, (num_nodes, degree) in enumerate([(60, 25), (3000, 7)]):
+        indptr, indices = generate_graph(kind, num_nodes, degree, seed=seed, undirected=undirected)
+        expected_indptr, expected_indices = _numpy_twin(kind, num_nodes, degree, seed, undirected)
+        np.testing.assert_array_equal(indptr, expected_indptr)
+        np.testing.assert_array_equal(indices, expected_indices)
+        assert indptr.dtype == np.int64 and indices.dtype == np.int64
