@@ -40,8 +40,8 @@ def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,
                    exponent: float = DEFAULT_EXPONENT, undirected: bool = False):
     """Generate a graph of ``kind`` and return its out-edge CSR.
 
-    Returns ``(indptr, indices)``: ``indptr`` int64 [N + 1], ``indices`` int64 [E] (destinations,
-    sorted within each row). ``grid`` ignores ``avg_degree``, ``exponent`` and ``undirected`` (it is
+    Returns ``(indptr, indices)``: ``indptr`` int64 [N + 1], ``indices`` [E] (destinations, sorted within
+    each row; int32 while N < 2**31, as the file stores them, else int64). ``grid`` ignores ``avg_degree``, ``exponent`` and ``undirected`` (it is
     always undirected) and rounds ``num_nodes`` down to a square.
     """
     if kind not in KINDS:
@@ -51,20 +51,25 @@ def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,
     rng = np.random.default_rng(seed)
     if kind == "grid":
         src, dst, num_nodes = _grid_edges(num_nodes)
-    else:
-        if not (0 <= avg_degree < np.inf):  # NaN fails too
-            raise InputError(f"`avg_degree` must be a non-negative number, got {avg_degree}")
-        if kind == "powerlaw" and exponent <= 1.0:
-            raise ValueError(f"the power-law exponent must be greater than 1, got {exponent}")
-        sampler = _PowerLawSampler(num_nodes, exponent, rng) if kind == "powerlaw" else None
-        num_edges = edge_count(num_nodes, avg_degree, undirected)
-        keys = _sample_simple_edges(num_nodes, num_edges, sampler, rng, undirected)
-        if not undirected:  # the keys ascend by (source, destination): the CSR's order
-            return _csr_of_keys(keys, num_nodes)
-        src, dst = np.divmod(keys, num_nodes)
-        del keys
-        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        return edges_to_csr(num_nodes, src, dst)
+    if not (0 <= avg_degree < np.inf):  # NaN fails too
+        raise InputError(f"`avg_degree` must be a non-negative number, got {avg_degree}")
+    if kind == "powerlaw" and exponent <= 1.0:
+        raise ValueError(f"the power-law exponent must be greater than 1, got {exponent}")
+    sampler = _PowerLawSampler(num_nodes, exponent, rng) if kind == "powerlaw" else None
+    keys = _sample_simple_edges(num_nodes, edge_count(num_nodes, avg_degree, undirected), sampler, rng, undirected)
+    if not undirected:  # the keys ascend by (source, destination), the CSR's order
+        return _csr_of_keys(keys, num_nodes)
+    src = np.empty(2 * len(keys), dtype=_id_dtype(num_nodes))
+    dst = np.empty_like(src)
+    _both_directions(keys, np.int64(num_nodes), src, dst)
+    del keys
     return edges_to_csr(num_nodes, src, dst)
+
+
+def _id_dtype(num_nodes: int):
+    """int32 while every vertex id fits (the file's ``/graph/indices`` type), else int64."""
+    return np.int32 if num_nodes <= np.iinfo(np.int32).max else np.int64
 
 
 def edge_count(num_nodes: int, avg_degree: float, undirected: bool = False) -> int:
@@ -102,6 +107,18 @@ def edges_to_csr(num_nodes: int, src: np.ndarray, dst: np.ndarray, weights: np.n
     if weights is None:
         return indptr, indices
     return indptr, indices, weights
+
+
+@njit(cache=True)
+def _both_directions(keys, num_nodes, src, dst):
+    """The edges of keys [E] ``s * num_nodes + d`` both ways: (s, d) at i and (d, s) at E + i of src, dst
+    [2E]."""
+    count = keys.shape[0]
+    for i in range(count):
+        s = keys[i] // num_nodes
+        d = keys[i] - s * num_nodes
+        src[i], dst[i] = s, d
+        src[count + i], dst[count + i] = d, s
 
 
 def random_features(labels: np.ndarray | None, num_nodes: int, num_features: int, rng,
@@ -236,19 +253,19 @@ def _split_keys(keys, num_nodes, counts):
 
 
 def _csr_of_keys(keys: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """(indptr [N + 1] int64, indices [E] int64) of ascending edge keys [E] ``src * N + dst``, which become
-    the indices (in place: no second array of E)."""
+    """(indptr [N + 1] int64, indices [E] of ``_id_dtype``) of ascending edge keys [E] int64 ``src * N +
+    dst`` (overwritten: the destinations are split out in place)."""
     counts = np.zeros(num_nodes, dtype=np.int64)
     _split_keys(keys, np.int64(num_nodes), counts)
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    return indptr, keys
+    return indptr, keys.astype(_id_dtype(num_nodes), copy=False)
 
 
 def _grid_edges(num_nodes: int):
     """4-neighbour edges of the largest square grid with at most ``num_nodes`` vertices, both directions."""
     side = int(np.sqrt(num_nodes))
-    ids = np.arange(side * side, dtype=np.int64).reshape(side, side)
+    ids = np.arange(side * side, dtype=_id_dtype(side * side)).reshape(side, side)
     right = (ids[:, :-1].ravel(), ids[:, 1:].ravel())
     down = (ids[:-1, :].ravel(), ids[1:, :].ravel())
     src = np.concatenate([right[0], down[0], right[1], down[1]])

@@ -171,4 +171,4 @@ def test_a_seed_gives_the_graph_of_the_numpy_twin(kind, undirected, monkeypatch)
         expected_indptr, expected_indices = _numpy_twin(kind, num_nodes, degree, seed, undirected)
         np.testing.assert_array_equal(indptr, expected_indptr)
         np.testing.assert_array_equal(indices, expected_indices)
-        assert indptr.dtype == np.int64 and indices.dtype == np.int64
+        assert indptr.dtype == np.int64 and indices.dtype == np.int32  # the file's type: no copy to write
