@@ -89,12 +89,11 @@ class HashPartition:
         self._rank_index = {}
 
     def owner(self, ids: np.ndarray) -> np.ndarray:
-        """Owning rank of each global id: [k] int64 -> [k] int32."""
-        mixed = np.array(ids, dtype=np.uint64)  # one temporary of 8 bytes an id, worked in place
-        np.multiply(mixed, _GOLDEN, out=mixed)
-        np.right_shift(mixed, np.uint64(32), out=mixed)
-        np.remainder(mixed, np.uint64(self.size), out=mixed)
-        return mixed.astype(np.int32)
+        """Owning rank of each global id: [k] int32/int64 -> [k] int32, in one pass (the NumPy expression
+        made an 8-byte temporary of the ids and four passes over it: 3.1 s of a 19 s load of 100M edges)."""
+        out = np.empty(len(ids), dtype=np.int32)
+        _hash_owner(np.ascontiguousarray(ids), np.uint64(self.size), out)
+        return out
 
     def owned(self, rank: int, chunk: int = 1 << 22) -> np.ndarray:
         """Global ids owned by ``rank``, ascending: [n_r] int64 (computed once, in chunks of ids)."""
@@ -148,6 +147,13 @@ def _rank_of_ids(ids, words, before, out):
         x = (x & m2) + ((x >> np.uint64(2)) & m2)
         x = (x + (x >> np.uint64(4))) & m4
         out[k] = before[v >> 6] + np.int64((x * h01) >> np.uint64(56))
+
+
+@njit(cache=True)
+def _hash_owner(ids, size, out):
+    """out[k] = the high 32 bits of ``ids[k] · φ·2^64`` (mod 2^64) modulo ``size`` (uint64), for ids [k]."""
+    for k in range(ids.shape[0]):
+        out[k] = ((np.uint64(ids[k]) * _GOLDEN) >> np.uint64(32)) % size
 
 
 @njit(cache=True)
