@@ -68,7 +68,17 @@ def read_matrix_market(path) -> GraphData:
     matrix = scipy.sparse.coo_matrix(matrix)
     if field != "pattern" and not np.isfinite(matrix.data).all():
         raise InputError.at(path, None, "entries contain NaN or inf")
-    return from_scipy(matrix, directed=symmetry == "general", weighted=field != "pattern")
+    directed, weighted = symmetry == "general", field != "pattern"
+    # the CSR of the entries as they are read (int32 ids stay int32): scipy's ``tocsr`` made a second copy
+    # of them with float64 values, and int64 indices a third (3.7–4.1 GB at 100M entries)
+    src, dst, weights = matrix.row, matrix.col, matrix.data.astype(np.float32) if weighted else None
+    del matrix
+    csr = edges_to_csr(rows, src, dst, weights)
+    del src, dst, weights
+    if has_repeats(csr[0], csr[1]):  # repeated entries add up to one, as scipy adds them (in float64): the
+        del csr  # file is read again for that, rather than keeping the float64 values of every file
+        return from_scipy(scipy.sparse.coo_matrix(scipy.io.mmread(path)), directed, weighted)
+    return GraphData(*csr, directed=directed)
 
 
 def from_pyg(data, directed: bool | None = None) -> GraphData:
@@ -159,8 +169,16 @@ def from_scipy(matrix, directed: bool = True, weighted: bool = True) -> GraphDat
     csr = matrix.tocsr()
     csr.sort_indices()
     weights = csr.data.astype(np.float32) if weighted else None
-    return GraphData(csr.indptr.astype(np.int64), csr.indices.astype(np.int64), weights,
-                     directed=directed)
+    indices = csr.indices if csr.indices.dtype in (np.int32, np.int64) else csr.indices.astype(np.int64)
+    return GraphData(csr.indptr.astype(np.int64), indices, weights, directed=directed)
+
+
+def has_repeats(indptr: np.ndarray, indices: np.ndarray) -> bool:
+    """Whether a CSR (indptr [N + 1], indices [E], each row ascending) has a repeated edge in some row."""
+    same = indices[1:] == indices[:-1]  # same[e] pairs edges e and e + 1
+    inner = indptr[1:-1]
+    same[inner[(inner > 0) & (inner < len(indices))] - 1] = False  # pairs across a row boundary
+    return bool(same.any())
 
 
 def edges_to_graph(num_nodes, src, dst, weights, directed) -> GraphData:

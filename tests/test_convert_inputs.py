@@ -84,6 +84,35 @@ def test_matrix_market_matches_mmread(tmp_path, symmetry, field):
     assert graph.num_edges == oracle.nnz
 
 
+@pytest.mark.parametrize("field", ["real", "pattern"])
+def test_matrix_market_repeated_and_unordered_entries_as_scipy_reads_them(tmp_path, field):
+    # entries out of order, one (2, 1) given twice: scipy sums them into one entry, and so does the file
+    lines = ["3 1 0.5", "1 2 0.25", "3 2 1.5", "1 1 2.0", "3 2 0.125", "2 3 1.0"]
+    if field == "pattern":
+        lines = [" ".join(line.split()[:2]) for line in lines]
+    for repeated in (True, False):
+        body = lines if repeated else lines[:4] + lines[5:]
+        path = tmp_path / "m.mtx"
+        path.write_text(f"%%MatrixMarket matrix coordinate {field} general\n3 3 {len(body)}\n" + "\n".join(body) + "\n")
+        oracle = sp.csr_matrix(scipy.io.mmread(path))
+        graph = read_matrix_market(path)
+        assert graph.num_edges == oracle.nnz == 5  # (3, 2) once
+        assert graph.indices.dtype == np.int32  # as read, and as the file stores them
+        if field == "pattern":
+            assert graph.weights is None and (_csr(graph) != (oracle != 0)).nnz == 0
+        else:
+            assert (_csr(graph) != oracle.astype(np.float32)).nnz == 0
+
+
+def test_has_repeats_looks_within_rows_only():
+    from pregel.convert import has_repeats
+
+    indptr = np.array([0, 2, 2, 4, 5])  # an empty row; rows 0 and 2 end on the id the next row starts with
+    assert not has_repeats(indptr, np.array([1, 3, 3, 4, 4]))
+    assert has_repeats(indptr, np.array([1, 3, 3, 3, 4]))
+    assert has_repeats(np.array([0, 2]), np.array([0, 0])) and not has_repeats(np.array([0, 0]), np.zeros(0, int))
+
+
 def test_matrix_market_errors(tmp_path):
     path = tmp_path / "rect.mtx"
     scipy.io.mmwrite(path, sp.random(3, 4, density=0.5, random_state=0))
