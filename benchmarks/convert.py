@@ -1,5 +1,5 @@
-"""`pregel convert` of a text edge list, and of a Parquet edge table, against pyarrow + scipy scripts doing
-the same jobs, whole commands.
+"""`pregel convert` of a text edge list, of a Parquet edge table and of Matrix Market files, against pyarrow
++ scipy scripts doing the same jobs, whole commands.
 
 Writes the edges of ``--graph`` (a graph file, e.g. ``pregel generate --kind powerlaw --nodes 10000000
 --avg-degree 10``) as a whitespace edge list twice, in the file's order and shuffled, then converts each
@@ -11,8 +11,11 @@ order within a row included: parallel edges are the only ties, and they are equa
 DIR`` also runs ``pregel convert`` from another checkout (``PYTHONPATH=DIR``), e.g. the code before a
 change. The Parquet table holds the shuffled edges (int64 columns ``s``, ``d``); `pregel convert
 edges.parquet --src s --dst d` numbers the ids the edges use in ascending order, and so does its peer
-(``np.unique(..., return_inverse=True)``), whose output ours must equal. Prints a Markdown table of
-medians.
+(``np.unique(..., return_inverse=True)``), whose output ours must equal. The Matrix Market files hold the
+edges in the file's order as a ``pattern`` matrix, and shuffled with random ``real`` values; their peer reads
+them with ``scipy.io.mmread`` (its default threads), builds the CSR with ``tocsr`` and writes it with h5py
+(the values as float32, as ``pregel convert`` keeps weights), and ours must equal it. Prints a Markdown
+table of medians.
 """
 import argparse
 import os
@@ -80,6 +83,18 @@ def timed(command: list, env: dict) -> tuple[float, float]:
     return seconds, peak[0] / 1024
 
 
+MATRIX_MARKET_PEER = """
+import sys, h5py, numpy as np, scipy.io, scipy.sparse as sp
+csr = sp.csr_matrix(scipy.io.mmread(sys.argv[1]))
+csr.sort_indices()
+with h5py.File(sys.argv[2], "w") as f:
+    f["graph/indptr"] = csr.indptr.astype(np.int64)
+    f["graph/indices"] = csr.indices
+    if scipy.io.mminfo(sys.argv[1])[4] != "pattern":
+        f["graph/weights"] = csr.data.astype(np.float32)
+"""
+
+
 def summary(input_name: str, results: dict, size: float) -> list:
     """Table rows (input, method, median, low, high, peak MB, input GiB) of {method: [(seconds, MB)]}."""
     rows = []
@@ -113,6 +128,42 @@ def convert_table(tmp: str, src: np.ndarray, dst: np.ndarray, methods: dict, env
             expected = expected if expected is not None else got
             assert all(np.array_equal(a, b) for a, b in zip(got, expected)), name
     return summary("Parquet table, shuffled", results, os.path.getsize(table) / 2**30)
+
+
+def convert_matrix_market(tmp: str, src: np.ndarray, dst: np.ndarray, num_nodes: int, methods: dict, env: dict,
+                          rounds: int) -> list:
+    """Rows of `summary` for the edges as Matrix Market files (a pattern matrix in the file's order, a real
+    one shuffled), converted by each ``pregel convert`` of ``methods`` and by ``MATRIX_MARKET_PEER``; every
+    output must equal the peer's."""
+    import scipy.io
+    import scipy.sparse as sp
+
+    rows = []
+    for name, field in (("Matrix Market pattern, file order", "pattern"), ("Matrix Market real, shuffled", "real")):
+        path = os.path.join(tmp, "edges.mtx")
+        rng = np.random.default_rng(0)
+        order = np.arange(len(src)) if field == "pattern" else rng.permutation(len(src))
+        values = np.ones(len(src)) if field == "pattern" else rng.random(len(src))
+        scipy.io.mmwrite(path, sp.coo_matrix((values, (src[order], dst[order])), shape=(num_nodes, num_nodes)),
+                         field=field)
+        del order, values
+        runners = {label: (command + [path, "--out"], tree)
+                   for label, (command, tree) in methods.items() if "pregel" in label}
+        runners["scipy script"] = (["-c", MATRIX_MARKET_PEER, path], methods["pyarrow + scipy script"][1])
+        results, expected = {label: [] for label in runners}, None
+        for _ in range(rounds):
+            for label, (command, tree) in runners.items():
+                out = os.path.join(tmp, "out.h5")
+                if os.path.exists(out):
+                    os.remove(out)
+                results[label].append(timed([sys.executable, *command, out], dict(env, PYTHONPATH=tree)))
+                with h5py.File(out) as f:
+                    got = [f[key][:] for key in ("graph/indptr", "graph/indices", "graph/weights") if key in f]
+                expected = expected if expected is not None else got
+                assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected)), label
+        rows += summary(name, results, os.path.getsize(path) / 2**30)
+        os.remove(path)
+    return rows
 
 
 def main():
@@ -161,6 +212,7 @@ def main():
             size = os.path.getsize(text) / 2**30
             rows += summary(order_name, results, size)
         rows += convert_table(tmp, src, indices, methods, env, args.rounds)
+        rows += convert_matrix_market(tmp, src, indices, len(indptr) - 1, methods, env, args.rounds)
     print(f"{len(indptr) - 1:,} vertices, {len(indices):,} edges, {args.rounds} alternating rounds")
     print("| input | method | wall s (median) | wall s (range) | peak RSS MB | bytes an edge at the peak | input GiB |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
