@@ -63,6 +63,20 @@ def _ascending(keys):
     return True
 
 
+def pairs_ascending(rows: np.ndarray, columns: np.ndarray) -> bool:
+    """Whether the pairs (rows[e], columns[e]) of [E] integer arrays never decrease (rows first)."""
+    return bool(_pairs_ascending(np.ascontiguousarray(rows), np.ascontiguousarray(columns)))
+
+
+@njit(cache=True)
+def _pairs_ascending(rows, columns):
+    """Whether (rows[e], columns[e]) [E] never decrease in lexicographic order (stops at the first descent)."""
+    for e in range(1, rows.shape[0]):
+        if rows[e] < rows[e - 1] or (rows[e] == rows[e - 1] and columns[e] < columns[e - 1]):
+            return False
+    return True
+
+
 @njit(cache=True, inline="always")
 def _copy_edge(source, columns, weights, keys, target, out_columns, out_weights, out_keys):
     """Edge ``source`` of (columns, weights, keys) to position ``target`` of the outputs (weights and

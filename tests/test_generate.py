@@ -112,8 +112,18 @@ def test_edges_to_csr_equals_a_lexsort_by_source_then_destination(dtype, num_edg
     assert np.array_equal(indptr, np.r_[0, np.cumsum(np.bincount(src, minlength=num_nodes))])
     assert indices.dtype == dtype and np.array_equal(indices, dst[order])
     assert np.array_equal(got_weights, weights[order])
-    indptr, indices = edges_to_csr(num_nodes, src[order], dst[order])  # in order already
-    assert np.array_equal(indices, dst[order])
+    # in order already (a file written from a CSR): not moved, so the indices are the given array; and
+    # with one pair of edges out of order, sorted
+    in_order = dst[order]
+    indptr_again, indices, got_weights = edges_to_csr(num_nodes, src[order], in_order, weights[order])
+    assert np.array_equal(indptr_again, indptr) and np.array_equal(indices, dst[order])
+    assert np.array_equal(got_weights, weights[order]) and (indices is in_order or num_edges == 0)
+    if num_edges > 1:
+        swapped = order.copy()
+        swapped[[-1, -2]] = swapped[[-2, -1]]
+        if (src[swapped[-1]], dst[swapped[-1]]) != (src[swapped[-2]], dst[swapped[-2]]):
+            _, indices, got_weights = edges_to_csr(num_nodes, src[swapped], dst[swapped], weights[swapped])
+            assert np.array_equal(indices, dst[order]) and np.array_equal(got_weights, weights[order])
 
 
 def test_generate_refuses_a_vertex_count_whose_edge_keys_overflow():
