@@ -65,7 +65,8 @@ def read_tables(edges, src: str, dst: str, weight: str | None = None, nodes=None
                                              "without vertices")
         ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
         _unique_ids(nodes, node_id, ids)
-    by_table = _numbered_by_table(edges, src, dst, columns, ids if nodes is not None else None, nodes)
+    by_table = _numbered_by_table(edges, src, dst, columns, ids if nodes is not None else None, nodes,
+                                  release={src, dst} - {weight})
     if by_table is not None:
         ids, mapped = by_table
     else:
@@ -75,7 +76,8 @@ def read_tables(edges, src: str, dst: str, weight: str | None = None, nodes=None
     weights = None
     if weight:
         weights = _numbers(edges, weight, columns[weight], np.float32)
-    columns.clear()  # the Arrow columns are numbered: 16 bytes an edge freed before the CSR is built
+    columns.clear()  # the Arrow columns are numbered: 16 bytes an edge freed before the CSR is built, and
+    pa.default_memory_pool().release_unused()  # handed back (Arrow's pool kept them: 0.6 GB more at the peak)
     graph = edges_to_graph(len(ids), mapped[0], mapped[1], weights, directed)
     if features:
         graph.features = _feature_rows(nodes, features, node_columns[features])
@@ -116,7 +118,9 @@ def _read_columns(path, names: list) -> dict:
 def _parquet_batches(path, names):
     import pyarrow.parquet as pq
 
-    table = pq.ParquetFile(path)
+    # pre_buffer (pyarrow's default) keeps every row group's file bytes until the reader closes: 1 GB more
+    # for a 1 GB table of 100M edges, and three times slower to read
+    table = pq.ParquetFile(path, pre_buffer=False)
     _check_columns(path, names, table.schema_arrow.names)
     return table.schema_arrow, table.iter_batches(batch_size=BATCH_ROWS, columns=names)
 
@@ -200,11 +204,12 @@ def _sorted_ids(path, src, dst, src_ids, dst_ids):
     return distinct.take(pc.sort_indices(distinct))
 
 
-def _numbered_by_table(path, src, dst, columns, node_ids, nodes) -> tuple | None:
+def _numbered_by_table(path, src, dst, columns, node_ids, nodes, release=()) -> tuple | None:
     """(ids, [positions [E] int32 of the ``src`` column's ids, of ``dst``'s]) through a table over the
     id range (``pregel.id_table``), when the ids are integers (of the node table ``node_ids``, an Arrow
     array, or else the distinct ones of the edges, ascending) in a range small enough: at most
-    ``RANGE_PER_ID`` entries a node id, or one an edge. None otherwise: the caller hashes them."""
+    ``RANGE_PER_ID`` entries a node id, or one an edge. None otherwise: the caller hashes them. The
+    columns named in ``release`` are dropped from ``columns`` once numbered (set to None)."""
     import pyarrow as pa
 
     from pregel.id_table import RANGE_PER_ID, node_ids_table, positions, used_ids_table
@@ -225,12 +230,24 @@ def _numbered_by_table(path, src, dst, columns, node_ids, nodes) -> tuple | None
             return None
         (table, lo), ids = built, node_ids
     mapped = []
-    for name, chunks in zip((src, dst), ends):
-        found, bad = positions(chunks, table, lo)
+    for k, name in enumerate((src, dst)):
+        found, bad = positions(ends[k], table, lo)
         if bad >= 0:
-            raise _missing_id(path, name, bad, columns[name][bad].as_py(), nodes)
+            raise _missing_id(path, name, bad, _value_at(ends[k], bad), nodes)
         mapped.append(found)
+        if name in release:  # numbered: the column's 8 bytes an edge go back before the next one's positions
+            ends[k] = columns[name] = None
+            pa.default_memory_pool().release_unused()
     return ids, mapped
+
+
+def _value_at(chunks: list, row: int) -> int:
+    """The value at ``row`` of a column held as ``chunks`` (NumPy arrays)."""
+    for chunk in chunks:
+        if row < len(chunk):
+            return chunk[row].item()
+        row -= len(chunk)
+    raise IndexError(row)
 
 
 def _int64_chunks(column) -> list | None:

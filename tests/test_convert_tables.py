@@ -96,6 +96,18 @@ def test_integer_ids_are_numbered_as_pandas_reads_them_by_table_or_hash(tmp_path
     assert bool(calls) == (spread == 1)  # the table where the range allows it, else Arrow's hashing
 
 
+def test_a_column_used_twice_is_numbered_before_it_is_released(tmp_path):
+    # the numbered id columns are dropped one by one to free their memory: not while the weights (or the
+    # other end) still read the same column
+    edges, out = tmp_path / "e.parquet", tmp_path / "g.h5"
+    pq.write_table(pa.table({"s": [3, 5, 9, 5], "d": [5, 9, 3, 3]}), edges, row_group_size=2)
+    e = pd.read_parquet(edges)
+    assert main(["convert", str(edges), "--src", "s", "--dst", "d", "--weight", "d", "--out", str(out)]) == 0
+    assert _graph_edges(out) == sorted(zip(e["s"].tolist(), e["d"].tolist(), e["d"].astype(float).tolist()))
+    assert main(["convert", str(edges), "--src", "s", "--dst", "s", "--out", str(out)]) == 0
+    assert _graph_edges(out) == sorted(zip(e["s"].tolist(), e["s"].tolist(), [None] * len(e)))
+
+
 def test_csv_edges_without_node_table_number_ids_ascending(tmp_path):
     edges = pd.DataFrame({"from": ["b", "c", "a", "c", "é"], "to": ["c", "a", "c", "b", "a"]})
     edges.to_csv(tmp_path / "e.csv", index=False)
