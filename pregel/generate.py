@@ -41,8 +41,8 @@ def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,
     """Generate a graph of ``kind`` and return its out-edge CSR.
 
     Returns ``(indptr, indices)``: ``indptr`` int64 [N + 1], ``indices`` [E] (destinations, sorted within
-    each row; int32 while N < 2**31, as the file stores them, else int64). ``grid`` ignores ``avg_degree``, ``exponent`` and ``undirected`` (it is
-    always undirected) and rounds ``num_nodes`` down to a square.
+    each row; int32 while N < 2**31, as the file stores them, else int64). ``grid`` ignores ``avg_degree``,
+    ``exponent`` and ``undirected`` (it is always undirected) and rounds ``num_nodes`` down to a square.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown graph kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -181,8 +181,8 @@ def _sample_simple_edges(num_nodes: int, num_edges: int, sample_ids, rng, undire
     Returns their keys ``src * N + dst`` [E] int64, ascending. Duplicates and loops are dropped and the
     shortfall redrawn until the count is met; with ``undirected`` an edge and its reverse count as
     the same edge (returned once, as src < dst). Keys are made, sorted and deduplicated in place in the
-    array of the sources, so the peak is the two draws of ids (about 1.8 GB for 100M edges, where the
-    NumPy expressions' temporaries took 4.5 GB).
+    array of the sources, so memory holds the two draws of ids, then the keys and the surplus's choice
+    (`pregel generate` of 100M edges: 2.7 GB at the peak, where the NumPy expressions took 4.4 GB).
     """
     if num_nodes > MAX_KEYED_NODES:  # the distinct edges are found by an int64 key src * N + dst
         raise InputError(f"generating a graph of more than {MAX_KEYED_NODES:,} vertices is not supported, got "
