@@ -116,6 +116,14 @@ def convert_table(tmp: str, src: np.ndarray, dst: np.ndarray, methods: dict, env
     runners = {name: (command + [table, "--src", "s", "--dst", "d", "--out"], tree)
                for name, (command, tree) in methods.items() if "pregel" in name}
     runners["pyarrow + numpy + scipy script"] = (["-c", TABLE_PEER, table], methods["pyarrow + scipy script"][1])
+    results = run_alike(tmp, runners, env, rounds, ("graph/indptr", "graph/indices", "nodes/original_ids"))
+    return summary("Parquet table, shuffled", results, os.path.getsize(table) / 2**30)
+
+
+def run_alike(tmp: str, runners: dict, env: dict, rounds: int, keys: tuple) -> dict:
+    """{name: [(seconds, peak MB)]} of ``rounds`` alternating runs of each of ``runners`` ({name: (arguments
+    before the output file, PYTHONPATH)}); every output must hold the same datasets ``keys`` (those it
+    has) as the first."""
     results, expected = {name: [] for name in runners}, None
     for _ in range(rounds):
         for name, (command, tree) in runners.items():
@@ -124,10 +132,10 @@ def convert_table(tmp: str, src: np.ndarray, dst: np.ndarray, methods: dict, env
                 os.remove(out)
             results[name].append(timed([sys.executable, *command, out], dict(env, PYTHONPATH=tree)))
             with h5py.File(out) as f:
-                got = [f[key][:] for key in ("graph/indptr", "graph/indices", "nodes/original_ids")]
+                got = [f[key][:] for key in keys if key in f]
             expected = expected if expected is not None else got
-            assert all(np.array_equal(a, b) for a, b in zip(got, expected)), name
-    return summary("Parquet table, shuffled", results, os.path.getsize(table) / 2**30)
+            assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected)), name
+    return results
 
 
 def convert_matrix_market(tmp: str, src: np.ndarray, dst: np.ndarray, num_nodes: int, methods: dict, env: dict,
@@ -150,17 +158,7 @@ def convert_matrix_market(tmp: str, src: np.ndarray, dst: np.ndarray, num_nodes:
         runners = {label: (command + [path, "--out"], tree)
                    for label, (command, tree) in methods.items() if "pregel" in label}
         runners["scipy script"] = (["-c", MATRIX_MARKET_PEER, path], methods["pyarrow + scipy script"][1])
-        results, expected = {label: [] for label in runners}, None
-        for _ in range(rounds):
-            for label, (command, tree) in runners.items():
-                out = os.path.join(tmp, "out.h5")
-                if os.path.exists(out):
-                    os.remove(out)
-                results[label].append(timed([sys.executable, *command, out], dict(env, PYTHONPATH=tree)))
-                with h5py.File(out) as f:
-                    got = [f[key][:] for key in ("graph/indptr", "graph/indices", "graph/weights") if key in f]
-                expected = expected if expected is not None else got
-                assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected)), label
+        results = run_alike(tmp, runners, env, rounds, ("graph/indptr", "graph/indices", "graph/weights"))
         rows += summary(name, results, os.path.getsize(path) / 2**30)
         os.remove(path)
     return rows
