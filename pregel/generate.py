@@ -30,7 +30,7 @@ from pregel.errors import InputError
 KINDS = ("powerlaw", "er", "grid")
 DEFAULT_EXPONENT = 2.5
 DEFAULT_AVG_DEGREE = 10.0  # ``pregel generate``'s mean out-degree
-#: the power-law sampler turns this many uniform numbers into ids at a time (bounds its float temporaries)
+#: random numbers drawn at a time (power-law ids, weights, features): bounds their float64 temporaries
 SAMPLE_CHUNK = 1 << 22
 
 start_numba()
@@ -135,11 +135,24 @@ def random_features(labels: np.ndarray | None, num_nodes: int, num_features: int
     The class means are drawn at unit scale, so a classifier can learn the labels from the features
     (useful for GNN demos) while ``noise`` keeps it from being trivial.
     """
-    features = rng.normal(0.0, noise, size=(num_nodes, num_features)).astype(np.float32)
+    features = np.empty((num_nodes, num_features), dtype=np.float32)
+    rows = max(1, SAMPLE_CHUNK // max(num_features, 1))  # the float64 draws a block of rows at a time: the
+    for start in range(0, num_nodes, rows):  # same numbers as one draw, without its [N, F] float64 temporary
+        features[start:start + rows] = rng.normal(0.0, noise, size=(min(rows, num_nodes - start), num_features))
     if labels is not None:
         centroids = rng.normal(0.0, 1.0, size=(int(labels.max()) + 1, num_features)).astype(np.float32)
-        features += centroids[labels]
+        for start in range(0, num_nodes, rows):
+            features[start:start + rows] += centroids[labels[start:start + rows]]
     return features
+
+
+def random_weights(num_edges: int, rng) -> np.ndarray:
+    """Uniform edge weights in (0, 1] as float32 [E], drawn ``SAMPLE_CHUNK`` at a time (the same numbers as
+    ``1 - rng.random(E)``, without its float64 temporary)."""
+    weights = np.empty(num_edges, dtype=np.float32)
+    for start in range(0, num_edges, SAMPLE_CHUNK):
+        weights[start:start + SAMPLE_CHUNK] = 1.0 - rng.random(min(SAMPLE_CHUNK, num_edges - start))
+    return weights
 
 
 class _PowerLawSampler:

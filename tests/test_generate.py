@@ -182,3 +182,20 @@ def test_a_seed_gives_the_graph_of_the_numpy_twin(kind, undirected, monkeypatch)
         np.testing.assert_array_equal(indptr, expected_indptr)
         np.testing.assert_array_equal(indices, expected_indices)
         assert indptr.dtype == np.int64 and indices.dtype == np.int32  # the file's type: no copy to write
+
+
+@pytest.mark.parametrize("with_labels", [False, True])
+def test_features_and_weights_are_the_numbers_of_one_draw(with_labels, monkeypatch):
+    # drawn a block at a time (blocks of 3 rows of 7 features here, 10 weights) to bound their float64
+    # temporaries: the same numbers as the whole draw at once, as the files of earlier versions hold them
+    import pregel.generate as generate
+
+    monkeypatch.setattr(generate, "SAMPLE_CHUNK", 21)
+    labels = np.random.default_rng(3).integers(0, 4, 50) if with_labels else None
+    expected_rng, rng = np.random.default_rng(8), np.random.default_rng(8)
+    expected = expected_rng.normal(0.0, 0.5, size=(50, 7)).astype(np.float32)
+    if with_labels:
+        expected += expected_rng.normal(0.0, 1.0, size=(4, 7)).astype(np.float32)[labels]
+    np.testing.assert_array_equal(generate.random_features(labels, 50, 7, rng, noise=0.5), expected)
+    expected_weights = (1.0 - expected_rng.random(95)).astype(np.float32)
+    np.testing.assert_array_equal(generate.random_weights(95, rng), expected_weights)

@@ -154,3 +154,32 @@ def test_other_errors_are_not_out_of_memory():
 
     assert out_of_memory(RuntimeError("shape mismatch")) is None and out_of_memory(ValueError("x")) is None
     assert out_of_memory(MemoryError()).startswith("out of memory: an allocation failed, within ")
+
+
+COMMAND_SCRIPT = """
+import sys, numpy as np
+from pregel.cli import main
+assert main(sys.argv[1:]) == 0
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+block = np.ones(64 << 20, np.uint8)  # 64 MiB, touched
+before = rss()
+del block
+print(before - rss())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc/self/statm")
+def test_graph_file_commands_hand_freed_memory_back_and_supersteps_keep_it(tmp_path):
+    # `pregel generate` makes each large array once: kept, its freed draws stayed under the features
+    # (11.7 GB at the peak for 100M edges and 64 features, 3.6 GB handed back); a run reuses its blocks
+    graph = str(tmp_path / "g.h5")
+
+    def released(*command):
+        out = subprocess.run([sys.executable, "-c", COMMAND_SCRIPT, *command], check=True, capture_output=True,
+                             text=True).stdout
+        return int(out.split()[-1])
+
+    assert released("generate", "--kind", "er", "--nodes", "50", "--out", graph) > 60 << 20
+    assert released("run", "pagerank", "--graph", graph, "--out", str(tmp_path / "pr.h5"), "--quiet") < 1 << 20

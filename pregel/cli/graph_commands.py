@@ -34,7 +34,7 @@ def add_generate(sub) -> None:
 def _run_generate(args) -> None:
     import numpy as np
 
-    from pregel.generate import DEFAULT_AVG_DEGREE, DEFAULT_EXPONENT, generate_graph, random_features
+    from pregel.generate import DEFAULT_AVG_DEGREE, DEFAULT_EXPONENT, generate_graph, random_features, random_weights
     from pregel.graph_io import GraphData, write_graph
     from pregel.memory import require_memory
 
@@ -59,7 +59,7 @@ def _run_generate(args) -> None:
                                      exponent=args.exponent, undirected=args.undirected)
     rng = np.random.default_rng([args.seed, 1])
     num_nodes = len(indptr) - 1
-    weights = (1.0 - rng.random(len(indices))).astype(np.float32) if args.weights else None
+    weights = random_weights(len(indices), rng) if args.weights else None
     labels = rng.integers(0, args.labels, size=num_nodes) if args.labels else None
     features = random_features(labels, num_nodes, args.features, rng) if args.features else None
     directed = not (args.undirected or args.kind == "grid")
