@@ -195,7 +195,7 @@ def _sample_simple_edges(num_nodes: int, num_edges: int, sample_ids, rng, undire
     shortfall redrawn until the count is met; with ``undirected`` an edge and its reverse count as
     the same edge (returned once, as src < dst). Keys are made, sorted and deduplicated in place in the
     array of the sources, so memory holds the two draws of ids, then the keys and the surplus's choice
-    (`pregel generate` of 100M edges: 2.7 GB at the peak, where the NumPy expressions took 4.4 GB).
+    (`pregel generate` of 100M edges: 2.0 GB at the peak, where the NumPy expressions took 4.4 GB).
     """
     if num_nodes > MAX_KEYED_NODES:  # the distinct edges are found by an int64 key src * N + dst
         raise InputError(f"generating a graph of more than {MAX_KEYED_NODES:,} vertices is not supported, got "
