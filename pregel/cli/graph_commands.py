@@ -50,9 +50,9 @@ def _run_generate(args) -> None:
     require(args.features >= 0 and args.labels >= 0, "--features and --labels must be non-negative")
     require(args.exponent > 1, "--exponent must be greater than 1")
     edges = args.nodes * args.avg_degree
-    # the vertex permutation, indptr and degree counts (8 bytes each a vertex), the sampled edges'
-    # keys while they are sorted, the features: refused at once rather than filling the machine
-    require_memory(int(24 * args.nodes + 40 * edges + 4 * args.nodes * args.features),
+    # the vertex permutation, indptr and degree counts (8 bytes each a vertex), the drawn edges (20 bytes
+    # an edge at the peak, measured at 100M), the features: refused at once rather than filling the machine
+    require_memory(int(24 * args.nodes + 20 * edges + 4 * args.nodes * args.features),
                    f"a graph of {args.nodes:,} vertices and {edges:,.0f} edges")
     started = time.perf_counter()
     indptr, indices = generate_graph(args.kind, args.nodes, args.avg_degree, seed=args.seed,
