@@ -8,11 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-SCRIPT = """
-import sys, numpy as np
-from pregel.memory import keep_freed_memory
-if sys.argv[1] == "keep":
-    assert keep_freed_memory()
+#: prints how many bytes of a freed 64 MiB block went back to the kernel
+RELEASED = """
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
@@ -21,6 +18,13 @@ before = rss()
 del block
 print(before - rss())
 """
+
+SCRIPT = """
+import sys, numpy as np
+from pregel.memory import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+""" + RELEASED
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc/self/statm")
@@ -160,14 +164,7 @@ COMMAND_SCRIPT = """
 import sys, numpy as np
 from pregel.cli import main
 assert main(sys.argv[1:]) == 0
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096
-block = np.ones(64 << 20, np.uint8)  # 64 MiB, touched
-before = rss()
-del block
-print(before - rss())
-"""
+""" + RELEASED
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc/self/statm")
