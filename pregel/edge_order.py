@@ -77,6 +77,45 @@ def _pairs_ascending(rows, columns):
     return True
 
 
+def both_directions(src: np.ndarray, dst: np.ndarray, weights: np.ndarray | None) -> tuple:
+    """The edges src -> dst [E] (weights [E] or None) followed by their reverses, a self-loop's but once:
+    (src [E + r], dst [E + r], weights [E + r] or None), one pass, no masked copies."""
+    count = len(src) + int(_count_not_loops(src, dst))
+    out_src = np.empty(count, dtype=np.result_type(src, dst))
+    out_dst = np.empty_like(out_src)
+    out_weights = None if weights is None else np.empty(count, dtype=weights.dtype)
+    _append_reverses(src, dst, weights, out_src, out_dst, out_weights)
+    return out_src, out_dst, out_weights
+
+
+@njit(cache=True)
+def _count_not_loops(src, dst):
+    """How many of the edges src -> dst [E] are not self-loops."""
+    count = 0
+    for e in range(src.shape[0]):
+        if src[e] != dst[e]:
+            count += 1
+    return count
+
+
+@njit(cache=True)
+def _append_reverses(src, dst, weights, out_src, out_dst, out_weights):
+    """The edges [E] at [0, E) of the outputs and the reverses of those that are not self-loops after them
+    (``weights`` and ``out_weights`` may be None: that branch is pruned at compile time)."""
+    count = src.shape[0]
+    k = count
+    for e in range(count):
+        s, d = src[e], dst[e]
+        out_src[e], out_dst[e] = s, d
+        if weights is not None:
+            out_weights[e] = weights[e]
+        if s != d:
+            out_src[k], out_dst[k] = d, s
+            if weights is not None:
+                out_weights[k] = weights[e]
+            k += 1
+
+
 @njit(cache=True, inline="always")
 def _copy_edge(source, columns, weights, keys, target, out_columns, out_weights, out_keys):
     """Edge ``source`` of (columns, weights, keys) to position ``target`` of the outputs (weights and

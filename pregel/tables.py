@@ -78,7 +78,9 @@ def read_tables(edges, src: str, dst: str, weight: str | None = None, nodes=None
         weights = _numbers(edges, weight, columns[weight], np.float32)
     columns.clear()  # the Arrow columns are numbered: 16 bytes an edge freed before the CSR is built, and
     pa.default_memory_pool().release_unused()  # handed back (Arrow's pool kept them: 0.6 GB more at the peak)
-    graph = edges_to_graph(len(ids), mapped[0], mapped[1], weights, directed)
+    mapped.append(weights)
+    del weights  # the list alone holds the edges: edges_to_graph frees them once it has doubled them
+    graph = edges_to_graph(len(ids), mapped, directed)
     if features:
         graph.features = _feature_rows(nodes, features, node_columns[features])
     if label:

@@ -172,3 +172,20 @@ def test_split_ids_against_numpy():
     np.testing.assert_array_equal(columns[inside], ids[inside] - 40)
     np.testing.assert_array_equal(columns[~inside], 30 + np.arange(np.count_nonzero(~inside)))
     assert columns.dtype == np.int32 and outside.dtype == np.int32
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_both_directions_appends_every_reverse_but_a_self_loop_s(dtype):
+    from pregel.edge_order import both_directions
+
+    rng = np.random.default_rng(2)
+    src, dst = rng.integers(0, 6, 200).astype(dtype), rng.integers(0, 6, 200).astype(dtype)  # loops too
+    weights = rng.random(200).astype(np.float32)
+    keep = src != dst  # the NumPy expression as the oracle
+    got_src, got_dst, got_weights = both_directions(src, dst, weights)
+    np.testing.assert_array_equal(got_src, np.concatenate([src, dst[keep]]))
+    np.testing.assert_array_equal(got_dst, np.concatenate([dst, src[keep]]))
+    np.testing.assert_array_equal(got_weights, np.concatenate([weights, weights[keep]]))
+    assert got_src.dtype == dtype and both_directions(src, dst, None)[2] is None
+    empty = both_directions(src[:0], dst[:0], None)
+    assert len(empty[0]) == len(empty[1]) == 0
