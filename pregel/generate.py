@@ -62,7 +62,7 @@ def generate_graph(kind: str, num_nodes: int, avg_degree: float, seed: int = 0,
         return _csr_of_keys(keys, num_nodes)
     src = np.empty(2 * len(keys), dtype=_id_dtype(num_nodes))
     dst = np.empty_like(src)
-    _both_directions(keys, np.int64(num_nodes), src, dst)
+    _keys_both_ways(keys, np.int64(num_nodes), src, dst)
     del keys
     return edges_to_csr(num_nodes, src, dst)
 
@@ -117,7 +117,7 @@ def edges_to_csr(num_nodes: int, src: np.ndarray, dst: np.ndarray, weights: np.n
 
 
 @njit(cache=True)
-def _both_directions(keys, num_nodes, src, dst):
+def _keys_both_ways(keys, num_nodes, src, dst):
     """The edges of keys [E] ``s * num_nodes + d`` both ways: (s, d) at i and (d, s) at E + i of src, dst
     [2E]."""
     count = keys.shape[0]
