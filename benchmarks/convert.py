@@ -120,11 +120,11 @@ def convert_table(tmp: str, src: np.ndarray, dst: np.ndarray, methods: dict, env
     return summary("Parquet table, shuffled", results, os.path.getsize(table) / 2**30)
 
 
-def run_alike(tmp: str, runners: dict, env: dict, rounds: int, keys: tuple) -> dict:
+def run_alike(tmp: str, runners: dict, env: dict, rounds: int, keys: tuple, expected: list | None = None) -> dict:
     """{name: [(seconds, peak MB)]} of ``rounds`` alternating runs of each of ``runners`` ({name: (arguments
-    before the output file, PYTHONPATH)}); every output must hold the same datasets ``keys`` (those it
-    has) as the first."""
-    results, expected = {name: [] for name in runners}, None
+    before the output file, PYTHONPATH)}); every output must hold the datasets ``keys`` (those it has) equal
+    to ``expected`` (arrays), or when None to the first output's."""
+    results = {name: [] for name in runners}
     for _ in range(rounds):
         for name, (command, tree) in runners.items():
             out = os.path.join(tmp, "out.h5")
@@ -195,18 +195,10 @@ def main():
                      else np.random.default_rng(0).permutation(len(src)))
             write_edge_list(text, src[order], indices[order].astype(np.int64))
             del order
-            results = {name: [] for name in methods}
-            for _ in range(args.rounds):
-                for name, (command, tree) in methods.items():
-                    out = os.path.join(tmp, "out.h5")
-                    if os.path.exists(out):
-                        os.remove(out)
-                    args_out = [text, "--out", out] if "pregel" in name else [text, out]
-                    results[name].append(timed([sys.executable, *command, *args_out],
-                                               dict(env, PYTHONPATH=tree)))
-                    with h5py.File(out) as f:
-                        assert np.array_equal(f["graph/indptr"][:], indptr), name
-                        assert np.array_equal(f["graph/indices"][:], indices), name
+            runners = {name: (command + ([text, "--out"] if "pregel" in name else [text]), tree)
+                       for name, (command, tree) in methods.items()}
+            results = run_alike(tmp, runners, env, args.rounds, ("graph/indptr", "graph/indices"),
+                                expected=[indptr, indices])
             size = os.path.getsize(text) / 2**30
             rows += summary(order_name, results, size)
         rows += convert_table(tmp, src, indices, methods, env, args.rounds)

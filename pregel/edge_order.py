@@ -80,22 +80,12 @@ def _pairs_ascending(rows, columns):
 def both_directions(src: np.ndarray, dst: np.ndarray, weights: np.ndarray | None) -> tuple:
     """The edges src -> dst [E] (weights [E] or None) followed by their reverses, a self-loop's but once:
     (src [E + r], dst [E + r], weights [E + r] or None), one pass, no masked copies."""
-    count = len(src) + int(_count_not_loops(src, dst))
+    count = len(src) + int(np.count_nonzero(src != dst))
     out_src = np.empty(count, dtype=np.result_type(src, dst))
     out_dst = np.empty_like(out_src)
     out_weights = None if weights is None else np.empty(count, dtype=weights.dtype)
     _append_reverses(src, dst, weights, out_src, out_dst, out_weights)
     return out_src, out_dst, out_weights
-
-
-@njit(cache=True)
-def _count_not_loops(src, dst):
-    """How many of the edges src -> dst [E] are not self-loops."""
-    count = 0
-    for e in range(src.shape[0]):
-        if src[e] != dst[e]:
-            count += 1
-    return count
 
 
 @njit(cache=True)
