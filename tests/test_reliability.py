@@ -119,6 +119,22 @@ def test_base_exception_in_a_hook_ends_the_job(tmp_path, files, raised, ranks):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt()", "SystemError('returned a result with an exception set') "
+                                                         "from KeyboardInterrupt()"])
+def test_ctrl_c_in_a_process_alone_is_one_line_and_130_also_through_compiled_code(tmp_path, files, raised):
+    # Ctrl-C while a Numba dispatcher loads a kernel from its cache reaches Python as CPython's SystemError
+    # caused by the KeyboardInterrupt: it printed a traceback and exited 1 instead of the interrupted line
+    program = tmp_path / "interrupted.py"
+    program.write_text(
+        "from vertex_programs import PageRank\n"
+        "class Interrupted(PageRank):\n"
+        "    def apply(self, ctx, rank, gathered):\n"
+        f"        raise {raised}\n")
+    result = pregel(1, "run", f"{program}:Interrupted", "--graph", files / "g.h5", "--out", tmp_path / "o.h5")
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "pregel run: interrupted"
+
+
 @pytest.mark.parametrize("raised", ["RuntimeError('MPI: a peer has left')", "InputError('late')"])
 def test_an_error_after_ctrl_c_under_mpiexec_stays_one_interrupted_line_per_rank(tmp_path, files, raised):
     # Ctrl-C reaches every rank; a rank whose main thread then meets an error (MPI's, as a faster rank

@@ -49,7 +49,7 @@ def run_parsed(args) -> int:
         rank, size = _mpi_world(args.command)
         if interrupted():  # Ctrl-C under mpiexec: its line is printed, and its thread ends the process
             await_exit()
-        if isinstance(err, KeyboardInterrupt) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
+        if caused_by_interrupt(err) and size == 1:  # Ctrl-C (under mpiexec: pregel.interrupt)
             print(f"pregel {args.command}: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
         if isinstance(err, BrokenPipeError) and size == 1:  # `pregel inspect g.h5 | head -1`: the reader left
@@ -74,6 +74,19 @@ def run_parsed(args) -> int:
         _abort(1)
         return 1
     return 0
+
+
+def caused_by_interrupt(err: BaseException) -> bool:
+    """Whether Ctrl-C raised ``err``: a ``KeyboardInterrupt``, or an error raised while handling one or
+    from one (a compiled function that meets it, such as a Numba dispatcher loading from its cache, reports
+    a ``SystemError`` caused by it)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _discard_stdout() -> None:
