@@ -32,7 +32,7 @@ Within a row, edges are ordered by global source id (equal ids: the file's edges
 then, for a symmetric program, the reverse edges in file order), so every reduction sums in the
 same order whatever the number of ranks or the partitioner. A symmetric program on a range
 partition keeps its reverse edges as the rows it read (its own vertices' out-edges) and merges them
-into its in-edge rows; they never travel.
+into its in-edge rows; only the reverse edges into in-hubs travel (to their sources' owners).
 """
 
 from dataclasses import dataclass, fields
@@ -41,7 +41,7 @@ import numpy as np
 
 from kernels.bits import bit_words_of, bits_at
 from pregel.comm import Comm
-from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
+from pregel.edge_order import (ascending_columns, count_rows, drop_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
                                row_ids, sort_rows, split_ids, stable_order)
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
@@ -237,18 +237,20 @@ def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features:
     if hubs.partial_gather:
         in_hubs = np.sort(np.concatenate(comm.allgather(owned[in_degree > threshold])))
     to_destinations = not len(in_hubs) and hubs.shadow_nodes  # every edge, on every rank, goes to its dst's owner
-    reverse_travels = symmetric and (own_rows is None or len(in_hubs))  # (to in-hubs' sources too)
+    reverse_travels = symmetric and own_rows is None
     if reverse_travels or not to_destinations:
         by_destination = None  # not reusable: freed before the edges are doubled or placed by their own exchange
     if reverse_travels:
-        edges, own_rows, placed_degree = _with_reverse(edges), None, in_degree
+        edges, placed_degree = _with_reverse(edges), in_degree
+    elif own_rows is not None and len(in_hubs):  # the reverse edges into in-hubs go to their sources' owners
+        edges = _joined(edges, own_rows.leave(_is_hub(in_hubs, owned), int(partition.bounds[comm.rank])))
     edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes,
                          by_destination=by_destination)
     del by_destination
     local = _LocalEdges(comm, partition, len(owned), edges, in_hubs, in_degree,
                         row_counts=placed_degree if to_destinations else None)
     del edges, placed_degree
-    if own_rows is not None:
+    if symmetric:
         local.self_loops *= 2  # a self-loop is its own reverse, on the same row
     return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows)
 
@@ -319,14 +321,31 @@ def _slice_edges(part, weighted: bool) -> _Edges:
     return _Edges(src, part.indices, part.weights if weighted else None, np.zeros(len(src), dtype=bool))
 
 
+def _reverses(src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None) -> _Edges:
+    """The reverses of the edges src -> dst [k] (same weights), flagged ``reverse``, none an out-hub's."""
+    return _Edges(dst, src, weight, np.zeros(len(src), dtype=bool), np.ones(len(src), dtype=bool))
+
+
 def _with_reverse(edges: _Edges) -> _Edges:
-    """``edges`` [k] followed by their reverses [k] (dst -> src, same weights, no out-hub's, flagged
-    ``reverse``)."""
-    k = len(edges.src)
-    return _Edges(np.concatenate([edges.src, edges.dst]), np.concatenate([edges.dst, edges.src]),
-                  None if edges.weight is None else np.concatenate([edges.weight, edges.weight]),
-                  np.concatenate([edges.out_hub, np.zeros(k, dtype=bool)]),
-                  np.concatenate([np.zeros(k, dtype=bool), np.ones(k, dtype=bool)]))
+    """``edges`` [k] followed by their reverses [k] (``_reverses``)."""
+    return _joined(edges, _reverses(edges.src, edges.dst, edges.weight))
+
+
+def _joined(edges: _Edges, more: _Edges) -> _Edges:
+    """``edges`` [k] followed by ``more`` [t] (the same arrays but ``reverse``, each cast to ``edges``'
+    dtype), ``reverse`` all False where either has None. Consumes ``edges``: each of its arrays is dropped
+    once joined."""
+    if edges.reverse is None:
+        edges.reverse = np.zeros(len(edges.src), dtype=bool)
+    if more.reverse is None:
+        more.reverse = np.zeros(len(more.src), dtype=bool)
+    joined = {}
+    for f in fields(edges):
+        first, then = getattr(edges, f.name), getattr(more, f.name)
+        setattr(edges, f.name, None)
+        joined[f.name] = None if first is None else np.concatenate([first, then.astype(first.dtype, copy=False)])
+        del first
+    return _Edges(**joined)
 
 
 class _OwnRows:
@@ -343,6 +362,24 @@ class _OwnRows:
             part.indices, part.weights = indices, weights
         sort_rows(part.indptr, indices, weights)
         self.indptr, self.indices, self.weights = part.indptr, indices, weights
+        self.left = None  # [n] bool: the rows whose reverse edges travel (``leave``)
+
+    def leave(self, rows: np.ndarray, first_id: int) -> _Edges:
+        """The reverse edges of the rows where ``rows`` [n] bool is set (global ids from ``first_id``), which
+        travel instead (those into in-hubs): row v's out-edge v -> d as the edge d -> v (``_reverses``), in
+        row order. ``drop_left`` then empties those rows, once the file edges, which share these arrays
+        until they are placed and grouped, no longer need them."""
+        counts = np.diff(self.indptr)
+        chosen = np.repeat(rows, counts)
+        self.left = rows
+        return _reverses(np.repeat(np.flatnonzero(rows) + first_id, counts[rows]), self.indices[chosen],
+                         None if self.weights is None else self.weights[chosen])
+
+    def drop_left(self) -> None:
+        """Empty the rows whose reverse edges travel (``leave``), in place."""
+        if self.left is not None:
+            self.indptr, self.indices, self.weights = drop_rows(self.indptr, self.indices, self.weights, self.left)
+            self.left = None
 
 
 @dataclass
@@ -423,6 +460,14 @@ def _place_edges(comm, partition, edges: _Edges, in_hubs: np.ndarray, send_out_h
     return _Edges(src, dst, None if edges.weight is None else send("weight"), out_hub, reverse)
 
 
+def _file_loops(edges: _Edges) -> np.ndarray:
+    """The destinations of the self-loops among ``edges`` that are file edges (not ``reverse``)."""
+    loop = edges.src == edges.dst
+    if edges.reverse is not None:
+        loop &= ~edges.reverse
+    return edges.dst[loop]
+
+
 class _LocalEdges:
     """The edges a rank holds after placement, with the in-degree and self-loops of its vertices.
 
@@ -445,8 +490,7 @@ class _LocalEdges:
             self.dest, self.source = edges, edges.take(np.zeros(0, np.int64))
         self.dest_counts = row_counts
         self.in_degree = in_degree
-        loops = np.concatenate([self.dest.dst[self.dest.src == self.dest.dst],
-                                self.source.dst[self.source.src == self.source.dst]])
+        loops = np.concatenate([_file_loops(self.dest), _file_loops(self.source)])
         self.self_loops = np.bincount(partition.local_index(loops, comm.rank), minlength=n).astype(np.int64)
         # the global ids go once they are rows: a rank that does not own from 0 would hold both
         self.dst_local, self.dest.dst = partition.local_index(self.dest.dst, comm.rank), None
@@ -525,6 +569,7 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
                                                   row_counts=local.dest_counts)
     local.dest = local.dst_local = local.dest_counts = columns = None  # the rows hold these edges now
     if reverse is not None:  # a symmetric program's own rows, merged: an in-edge before a reverse edge
+        reverse.drop_left()
         in_indices, reverse_columns, ghost_ids = _own_rows_columns(comm, partition, n, in_indices, ghost_ids,
                                                                    reverse)
         ghost_counts = np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)

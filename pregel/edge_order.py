@@ -270,6 +270,35 @@ def sort_rows(indptr: np.ndarray, keys: np.ndarray, weights: np.ndarray | None) 
     _sort_rows(np.ascontiguousarray(indptr, dtype=np.int64), keys, None, weights)
 
 
+@njit(cache=True)
+def _drop_rows(indptr, columns, weights, dropped, kept_indptr):
+    """Moves the edges of the rows where dropped [n] is unset to the front of columns/weights, in order;
+    kept_indptr [n + 1] gets the kept rows' bounds."""
+    kept = 0
+    for r in range(indptr.shape[0] - 1):
+        kept_indptr[r] = kept
+        if dropped[r]:
+            continue
+        for e in range(indptr[r], indptr[r + 1]):
+            columns[kept] = columns[e]
+            if weights is not None:
+                weights[kept] = weights[e]
+            kept += 1
+    kept_indptr[indptr.shape[0] - 1] = kept
+
+
+def drop_rows(indptr: np.ndarray, columns: np.ndarray, weights: np.ndarray | None, dropped: np.ndarray) -> tuple:
+    """Empty the rows where ``dropped`` [n] bool is set of a CSR, in place: the other rows' edges move to
+    the front of ``columns`` [E] and ``weights`` [E] (or None), in order. indptr: [n + 1] int64 from 0.
+    Returns (indptr [n + 1] int64, columns [E_k], weights [E_k] or None): the kept rows, views of the given
+    arrays."""
+    kept_indptr = np.empty(len(indptr), dtype=np.int64)
+    _drop_rows(np.ascontiguousarray(indptr, dtype=np.int64), columns, weights,
+               np.ascontiguousarray(dropped, dtype=bool), kept_indptr)
+    kept = int(kept_indptr[-1])
+    return kept_indptr, columns[:kept], None if weights is None else weights[:kept]
+
+
 @njit(cache=True, inline="always")
 def _id_order(column, num_owned, ghosts_below):
     """A key of extended column ``column`` in the order of global ids, for ghosts ascending by id and

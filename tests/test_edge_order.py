@@ -4,7 +4,7 @@ helpers against NumPy."""
 import numpy as np
 import pytest
 
-from pregel.edge_order import (ascending_columns, count_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
+from pregel.edge_order import (ascending_columns, count_rows, drop_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
                                row_ids, sort_rows, sorted_unique, split_ids, stable_order)
 
 
@@ -124,6 +124,31 @@ def test_sort_rows_matches_lexsort(num_rows):
     sort_rows(indptr, keys, weights)
     np.testing.assert_array_equal(keys, want_keys)
     np.testing.assert_array_equal(weights, want_weights)
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+def test_drop_rows_keeps_the_other_rows_in_place_as_a_mask_would(weighted):
+    """Dropped rows (empty ones, the first and the last among them) against NumPy's boolean mask over the
+    edges: the kept edges at the front of the same arrays, in order, and each dropped row empty."""
+    rng = np.random.default_rng(11)
+    counts = rng.integers(0, 6, 40)
+    counts[[3, 17]] = 0
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    columns = rng.integers(0, 1000, int(indptr[-1])).astype(np.int32)
+    weights = rng.random(len(columns)).astype(np.float32) if weighted else None
+    dropped = rng.random(40) < 0.3
+    dropped[[0, 3, 39]] = True
+    kept_edge = np.repeat(~dropped, counts)
+    want_columns, want_weights = columns[kept_edge], None if weights is None else weights[kept_edge]
+    got_indptr, got_columns, got_weights = drop_rows(indptr, columns, weights, dropped)
+    np.testing.assert_array_equal(got_indptr, np.concatenate([[0], np.cumsum(np.where(dropped, 0, counts))]))
+    np.testing.assert_array_equal(got_columns, want_columns)
+    assert np.shares_memory(got_columns, columns)  # moved in place, not copied
+    if weighted:
+        np.testing.assert_array_equal(got_weights, want_weights)
+        assert np.shares_memory(got_weights, weights)
+    else:
+        assert got_weights is None
 
 
 @pytest.mark.parametrize("weighted", [True, False])

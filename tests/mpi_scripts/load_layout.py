@@ -11,8 +11,8 @@ from pregel.comm import Comm
 from pregel.dgraph import HubOptions, load_graph
 
 #: name -> (partitioner, hub options, symmetric); threshold 5 makes hubs of the test graph's high-degree
-#: vertices. "symmetric" keeps the reverse edges as each rank's own rows (range, no hubs); the other
-#: symmetric layouts send them as edges (to in-hubs' sources in "symmetric-hubs").
+#: vertices. "symmetric" and "symmetric-hubs" keep the reverse edges as each rank's own rows (range), but
+#: for those into in-hubs, which go to their sources' owners; the other symmetric layouts send them all.
 LAYOUTS = {
     "range": ("range", HubOptions(threshold=5), False),
     "hash": ("hash", HubOptions(threshold=5), False),
