@@ -4,7 +4,7 @@ On one graph file (``--graph``, or a power-law graph generated with ``pregel gen
 --nodes N --avg-degree D --seed 0``, default 1M vertices, 10M edges), each algorithm of ``--algorithms``
 runs as the whole command a user runs, timed from outside: ``pregel run ALG --graph G --out OUT
 --partition PART --stats --quiet`` (``--source S`` for bfs and sssp; PART from ``--partition``, default
-range; ``--delta D`` for sssp when given) on one rank and under ``mpiexec -n P`` for each P of
+range; ``--delta D`` for sssp and ``--hub-threshold D`` when given) on one rank and under ``mpiexec -n P`` for each P of
 ``--ranks``, against a plain h5py + scipy script doing the same job as one process (read the file's CSR,
 build the matrix, compute, write ``/values``): ``shortest_path(method='D', unweighted=True)`` hop counts
 for bfs (-1 where unreachable, as pregel writes), ``dijkstra`` with the file's weights (1.0 without
@@ -119,14 +119,16 @@ def run_scipy(script: str, graph: str, out: str, algorithm: str, source: int) ->
 
 
 def run_engine(graph: str, out: str, algorithm: str, source: int, ranks: int, partition: str,
-               delta: float | None = None) -> dict:
+               delta: float | None = None, hub_threshold: int | None = None) -> dict:
     """One whole ``pregel run`` job on ``ranks`` ranks with the ``partition`` partitioner (and sssp's
-    ``--delta``, unless None): wall, peak RSS of each rank, and supersteps, load and compute seconds
+    ``--delta`` and the ``--hub-threshold``, unless None): wall, peak RSS of each rank, and supersteps, load and compute seconds
     from its summary line."""
     command = [sys.executable, "-m", "pregel.cli", "run", algorithm, "--graph", graph, "--out", out,
                "--partition", partition, "--stats", "--quiet"] + (["--source", str(source)] if algorithm != "wcc" else [])
     if algorithm == "sssp" and delta is not None:
         command += ["--delta", str(delta)]
+    if hub_threshold is not None:
+        command += ["--hub-threshold", str(hub_threshold)]
     wall, rss, stdout = run_timed(command, ranks)
     summary = SUMMARY.search(stdout)
     if summary is None:
@@ -136,7 +138,7 @@ def run_engine(graph: str, out: str, algorithm: str, source: int, ranks: int, pa
 
 
 def measure(graph: str, folder: str, algorithms: list, ranks: list, source: int, repeat: int, partition: str,
-            delta: float | None = None) -> dict:
+            delta: float | None = None, hub_threshold: int | None = None) -> dict:
     """{algorithm: {method: [one dict per run]}}, runs alternating; each engine run's ``equal`` says
     whether its ``/values`` equal those of scipy's run just before."""
     script = os.path.join(folder, "scipy_frontier.py")
@@ -150,7 +152,7 @@ def measure(graph: str, folder: str, algorithms: list, ranks: list, source: int,
             reference = _values(out)
             for p in ranks:
                 out = os.path.join(folder, f"{algorithm}_engine{p}.h5")
-                run = run_engine(graph, out, algorithm, source, p, partition, delta)
+                run = run_engine(graph, out, algorithm, source, p, partition, delta, hub_threshold)
                 run["equal"] = bool(np.array_equal(_values(out), reference))
                 runs[algorithm][f"engine P={p}"].append(run)
     return runs
@@ -199,6 +201,7 @@ def main() -> int:
     parser.add_argument("--source", type=int, default=0, help="bfs and sssp source vertex")
     parser.add_argument("--partition", choices=("range", "hash"), default="range", help="pregel's partitioner")
     parser.add_argument("--delta", type=float, help="sssp's --delta (default: pregel's)")
+    parser.add_argument("--hub-threshold", type=int, help="pregel's --hub-threshold (default: pregel's)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each method (medians reported)")
     parser.add_argument("--json", help="write the raw numbers of every run to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (graph and outputs)")
@@ -214,7 +217,8 @@ def main() -> int:
         with h5py.File(graph, "r") as f:
             nodes, edges, weighted = int(f.attrs["num_nodes"]), int(f.attrs["num_edges"]), "weights" in f["graph"]
             start, stop = f["graph/indptr"][args.source:args.source + 2]
-        runs = measure(graph, folder, algorithms, ranks, args.source, args.repeat, args.partition, args.delta)
+        runs = measure(graph, folder, algorithms, ranks, args.source, args.repeat, args.partition, args.delta,
+                       args.hub_threshold)
     finally:
         if args.keep:
             print(f"kept {folder}")
@@ -225,13 +229,14 @@ def main() -> int:
     graph = args.graph or f"power-law graph (pregel generate --seed 0{' --weights' if args.weights else ''})"
     print(f"{graph}: {nodes:,} vertices, {edges:,} edges, {'weighted' if weighted else 'unweighted'}; "
           f"source {args.source} (out-degree {stop - start}); {args.partition} partition; "
-          f"{'' if args.delta is None else f'sssp --delta {args.delta}; '}medians of {args.repeat} run(s); "
+          f"{'' if args.delta is None else f'sssp --delta {args.delta}; '}"
+          f"{'' if args.hub_threshold is None else f'--hub-threshold {args.hub_threshold}; '}medians of {args.repeat} run(s); "
           f"load average {os.getloadavg()[0]:.2f}\n")
     print_table(table)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"graph": graph, "nodes": nodes, "edges": edges, "weighted": weighted, "source": args.source,
-                       "partition": args.partition, "delta": args.delta,
+                       "partition": args.partition, "delta": args.delta, "hub_threshold": args.hub_threshold,
                        "rss_from": TIME or "getrusage", "runs": runs, "medians": table}, f, indent=1)
     differ = [f"{a} {m}" for a, methods in table.items() for m, row in methods.items() if row["equal"] is False]
     if differ:

@@ -56,8 +56,7 @@ def worker(folder: str, partitioners: list[str], thresholds: list[int]) -> None:
         table = report.stats_table
         per_rank = table[:, :, edges].sum(axis=1)
         print(json.dumps({"partitioner": partitioner, "name": name, "table": format_per_rank(table),
-                          "threshold": float(hubs.resolved_threshold(report.graph.num_nodes,
-                                                                     report.graph.num_edges, comm.size)),
+                          "threshold": report.graph.hub_threshold,
                           "in_hubs": len(report.graph.in_hubs),
                           "imbalance": float(per_rank.max() / per_rank.mean()),
                           "max_diff": float(np.abs(report.values - reference).max())}), flush=True)

@@ -132,6 +132,8 @@ class DistributedGraph:
     out_degree, in_degree, self_loops: [n] int64 over the whole graph (as loaded, so symmetric
     graphs count both directions); features [n, F] float32 or None; labels [n] int64 or None;
     in_hubs: [k] int64 global ids of the vertices whose in-edges are gathered partially.
+    hubs: the hub strategies of the load; hub_threshold: the degree above which a vertex was a hub in it
+    (``HubOptions.resolved_threshold``, counting a symmetric program's edges both ways; inf for none).
     """
 
     comm: Comm
@@ -162,6 +164,13 @@ class DistributedGraph:
     features: np.ndarray | None
     labels: np.ndarray | None
     in_hubs: np.ndarray
+    hubs: HubOptions
+    hub_threshold: float
+
+    def hub_attributes(self) -> dict:
+        """The hub settings of the load and how many in-hubs it found, as a result file records them."""
+        return {"hub_partial_gather": self.hubs.partial_gather, "hub_shadow_nodes": self.hubs.shadow_nodes,
+                "hub_threshold": float(self.hub_threshold), "hub_in_hubs": len(self.in_hubs)}
 
     @property
     def num_local(self) -> int:
@@ -252,7 +261,8 @@ def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features:
     del edges, placed_degree
     if symmetric:
         local.self_loops *= 2  # a self-loop is its own reverse, on the same row
-    return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows)
+    return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows,
+                        hubs, threshold)
 
 
 def _as_source(source):
@@ -551,7 +561,7 @@ def _own_rows_columns(comm, partition, n: int, columns: np.ndarray, ghost_ids: n
 
 
 def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree, feats, labels,
-                 in_hubs, reverse: _OwnRows | None = None):
+                 in_hubs, reverse: _OwnRows | None, hubs: HubOptions, threshold: float):
     n = len(owned)
 
     def to_local(ids):
@@ -593,4 +603,4 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
         dst_recv_counts=dst_recv_counts, dst_recv_rows=dst_recv_rows, any_source_side=any_source_side,
         out_degree=np.asarray(out_degree, dtype=np.int64),
         in_degree=local.in_degree, self_loops=local.self_loops, features=feats, labels=labels,
-        in_hubs=in_hubs)
+        in_hubs=in_hubs, hubs=hubs, hub_threshold=float(threshold))

@@ -4,7 +4,9 @@ The result file holds ``/values`` ([N] or [N, F], global vertex order), ``/origi
 the graph file has ``/nodes/original_ids`` (a graph converted from tables), ``/stats/per_superstep``
 ([ranks, supersteps, fields], fields named in its ``fields`` attribute) and root attributes:
 ``algorithm``, ``ranks``, ``partitioner``, ``device``, ``supersteps``, ``stopped_by``, ``load_seconds``,
-``compute_seconds`` (wall time of the superstep loop on rank 0), with ``device='cuda'`` also
+``compute_seconds`` (wall time of the superstep loop on rank 0), the hub settings ``hub_partial_gather``,
+``hub_shadow_nodes``, ``hub_threshold`` (the degree above which a vertex was a hub, ``inf`` for none)
+and ``hub_in_hubs`` (how many vertices' in-edges were gathered partially), with ``device='cuda'`` also
 ``cuda_aware_mpi`` and ``bytes_staged`` (summed over ranks), and, per statistic, its total and
 its imbalance (max/mean over ranks); a job may add attributes and per-vertex datasets (``outputs``).
 Rank 0 writes it from the gathered slices, atomically.
@@ -84,7 +86,7 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
             attrs = {"algorithm": algorithm, "ranks": comm.size, "partitioner": partitioner,
                      "supersteps": result.supersteps, "stopped_by": result.stopped_by,
                      "load_seconds": load_seconds, "compute_seconds": result.compute_seconds,
-                     **device_attrs, **(extra_attrs or {}), **more_attrs}
+                     **graph.hub_attributes(), **device_attrs, **(extra_attrs or {}), **more_attrs}
             source = graph_source if isinstance(graph_source, (str, os.PathLike)) else None
             write_values(out_path, values, attrs, table, datasets, ids_from=source)
     comm.barrier()  # the file is complete when every rank returns

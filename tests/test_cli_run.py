@@ -157,3 +157,34 @@ def test_sssp_and_bfs_refuse_a_window_or_a_switch_below_zero_in_one_line(tmp_pat
         assert not (tmp_path / "o.h5").exists()
     assert main(["run", "wcc", "--graph", str(tmp_path / "g.h5"), "--out", str(tmp_path / "o.h5"), "--quiet",
                  "--local-after", "5"]) == 2  # not wcc's flag
+
+
+def test_hub_flags_reach_the_load_and_the_result_file(tmp_path):
+    # wcc follows edges both ways: with --hub-threshold 3, vertex 0 (20 in-edges) and vertex 1 (20 out-edges,
+    # the in-edges of the reverse direction) are in-hubs, whose reverse edges travel to their sources' owners
+    # while the others stay as each rank's own rows; the components are networkx's all the same
+    graph = nx.gnp_random_graph(60, 0.02, seed=5, directed=True)
+    graph.add_edges_from((v, 0) for v in range(10, 30))
+    graph.add_edges_from((1, v) for v in range(30, 50))
+    graph_path, out = tmp_path / "g.h5", tmp_path / "wcc.h5"
+    from pregel.convert import from_networkx
+    write_graph(graph_path, from_networkx(graph, weight=None))
+    mpi = [shutil.which("mpiexec", path=BIN), "-n", "2", shutil.which("pregel", path=BIN), "run", "wcc",
+           "--graph", graph_path, "--quiet"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    done = subprocess.run([*mpi, "--out", out, "--hub-threshold", "3"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    expected = np.empty(60, np.int64)
+    for part in nx.weakly_connected_components(graph):
+        expected[list(part)] = min(part)
+    with h5py.File(out) as f:
+        assert f["values"][:].tolist() == expected.tolist()
+        attrs = dict(f.attrs)
+    assert attrs["hub_threshold"] == 3 and attrs["hub_partial_gather"] and attrs["hub_shadow_nodes"]
+    assert attrs["hub_in_hubs"] >= 2
+    refused = tmp_path / "refused.h5"
+    done = subprocess.run([*mpi, "--out", refused, "--hub-threshold", "-1"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "--hub-threshold must be non-negative" in done.stderr and not refused.exists()

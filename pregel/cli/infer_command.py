@@ -2,7 +2,8 @@
 
 from pregel.cli.checkpoint_flags import add_checkpoint_flags, check_checkpoint_every, checkpointer
 from pregel.cli.collection import importing
-from pregel.cli.common import world_comm, require
+from pregel.cli.common import world_comm
+from pregel.cli.hub_flags import add_hub_flags, check_hub_threshold, hub_options
 from pregel.errors import InputError
 
 
@@ -21,13 +22,7 @@ def add_infer(sub) -> None:
                    help="also write every hidden layer's output as /layers/0, /layers/1, ...")
     p.add_argument("--partition", choices=PARTITIONERS, default="range",
                    help="vertex partitioner (default %(default)s: id ranges balanced by edges)")
-    p.add_argument("--no-partial-gather", action="store_true",
-                   help="send every in-edge of a high in-degree vertex to its owner")
-    p.add_argument("--no-shadow-nodes", action="store_true",
-                   help="keep a high out-degree vertex's out-edges on its owner")
-    p.add_argument("--hub-threshold", type=int, default=None, metavar="D",
-                   help="degree above which a vertex is a hub (default: max(100, 20 E / N, "
-                        "E / (100 P)) with P > 1 ranks)")
+    add_hub_flags(p)
     p.add_argument("--stats", action="store_true",
                    help="print per-rank edges, messages, bytes, seconds and their imbalance")
     p.add_argument("--quiet", action="store_true", help="no progress line per layer")
@@ -41,14 +36,12 @@ def add_infer(sub) -> None:
 def _run_infer(args) -> None:
     with importing():
         from pregel.checkpoint import file_sha256
-        from pregel.dgraph import HubOptions
         from vertex_programs.gnn.infer import format_layers, format_per_rank, infer
 
     comm = world_comm()
     identity, problem = None, None
     try:
-        require(args.hub_threshold is None or args.hub_threshold >= 0,
-                 "--hub-threshold must be non-negative")
+        check_hub_threshold(args)
         check_checkpoint_every(args)
         if args.checkpoint_dir is not None or args.resume is not None:
             identity = {"algorithm": "gnn", "model_sha256": file_sha256(args.model),
@@ -57,11 +50,8 @@ def _run_infer(args) -> None:
         problem = err
     comm.agree(problem)
     checkpoint = checkpointer(comm, args, identity)
-    hubs = HubOptions(partial_gather=not args.no_partial_gather and args.device == "cpu",
-                      shadow_nodes=not args.no_shadow_nodes,
-                      threshold=args.hub_threshold)
     report = infer(comm, args.graph, args.model, args.out, layer_outputs=args.layer_outputs,
-                   partitioner=args.partition, hubs=hubs, progress=not args.quiet, checkpoint=checkpoint,
+                   partitioner=args.partition, hubs=hub_options(args), progress=not args.quiet, checkpoint=checkpoint,
                    device=args.device)
     if comm.rank != 0:
         return

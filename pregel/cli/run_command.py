@@ -7,6 +7,7 @@ import sys
 from pregel.cli.checkpoint_flags import add_checkpoint_flags, check_checkpoint_every, checkpointer
 from pregel.cli.collection import importing
 from pregel.cli.common import world_comm, first_line, require, as_flags
+from pregel.cli.hub_flags import add_hub_flags, check_hub_threshold, hub_options
 from pregel.errors import InputError, not_a_file
 
 ALGORITHMS = ("pagerank", "sssp", "wcc", "bfs")
@@ -30,6 +31,7 @@ def add_run(sub) -> None:
     p.add_argument("--partition", choices=PARTITIONERS, default="range",
                    help="vertex partitioner (default %(default)s: id ranges balanced by edges)")
     p.add_argument("--max-supersteps", type=int, default=None, help="stop after N supersteps")
+    add_hub_flags(p)
     declared = set()
     for name in ALGORITHMS:  # each algorithm's own options (its class's ``options``)
         for option in _algorithm(name).options:
@@ -50,6 +52,7 @@ def _check_run_limits(args) -> None:
     require(args.max_supersteps is None or args.max_supersteps >= 1,
              f"--max-supersteps must be at least 1, got {args.max_supersteps}")
     check_checkpoint_every(args)
+    check_hub_threshold(args)
 
 
 def _program_identity(args, program) -> dict:
@@ -115,7 +118,7 @@ def _run_run(args) -> None:
     comm.agree(problem)
     checkpoint = checkpointer(comm, args, identity)
     report = run_job(comm, args.graph, program, args.out, algorithm=args.algorithm,
-                     partitioner=args.partition, max_supersteps=args.max_supersteps,
+                     partitioner=args.partition, max_supersteps=args.max_supersteps, hubs=hub_options(args),
                      progress=not args.quiet, checkpoint=checkpoint, device=args.device)
     if comm.rank != 0:
         return

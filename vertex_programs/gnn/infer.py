@@ -9,10 +9,7 @@
 Besides the attributes every job writes (``pregel.job``; ``algorithm`` is ``gnn``), the result
 file has ``model`` (the path), ``layers`` (see ``describe``), ``in_features``, ``out_features``;
 per layer (= per superstep) ``layer_compute_seconds`` and ``layer_comm_seconds`` (max over
-ranks), ``layer_bytes_sent`` and ``layer_messages_sent`` (sum over ranks); and the hub settings
-``hub_partial_gather``, ``hub_shadow_nodes``, ``hub_threshold`` (the degree above which a vertex
-is a hub, ``inf`` for none) and ``hub_in_hubs`` (how many vertices' in-edges were gathered
-partially).
+ranks), ``layer_bytes_sent`` and ``layer_messages_sent`` (sum over ranks).
 """
 
 import time
@@ -67,12 +64,8 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
                                                       release_features=True)  # the job's own graph
 
     def outputs(report: JobReport):
-        graph = report.graph
         attrs = {"model": str(model_path), "layers": describe(model), "in_features": model.in_features,
-                 "out_features": model.out_features, "hub_partial_gather": hubs.partial_gather,
-                 "hub_shadow_nodes": hubs.shadow_nodes,
-                 "hub_threshold": float(hubs.resolved_threshold(graph.num_nodes, graph.num_edges, comm.size)),
-                 "hub_in_hubs": len(graph.in_hubs)}
+                 "out_features": model.out_features}
         if report.stats_table is not None:
             attrs.update(layer_attrs(report.stats_table))
         datasets = {}
