@@ -30,9 +30,10 @@ switched off, its out-edges stay with its owner instead, which then carries its 
 
 Within a row, edges are ordered by global source id (equal ids: the file's edges in file order,
 then, for a symmetric program, the reverse edges in file order), so every reduction sums in the
-same order whatever the number of ranks or the partitioner. A symmetric program on a range
-partition keeps its reverse edges as the rows it read (its own vertices' out-edges) and merges them
-into its in-edge rows; only the reverse edges into in-hubs travel (to their sources' owners).
+same order whatever the number of ranks or the partitioner. A symmetric program keeps its reverse
+edges as the file rows of its own vertices (their out-edges) and merges them into its in-edge rows: on a
+range partition those are the rows it read, never sent; on a hash partition each row read goes whole to
+its vertex's owner. Only the reverse edges into in-hubs travel as edges (to their sources' owners).
 """
 
 from dataclasses import dataclass, fields
@@ -42,7 +43,7 @@ import numpy as np
 from kernels.bits import bit_words_of, bits_at
 from pregel.comm import Comm
 from pregel.edge_order import (ascending_columns, count_rows, drop_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
-                               row_ids, sort_rows, split_ids, stable_order)
+                               row_ids, rows_in_order, sort_rows, split_ids, stable_order)
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.id_table import DistinctIds, unique_inverse
@@ -230,8 +231,8 @@ def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features:
     out_degree, feats, labels = _vertex_data(comm, partition, part)
     threshold = hubs.resolved_threshold(header.num_nodes, header.num_edges * (1 + symmetric), comm.size)
     own_rows = None
-    if symmetric and isinstance(partition, RangePartition) and hubs.shadow_nodes:
-        own_rows = _OwnRows(part)  # the reverse edges, unless an in-hub turns up below
+    if symmetric and hubs.shadow_nodes:
+        own_rows = _OwnRows.read(part)  # the reverse edges (but those into in-hubs, below)
     edges = _slice_edges(part, header.has_weights)
     if not hubs.shadow_nodes:  # an out-hub keeps its (file) out-edges on its owner
         row_degree = np.repeat(np.diff(part.indptr), np.diff(part.indptr))
@@ -252,7 +253,7 @@ def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features:
     if reverse_travels:
         edges, placed_degree = _with_reverse(edges), in_degree
     elif own_rows is not None and len(in_hubs):  # the reverse edges into in-hubs go to their sources' owners
-        edges = _joined(edges, own_rows.leave(_is_hub(in_hubs, owned), int(partition.bounds[comm.rank])))
+        edges = _joined(edges, own_rows.leave(_is_hub(in_hubs, own_rows.row_ids())))
     edges = _place_edges(comm, partition, edges, in_hubs, send_out_hub=not hubs.shadow_nodes,
                          by_destination=by_destination)
     del by_destination
@@ -261,6 +262,8 @@ def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features:
     del edges, placed_degree
     if symmetric:
         local.self_loops *= 2  # a self-loop is its own reverse, on the same row
+    if own_rows is not None and not isinstance(partition, RangePartition):
+        own_rows = own_rows.to_owners(comm, partition)  # the rows read are not the rows owned
     return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows,
                         hubs, threshold)
 
@@ -359,30 +362,41 @@ def _joined(edges: _Edges, more: _Edges) -> _Edges:
 
 
 class _OwnRows:
-    """The reverse edges of a symmetric program on a range partition, kept as the rank's own file rows:
-    the rows it read are the vertices it owns, so row v's out-edges v -> d are v's in-edges d -> v of
-    the reverse direction, already grouped by row and never sent. Each row is sorted by target in
-    place (``part.indices``, weights moving along): indptr [n + 1] int64 from 0, indices [k] global
-    ids, weights [k] float32 or None."""
+    """The reverse edges of a symmetric program, kept as file rows: row v's out-edges v -> d are v's
+    in-edges d -> v of the reverse direction, already grouped by row. On a range partition the rows a
+    rank read are the vertices it owns, so they are never sent; on a hash partition they go to their
+    vertices' owners as rows (``to_owners``). Each row is sorted by target: indptr [n + 1] int64 from 0,
+    indices [k] global ids, weights [k] float32 or None; first: the global id of row 0 of the rows read
+    (rows ``first, first + 1, ...``), None once they are the owner's rows."""
 
-    def __init__(self, part):
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray | None, first: int | None):
+        self.indptr, self.indices, self.weights, self.first = indptr, indices, weights, first
+        self.left = None  # [n] bool: the rows whose reverse edges travel (``leave``)
+
+    @classmethod
+    def read(cls, part) -> "_OwnRows":
+        """The rows of the slice ``part``, each sorted by target in place (``part.indices``, weights
+        moving along: the slice's file edges share these arrays)."""
         indices, weights = part.indices, part.weights if part.header.has_weights else None
         if indices.base is not None:  # a view of an in-memory graph's arrays: sort a copy
             indices, weights = indices.copy(), None if weights is None else weights.copy()
             part.indices, part.weights = indices, weights
         sort_rows(part.indptr, indices, weights)
-        self.indptr, self.indices, self.weights = part.indptr, indices, weights
-        self.left = None  # [n] bool: the rows whose reverse edges travel (``leave``)
+        return cls(part.indptr, indices, weights, part.start)
 
-    def leave(self, rows: np.ndarray, first_id: int) -> _Edges:
-        """The reverse edges of the rows where ``rows`` [n] bool is set (global ids from ``first_id``), which
-        travel instead (those into in-hubs): row v's out-edge v -> d as the edge d -> v (``_reverses``), in
-        row order. ``drop_left`` then empties those rows, once the file edges, which share these arrays
-        until they are placed and grouped, no longer need them."""
+    def row_ids(self) -> np.ndarray:
+        """[n] int64 the global ids of the rows read."""
+        return np.arange(self.first, self.first + len(self.indptr) - 1, dtype=np.int64)
+
+    def leave(self, rows: np.ndarray) -> _Edges:
+        """The reverse edges of the rows where ``rows`` [n] bool is set, which travel instead (those into
+        in-hubs): row v's out-edge v -> d as the edge d -> v (``_reverses``), in row order. ``drop_left``
+        (or ``to_owners``) then empties those rows, once the file edges, which share these arrays until
+        they are placed and grouped, no longer need them."""
         counts = np.diff(self.indptr)
         chosen = np.repeat(rows, counts)
         self.left = rows
-        return _reverses(np.repeat(np.flatnonzero(rows) + first_id, counts[rows]), self.indices[chosen],
+        return _reverses(np.repeat(np.flatnonzero(rows) + self.first, counts[rows]), self.indices[chosen],
                          None if self.weights is None else self.weights[chosen])
 
     def drop_left(self) -> None:
@@ -390,6 +404,27 @@ class _OwnRows:
         if self.left is not None:
             self.indptr, self.indices, self.weights = drop_rows(self.indptr, self.indices, self.weights, self.left)
             self.left = None
+
+    def to_owners(self, comm, partition) -> "_OwnRows":
+        """These rows as read, sent to their vertices' owners (one exchange of row lengths, one of targets
+        and one of weights), without the edges of the rows that left: each rank receives the rows of the
+        vertices it owns, in its own order (the readers' slices ascend, and so do a rank's owned ids)."""
+        owners = partition.owner(self.row_ids())
+        order, row_counts = stable_order(owners, comm.size)
+        lengths = np.diff(self.indptr)
+        if self.left is not None:
+            lengths[self.left] = 0
+        edge_counts = np.bincount(owners, weights=lengths, minlength=comm.size).astype(np.int64)
+        received_lengths, _ = comm.alltoallv(lengths[order], row_counts)
+        targets, weights = rows_in_order(self.indptr, self.indices, self.weights, order, lengths)
+        self.indptr = self.indices = self.weights = None
+        indices, received_counts = comm.alltoallv(targets, edge_counts)
+        del targets
+        if weights is not None:
+            weights = comm.alltoallv_known(weights, edge_counts, received_counts)
+        indptr = np.zeros(len(received_lengths) + 1, dtype=np.int64)
+        np.cumsum(received_lengths, out=indptr[1:])
+        return _OwnRows(indptr, indices, weights, None)
 
 
 @dataclass
@@ -560,6 +595,37 @@ def _own_rows_columns(comm, partition, n: int, columns: np.ndarray, ghost_ids: n
     return columns, reverse_columns.astype(dtype, copy=False), joint
 
 
+def _in_edge_rows(comm, partition, n: int, local: _LocalEdges, reverse: _OwnRows | None) -> tuple:
+    """The destination-side edges of ``local`` (consumed) grouped into rows of the extended space, merged
+    with a symmetric program's reverse rows (``reverse``, or None): an in-edge before a reverse edge from
+    the same source. On a range partition the rows are grouped as columns and the reverse rows' columns
+    joined to them (``_own_rows_columns``); otherwise both are merged as global ids, then numbered once.
+    Returns (indptr [n + 1] int64, columns [E], weights [E] or None, ghost ids [g], ghosts of each rank
+    [size])."""
+    dest, as_ids = local.dest, reverse is not None and not isinstance(partition, RangePartition)
+    if as_ids:
+        columns, ghost_ids, ghost_counts = dest.src, None, None
+    else:
+        columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, dest.src)
+    indptr, columns, weights = group_by_row(local.dst_local, n, columns, dest.weight, keys=dest.src,
+                                            later=dest.reverse, row_counts=local.dest_counts)
+    local.dest = local.dst_local = local.dest_counts = dest = None  # the rows hold these edges now
+    if reverse is None:
+        return indptr, columns, weights, ghost_ids, ghost_counts
+    reverse.drop_left()
+    if as_ids:
+        indptr, ids, weights = merge_rows(indptr, columns, weights, reverse.indptr,
+                                          reverse.indices.astype(columns.dtype, copy=False), reverse.weights)
+        reverse.indices = columns = None
+        columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, ids)
+        return indptr, columns, weights, ghost_ids, ghost_counts
+    columns, reverse_columns, ghost_ids = _own_rows_columns(comm, partition, n, columns, ghost_ids, reverse)
+    indptr, columns, weights = merge_rows(indptr, columns, weights, reverse.indptr, reverse_columns,
+                                          reverse.weights, int(partition.bounds[comm.rank]), ghost_ids)
+    ghost_counts = np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
+    return indptr, columns, weights, ghost_ids, ghost_counts
+
+
 def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree, feats, labels,
                  in_hubs, reverse: _OwnRows | None, hubs: HubOptions, threshold: float):
     n = len(owned)
@@ -573,20 +639,7 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
     part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 
-    columns, ghost_ids, ghost_counts = _extended_columns(comm, partition, n, local.dest.src)
-    in_indptr, in_indices, weights = group_by_row(local.dst_local, n, columns, local.dest.weight,
-                                                  keys=local.dest.src, later=local.dest.reverse,
-                                                  row_counts=local.dest_counts)
-    local.dest = local.dst_local = local.dest_counts = columns = None  # the rows hold these edges now
-    if reverse is not None:  # a symmetric program's own rows, merged: an in-edge before a reverse edge
-        reverse.drop_left()
-        in_indices, reverse_columns, ghost_ids = _own_rows_columns(comm, partition, n, in_indices, ghost_ids,
-                                                                   reverse)
-        ghost_counts = np.bincount(partition.owner(ghost_ids), minlength=comm.size).astype(np.int64)
-        in_indptr, in_indices, weights = merge_rows(in_indptr, in_indices, weights, reverse.indptr, reverse_columns,
-                                                    reverse.weights, int(partition.bounds[comm.rank]), ghost_ids)
-        del reverse_columns
-
+    in_indptr, in_indices, weights, ghost_ids, ghost_counts = _in_edge_rows(comm, partition, n, local, reverse)
     wanted, send_counts = comm.alltoallv(ghost_ids, ghost_counts)
     part_owner = partition.owner(part_dst)
     dst_recv_rows = np.lexsort((part_dst, part_owner))

@@ -299,23 +299,50 @@ def drop_rows(indptr: np.ndarray, columns: np.ndarray, weights: np.ndarray | Non
     return kept_indptr, columns[:kept], None if weights is None else weights[:kept]
 
 
+@njit(cache=True)
+def _rows_in_order(indptr, columns, weights, order, lengths, out_columns, out_weights):
+    """Rows ``order`` [k] of a CSR one after another, the first ``lengths[r]`` edges of row r."""
+    out = 0
+    for i in range(order.shape[0]):
+        r = order[i]
+        start = indptr[r]
+        for e in range(start, start + lengths[r]):
+            _copy_edge(e, columns, weights, None, out, out_columns, out_weights, None)
+            out += 1
+
+
+def rows_in_order(indptr: np.ndarray, columns: np.ndarray, weights: np.ndarray | None, order: np.ndarray,
+                  lengths: np.ndarray) -> tuple:
+    """The edges of rows ``order`` [k] of a CSR, one row after another, each row's first ``lengths[r]``
+    (at most its own) edges: (columns [sum], weights [sum] or None), new arrays. indptr: [n + 1] int64;
+    columns, weights: [E] (weights may be None); lengths: [n] int64."""
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    order = np.ascontiguousarray(order)
+    total = int(lengths[order].sum())
+    out_columns = np.empty(total, dtype=columns.dtype)
+    out_weights = None if weights is None else np.empty(total, dtype=weights.dtype)
+    _rows_in_order(np.ascontiguousarray(indptr, dtype=np.int64), columns, weights, order, lengths,
+                   out_columns, out_weights)
+    return out_columns, out_weights
+
+
 @njit(cache=True, inline="always")
 def _id_order(column, num_owned, ghosts_below):
     """A key of extended column ``column`` in the order of global ids, for ghosts ascending by id and
     a contiguous owned range: the ``ghosts_below`` ghosts with smaller ids than the owned vertices
-    first (negative keys), then the owned columns, then the other ghosts."""
+    first (negative keys), then the owned columns, then the other ghosts (with no owned columns and no
+    ghosts below, ``num_owned`` = ``ghosts_below`` = 0: the column itself, a global id)."""
     if num_owned <= column < num_owned + ghosts_below:
         return column - num_owned - ghosts_below
     return column
 
 
 @njit(cache=True)
-def _merge_rows(indptr_a, columns_a, weights_a, indptr_b, columns_b, weights_b, ghosts_below,
+def _merge_rows(indptr_a, columns_a, weights_a, indptr_b, columns_b, weights_b, num_owned, ghosts_below,
                 indptr, columns, weights):
-    """Row r of the output = rows r of a and b merged by their columns' global ids (ties: a first);
-    arguments as ``merge_rows``, outputs written in place (weights None with both inputs')."""
-    num_owned = indptr.shape[0] - 1
-    for r in range(num_owned):
+    """Row r of the output = rows r of a and b merged by their columns' global ids (``_id_order``; ties: a
+    first); arguments as ``merge_rows``, outputs written in place (weights None with both inputs')."""
+    for r in range(indptr.shape[0] - 1):
         i, i_end, j, j_end = indptr_a[r], indptr_a[r + 1], indptr_b[r], indptr_b[r + 1]
         out = indptr[r]
         key_a = _id_order(columns_a[i], num_owned, ghosts_below) if i < i_end else 0
@@ -338,24 +365,26 @@ def _merge_rows(indptr_a, columns_a, weights_a, indptr_b, columns_b, weights_b, 
 
 
 def merge_rows(indptr_a: np.ndarray, columns_a: np.ndarray, weights_a: np.ndarray | None, indptr_b: np.ndarray,
-               columns_b: np.ndarray, weights_b: np.ndarray | None, first_id: int,
-               ghost_ids: np.ndarray) -> tuple:
-    """Two CSRs over the same n owned rows merged row by row into one, in O(E_a + E_b).
+               columns_b: np.ndarray, weights_b: np.ndarray | None, first_id: int | None = None,
+               ghost_ids: np.ndarray | None = None) -> tuple:
+    """Two CSRs over the same n rows merged row by row into one, in O(E_a + E_b).
 
-    Columns index the extended space ``[owned | ghosts]`` of a rank whose owned rows are the global
-    ids ``first_id, first_id + 1, ...``: column c < n is vertex ``first_id + c``, column ``n + j`` is
-    ``ghost_ids[j]`` ([g] int64, ascending, none in the owned range). Each input row must ascend by
-    global id; the output rows do too, with a's edges before b's on equal ids. indptr_a, indptr_b:
-    [n + 1] int64 from 0; columns_a, columns_b: [E_a], [E_b] of one dtype; weights_a, weights_b: [E_a],
-    [E_b] float32, or both None.
+    With ``first_id``, columns index the extended space ``[owned | ghosts]`` of a rank whose owned rows
+    are the global ids ``first_id, first_id + 1, ...``: column c < n is vertex ``first_id + c``, column
+    ``n + j`` is ``ghost_ids[j]`` ([g] int64, ascending, none in the owned range). Without (None), the
+    columns are global ids. Each input row must ascend by global id; the output rows do too, with a's
+    edges before b's on equal ids. indptr_a, indptr_b: [n + 1] int64 from 0; columns_a, columns_b:
+    [E_a], [E_b] of one dtype; weights_a, weights_b: [E_a], [E_b] float32, or both None.
     Returns (indptr [n + 1] int64, columns [E_a + E_b], weights [E_a + E_b] or None).
     """
     indptr = np.asarray(indptr_a, dtype=np.int64) + np.asarray(indptr_b, dtype=np.int64)
     columns = np.empty(int(indptr[-1]), dtype=columns_a.dtype)
     weights = None if weights_a is None else np.empty(len(columns), dtype=weights_a.dtype)
-    ghosts_below = int(np.searchsorted(ghost_ids, first_id))
-    _merge_rows(indptr_a, columns_a, weights_a, indptr_b, columns_b, weights_b, np.int64(ghosts_below),
-                indptr, columns, weights)
+    num_owned, ghosts_below = 0, 0
+    if first_id is not None:
+        num_owned, ghosts_below = len(indptr) - 1, int(np.searchsorted(ghost_ids, first_id))
+    _merge_rows(indptr_a, columns_a, weights_a, indptr_b, columns_b, weights_b, np.int64(num_owned),
+                np.int64(ghosts_below), indptr, columns, weights)
     return indptr, columns, weights
 
 

@@ -4,7 +4,7 @@ helpers against NumPy."""
 import numpy as np
 import pytest
 
-from pregel.edge_order import (ascending_columns, count_rows, drop_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
+from pregel.edge_order import (ascending_columns, count_rows, drop_rows, group_by_row, rows_in_order, is_ascending, merge_rows, renumber_ghosts,
                                row_ids, sort_rows, sorted_unique, split_ids, stable_order)
 
 
@@ -152,14 +152,41 @@ def test_drop_rows_keeps_the_other_rows_in_place_as_a_mask_would(weighted):
 
 
 @pytest.mark.parametrize("weighted", [True, False])
-def test_merge_rows_matches_a_stable_sort_by_global_id(weighted):
-    """Two CSRs over rows owned from global id 100 (columns: 30 owned, then 25 ghosts on both sides of
-    the owned ids), each row ascending by global id, merged against a lexsort by (row, global id, input:
-    a before b); renumber_ghosts against a lookup table."""
+def test_rows_in_order_matches_concatenated_slices(weighted):
+    """Rows taken in a shuffled order, some cut short (zero edges: rows whose edges left), against NumPy
+    slices of each row concatenated."""
+    rng = np.random.default_rng(12)
+    counts = rng.integers(0, 6, 30)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    columns = rng.integers(0, 1000, int(indptr[-1])).astype(np.int32)
+    weights = rng.random(len(columns)).astype(np.float32) if weighted else None
+    order = rng.permutation(30)
+    lengths = counts.copy()
+    lengths[rng.random(30) < 0.3] = 0
+    got_columns, got_weights = rows_in_order(indptr, columns, weights, order, lengths)
+    pieces = [np.arange(indptr[r], indptr[r] + lengths[r]) for r in order]
+    taken = np.concatenate(pieces).astype(np.int64)
+    np.testing.assert_array_equal(got_columns, columns[taken])
+    assert got_columns.dtype == np.int32
+    if weighted:
+        np.testing.assert_array_equal(got_weights, weights[taken])
+    else:
+        assert got_weights is None
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("columns_are", ["extended", "global ids"])
+def test_merge_rows_matches_a_stable_sort_by_global_id(weighted, columns_are):
+    """Two CSRs over 30 rows, each row ascending by global id, merged against a lexsort by (row, global id,
+    input: a before b): columns of the extended space of rows owned from global id 100 (30 owned, then 25
+    ghosts on both sides of the owned ids), or global ids themselves (``first_id`` None); renumber_ghosts
+    against a lookup table."""
     rng = np.random.default_rng(9)
     num_owned, first_id = 30, 100
     ghost_ids = np.sort(rng.choice(np.r_[0:100, 130:300], 25, replace=False))
     global_of = np.concatenate([np.arange(first_id, first_id + num_owned), ghost_ids])
+    if columns_are == "global ids":
+        global_of, first_id = np.arange(num_owned + len(ghost_ids)), None
 
     def csr(num_edges):
         rows = rng.integers(0, num_owned, num_edges)

@@ -20,7 +20,7 @@ from pregel.graph_io import GraphData, write_graph
 SIZES = (1, 2, 3)
 THRESHOLD = 5
 LAYOUTS = ("range", "hash", "noshadow", "nogather", "automatic",  # see the script
-           "symmetric", "symmetric-hubs", "symmetric-hash", "symmetric-noshadow")
+           "symmetric", "symmetric-hubs", "symmetric-hash", "symmetric-hash-hubs", "symmetric-noshadow")
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "load_layout.py")
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 N = 300

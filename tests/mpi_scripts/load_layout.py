@@ -11,8 +11,9 @@ from pregel.comm import Comm
 from pregel.dgraph import HubOptions, load_graph
 
 #: name -> (partitioner, hub options, symmetric); threshold 5 makes hubs of the test graph's high-degree
-#: vertices. "symmetric" and "symmetric-hubs" keep the reverse edges as each rank's own rows (range), but
-#: for those into in-hubs, which go to their sources' owners; the other symmetric layouts send them all.
+#: vertices. The symmetric layouts keep the reverse edges as rows (each rank's own on a range, sent to
+#: their owners on a hash), but for those into in-hubs, which go to their sources' owners; without shadow
+#: nodes they send them all as edges.
 LAYOUTS = {
     "range": ("range", HubOptions(threshold=5), False),
     "hash": ("hash", HubOptions(threshold=5), False),
@@ -22,6 +23,7 @@ LAYOUTS = {
     "symmetric": ("range", HubOptions(), True),
     "symmetric-hubs": ("range", HubOptions(threshold=5), True),
     "symmetric-hash": ("hash", HubOptions(), True),
+    "symmetric-hash-hubs": ("hash", HubOptions(threshold=5), True),
     "symmetric-noshadow": ("range", HubOptions(threshold=5, shadow_nodes=False), True),
 }
 
