@@ -31,12 +31,18 @@ def test_group_by_row_matches_lexsort(sorted_keys, weighted, num_rows, bucket_sh
     tie = np.zeros(num_edges, bool) if later is None else later
     order = np.lexsort((np.arange(num_edges), tie, keys, rows))  # ties: unflagged first, then input order
     np.testing.assert_array_equal(indptr, np.searchsorted(rows[order], np.arange(num_rows + 1)))
-    np.testing.assert_array_equal(out_columns, columns[order])
-    assert out_columns.dtype == np.int32
-    if weighted:
-        np.testing.assert_array_equal(out_weights, weights[order])
+    _assert_edges_at(out_columns, out_weights, columns, weights, order)
+
+
+def _assert_edges_at(got_columns, got_weights, columns, weights, index):
+    """``got_columns`` (int32, as given) and ``got_weights`` (None without ``weights``) are the given
+    ``columns`` and ``weights`` [E] at ``index`` (any NumPy index)."""
+    np.testing.assert_array_equal(got_columns, columns[index])
+    assert got_columns.dtype == np.int32
+    if weights is None:
+        assert got_weights is None
     else:
-        assert out_weights is None
+        np.testing.assert_array_equal(got_weights, weights[index])
 
 
 def test_row_ids_and_count_rows_match_numpy():
@@ -138,17 +144,12 @@ def test_drop_rows_keeps_the_other_rows_in_place_as_a_mask_would(weighted):
     weights = rng.random(len(columns)).astype(np.float32) if weighted else None
     dropped = rng.random(40) < 0.3
     dropped[[0, 3, 39]] = True
-    kept_edge = np.repeat(~dropped, counts)
-    want_columns, want_weights = columns[kept_edge], None if weights is None else weights[kept_edge]
+    given_columns, given_weights = columns.copy(), None if weights is None else weights.copy()
     got_indptr, got_columns, got_weights = drop_rows(indptr, columns, weights, dropped)
     np.testing.assert_array_equal(got_indptr, np.concatenate([[0], np.cumsum(np.where(dropped, 0, counts))]))
-    np.testing.assert_array_equal(got_columns, want_columns)
+    _assert_edges_at(got_columns, got_weights, given_columns, given_weights, np.repeat(~dropped, counts))
     assert np.shares_memory(got_columns, columns)  # moved in place, not copied
-    if weighted:
-        np.testing.assert_array_equal(got_weights, want_weights)
-        assert np.shares_memory(got_weights, weights)
-    else:
-        assert got_weights is None
+    assert not weighted or np.shares_memory(got_weights, weights)
 
 
 @pytest.mark.parametrize("weighted", [True, False])
@@ -165,13 +166,7 @@ def test_rows_in_order_matches_concatenated_slices(weighted):
     lengths[rng.random(30) < 0.3] = 0
     got_columns, got_weights = rows_in_order(indptr, columns, weights, order, lengths)
     pieces = [np.arange(indptr[r], indptr[r] + lengths[r]) for r in order]
-    taken = np.concatenate(pieces).astype(np.int64)
-    np.testing.assert_array_equal(got_columns, columns[taken])
-    assert got_columns.dtype == np.int32
-    if weighted:
-        np.testing.assert_array_equal(got_weights, weights[taken])
-    else:
-        assert got_weights is None
+    _assert_edges_at(got_columns, got_weights, columns, weights, np.concatenate(pieces).astype(np.int64))
 
 
 @pytest.mark.parametrize("weighted", [True, False])
