@@ -11,7 +11,9 @@ order within a row included: parallel edges are the only ties, and they are equa
 DIR`` also runs ``pregel convert`` from another checkout (``PYTHONPATH=DIR``), e.g. the code before a
 change. The Parquet table holds the shuffled edges (int64 columns ``s``, ``d``); `pregel convert
 edges.parquet --src s --dst d` numbers the ids the edges use in ascending order, and so does its peer
-(``np.unique(..., return_inverse=True)``), whose output ours must equal. The Matrix Market files hold the
+(``np.unique(..., return_inverse=True)``), whose output ours must equal. The same table with string ids
+(``user-<id>``) is numbered by both in ascending order of the strings: its peer encodes both columns with
+pyarrow's ``dictionary_encode`` and sorts the distinct strings. The Matrix Market files hold the
 edges in the file's order as a ``pattern`` matrix, and shuffled with random ``real`` values; their peer reads
 them with ``scipy.io.mmread`` (its default threads), builds the CSR with ``tocsr`` and writes it with h5py
 (the values as float32, as ``pregel convert`` keeps weights), and ours must equal it. Prints a Markdown
@@ -65,6 +67,29 @@ with h5py.File(sys.argv[2], "w") as f:
 """
 
 
+STRING_TABLE_PEER = """
+import sys, h5py, numpy as np, pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq, scipy.sparse as sp
+table = pq.read_table(sys.argv[1], columns=["s", "d"])
+e = table.num_rows
+encoded = pa.chunked_array(table.column("s").chunks + table.column("d").chunks).dictionary_encode()
+del table
+encoded = encoded.unify_dictionaries()
+distinct = encoded.chunks[0].dictionary
+order = pc.sort_indices(distinct).to_numpy()
+number = np.empty(len(order), np.int32)
+number[order] = np.arange(len(order), dtype=np.int32)
+codes = number[np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks])]
+del encoded
+csr = sp.csr_matrix((np.ones(e, np.int8), (codes[:e], codes[e:])), shape=(len(order), len(order)))
+del codes
+csr.sort_indices()
+with h5py.File(sys.argv[2], "w") as f:
+    f["graph/indptr"] = csr.indptr.astype(np.int64)
+    f["graph/indices"] = csr.indices
+    f["nodes/original_ids"] = np.array(distinct.take(order).to_pylist(), dtype=bytes)
+"""
+
+
 def write_edge_list(path: str, src: np.ndarray, dst: np.ndarray) -> None:
     """``src dst`` per line (pyarrow's CSV writer: no header, a space between the columns)."""
     pacsv.write_csv(pa.table({"s": src, "d": dst}), path,
@@ -104,20 +129,33 @@ def summary(input_name: str, results: dict, size: float) -> list:
     return rows
 
 
-def convert_table(tmp: str, src: np.ndarray, dst: np.ndarray, methods: dict, env: dict, rounds: int) -> list:
-    """Rows of `summary` for the shuffled edges as a Parquet table, converted by each ``pregel convert`` of
-    ``methods`` and by ``TABLE_PEER``; every output must equal the peer's."""
+def convert_table(tmp: str, src: np.ndarray, dst: np.ndarray, methods: dict, env: dict, rounds: int,
+                  string_ids: bool = False) -> list:
+    """Rows of `summary` for the shuffled edges as a Parquet table (with ``string_ids``, each id ``v`` as the
+    string ``user-v``), converted by each ``pregel convert`` of ``methods`` and by ``TABLE_PEER`` (or
+    ``STRING_TABLE_PEER``); every output must equal the peer's."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     table = os.path.join(tmp, "edges.parquet")
     order = np.random.default_rng(0).permutation(len(src))
-    pq.write_table(pa.table({"s": src[order], "d": dst[order].astype(np.int64)}), table)
+    kind = pa.string() if string_ids else pa.int64()
+    with pq.ParquetWriter(table, pa.schema([("s", kind), ("d", kind)])) as writer:
+        for start in range(0, len(order), 1 << 22):  # a block at a time: strings of 100M ids take GBs
+            block = order[start:start + (1 << 22)]
+            ends = [pa.array(src[block]), pa.array(dst[block].astype(np.int64))]
+            if string_ids:
+                ends = [pc.binary_join_element_wise("user-", end.cast(pa.string()), "") for end in ends]
+            writer.write_table(pa.table({"s": ends[0], "d": ends[1]}))
     del order
     runners = {name: (command + [table, "--src", "s", "--dst", "d", "--out"], tree)
                for name, (command, tree) in methods.items() if "pregel" in name}
-    runners["pyarrow + numpy + scipy script"] = (["-c", TABLE_PEER, table], methods["pyarrow + scipy script"][1])
+    peer = ("pyarrow + scipy script (dictionary_encode)", STRING_TABLE_PEER) if string_ids else \
+        ("pyarrow + numpy + scipy script", TABLE_PEER)
+    runners[peer[0]] = (["-c", peer[1], table], methods["pyarrow + scipy script"][1])
     results = run_alike(tmp, runners, env, rounds, ("graph/indptr", "graph/indices", "nodes/original_ids"))
-    return summary("Parquet table, shuffled", results, os.path.getsize(table) / 2**30)
+    name = "Parquet table, string ids, shuffled" if string_ids else "Parquet table, shuffled"
+    return summary(name, results, os.path.getsize(table) / 2**30)
 
 
 def run_alike(tmp: str, runners: dict, env: dict, rounds: int, keys: tuple, expected: list | None = None) -> dict:
@@ -202,6 +240,7 @@ def main():
             size = os.path.getsize(text) / 2**30
             rows += summary(order_name, results, size)
         rows += convert_table(tmp, src, indices, methods, env, args.rounds)
+        rows += convert_table(tmp, src, indices, methods, env, args.rounds, string_ids=True)
         rows += convert_matrix_market(tmp, src, indices, len(indptr) - 1, methods, env, args.rounds)
     print(f"{len(indptr) - 1:,} vertices, {len(indices):,} edges, {args.rounds} alternating rounds")
     print("| input | method | wall s (median) | wall s (range) | peak RSS MB | bytes an edge at the peak | input GiB |")

@@ -172,17 +172,33 @@ def test_bad_tables_one_line_exit_2(tmp_path, capsys):
     assert "needs --src and --dst" in _bad(tmp_path, capsys, [good, "--src", "a"])
 
 
-def test_a_missing_id_is_named_by_its_row_across_batches(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("string_ids", [False, True])  # through the table over the id range, or Arrow's hash
+def test_a_missing_id_is_named_by_its_row_across_batches(tmp_path, capsys, monkeypatch, string_ids):
     from pregel import tables
 
     monkeypatch.setattr(tables, "BATCH_ROWS", 64)  # the edge table is read in 5 batches
     ids = np.arange(300) * 3
     dst = ids.copy()
     dst[250] = 1  # not a node id
+    if string_ids:
+        ids, dst = [f"v{i}" for i in ids], [f"v{i}" for i in dst]
     edges, nodes = tmp_path / "e.parquet", tmp_path / "n.parquet"
     pq.write_table(pa.table({"a": ids, "b": dst}), edges, row_group_size=64)
     pq.write_table(pa.table({"id": ids}), nodes)
-    assert "column 'b': row 250 has id 1, which is not an id of" in _bad(
+    missing = "'v1'" if string_ids else "1"
+    assert f"column 'b': row 250 has id {missing}, which is not an id of" in _bad(
+        tmp_path, capsys, [edges, "--src", "a", "--dst", "b", "--nodes", nodes, "--id", "id"])
+
+
+def test_ids_of_the_wrong_kind_are_refused_in_one_line(tmp_path, capsys):
+    edges, nodes = tmp_path / "e.parquet", tmp_path / "n.parquet"
+    pq.write_table(pa.table({"a": ["x", "y"], "b": [1, 2], "f": [0.5, 1.5]}), edges)
+    pq.write_table(pa.table({"id": [1, 2]}), nodes)
+    assert "columns 'a' and 'b' hold ids of different types (string, int64)" in _bad(
+        tmp_path, capsys, [edges, "--src", "a", "--dst", "b"])
+    assert "column 'f': ids must be integers or strings, got double" in _bad(
+        tmp_path, capsys, [edges, "--src", "f", "--dst", "b"])
+    assert "column 'a': ids are string but the node ids are int64" in _bad(
         tmp_path, capsys, [edges, "--src", "a", "--dst", "b", "--nodes", nodes, "--id", "id"])
 
 
