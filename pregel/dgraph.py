@@ -262,7 +262,7 @@ def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features:
     del edges, placed_degree
     if symmetric:
         local.self_loops *= 2  # a self-loop is its own reverse, on the same row
-    if own_rows is not None and not isinstance(partition, RangePartition):
+    if own_rows is not None and comm.size > 1 and not isinstance(partition, RangePartition):
         own_rows = own_rows.to_owners(comm, partition)  # the rows read are not the rows owned
     return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows,
                         hubs, threshold)
