@@ -258,7 +258,7 @@ def _numbered_by_dictionary(path, src, dst, columns, node_ids, nodes, release=()
     the ids), or else in the distinct ids sorted (which are). InputError for ids that are neither integers
     nor strings, of two kinds, or not in the node table. The columns named in ``release`` are dropped from
     ``columns`` once encoded. (A lookup of every edge's id, ``index_in`` on each column after finding the
-    distinct ones, hashed each id three times: 117 s for 100M edges with string ids, 68 s without.)"""
+    distinct ones, hashed each id three times: 113-122 s for 100M edges with string ids, against 67-70.)"""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -283,10 +283,7 @@ def _numbered_by_dictionary(path, src, dst, columns, node_ids, nodes, release=()
     for name in release:  # encoded: the ids themselves (strings: 17 bytes an edge) go back now
         columns[name] = None
     pa.default_memory_pool().release_unused()
-    dictionary = encoded.chunks[-1].dictionary if encoded.num_chunks else pa.array([], common)
-    if not all(chunk.dictionary.equals(dictionary) for chunk in encoded.chunks):  # Arrow shares one: at once
-        encoded = encoded.unify_dictionaries()
-        dictionary = encoded.chunks[-1].dictionary
+    encoded, dictionary = _one_dictionary(encoded, common)
     if node_ids is None:
         order = pc.sort_indices(dictionary).to_numpy()
         ids, number = dictionary.take(order), np.empty(len(order), np.int32)
@@ -308,6 +305,22 @@ def _numbered_by_dictionary(path, src, dst, columns, node_ids, nodes, release=()
             start += len(indices)
         mapped.append(out)
     return ids, mapped
+
+
+def _one_dictionary(encoded, kind) -> tuple:
+    """(``encoded``, its dictionary): a dictionary-encoded ChunkedArray whose chunks all index one dictionary
+    (of type ``kind`` when there are no chunks). Arrow's ``dictionary_encode`` gives every chunk the same one,
+    which compares equal at once; chunks with dictionaries of their own are unified (slowly: each chunk's
+    dictionary is hashed again)."""
+    import pyarrow as pa
+
+    if not encoded.num_chunks:
+        return encoded, pa.array([], kind)
+    dictionary = encoded.chunks[-1].dictionary
+    if not all(chunk.dictionary.equals(dictionary) for chunk in encoded.chunks):
+        encoded = encoded.unify_dictionaries()
+        dictionary = encoded.chunks[-1].dictionary
+    return encoded, dictionary
 
 
 def _numbers(path, name, column, dtype) -> np.ndarray:

@@ -255,3 +255,20 @@ def test_csv_tables_without_rows(tmp_path, capsys):
     assert graph.num_nodes == 2 and graph.num_edges == 0
     assert graph.features.tolist() == [[1.0, 2.0], [3.0, 4.0]] and graph.labels.tolist() == [0, 1]
     assert _node_rows(out) == {"x": ((1.0, 2.0), 0), "y": ((3.0, 4.0), 1)}
+
+
+def test_chunks_with_dictionaries_of_their_own_are_unified():
+    # Arrow's dictionary_encode gives every chunk one shared dictionary; chunks encoded apart (each its own
+    # dictionary) must come out over one dictionary that decodes to the same values
+    from pregel.tables import _one_dictionary
+
+    parts = [pa.DictionaryArray.from_arrays(pa.array([0, 1, 0], pa.int32()), pa.array(["b", "a"])),
+             pa.DictionaryArray.from_arrays(pa.array([1, 0], pa.int32()), pa.array(["c", "b"]))]
+    encoded, dictionary = _one_dictionary(pa.chunked_array(parts), pa.string())
+    assert all(chunk.dictionary.equals(dictionary) for chunk in encoded.chunks)
+    decoded = [dictionary[i].as_py() for chunk in encoded.chunks for i in chunk.indices.to_pylist()]
+    assert decoded == ["b", "a", "b", "b", "c"]
+    shared = pa.chunked_array([pa.array(["x", "y"]), pa.array(["y", "z"])]).dictionary_encode()
+    assert _one_dictionary(shared, pa.string())[0] is shared  # Arrow's own: taken as it is
+    empty, nothing = _one_dictionary(pa.chunked_array([], pa.dictionary(pa.int32(), pa.string())), pa.string())
+    assert len(nothing) == 0 and nothing.type == pa.string()
