@@ -49,16 +49,12 @@ with h5py.File(sys.argv[2], "w") as f:
 """
 
 
-TABLE_PEER = """
-import sys, h5py, numpy as np, pyarrow.parquet as pq, scipy.sparse as sp
-table = pq.read_table(sys.argv[1], columns=["s", "d"])
-ends = np.concatenate([table.column("s").to_numpy(), table.column("d").to_numpy()])
-del table
-ids, inverse = np.unique(ends, return_inverse=True)
-del ends
-e = len(inverse) // 2
-csr = sp.csr_matrix((np.ones(e, np.int8), (inverse[:e], inverse[e:])), shape=(len(ids), len(ids)))
-del inverse
+#: the tail of both table peers: the CSR of the edges' numbers ``codes`` [2E] (sources, then destinations),
+#: written with the original ``ids``
+CSR_OF_CODES = """
+e = len(codes) // 2
+csr = sp.csr_matrix((np.ones(e, np.int8), (codes[:e], codes[e:])), shape=(len(ids), len(ids)))
+del codes
 csr.sort_indices()
 with h5py.File(sys.argv[2], "w") as f:
     f["graph/indptr"] = csr.indptr.astype(np.int64)
@@ -66,11 +62,18 @@ with h5py.File(sys.argv[2], "w") as f:
     f["nodes/original_ids"] = ids
 """
 
+TABLE_PEER = """
+import sys, h5py, numpy as np, pyarrow.parquet as pq, scipy.sparse as sp
+table = pq.read_table(sys.argv[1], columns=["s", "d"])
+ends = np.concatenate([table.column("s").to_numpy(), table.column("d").to_numpy()])
+del table
+ids, codes = np.unique(ends, return_inverse=True)
+del ends
+""" + CSR_OF_CODES
 
 STRING_TABLE_PEER = """
 import sys, h5py, numpy as np, pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq, scipy.sparse as sp
 table = pq.read_table(sys.argv[1], columns=["s", "d"])
-e = table.num_rows
 encoded = pa.chunked_array(table.column("s").chunks + table.column("d").chunks).dictionary_encode()
 del table
 distinct = encoded.chunks[-1].dictionary
@@ -79,15 +82,9 @@ order = pc.sort_indices(distinct).to_numpy()
 number = np.empty(len(order), np.int32)
 number[order] = np.arange(len(order), dtype=np.int32)
 codes = number[np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks])]
-del encoded
-csr = sp.csr_matrix((np.ones(e, np.int8), (codes[:e], codes[e:])), shape=(len(order), len(order)))
-del codes
-csr.sort_indices()
-with h5py.File(sys.argv[2], "w") as f:
-    f["graph/indptr"] = csr.indptr.astype(np.int64)
-    f["graph/indices"] = csr.indices
-    f["nodes/original_ids"] = np.array(distinct.take(order).to_pylist(), dtype=bytes)
-"""
+del encoded, number
+ids = np.array(distinct.take(order).to_pylist(), dtype=bytes)
+""" + CSR_OF_CODES
 
 
 def write_edge_list(path: str, src: np.ndarray, dst: np.ndarray) -> None:
