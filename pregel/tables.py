@@ -20,8 +20,12 @@ of unequal length, an unreadable file) are ``InputError`` lines naming the file 
 import os
 
 import numpy as np
+from numba import njit
 
+from kernels._numba_start import start as start_numba
 from pregel.errors import InputError, not_a_file
+
+start_numba()
 
 #: rows per batch read from a table (memory holds the parsed columns, not the file)
 BATCH_ROWS = 1 << 20
@@ -374,11 +378,16 @@ def original_ids_array(ids) -> np.ndarray:
     ids = ids.cast(pa.large_string())
     offsets = np.frombuffer(ids.buffers()[1], np.int64)[ids.offset:ids.offset + len(ids) + 1]
     data = np.frombuffer(ids.buffers()[2], np.uint8) if ids.buffers()[2] is not None else np.zeros(0, np.uint8)
-    lengths = np.diff(offsets)
-    width = max(int(lengths.max(initial=0)), 1)
+    width = max(int(np.diff(offsets).max(initial=0)), 1)
     out = np.zeros((len(ids), width), np.uint8)
-    rows = np.repeat(np.arange(len(ids)), lengths)
-    starts = np.repeat(offsets[:-1], lengths)
-    positions = np.arange(int(offsets[-1] - offsets[0])) + offsets[0]
-    out[rows, positions - starts] = data[positions]
+    _fixed_width(offsets, data, out)
     return out.view(f"S{width}").reshape(len(ids))
+
+
+@njit(cache=True)
+def _fixed_width(offsets, data, out):
+    """Row i of out [N, width] uint8 = the bytes data[offsets[i]:offsets[i + 1]] (the rest left as it is)."""
+    for i in range(out.shape[0]):
+        start = offsets[i]
+        for j in range(offsets[i + 1] - start):
+            out[i, j] = data[start + j]

@@ -272,3 +272,15 @@ def test_chunks_with_dictionaries_of_their_own_are_unified():
     assert _one_dictionary(shared, pa.string())[0] is shared  # Arrow's own: taken as it is
     empty, nothing = _one_dictionary(pa.chunked_array([], pa.dictionary(pa.int32(), pa.string())), pa.string())
     assert len(nothing) == 0 and nothing.type == pa.string()
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_original_ids_as_fixed_width_bytes_equal_numpys(kind):
+    # Python's own UTF-8 bytes in a NumPy "S" array as the oracle: a slice of an Arrow array (an offset into
+    # its buffers), an empty id, ids of several bytes a character
+    from pregel.tables import original_ids_array
+
+    values = ["", "élan", "a", "user-12345", "日本", "zz"]
+    ids = pa.array(["skipped"] + values, kind).slice(1)
+    got = original_ids_array(ids)
+    assert got.dtype == np.dtype("S10") and got.tolist() == np.array([v.encode() for v in values]).tolist()
