@@ -42,8 +42,9 @@ import numpy as np
 
 from kernels.bits import bit_words_of, bits_at
 from pregel.comm import Comm
-from pregel.edge_order import (ascending_columns, count_rows, drop_rows, group_by_row, is_ascending, merge_rows, renumber_ghosts,
-                               row_ids, rows_in_order, sort_rows, split_ids, stable_order)
+from pregel.edge_order import (ascending_columns, count_rows, drop_rows, group_by_row, indptr_of, is_ascending,
+                               merge_rows, renumber_ghosts, row_ids, rows_in_order, sort_rows, split_ids,
+                               stable_order)
 from pregel.errors import InputError
 from pregel.graph_io import GraphData, GraphFile, GraphHeader, GraphSlice, check_in_memory
 from pregel.id_table import DistinctIds, unique_inverse
@@ -263,7 +264,9 @@ def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features:
     if symmetric:
         local.self_loops *= 2  # a self-loop is its own reverse, on the same row
     if own_rows is not None and comm.size > 1 and not isinstance(partition, RangePartition):
-        own_rows = own_rows.to_owners(comm, partition)  # the rows read are not the rows owned
+        # the rows read are not the rows owned; an owned row's length is its out-degree, but an in-hub's
+        owned_lengths = np.where(_is_hub(in_hubs, owned), 0, out_degree)
+        own_rows = own_rows.to_owners(comm, partition, owned_lengths)
     return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows,
                         hubs, threshold)
 
@@ -393,11 +396,10 @@ class _OwnRows:
         in-hubs): row v's out-edge v -> d as the edge d -> v (``_reverses``), in row order. ``drop_left``
         (or ``to_owners``) then empties those rows, once the file edges, which share these arrays until
         they are placed and grouped, no longer need them."""
-        counts = np.diff(self.indptr)
-        chosen = np.repeat(rows, counts)
+        counts, taken = np.diff(self.indptr), np.flatnonzero(rows)
         self.left = rows
-        return _reverses(np.repeat(np.flatnonzero(rows) + self.first, counts[rows]), self.indices[chosen],
-                         None if self.weights is None else self.weights[chosen])
+        targets, weights = rows_in_order(self.indptr, self.indices, self.weights, taken, counts)
+        return _reverses(np.repeat(taken + self.first, counts[taken]), targets, weights)
 
     def drop_left(self) -> None:
         """Empty the rows whose reverse edges travel (``leave``), in place."""
@@ -405,26 +407,24 @@ class _OwnRows:
             self.indptr, self.indices, self.weights = drop_rows(self.indptr, self.indices, self.weights, self.left)
             self.left = None
 
-    def to_owners(self, comm, partition) -> "_OwnRows":
-        """These rows as read, sent to their vertices' owners (one exchange of row lengths, one of targets
-        and one of weights), without the edges of the rows that left: each rank receives the rows of the
-        vertices it owns, in its own order (the readers' slices ascend, and so do a rank's owned ids)."""
+    def to_owners(self, comm, partition, owned_lengths: np.ndarray) -> "_OwnRows":
+        """These rows as read, sent to their vertices' owners (one exchange of targets, one of weights),
+        without the edges of the rows that left: each rank receives the rows of the vertices it owns, in its
+        own order (the readers' slices ascend, and so do a rank's owned ids), whose lengths it already has
+        (``owned_lengths`` [n]: its vertices' out-degrees, 0 for the rows that left)."""
         owners = partition.owner(self.row_ids())
-        order, row_counts = stable_order(owners, comm.size)
+        order, _ = stable_order(owners, comm.size)
         lengths = np.diff(self.indptr)
         if self.left is not None:
             lengths[self.left] = 0
         edge_counts = np.bincount(owners, weights=lengths, minlength=comm.size).astype(np.int64)
-        received_lengths, _ = comm.alltoallv(lengths[order], row_counts)
         targets, weights = rows_in_order(self.indptr, self.indices, self.weights, order, lengths)
         self.indptr = self.indices = self.weights = None
         indices, received_counts = comm.alltoallv(targets, edge_counts)
         del targets
         if weights is not None:
             weights = comm.alltoallv_known(weights, edge_counts, received_counts)
-        indptr = np.zeros(len(received_lengths) + 1, dtype=np.int64)
-        np.cumsum(received_lengths, out=indptr[1:])
-        return _OwnRows(indptr, indices, weights, None)
+        return _OwnRows(indptr_of(owned_lengths), indices, weights, None)
 
 
 @dataclass
@@ -636,7 +636,7 @@ def _build_local(comm, partition, header, owned, local: _LocalEdges, out_degree,
     source = local.source
     order = local.source_order()
     part_dst, part_counts = np.unique(source.dst[order].astype(np.int64), return_counts=True)
-    part_indptr = np.concatenate([[0], np.cumsum(part_counts)]).astype(np.int64)
+    part_indptr = indptr_of(part_counts)
     part_weights = None if source.weight is None else np.ascontiguousarray(source.weight[order])
 
     in_indptr, in_indices, weights, ghost_ids, ghost_counts = _in_edge_rows(comm, partition, n, local, reverse)

@@ -41,6 +41,13 @@ def _count_rows(rows, counts):
         counts[rows[e]] += 1
 
 
+def indptr_of(counts: np.ndarray) -> np.ndarray:
+    """[n + 1] int64 from 0: the CSR row bounds of rows with ``counts`` [n] edges each."""
+    indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return indptr
+
+
 def count_rows(rows: np.ndarray, num_rows: int) -> np.ndarray:
     """[num_rows] int64 occurrences of each row id in ``rows`` [E] int32/int64 in [0, num_rows)
     (``np.bincount`` without converting int32 ids to int64 first)."""
@@ -270,31 +277,17 @@ def sort_rows(indptr: np.ndarray, keys: np.ndarray, weights: np.ndarray | None) 
     _sort_rows(np.ascontiguousarray(indptr, dtype=np.int64), keys, None, weights)
 
 
-@njit(cache=True)
-def _drop_rows(indptr, columns, weights, dropped, kept_indptr):
-    """Moves the edges of the rows where dropped [n] is unset to the front of columns/weights, in order;
-    kept_indptr [n + 1] gets the kept rows' bounds."""
-    kept = 0
-    for r in range(indptr.shape[0] - 1):
-        kept_indptr[r] = kept
-        if dropped[r]:
-            continue
-        for e in range(indptr[r], indptr[r + 1]):
-            columns[kept] = columns[e]
-            if weights is not None:
-                weights[kept] = weights[e]
-            kept += 1
-    kept_indptr[indptr.shape[0] - 1] = kept
-
-
 def drop_rows(indptr: np.ndarray, columns: np.ndarray, weights: np.ndarray | None, dropped: np.ndarray) -> tuple:
     """Empty the rows where ``dropped`` [n] bool is set of a CSR, in place: the other rows' edges move to
     the front of ``columns`` [E] and ``weights`` [E] (or None), in order. indptr: [n + 1] int64 from 0.
     Returns (indptr [n + 1] int64, columns [E_k], weights [E_k] or None): the kept rows, views of the given
     arrays."""
-    kept_indptr = np.empty(len(indptr), dtype=np.int64)
-    _drop_rows(np.ascontiguousarray(indptr, dtype=np.int64), columns, weights,
-               np.ascontiguousarray(dropped, dtype=bool), kept_indptr)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    lengths = np.diff(indptr)
+    kept_indptr = indptr_of(np.where(dropped, 0, lengths))
+    # the kept rows ascending, written over the same arrays: each edge moves to a place at or before its own
+    _rows_in_order(indptr, columns, weights, np.flatnonzero(~np.asarray(dropped, dtype=bool)), lengths,
+                   columns, weights)
     kept = int(kept_indptr[-1])
     return kept_indptr, columns[:kept], None if weights is None else weights[:kept]
 
@@ -482,8 +475,7 @@ def group_by_row(rows: np.ndarray, num_rows: int, columns: np.ndarray, weights: 
     columns and weights it needs) took twice as long. ``bucket_shift``: the scatter's buckets of
     ``2**bucket_shift`` rows (``_scatter_by_buckets``), None for one pass, -1 (default) chosen by size.
     """
-    indptr = np.zeros(num_rows + 1, dtype=np.int64)
-    np.cumsum(count_rows(rows, num_rows) if row_counts is None else row_counts, out=indptr[1:])
+    indptr = indptr_of(count_rows(rows, num_rows) if row_counts is None else row_counts)
     out_columns = np.empty_like(columns)
     out_weights = None if weights is None else np.empty_like(weights)
     if later is not None and not later.any():

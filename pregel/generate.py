@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from kernels._numba_start import start as start_numba
-from pregel.edge_order import count_rows, group_by_row, pairs_ascending
+from pregel.edge_order import count_rows, group_by_row, indptr_of, pairs_ascending
 from pregel.errors import InputError
 
 KINDS = ("powerlaw", "er", "grid")
@@ -106,9 +106,7 @@ def edges_to_csr(num_nodes: int, src: np.ndarray, dst: np.ndarray, weights: np.n
         src = src.astype(np.int64)
     weights = None if weights is None else np.asarray(weights)
     if pairs_ascending(src, dst):
-        indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-        np.cumsum(count_rows(src, num_nodes), out=indptr[1:])
-        indices = dst
+        indptr, indices = indptr_of(count_rows(src, num_nodes)), dst
     else:
         indptr, indices, weights = group_by_row(src, num_nodes, dst, weights, keys=dst)
     if weights is None:
@@ -277,9 +275,7 @@ def _csr_of_keys(keys: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarr
     dst`` (overwritten: the destinations are split out in place)."""
     counts = np.zeros(num_nodes, dtype=np.int64)
     _split_keys(keys, np.int64(num_nodes), counts)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    return indptr, keys.astype(_id_dtype(num_nodes), copy=False)
+    return indptr_of(counts), keys.astype(_id_dtype(num_nodes), copy=False)
 
 
 def _grid_edges(num_nodes: int):

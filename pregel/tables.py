@@ -178,12 +178,17 @@ def _is_text(kind) -> bool:
     return pt.is_string(kind) or pt.is_large_string(kind)
 
 
+def _check_id_kind(path, name, kind) -> None:
+    """InputError unless ids of the Arrow type ``kind`` (column ``name``) are integers or strings."""
+    if not (_is_integer(kind) or _is_text(kind)):
+        raise InputError.at(path, f"column {name!r}", f"ids must be integers or strings, got {kind}")
+
+
 def _unique_ids(path, name, ids) -> None:
     """InputError when the node table lists an id twice (or its ids are not integers or strings)."""
     import pyarrow.compute as pc
 
-    if not (_is_integer(ids.type) or _is_text(ids.type)):
-        raise InputError.at(path, f"column {name!r}", f"ids must be integers or strings, got {ids.type}")
+    _check_id_kind(path, name, ids.type)
     positions = pc.index_in(ids, value_set=ids).to_numpy()
     repeated = np.flatnonzero(positions != np.arange(len(ids)))
     if len(repeated):
@@ -269,8 +274,7 @@ def _numbered_by_dictionary(path, src, dst, columns, node_ids, nodes, release=()
     ends = [columns[src], columns[dst]]
     if node_ids is None:
         for name, column in zip((src, dst), ends):
-            if not (_is_integer(column.type) or _is_text(column.type)):
-                raise InputError.at(path, f"column {name!r}", f"ids must be integers or strings, got {column.type}")
+            _check_id_kind(path, name, column.type)
         if _is_integer(ends[0].type) != _is_integer(ends[1].type):
             raise InputError.at(path, None, f"columns {src!r} and {dst!r} hold ids of different types "
                                             f"({ends[0].type}, {ends[1].type})")

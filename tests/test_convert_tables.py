@@ -200,6 +200,9 @@ def test_ids_of_the_wrong_kind_are_refused_in_one_line(tmp_path, capsys):
         tmp_path, capsys, [edges, "--src", "f", "--dst", "b"])
     assert "column 'a': ids are string but the node ids are int64" in _bad(
         tmp_path, capsys, [edges, "--src", "a", "--dst", "b", "--nodes", nodes, "--id", "id"])
+    pq.write_table(pa.table({"id": [1.0, 2.0]}), nodes)
+    assert "column 'id': ids must be integers or strings, got double" in _bad(
+        tmp_path, capsys, [edges, "--src", "b", "--dst", "b", "--nodes", nodes, "--id", "id"])
 
 
 def test_results_carry_original_ids(tmp_path):
