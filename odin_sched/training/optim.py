@@ -15,6 +15,7 @@ colour coefficients ``sh0`` 2.5e-3 (``feature_lr``) and the higher SH coefficien
 """
 import torch
 
+from kernels.adam import adam_rows
 from odin_sched.training.gaussian_ids import initial_ids
 
 DEFAULT_LR = {
@@ -42,7 +43,8 @@ class VisibleAdam:
     The moments, step counts and ids live on the parameters' device (CPU or GPU); ``ids`` [G] int64
     are the Gaussians' global ids (``odin_sched.training.gaussian_ids``), 0 .. G - 1 at the start.
     copy: train copies of ``params`` (False: train the given tensors themselves, for tensors made for this
-    optimizer that nothing else uses: no second copy of the model is made while it is built).
+    optimizer that nothing else uses: no second copy of the model is made while it is built; a tensor that
+    is not contiguous is still copied, since the Adam kernel updates contiguous rows in place).
     """
 
     def __init__(self, params: dict, lrs: dict, betas=(0.9, 0.999), eps: float = 1e-15, copy: bool = True):
@@ -72,7 +74,7 @@ class VisibleAdam:
 
     def _install(self, params: dict, copy: bool) -> None:
         for name, value in params.items():
-            self.params[name] = (value.detach().clone() if copy else value.detach()).requires_grad_(True)
+            self.params[name] = _trained(value, copy)
             self.exp_avg[name] = torch.zeros_like(self.params[name])
             self.exp_avg_sq[name] = torch.zeros_like(self.params[name])
 
@@ -91,12 +93,15 @@ class VisibleAdam:
         self.step_rows(idx, grads)
 
     @torch.no_grad()
-    def step_rows(self, idx: torch.Tensor, grads: dict, lrs: dict | None = None) -> None:
+    def step_rows(self, idx: torch.Tensor, grads: dict, lrs: dict | None = None,
+                  grad_rows: torch.Tensor | None = None) -> None:
         """One Adam step on the rows ``idx`` with the given gradients (each row independently).
 
         idx: torch.Tensor                 # [k] int64 rows to update, ascending
         grads: dict name -> torch.Tensor  # [k, ...] gradient of those rows; a missing name is left alone
         lrs: dict name -> float            # this step's learning rates (default: ``self.lrs``)
+        grad_rows: torch.Tensor            # [k] int64 or None: row idx[i]'s gradient is grads[name][grad_rows[i]]
+                                           # (grads then hold [n, ...] rows; no copy of the chosen ones is made)
         The update of a row depends only on that row's values, so stepping a subset of rows (one cell of
         the distributed trainer) gives bit for bit what stepping them within all rows gives.
         """
@@ -110,14 +115,8 @@ class VisibleAdam:
         bias2_sqrt = torch.sqrt(1.0 - self.beta2 ** t)
         for name, g in grads.items():
             p = self.params[name]
-            shape = (-1,) + (1,) * (g.dim() - 1)
-            m = torch.lerp(self.exp_avg[name].index_select(0, idx), g, 1.0 - self.beta1)
-            v = self.exp_avg_sq[name].index_select(0, idx) * self.beta2 + (1.0 - self.beta2) * g * g
-            step_size = (lrs[name] / bias1).to(p.dtype).view(shape)
-            denom = v.sqrt() / bias2_sqrt.to(p.dtype).view(shape) + self.eps
-            self.exp_avg[name].index_copy_(0, idx, m)
-            self.exp_avg_sq[name].index_copy_(0, idx, v)
-            p.index_copy_(0, idx, p.index_select(0, idx) - step_size * m / denom)
+            adam_rows(p, self.exp_avg[name], self.exp_avg_sq[name], idx, g, (lrs[name] / bias1).to(p.dtype),
+                      bias2_sqrt.to(p.dtype), self.beta1, self.beta2, self.eps, grad_rows)
 
     def replace(self, params: dict, source: torch.Tensor, fresh: torch.Tensor | None, ids: torch.Tensor,
                 copy: bool = True) -> None:
@@ -150,7 +149,7 @@ class VisibleAdam:
             v = self.exp_avg_sq[name][src]
             m[zeroed] = 0.0
             v[zeroed] = 0.0
-            self.params[name] = (value.detach().clone() if copy else value.detach()).requires_grad_(True)
+            self.params[name] = _trained(value, copy)
             self.exp_avg[name] = m
             self.exp_avg_sq[name] = v
         steps = self.step_count[src]
@@ -162,6 +161,13 @@ class VisibleAdam:
     def reset_param(self, name: str, value: torch.Tensor) -> None:
         """Set parameter ``name`` to ``value`` ([G, ...]) with zero moments; step counts are kept (the
         reference's ``replace_tensor_to_optimizer``)."""
-        self.params[name] = value.detach().clone().requires_grad_(True)
+        self.params[name] = _trained(value, True)
         self.exp_avg[name] = torch.zeros_like(self.params[name])
         self.exp_avg_sq[name] = torch.zeros_like(self.params[name])
+
+
+def _trained(value: torch.Tensor, copy: bool) -> torch.Tensor:
+    """The leaf tensor that trains ``value`` [G, ...]: a contiguous copy, or (``copy`` False) ``value``
+    itself when it is contiguous (the Adam kernel updates contiguous rows in place)."""
+    value = value.detach()
+    return (value.clone(memory_format=torch.contiguous_format) if copy else value.contiguous()).requires_grad_(True)
