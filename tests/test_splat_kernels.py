@@ -13,6 +13,7 @@ from kernels.splat.constants import TILE_SIZE
 from kernels.splat.projection import project, project_backward
 from kernels.splat.rasterize_forward import rasterize_forward
 from kernels.splat.reference import _project, _render
+from kernels.splat.validate import all_finite
 
 torch.set_num_threads(1)
 WIDTH, HEIGHT = 64, 48  # non-square, 4 x 3 tiles
@@ -224,6 +225,23 @@ def test_non_finite_input_raises(fn, which, bad):
     name = [*NAMES, "viewmat", "K"][which]
     with pytest.raises(ValueError, match=f"{name} contains NaN or inf"):
         fn(*args, WIDTH, HEIGHT)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_all_finite_matches_torch_isfinite(bad):
+    """``all_finite``'s one pass against torch's ``isfinite(...).all()`` (its twin), on contiguous, strided
+    and empty tensors with one bad value anywhere (first, inside, last) or none."""
+    gen = torch.Generator().manual_seed(21)
+    base = torch.randn(1000, 15, 3, generator=gen)
+    answers = []
+    for where in (None, 0, 12_345, base.numel() - 1):
+        x = base.clone()
+        if where is not None:
+            x.view(-1)[where] = bad
+        for view in (x, x[:, 3:, 1], x[::3], x[:0]):
+            answers.append(all_finite(view))
+            assert answers[-1] == bool(torch.isfinite(view).all())
+    assert answers.count(False) == 5  # the whole tensor three times, x[::3] with the first and the last value
 
 
 def test_bad_arguments_raise():

