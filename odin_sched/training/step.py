@@ -114,8 +114,9 @@ def image_gradients(render, params: dict, viewmat: torch.Tensor, K: torch.Tensor
 
 
 def batch_gradient(total: dict, batch_size: int) -> dict:
-    """The batch's gradient from the per-image sums ``total`` (name -> [g, ...]): divided by B."""
-    return {name: value / batch_size for name, value in total.items()}
+    """The batch's gradient from the per-image sums ``total`` (name -> [g, ...]): divided by B in place
+    (the sums are the gradient afterwards; no second copy of them is made)."""
+    return {name: value.div_(batch_size) for name, value in total.items()}
 
 
 def pack_params(params: dict, rows=None) -> torch.Tensor:

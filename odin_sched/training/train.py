@@ -278,8 +278,10 @@ def set_up(config: TrainConfig, checkpoint=None, comm=None, extra_outputs=(), ch
 
 def new_optimizer(setup: TrainingSetup) -> VisibleAdam:
     """Visible Adam over the initial Gaussians, with 3DGS's learning rates for the scene's extent and the
-    batch size's betas and eps."""
-    return VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps)
+    batch size's betas and eps. It trains the set-up's ``initial`` tensors themselves (no second copy of the
+    model is held): a set-up trains once."""
+    return VisibleAdam(setup.initial, default_lrs(setup.extent), betas=setup.settings.betas, eps=setup.settings.eps,
+                       copy=False)
 
 
 def train(config: TrainConfig, checkpoint=None) -> TrainResult:
@@ -319,14 +321,14 @@ def train_from_setup(setup: TrainingSetup, render, config: TrainConfig, checkpoi
         setup.targets.keep(batch)  # hold only this batch's images
         params = {name: p.detach() for name, p in opt.params.items()}
         kept = culling.kept_rows(params, opt.ids, scene, batch) if culling else [None] * len(batch)
-        union = None if culling is None else torch.unique(torch.cat(kept))  # [u] ascending: the batch's rows
+        union = None if culling is None else batch_rows(kept)  # [u] ascending: the batch's rows
         params = restricted(params, union)  # the batch's sums and Adam step run on these rows alone
-        total = {name: torch.zeros_like(p) for name, p in params.items()}
+        total = {}  # name -> the batch's gradient sum [n, ...], made by its first image
         seen = torch.zeros(len(params["means"]), dtype=torch.bool, device=dev)
         image_losses = []
         degree = setup.active_sh_degree(step)
         for cam, rows in zip(batch, kept):
-            local = None if rows is None else torch.searchsorted(union, rows)
+            local = None if rows is None or len(rows) == len(union) else torch.searchsorted(union, rows)
             result = image_gradients(render, restricted(params, local), *camera(scene, int(cam), dev), scene.width,
                                      scene.height, setup.targets[int(cam)], ssim_weight, densify is not None, degree)
             add_image(total, seen, result, local)
@@ -337,8 +339,8 @@ def train_from_setup(setup: TrainingSetup, render, config: TrainConfig, checkpoi
             image_losses.append(result.loss)
         losses[step - 1] = batch_loss(image_losses)
         idx = torch.nonzero(seen).squeeze(1)
-        grads = {name: g[idx] for name, g in batch_gradient(total, batch_size).items()}
-        opt.step_rows(idx if union is None else union[idx], grads)
+        opt.step_rows(idx if union is None else union[idx], batch_gradient(total, batch_size), grad_rows=idx)
+        del total
         if densify:
             accum = densify_round(opt, accum, step, steps, batch_size, setup.extent, densify, seed)
         evaluated = step % eval_every == 0 or step == steps
@@ -366,18 +368,31 @@ def train_from_setup(setup: TrainingSetup, render, config: TrainConfig, checkpoi
     return result
 
 
+def batch_rows(kept: list) -> torch.Tensor:
+    """The rows [u] int64, ascending, that a batch's images render, from each image's ascending rows
+    ``kept`` (a list of [g] int64)."""
+    return kept[0] if len(kept) == 1 else torch.unique(torch.cat(kept))
+
+
 def add_image(total: dict, seen: torch.Tensor, result, rows) -> None:
-    """Add one image's ``result`` (``image_gradients`` of the rows ``rows`` [g] of ``total``, or of all of
-    them when None) to the batch's gradient sums ``total`` (name -> [n, ...]) and visibility ``seen`` [n]
-    bool."""
+    """Add one image's ``result`` (``image_gradients`` of the rows ``rows`` [g] of ``total``, distinct,
+    or of all of them when None) to the batch's gradient sums ``total`` (name -> [n, ...]) and visibility
+    ``seen`` [n] bool. A name not yet in ``total`` starts at zero, or, when the image renders all rows, as
+    its gradient itself (0 + g = g, up to the sign of a zero, which Adam's update does not see)."""
+    for name, grad in result.grads.items():
+        if name not in total:
+            if rows is None:
+                total[name] = grad
+                continue
+            total[name] = grad.new_zeros((len(seen),) + grad.shape[1:])
+        if rows is None:
+            total[name] += grad
+        else:
+            total[name].index_add_(0, rows, grad)
     if rows is None:
-        for name in total:
-            total[name] += result.grads[name]
         seen |= result.visible
-        return
-    for name in total:
-        total[name][rows] += result.grads[name]
-    seen[rows] |= result.visible
+    else:
+        seen[rows] |= result.visible
 
 
 def batch_loss(image_losses) -> float:
