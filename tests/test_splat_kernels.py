@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kernels.splat import render
-from kernels.splat.binning import bin_tiles, tile_grid
+from kernels.splat.binning import _bin_tiles, bin_tiles, tile_grid
 from kernels.splat.constants import TILE_SIZE
 from kernels.splat.projection import project, project_backward
 from kernels.splat.rasterize_forward import rasterize_forward
@@ -138,12 +138,13 @@ def test_projection_backward_matches_autograd():
         torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-3, atol=1e-4 * float(want.abs().max()))
 
 
-def test_binning_lists_every_touched_tile_in_depth_order():
+@pytest.mark.parametrize("binner", [bin_tiles, _bin_tiles])
+def test_binning_lists_every_touched_tile_in_depth_order(binner):
     params, viewmat, K = make_scene(300, seed=6)
     mean2d, conic, depth, radius = (torch.from_numpy(a) for a in project(
         *(p.numpy() for p in params[:3]), viewmat.numpy(), K.numpy(), WIDTH, HEIGHT))
     depth[:50] = depth[50:100]  # ties, to be broken by index
-    offsets, ids = bin_tiles(mean2d, radius, depth, WIDTH, HEIGHT)
+    offsets, ids = binner(mean2d, radius, depth, WIDTH, HEIGHT)
     tiles_x, tiles_y = tile_grid(WIDTH, HEIGHT)
     assert (tiles_x, tiles_y) == (4, 3) and offsets.shape == (13,)
     for tile in range(tiles_x * tiles_y):
@@ -156,6 +157,22 @@ def test_binning_lists_every_touched_tile_in_depth_order():
         ]
         expected.sort(key=lambda g: (float(depth[g]), g))
         assert ids[offsets[tile]:offsets[tile + 1]].tolist() == expected
+
+
+@pytest.mark.parametrize("size", [(96, 72), (1280, 720), (1000, 17)])
+def test_binning_kernel_equals_its_torch_twin(size):
+    """The counting sort against the twin's sort of every tile pair: Gaussians off screen, straddling and
+    beyond the edges, culled (radius 0), wider than the image, depth ties."""
+    width, height = size
+    rng = np.random.default_rng(width)
+    count = 20_000
+    mean2d = torch.from_numpy(rng.uniform(-200, [width + 200, height + 200], (count, 2)).astype(np.float32))
+    radius = torch.from_numpy(np.where(rng.random(count) < 0.2, 0, rng.integers(1, 60, count)).astype(np.int32))
+    radius[:5] = 3 * max(width, height)
+    depth = torch.from_numpy(rng.integers(0, 500, count).astype(np.float32))
+    got, want = bin_tiles(mean2d, radius, depth, width, height), _bin_tiles(mean2d, radius, depth, width, height)
+    assert got[0].dtype == want[0].dtype == got[1].dtype == want[1].dtype == torch.int32
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and len(got[1]) > 10_000
 
 
 def test_no_visible_gaussian_gives_background_and_zero_gradients():
