@@ -51,10 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: commands that make each large array once (a graph file's edges, sort orders, draws): freed memory goes back
-#: to the kernel at once, as glibc does by default, instead of staying in the heap under later arrays
-#: (`pregel generate --weights --features 64 --labels 8` of 100M edges: 11.7 GB at the peak before, 3.6 GB now)
-GRAPH_FILE_COMMANDS = ("generate", "convert", "inspect")
+#: commands whose freed memory goes back to the kernel at once, as glibc does by default, instead of staying in
+#: the heap under later arrays (``pregel.memory.keep_freed_memory``, which the others ask for): those that make
+#: each large array once (a graph file's edges, sort orders, draws: `pregel generate --weights --features 64
+#: --labels 8` of 100M edges peaked at 11.7 GB with freed blocks kept, 3.6 GB without), and training, whose
+#: arrays of a model's size (rows of the batch, gradients, messages of cells) change size from step to step
+#: and left holes (2,000,000 Gaussians, odin at P = 3: 5.5 GB a rank kept, 4.0-4.2 GB handed back; README)
+RETURNS_FREED_MEMORY = ("generate", "convert", "inspect", "train")
 
 
 def main(argv=None) -> int:
@@ -71,7 +74,7 @@ def main(argv=None) -> int:
         return 0  # a one-process command launched on several ranks runs on rank 0 alone
     if args.command in DISTRIBUTED:  # a one-process command takes Ctrl-C as a process alone does
         exit_on_interrupt(args.command)
-    if args.command not in GRAPH_FILE_COMMANDS:
+    if args.command not in RETURNS_FREED_MEMORY:
         keep_freed_memory()
     own = argv is None  # this process's own command line: it ends when main returns
     with running_command(own):
