@@ -4,8 +4,8 @@ Every kernel comes in three versions with the same arguments:
 
 * a Numba CPU version (``@njit``),
 * a Numba CUDA version (``numba.cuda.jit``; the graph kernels' are in ``kernels.graph_cuda``, the
-  splatting stages' in ``kernels.splat.cuda_kernels``, which the dispatch functions import only for
-  device arrays, so CPU runs never load ``numba.cuda``),
+  splatting stages' in ``kernels.splat.cuda_kernels``, the optimizer's in ``kernels.adam_cuda``, which the
+  dispatch functions import only for device arrays, so CPU runs never load ``numba.cuda``),
 * a reference twin in plain NumPy or torch, named with a leading underscore, that tests compare with.
 
 A single public dispatch function per kernel picks the CUDA version for device arrays (anything that

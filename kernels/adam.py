@@ -9,9 +9,10 @@ the second moment by its bias correction)::
 
 with each row's ``step_size`` (the learning rate over the first moment's bias correction) and
 ``bias2_sqrt`` given, since rows may be at different steps. The torch expression this replaces (about
-fifteen passes, each a new array of the rows: 1.7 s and several GB for 2,000,000 Gaussians with SH
-degree 3) is the reference twin ``_adam_rows``, and what runs for CUDA tensors. Every row is updated
-independently of the others, so updating some rows gives bit for bit what updating them among more does.
+fifteen passes, each a new array of the rows: 2.9 s and 2.1 GB above the model a step for 2,000,000
+Gaussians with SH degree 3, ``benchmarks/adam.py``) is the reference twin ``_adam_rows``; the CUDA version
+is in ``kernels.adam_cuda``. Every row is updated independently of the others, so updating some rows gives
+bit for bit what updating them among more does.
 """
 
 import numpy as np
@@ -77,23 +78,30 @@ def adam_rows(param: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tens
     the chosen rows is made)
     step_size, bias2_sqrt: [k] float32, each row's learning rate over 1 - beta1^t and sqrt(1 - beta2^t)
     beta1, beta2, eps: Adam's constants
-    CPU tensors run the Numba kernel (contiguous ``param`` and moments are updated where they lie); CUDA
-    tensors run the torch twin.
+    CPU tensors run the Numba kernel, CUDA tensors its CUDA version (``kernels.adam_cuda``; contiguous
+    ``param`` and moments are updated where they lie, with the same numbers on both); others, and state
+    that is not contiguous, run the torch twin.
     """
     picked = rows.shape[0] if grad_rows is None else grad_rows.shape[0]
     if grads.shape[1:] != param.shape[1:] or picked != rows.shape[0] or (grad_rows is None
                                                                           and grads.shape[0] != picked):
         raise ValueError(f"grads: expected shape {(rows.shape[0],) + tuple(param.shape[1:])}, got "
                          f"{tuple(grads.shape)}" + ("" if grad_rows is None else f" with {picked} grad_rows"))
-    if param.device.type != "cpu" or not all(t.is_contiguous() for t in (param, exp_avg, exp_avg_sq)):
+    if param.device.type not in ("cpu", "cuda") or not all(t.is_contiguous() for t in (param, exp_avg, exp_avg_sq)):
         _adam_rows(param.detach(), exp_avg, exp_avg_sq, rows, grads, step_size, bias2_sqrt, beta1, beta2, eps,
                    grad_rows)
         return
     columns = int(np.prod(param.shape[1:], dtype=np.int64))
     if columns == 0:  # rows of no numbers (SH of degree 0 has no higher coefficients): nothing to step
         return
-    state = [t.detach().numpy().reshape(-1, columns) for t in (param, exp_avg, exp_avg_sq)]
-    grad_rows = np.arange(picked) if grad_rows is None else grad_rows.numpy()
-    _adam_rows_cpu(*state, rows.numpy(), grads.detach().numpy().reshape(-1, columns), grad_rows, step_size.numpy(),
+    state = [t.detach().view(-1, columns) for t in (param, exp_avg, exp_avg_sq)]
+    grads = grads.detach().reshape(-1, columns)
+    grad_rows = torch.arange(picked, device=rows.device) if grad_rows is None else grad_rows
+    if param.device.type == "cuda":
+        from kernels.adam_cuda import adam_rows_cuda
+
+        adam_rows_cuda(*state, rows, grads, grad_rows, step_size, bias2_sqrt, beta1, beta2, eps)
+        return
+    _adam_rows_cpu(*(t.numpy() for t in state), rows.numpy(), grads.numpy(), grad_rows.numpy(), step_size.numpy(),
                    bias2_sqrt.numpy(), np.float32(1.0 - beta1), np.float32(beta2), np.float32(1.0 - beta2),
                    np.float32(eps))
