@@ -180,20 +180,27 @@ def test_grid_cells_cut_each_axis_at_its_quantiles():
         np.testing.assert_array_equal(np.bincount(slabs[:, axis], minlength=4), [2000] * 4)
 
 
-@pytest.fixture(scope="module")
-def scene_path(tmp_path_factory):
+@pytest.fixture(scope="module", params=["city", "one camera sees all"])
+def scene_path(tmp_path_factory, request):
+    """A city scene, and the same with training camera 1 moved to camera 0's place, which sees every Gaussian:
+    a batch with it renders the model as it lies, the batch's other images parts of it."""
     path = tmp_path_factory.mktemp("culling") / "city.h5"
-    write_scene(path, generate_scene(600, 14, 32, 24, seed=6, layout="city"))
+    scene = generate_scene(600, 14, 32, 24, seed=6, layout="city")
+    if request.param != "city":
+        for field in ("viewmats", "Ks", "images"):
+            getattr(scene, field)[1] = getattr(scene, field)[0]
+    write_scene(path, scene)
     return path
 
 
-@pytest.mark.parametrize("batch_size,densify", [(1, True), (3, False), (3, True)])
+@pytest.mark.parametrize("batch_size,densify", [(1, True), (3, False), (3, True), (4, False)])
 def test_culled_training_equals_rendering_every_gaussian(scene_path, tmp_path, batch_size, densify):
     steps = 7
     scene = read_scene(scene_path)
     kept = Culling().kept_rows(init_gaussians(scene.init_means, scene.init_colors), None, scene,
                                np.arange(scene.num_cameras))
     assert min(len(rows) for rows in kept) < 0.6 * len(scene.init_means)  # culling does cull here
+    assert len(kept[1]) == len(scene.init_means) or not np.array_equal(scene.viewmats[1], scene.viewmats[0])
     runs = {}
     for cull in (True, False):
         out = tmp_path / f"cull_{cull}.h5"

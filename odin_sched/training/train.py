@@ -321,14 +321,14 @@ def train_from_setup(setup: TrainingSetup, render, config: TrainConfig, checkpoi
         setup.targets.keep(batch)  # hold only this batch's images
         params = {name: p.detach() for name, p in opt.params.items()}
         kept = culling.kept_rows(params, opt.ids, scene, batch) if culling else [None] * len(batch)
-        union = None if culling is None else batch_rows(kept)  # [u] ascending: the batch's rows
+        union = None if culling is None else batch_rows(kept, opt.num_gaussians)  # [u] ascending, None: all
         params = restricted(params, union)  # the batch's sums and Adam step run on these rows alone
         total = {}  # name -> the batch's gradient sum [n, ...], made by its first image
         seen = torch.zeros(len(params["means"]), dtype=torch.bool, device=dev)
         image_losses = []
         degree = setup.active_sh_degree(step)
         for cam, rows in zip(batch, kept):
-            local = None if rows is None or len(rows) == len(union) else torch.searchsorted(union, rows)
+            local = image_rows(rows, union, len(seen))
             result = image_gradients(render, restricted(params, local), *camera(scene, int(cam), dev), scene.width,
                                      scene.height, setup.targets[int(cam)], ssim_weight, densify is not None, degree)
             add_image(total, seen, result, local)
@@ -368,10 +368,21 @@ def train_from_setup(setup: TrainingSetup, render, config: TrainConfig, checkpoi
     return result
 
 
-def batch_rows(kept: list) -> torch.Tensor:
+def batch_rows(kept: list, count: int) -> torch.Tensor | None:
     """The rows [u] int64, ascending, that a batch's images render, from each image's ascending rows
-    ``kept`` (a list of [g] int64)."""
-    return kept[0] if len(kept) == 1 else torch.unique(torch.cat(kept))
+    ``kept`` (a list of [g] int64) of a model of ``count`` rows; None when they are all of them (the batch
+    then renders the model's tensors as they lie, with no copy of its rows)."""
+    union = kept[0] if len(kept) == 1 else torch.unique(torch.cat(kept))
+    return None if len(union) == count else union
+
+
+def image_rows(rows, union, count: int):
+    """Where an image's rows ``rows`` [g] (ascending model rows, or None: all) lie among the batch's
+    ``count`` rows ``union`` ([count] ascending model rows, or None: the whole model); None when the
+    image renders all of them."""
+    if rows is None or len(rows) == count:
+        return None
+    return rows if union is None else torch.searchsorted(union, rows)
 
 
 def add_image(total: dict, seen: torch.Tensor, result, rows) -> None:
