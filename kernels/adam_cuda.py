@@ -44,7 +44,7 @@ def adam_rows_cuda(param, exp_avg, exp_avg_sq, rows, grads, grad_rows, step_size
     if count == 0:
         return
     state = [across(t) for t in (param, exp_avg, exp_avg_sq)]
-    inputs = [across(t.contiguous()) for t in (rows, grads, grad_rows, step_size, bias2_sqrt)]
+    inputs = [across(t) for t in (rows, grads, grad_rows, step_size, bias2_sqrt)]
     _adam_rows_cuda[blocks_for(count, THREADS_PER_BLOCK), THREADS_PER_BLOCK](
         *state, *inputs, np.float32(1.0 - beta1), np.float32(beta2), np.float32(1.0 - beta2), np.float32(eps))
     if SIMULATED:

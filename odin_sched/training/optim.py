@@ -112,11 +112,10 @@ class VisibleAdam:
         self.step_count.index_copy_(0, idx, t)
         t = t.to(torch.float64)
         bias1 = 1.0 - self.beta1 ** t
-        bias2_sqrt = torch.sqrt(1.0 - self.beta2 ** t)
+        bias2_sqrt = torch.sqrt(1.0 - self.beta2 ** t).to(torch.float32)
         for name, g in grads.items():
-            p = self.params[name]
-            adam_rows(p, self.exp_avg[name], self.exp_avg_sq[name], idx, g, (lrs[name] / bias1).to(p.dtype),
-                      bias2_sqrt.to(p.dtype), self.beta1, self.beta2, self.eps, grad_rows)
+            adam_rows(self.params[name], self.exp_avg[name], self.exp_avg_sq[name], idx, g,
+                      (lrs[name] / bias1).to(torch.float32), bias2_sqrt, self.beta1, self.beta2, self.eps, grad_rows)
 
     def replace(self, params: dict, source: torch.Tensor, fresh: torch.Tensor | None, ids: torch.Tensor,
                 copy: bool = True) -> None:
