@@ -264,7 +264,8 @@ def _load_graph(comm: Comm, source, partitioner: str, symmetric: bool, features:
     if symmetric:
         local.self_loops *= 2  # a self-loop is its own reverse, on the same row
     if own_rows is not None and comm.size > 1 and not isinstance(partition, RangePartition):
-        # the rows read are not the rows owned; an owned row's length is its out-degree, but an in-hub's
+        # the rows read are not the rows owned; an owned row's length is its out-degree, but an in-hub's row
+        # arrives empty (its reverse edges left it to travel with the other edges into in-hubs)
         owned_lengths = np.where(_is_hub(in_hubs, owned), 0, out_degree)
         own_rows = own_rows.to_owners(comm, partition, owned_lengths)
     return _build_local(comm, partition, header, owned, local, out_degree, feats, labels, in_hubs, own_rows,
