@@ -38,6 +38,7 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLA
 
 import numpy as np  # noqa: E402
 
+from pregel.memory import available_memory  # noqa: E402
 from gnn_inference import _launch, h5_values, load_pyg_layers, pyg_worker, write_models  # noqa: E402  (sibling)
 
 KINDS = ("sage", "gat")
@@ -55,11 +56,7 @@ def warm_page_cache(path: str, block: int = 64 << 20) -> None:
 
 def available_gb() -> float:
     """GB of memory the kernel says is available (``MemAvailable``)."""
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 2**20
-    return 0.0
+    return available_memory() / 2**30
 
 
 # ---------------------------------------------------------------- workers (one process each)

@@ -81,14 +81,20 @@ class AloneWorld:
         return getattr(MPI.COMM_WORLD, name)
 
 
-def ranks_outnumber_cores() -> bool:
-    """Whether the launcher started more ranks on this node than this process may use processors
-    (as ``mpiexec -n 3`` on 2 cores); False when no launcher says how many ranks run here."""
+def local_ranks() -> int | None:
+    """How many ranks the launcher started on this node, or None when no launcher says."""
     for name in LOCAL_RANKS_VARIABLES:
         value = os.environ.get(name, "")
         if value.isdigit():
-            return int(value) > len(os.sched_getaffinity(0))
-    return False
+            return int(value)
+    return None
+
+
+def ranks_outnumber_cores() -> bool:
+    """Whether the launcher started more ranks on this node than this process may use processors
+    (as ``mpiexec -n 3`` on 2 cores); False when no launcher says how many ranks run here."""
+    here = local_ranks()
+    return here is not None and here > len(os.sched_getaffinity(0))
 
 
 class Comm:

@@ -39,14 +39,17 @@ class RunResult:
 
 
 def run(graph, program: VertexProgram, max_supersteps: int | None = None,
-        progress: bool = False, checkpoint=None, device=None) -> RunResult:
+        progress: bool = False, checkpoint=None, device=None, ghost_memory: int | None = None) -> RunResult:
     """Run ``program`` on ``graph`` until no vertex is active, ``master`` stops it, or
     ``max_supersteps`` (default: the program's, else unlimited) supersteps have run.
 
     ``checkpoint``: a ``pregel.checkpoint.Checkpointer`` that may restore the run from a saved
     superstep (``init`` is then called with ``ctx.superstep`` already set, and its state replaced
     by the saved one) and saves one every few supersteps. ``device``: None (host arrays), or a
-    ``pregel.device_path.Gpu`` that holds the state, messages and gather on this rank's GPU."""
+    ``pregel.device_path.Gpu`` that holds the state, messages and gather on this rank's GPU.
+    ``ghost_memory``: on the host, the bytes of other ranks' message rows a rank may hold at once; a
+    superstep whose rows would take more goes a slice of columns at a time, with the same result
+    (``pregel.column_slices``; default: a quarter of the memory available to each rank)."""
     comm = graph.comm
     limit = max_supersteps if max_supersteps is not None else program.max_supersteps
     ctx = Context(graph) if device is None else device.context(graph)
@@ -67,7 +70,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         state, active, ctx.aggregated = saved.state, saved.active, saved.aggregated
         stats = [SuperstepStats.from_row(row) for row in saved.stats]
     bar = Progress(limit, enabled=progress and comm.rank == 0)
-    path = HostPath(graph, program, ctx, state) if device is None else device.path(graph, program, ctx)
+    path = HostPath(graph, program, ctx, state, ghost_memory) if device is None else device.path(graph, program, ctx)
     state_is_ours = False  # whether ``state``'s arrays are the engine's own copy (rows are written in place)
     active_rows = None  # [k] the active rows, ascending, when the last superstep ran on its front
     front_active = RowMask(graph.num_local)  # ``active`` after a superstep on its front
@@ -86,6 +89,7 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
             rows, gathered, received, step.edges_processed = path.gather_rows(outgoing, incoming, front)
         step.messages_sent, step.messages_received = incoming.rows_sent, incoming.rows_received
         step.bytes_sent, step.bytes_received = incoming.bytes_sent, incoming.bytes_received
+        late_exchange = incoming.exchange_seconds  # exchanges that ran inside the gather
         del outgoing, incoming  # the received rows go before apply allocates its own
         if front is None:
             ctx.received = received
@@ -109,8 +113,8 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
         stop = program.master(ctx, ctx.aggregated) if comm.rank == 0 else None
         stop = bool(comm.bcast(stop)) if type(program).master is not VertexProgram.master else False
         t4 = time.perf_counter()
-        step.compute_seconds = (t1 - t0) + (t3 - t2)
-        step.comm_seconds = (t2 - t1) + (t4 - t3)
+        step.compute_seconds = (t1 - t0) + (t3 - t2) - late_exchange
+        step.comm_seconds = (t2 - t1) + (t4 - t3) + late_exchange
         stats.append(step)
         ctx.superstep += 1
         if bar.enabled:

@@ -84,6 +84,7 @@ class Incoming:
     bytes_received: int
     ext: np.ndarray | None = None
     owned_filled: bool = False
+    exchange_seconds: float = 0.0  # exchanges run later, inside the gather (``pregel.column_slices``): none here
 
     def extended(self, own: np.ndarray) -> np.ndarray:
         """[n + g] / [n + g, F]: the owned rows ``own`` [n] / [n, F] then the ghost rows (copied into
@@ -96,10 +97,12 @@ class Incoming:
         return self.ext
 
 
-def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True) -> Incoming:
+def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True, keep_pages: bool = True) -> Incoming:
     """Send ``out`` along the exchange plan of ``graph`` and receive this rank's messages
     (``shared``: through the shared-memory window when the ranks are on one machine; the same on
-    every rank)."""
+    every rank). ``keep_pages`` False: through the window even where ``Alltoallv`` would be faster,
+    emptying its pages however few (``pregel.shared_rows``: the least memory, for
+    ``pregel.column_slices``)."""
     comm, size = graph.comm, graph.comm.size
     ghost_kind = _row_kind(out.values, always=True)
     direct_kind = _row_kind(out.direct_values, always=False)
@@ -128,8 +131,8 @@ def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True) -> In
     if window is not None and rows_only:
         width = _row_bytes(*_encode(ghost_kind))
         sent, received = len(graph.send_index) * width, graph.num_ghosts * width
-        header[:, 8] = window.flags(received) | prefers_alltoallv(
-            sent, received, max(sent, (graph.num_local + graph.num_ghosts) * width))
+        header[:, 8] = window.flags(received) | (prefers_alltoallv(
+            sent, received, max(sent, (graph.num_local + graph.num_ghosts) * width)) if keep_pages else 0)
     recv_header = comm.alltoall_counts(header)
     recv_bytes = np.array([_block_bytes(h, with_counts) for h in recv_header], dtype=np.int64)
     direct_bytes = np.array([len(b) for b in direct], dtype=np.int64)
@@ -138,7 +141,7 @@ def exchange(graph, out: Outgoing, with_counts: bool, shared: bool = True) -> In
             window = None  # some rank has no window or still reads the rows of an earlier exchange, or
             # every rank prefers Alltoallv (pregel.shared_rows.prefers_alltoallv)
         incoming = _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header,
-                                   with_counts, ghost_kind, direct_kind, window)
+                                   with_counts, ghost_kind, direct_kind, window, keep_pages)
         block_bytes = row_bytes + direct_bytes
     else:
         if rows_only:  # the rows in plan order, taken at once
@@ -173,7 +176,7 @@ def _slot_blocks(graph, out: Outgoing, header) -> list:
 
 
 def _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header, with_counts,
-                    ghost_kind, direct_kind, window) -> Incoming:
+                    ghost_kind, direct_kind, window, keep_pages=True) -> Incoming:
     """The rows, then the direct messages by ``Alltoallv`` (empty ones too: every rank takes part).
     The rows go through the shared ``window`` (``pregel.shared_rows.SharedRows``) when there is one,
     else by ``Alltoallv`` straight into the ghost part of a [n + g] buffer whose owned part is
@@ -186,7 +189,8 @@ def _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header, wi
     if window is not None:
         if (recv_header[:, 8] & GROW).any():
             window.grow(g * width)
-        ext, ghosts = None, window.transfer(out.values, graph.send_index, graph.send_counts, recv_header[:, 7], g)
+        ext, ghosts = None, window.transfer(out.values, graph.send_index, graph.send_counts, recv_header[:, 7], g,
+                                            keep_pages)
     else:
         rows = np.take(out.values, graph.send_index, axis=0)
         ext = np.empty((n + g,) + row_shape, dtype)

@@ -42,7 +42,8 @@ class JobReport:
 
 def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, partitioner: str = "range",
             max_supersteps: int | None = None, progress: bool = False, hubs=None,
-            extra_attrs: dict | None = None, outputs=None, checkpoint=None, device: str = "cpu") -> JobReport:
+            extra_attrs: dict | None = None, outputs=None, checkpoint=None, device: str = "cpu",
+            ghost_memory: int | None = None) -> JobReport:
     """Load ``graph_source`` on every rank, run ``program``, and write the result to ``out_path``.
 
     ``hubs``: a ``pregel.dgraph.HubOptions`` (default: both hub strategies on).
@@ -53,6 +54,7 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
     ``device``: ``'cpu'`` (host arrays) or ``'cuda'``: each rank runs on its GPU
     (``pregel.device_path``; partial gather off, and what is not supported there yet, including
     ``hubs`` that ask for partial gather, is refused with one ``InputError``).
+    ``ghost_memory``: ``pregel.engine.run``'s (None: its default).
     """
     problem = None
     try:
@@ -72,7 +74,7 @@ def run_job(comm, graph_source, program, out_path=None, *, algorithm: str, parti
     graph = load_graph(comm, graph_source, partitioner, symmetric=program.symmetric,
                        features=getattr(program, "uses_features", True), hubs=hubs)
     load_seconds = time.perf_counter() - started
-    result = run(graph, program, max_supersteps, progress, checkpoint, device=gpu)
+    result = run(graph, program, max_supersteps, progress, checkpoint, device=gpu, ghost_memory=ghost_memory)
     device_attrs = {"device": device, **({} if gpu is None else gpu.attributes(comm))}
     values = gather_values(graph, result.values)
     table = comm.gather_rows(np.array([s.as_row() for s in result.stats]).reshape(-1, len(FIELDS)))

@@ -88,6 +88,19 @@ def physical_memory() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def available_memory() -> int:
+    """Bytes of memory the kernel says are available for new work (``MemAvailable`` of
+    ``/proc/meminfo``: free memory and caches it can drop), or the physical memory where it does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) << 10
+    except OSError:
+        pass
+    return physical_memory()
+
+
 def require_memory(nbytes: int, what: str) -> None:
     """``InputError`` naming ``what`` when ``nbytes`` is more than this machine's physical memory (so a
     job that cannot fit says so at once, instead of a MemoryError or the kernel killing it later)."""

@@ -100,13 +100,16 @@ class SharedRows:
         self.segments = [np.frombuffer(self.window.Shared_query(r)[0], np.uint8) for r in range(self.comm.size)]
 
     def transfer(self, values: np.ndarray, send_index: np.ndarray, send_counts: np.ndarray,
-                 offsets: np.ndarray, received: int) -> np.ndarray:
+                 offsets: np.ndarray, received: int, keep: bool = True) -> np.ndarray:
         """Write the rows ``values[send_index]`` ([s, ...], grouped by destination, ``send_counts``
         [size] each) into the destinations' segments at row ``offsets`` [size], meet every rank, and
-        return this rank's ``received`` ghost rows [received, ...] (a view of its segment)."""
+        return this rank's ``received`` ghost rows [received, ...] (a view of its segment). ``keep``:
+        an exchange up to ``KEEP_BELOW`` bytes leaves its pages mapped (False: every exchange empties
+        them, as larger ones do: for an exchange cut to hold less, ``pregel.column_slices``)."""
         row_shape, dtype = values.shape[1:], values.dtype
         width = values[:1].nbytes if len(values) else dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
-        drop = len(send_index) * width > KEEP_BELOW
+        keep_below = KEEP_BELOW if keep else -1
+        drop = len(send_index) * width > keep_below
         rows_per_slice = max(1, SLICE_BYTES // max(width, 1)) if drop else len(send_index)
         starts = np.concatenate([[0], np.cumsum(send_counts)])
         for q in np.flatnonzero(send_counts):
@@ -124,7 +127,7 @@ class SharedRows:
         base = self.segments[self.comm.rank][:received * width]
         handed = np.frombuffer(memoryview(base), np.uint8)  # over a buffer object: every view of it hangs from it
         self._handed = weakref.ref(handed)
-        if base.nbytes > KEEP_BELOW:
+        if base.nbytes > keep_below:
             weakref.finalize(handed, _advise, base, _MADV_REMOVE)
         return handed.view(dtype).reshape((received,) + row_shape)
 

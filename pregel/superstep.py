@@ -17,6 +17,7 @@ from kernels.by_column import column_edges, rows_of_positions
 from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges, sent_positions
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
+from pregel.column_slices import COLUMNWISE, SlicedIncoming, column_slices, default_ghost_memory
 from pregel.edge_order import row_ids, stable_order
 from pregel.exchange import Outgoing, exchange
 from pregel.hooks import check_rows
@@ -299,14 +300,15 @@ class Superstep:
             return logits, vals
         return wire(out)
 
-    def _reduce_edges(self, indptr, columns, values, sent, source_side, ghosts=None):
+    def _reduce_edges(self, indptr, columns, values, sent, source_side, ghosts=None, into=None):
         """(rows [R] / [R, F] of op over each CSR row's edges from senders (mean gives sums; divided
         later), counts [R] int64 of the edges reduced, or None when every column sent).
 
         indptr [R + 1], columns [E] rows of ``values`` (then of ``ghosts``, rows ``len(values)`` on,
         when given: only without per-edge values); sent: [len(values) (+ len(ghosts))] bool or None
-        (all sent); source_side: the edges are this rank's source-side (hub) edges. Edges from
-        columns that did not send are skipped, so a superstep in which few vertices send computes
+        (all sent); source_side: the edges are this rank's source-side (hub) edges; into: [R, F] where
+        to write the rows (``gather_reduce``'s ``out``; only without per-edge values), or None. Edges
+        from columns that did not send are skipped, so a superstep in which few vertices send computes
         per-edge messages for their edges only.
         """
         op = "sum" if self.combiner == "mean" else self.combiner
@@ -325,14 +327,16 @@ class Superstep:
         weight_op = self.program.weight_op
         if sent is None:
             return gather_reduce(indptr, columns, values, op, weights, weight_op=weight_op, ghosts=ghosts,
-                                 check=False), None
+                                 check=False, out=into), None
         return gather_reduce_sent(indptr, columns, values, sent, op, weights, weight_op=weight_op, ghosts=ghosts,
-                                  check=False)
+                                  check=False, out=into)
 
     # ------------------------------------------------------------------ receiver side
 
-    def gather(self, out: Outgoing, inc):
-        """(gathered [n] / [n, F], ``Messages`` or ``SoftmaxParts``; received [n] bool)."""
+    def gather(self, out: Outgoing, inc, into=None):
+        """(gathered [n] / [n, F], ``Messages`` or ``SoftmaxParts``; received [n] bool). ``into``: [n, F]
+        where a combiner's rows are written (``gathered`` is then ``into``: a slice of a wider array's
+        columns, ``pregel.column_slices``), or None for a new array."""
         g, n = self.graph, self.graph.num_local
         dtype = inc.dtype or np.dtype(np.float64)
         own = out.values if out.values is not None else np.zeros((n,) + inc.row_shape, dtype)
@@ -350,13 +354,14 @@ class Superstep:
             # every in-edge sent and nothing else arrives: the kernel divides by the row's edge count
             weights = g.in_weights if self.program.weighted else None
             gathered = gather_reduce(g.in_indptr, g.in_indices, own, "mean", weights,
-                                     weight_op=self.program.weight_op, ghosts=inc.ghost_values, check=False)
+                                     weight_op=self.program.weight_op, ghosts=inc.ghost_values, check=False,
+                                     out=into)
             return gathered, self.edges.in_counts > 0
         if self.per_edge:
             gathered, count = self._reduce_edges(g.in_indptr, g.in_indices, inc.extended(own), sent_ext, False)
         else:  # the owned and ghost rows read where they lie
             gathered, count = self._reduce_edges(g.in_indptr, g.in_indices, own, sent_ext, False,
-                                                 ghosts=inc.ghost_values)
+                                                 ghosts=inc.ghost_values, into=into)
         count = self.edges.in_counts if count is None else count
         op = self.combiner
         if len(inc.direct_ids):  # partial aggregates and direct messages touch only their rows
@@ -465,10 +470,13 @@ class HostPath:
     The engine calls ``front``, ``outgoing``, ``exchange`` and ``gather`` (or ``gather_rows`` when
     ``front`` gave rows) once each per superstep (as it does on ``pregel.device_path.DevicePath``)."""
 
-    def __init__(self, graph, program: VertexProgram, ctx, state):
+    def __init__(self, graph, program: VertexProgram, ctx, state, ghost_memory: int | None = None):
+        """``ghost_memory``: bytes of ghost rows a rank may hold at once (``pregel.column_slices``;
+        None: ``default_ghost_memory``, found at the first superstep that may be sliced)."""
         self.graph, self.program, self.ctx, self.edges = graph, program, ctx, EdgeIds(graph)
         self.buffers = FrontBuffers(graph.num_local)
         self.superstep = None
+        self.ghost_memory = ghost_memory
         load_gather_kernel(graph, state, program)
 
     def front(self, active, active_rows=None) -> np.ndarray | None:
@@ -482,8 +490,7 @@ class HostPath:
         edges by column (``EdgeIds.sent_positions``): 4 bytes an edge it would otherwise hold to the end
         (built again if it returns to fronts)."""
         program, g = self.program, self.graph
-        if not (program.rowwise and not program.blockwise and program.combiner in ("min", "max")
-                and type(program).destination_values is VertexProgram.destination_values):
+        if not runs_on_fronts(program):
             self.edges.by_column = None  # a program that stopped running on fronts (sssp relaxing locally)
             return None
         budget = FRONT_SHARE["per_edge" if program.per_edge else "fused"] * (g.num_local + g.num_local_edges)
@@ -498,16 +505,34 @@ class HostPath:
         return self.superstep.outgoing(state, active, front)
 
     def exchange(self, out: Outgoing):
-        """``pregel.exchange.exchange`` of ``out`` (with counts for the ``mean`` combiner)."""
+        """``pregel.exchange.exchange`` of ``out`` (with counts for the ``mean`` combiner), or its first
+        slice of columns when the ghost rows are to come a slice at a time (``pregel.column_slices``)."""
+        columns = None
+        if self.program.combiner in COLUMNWISE and not runs_on_fronts(self.program):
+            if self.ghost_memory is None:
+                self.ghost_memory = default_ghost_memory(self.graph.comm.size)
+            columns = column_slices(self.graph, self.program, out, self.ghost_memory)
+        if columns is not None:
+            return SlicedIncoming(self.graph, out, columns, self.superstep.with_counts)
         return exchange(self.graph, out, with_counts=self.superstep.with_counts)
 
     def gather(self, out: Outgoing, inc):
-        """This superstep's ``Superstep.gather``."""
+        """This superstep's ``Superstep.gather`` (of each slice of columns, for a ``SlicedIncoming``)."""
+        if isinstance(inc, SlicedIncoming):
+            return inc.gather(self.superstep)
         return self.superstep.gather(out, inc)
 
     def gather_rows(self, out: Outgoing, inc, front):
         """This superstep's ``Superstep.gather_rows``."""
         return self.superstep.gather_rows(out, inc, front)
+
+
+def runs_on_fronts(program: VertexProgram) -> bool:
+    """Whether ``program``'s supersteps may run on their fronts (``HostPath.front``): it is ``rowwise``
+    (and not ``blockwise``) with a ``min`` or ``max`` combiner and no ``destination_values``. A rank
+    decides on its own whether a superstep does."""
+    return (program.rowwise and not program.blockwise and program.combiner in ("min", "max")
+            and type(program).destination_values is VertexProgram.destination_values)
 
 
 def check_message_rows(program, values, n: int):

@@ -15,6 +15,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from mpi_scripts.engine_programs import wide_rows
 from pregel.convert import from_networkx
 from pregel.generate import generate_graph, random_features
 from pregel.graph_io import GraphData, read_graph, write_graph
@@ -260,6 +261,35 @@ def test_messages_to_arbitrary_vertices(runs, combiner):
         reduce.at(expected, target, value)
     for size, partitioner, values in _each(runs, "hub", f"send_{combiner}"):
         np.testing.assert_allclose(values, expected, rtol=1e-12, err_msg=f"{size} {partitioner}")
+
+
+@pytest.mark.parametrize("name", ("hub", "powerlaw"))
+@pytest.mark.parametrize("combiner", ("sum", "mean", "max", "min"))
+def test_wide_messages_a_column_at_a_time_equal_whole_rows(runs, name, combiner):
+    """[n, 5] rows from some senders along the edges and from everyone by send_to, combined per
+    column: against NumPy over the edges, and a superstep sliced a column at a time
+    (``pregel.column_slices``) equal to the whole rows bit for bit, at every P and layout."""
+    graph = runs[0][name]
+    n = graph.number_of_nodes()
+    ids = np.arange(n)
+    rows = wide_rows(ids).astype(np.float64)
+    edges = np.array(list(graph.edges()), dtype=np.int64).reshape(-1, 2)
+    edges = edges[edges[:, 0] % 3 != 0]  # only these sources send along their edges
+    receivers = np.concatenate([edges[:, 1], (7 * ids + 3) % n])
+    values = np.concatenate([rows[edges[:, 0]], 2 * rows[ids]])
+    counts = np.bincount(receivers, minlength=n)
+    if combiner in ("sum", "mean"):
+        expected = np.zeros((n, 5))
+        np.add.at(expected, receivers, values)
+        if combiner == "mean":
+            expected /= np.maximum(counts, 1)[:, None]
+    else:
+        expected = np.full((n, 5), -np.inf if combiner == "max" else np.inf)
+        (np.maximum if combiner == "max" else np.minimum).at(expected, receivers, values)
+    for size, layout, whole in _each(runs, name, f"wide_{combiner}"):
+        np.testing.assert_allclose(whole, expected, rtol=1e-5, atol=1e-5, err_msg=f"{size} {layout}")
+        sliced = runs[1][size][f"{name}/{layout}/wide_{combiner}_sliced"]
+        assert np.array_equal(sliced, whole), (size, layout)
 
 
 @pytest.mark.parametrize("name", GRAPHS)

@@ -21,7 +21,7 @@ from pregel.graph_io import write_graph
 from vertex_programs.gnn import save_model
 
 SIZES = (1, 2, 3)
-LAYOUTS = ("off", "default", "hubs", "hash_noshadow", "hub0")  # see tests/mpi_scripts/run_gnn.py
+LAYOUTS = ("off", "default", "hubs", "hash_noshadow", "hub0", "sliced", "hubs_sliced")  # see tests/mpi_scripts/run_gnn.py
 HUB_GRAPHS = ("mixed", "powerlaw")
 GRAPHS = HUB_GRAPHS + ("tiny", "edgeless")  # tiny and edgeless leave ranks with empty parts
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_scripts", "run_gnn.py")
@@ -66,6 +66,25 @@ def test_matches_pyg_at_every_size_and_layout(runs, graph, model):
         assert values.dtype == np.float32 and values.shape == want.shape, (size, layout)
         difference = np.abs(values - want).max()
         assert difference <= TOLERANCE, (size, layout, difference)
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_layers_a_column_at_a_time_equal_whole_rows_bit_for_bit(runs, graph, model):
+    """Every layer's ghost rows exchanged and gathered a column at a time (``pregel.column_slices``)
+    give the outputs and hidden layers of whole rows, bit for bit, at every P."""
+    _, results = runs
+    for size in SIZES:
+        for whole, sliced in (("default", "sliced"), ("hubs", "hubs_sliced")):
+            keys = [k for k in results[size] if k.startswith(f"{graph}/{whole}/{model}")
+                    and not k.endswith("sliced_supersteps")]
+            assert keys
+            for key in keys:
+                twin = key.replace(f"/{whole}/", f"/{sliced}/", 1)
+                assert np.array_equal(results[size][twin], results[size][key]), (size, twin)
+            assert results[size][f"{graph}/{whole}/{model}/sliced_supersteps"] == 0
+            if size > 1 and graph == "powerlaw" and not model.startswith("gat"):  # a layer of sum, mean or max
+                assert results[size][f"{graph}/{sliced}/{model}/sliced_supersteps"] >= 1, (size, sliced)
 
 
 @pytest.mark.parametrize("graph", GRAPHS)

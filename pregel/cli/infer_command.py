@@ -3,6 +3,7 @@
 from pregel.cli.checkpoint_flags import add_checkpoint_flags, check_checkpoint_every, checkpointer
 from pregel.cli.collection import importing
 from pregel.cli.common import world_comm
+from pregel.cli.ghost_flags import add_ghost_memory_flag, ghost_memory
 from pregel.cli.hub_flags import add_hub_flags, check_hub_threshold, hub_options
 from pregel.errors import InputError
 
@@ -29,6 +30,7 @@ def add_infer(sub) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: each rank runs on one GPU of its node, partial gather off "
                         "(default %(default)s)")
+    add_ghost_memory_flag(p)
     add_checkpoint_flags(p, every=1, unit="layers")
     p.set_defaults(run=_run_infer)
 
@@ -39,10 +41,11 @@ def _run_infer(args) -> None:
         from vertex_programs.gnn.infer import format_layers, format_per_rank, infer
 
     comm = world_comm()
-    identity, problem = None, None
+    identity, ghost_bytes, problem = None, None, None
     try:
         check_hub_threshold(args)
         check_checkpoint_every(args)
+        ghost_bytes = ghost_memory(args)
         if args.checkpoint_dir is not None or args.resume is not None:
             identity = {"algorithm": "gnn", "model_sha256": file_sha256(args.model),
                         "layer_outputs": args.layer_outputs}
@@ -52,7 +55,7 @@ def _run_infer(args) -> None:
     checkpoint = checkpointer(comm, args, identity)
     report = infer(comm, args.graph, args.model, args.out, layer_outputs=args.layer_outputs,
                    partitioner=args.partition, hubs=hub_options(args), progress=not args.quiet, checkpoint=checkpoint,
-                   device=args.device)
+                   device=args.device, ghost_memory=ghost_bytes)
     if comm.rank != 0:
         return
     graph, result = report.graph, report.result

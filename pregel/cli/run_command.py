@@ -7,6 +7,7 @@ import sys
 from pregel.cli.checkpoint_flags import add_checkpoint_flags, check_checkpoint_every, checkpointer
 from pregel.cli.collection import importing
 from pregel.cli.common import world_comm, first_line, require, as_flags
+from pregel.cli.ghost_flags import add_ghost_memory_flag, ghost_memory
 from pregel.cli.hub_flags import add_hub_flags, check_hub_threshold, hub_options
 from pregel.errors import InputError, not_a_file
 
@@ -32,6 +33,7 @@ def add_run(sub) -> None:
                    help="vertex partitioner (default %(default)s: id ranges balanced by edges)")
     p.add_argument("--max-supersteps", type=int, default=None, help="stop after N supersteps")
     add_hub_flags(p)
+    add_ghost_memory_flag(p)
     declared = set()
     for name in ALGORITHMS:  # each algorithm's own options (its class's ``options``)
         for option in _algorithm(name).options:
@@ -108,9 +110,10 @@ def _run_run(args) -> None:
         from pregel.stats import format_table
 
     comm = world_comm()
-    program, identity, problem = None, None, None
+    program, identity, ghost_bytes, problem = None, None, None, None
     try:
         _check_run_limits(args)
+        ghost_bytes = ghost_memory(args)
         program = _program(args)
         identity = _program_identity(args, program)
     except InputError as err:
@@ -119,7 +122,7 @@ def _run_run(args) -> None:
     checkpoint = checkpointer(comm, args, identity)
     report = run_job(comm, args.graph, program, args.out, algorithm=args.algorithm,
                      partitioner=args.partition, max_supersteps=args.max_supersteps, hubs=hub_options(args),
-                     progress=not args.quiet, checkpoint=checkpoint, device=args.device)
+                     progress=not args.quiet, checkpoint=checkpoint, device=args.device, ghost_memory=ghost_bytes)
     if comm.rank != 0:
         return
     result, graph = report.result, report.graph

@@ -145,6 +145,32 @@ class MeanOfNeighbours(VertexProgram):
         return gathered, False
 
 
+class WideMessages(VertexProgram):
+    """One superstep of [n, 5] float32 rows ``wide_rows(ids)``: the vertices whose id is not a multiple
+    of 3 send their row along their out-edges, and every vertex v sends twice its row to vertex
+    (7 v + 3) mod N with ``send_to``; output the combined rows (the engine's identity where nothing
+    arrived: 0 for sum and mean, -inf for max, inf for min)."""
+
+    def __init__(self, combiner):
+        self.combiner = combiner
+
+    def init(self, ctx):
+        return wide_rows(ctx.global_ids)
+
+    def message(self, ctx, rows):
+        ids = ctx.global_ids
+        ctx.send_to((7 * ids + 3) % ctx.num_vertices, 2 * rows)
+        return rows, ids % 3 != 0
+
+    def apply(self, ctx, rows, gathered):
+        return gathered, False
+
+
+def wide_rows(ids):
+    """[n, 5] float32 rows of the vertices ``ids`` [n] for ``WideMessages``."""
+    return np.sin(np.outer(ids + 1.0, np.arange(1, 6))).astype(np.float32)
+
+
 class FeatureSum(VertexProgram):
     """One superstep over [n, F] float32 rows: the weighted sum of in-neighbours' features."""
 

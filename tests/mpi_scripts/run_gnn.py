@@ -8,6 +8,9 @@ layer's output (``.../hidden<l>``) and the number of supersteps (``.../superstep
 hub strategies off, the defaults (automatic threshold), and a threshold of 3 so that most
 vertices are hubs (range partitioner; hash partitioner with shadow nodes off), and a threshold of
 0 (every vertex with an in-edge is a hub, so ranks may have no destination-side edges at all).
+Two layouts run again with a bound of 1 byte on the ghost rows, so that every superstep whose
+combiner allows it goes a column at a time (``sliced``, ``hubs_sliced``); ``.../sliced_supersteps``
+counts the supersteps of each run that did.
 """
 
 import glob
@@ -17,6 +20,8 @@ import sys
 import numpy as np
 import torch
 
+from pregel import superstep
+from pregel.column_slices import column_slices
 from pregel.comm import Comm
 from pregel.dgraph import HubOptions, load_graph
 from pregel.engine import run
@@ -30,6 +35,19 @@ LAYOUTS = {
     "hash_noshadow": ("hash", HubOptions(threshold=3, shadow_nodes=False)),
     "hub0": ("range", HubOptions(threshold=0)),
 }
+#: layouts run again with every superstep's ghost rows a column at a time (``pregel.column_slices``)
+SLICED = {"default": "sliced", "hubs": "hubs_sliced"}
+SLICED_SUPERSTEPS = [0]  # supersteps that went in slices of columns, counted by ``counting_plan``
+
+
+def counting_plan(*args):
+    """``pregel.column_slices.column_slices``, counting the supersteps it slices."""
+    columns = column_slices(*args)
+    SLICED_SUPERSTEPS[0] += columns is not None
+    return columns
+
+
+superstep.column_slices = counting_plan
 
 
 def main(folder):
@@ -42,15 +60,19 @@ def main(folder):
         name = os.path.basename(path)[:-3]
         for layout, (partitioner, hubs) in LAYOUTS.items():
             graph = load_graph(comm, path, partitioner, hubs=hubs)
+            runs = [(layout, None)] + ([(SLICED[layout], 1)] if layout in SLICED else [])
             for key, model in models.items():
-                result = run(graph, model)
-                outputs = [result.values] + model.hidden_outputs(result.state)
-                gathered = [gather_values(graph, np.ascontiguousarray(v)) for v in outputs]
-                if comm.rank == 0:
-                    prefix = f"{name}/{layout}/{key}"
-                    results[prefix] = gathered[0]
-                    results.update({f"{prefix}/hidden{i}": h for i, h in enumerate(gathered[1:])})
-                    results[f"{prefix}/supersteps"] = result.supersteps
+                for label, ghost_memory in runs:
+                    before = SLICED_SUPERSTEPS[0]
+                    result = run(graph, model, ghost_memory=ghost_memory)
+                    outputs = [result.values] + model.hidden_outputs(result.state)
+                    gathered = [gather_values(graph, np.ascontiguousarray(v)) for v in outputs]
+                    if comm.rank == 0:
+                        prefix = f"{name}/{label}/{key}"
+                        results[prefix] = gathered[0]
+                        results.update({f"{prefix}/hidden{i}": h for i, h in enumerate(gathered[1:])})
+                        results[f"{prefix}/supersteps"] = result.supersteps
+                        results[f"{prefix}/sliced_supersteps"] = SLICED_SUPERSTEPS[0] - before
             if comm.rank == 0:
                 results[f"{name}/{layout}/in_hubs"] = len(graph.in_hubs)
     if comm.rank == 0:

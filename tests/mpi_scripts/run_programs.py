@@ -2,7 +2,8 @@
 
 Usage: mpiexec -n P python -m mpi4py tests/mpi_scripts/run_programs.py FOLDER
 Writes FOLDER/results_P.npz on rank 0 with one entry per (graph, layout, program): the values
-in global order, and the number of supersteps. Layouts: the two partitioners, and the range
+in global order, and the number of supersteps (``WideMessages`` on two graphs also with every
+superstep a column at a time, ``..._sliced``). Layouts: the two partitioners, and the range
 partitioner with a hub threshold of 3 so that most vertices are hubs (partial gather on, with
 shadow nodes on and off).
 """
@@ -71,6 +72,14 @@ def main(folder):
                 if comm.rank == 0:
                     results[f"{name}/{layout}/{key}"] = report.values
                     results[f"{name}/{layout}/{key}/supersteps"] = report.result.supersteps
+        if name in ("hub", "powerlaw"):  # [n, 5] rows whole and a column at a time (pregel.column_slices)
+            for layout, (partitioner, hubs) in LAYOUTS.items():
+                for combiner in ("sum", "mean", "max", "min"):
+                    for suffix, ghost_memory in (("", None), ("_sliced", 1)):
+                        report = run_job(comm, path, ep.WideMessages(combiner), None, algorithm="wide",
+                                         partitioner=partitioner, hubs=hubs, ghost_memory=ghost_memory)
+                        if comm.rank == 0:
+                            results[f"{name}/{layout}/wide_{combiner}{suffix}"] = report.values
         if name in ("hub", "powerlaw", "ladder"):  # sssp on the graph without its weights: every edge adds 1
             whole = read_graph(path)
             unweighted = GraphData(whole.indptr, whole.indices, directed=whole.directed)

@@ -49,13 +49,15 @@ def load_checked(comm, graph_path, model_path, keep_hidden: bool = False):
 
 def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False,
           partitioner: str = "range", hubs: HubOptions | None = None,
-          progress: bool = False, checkpoint=None, device: str = "cpu") -> JobReport:
+          progress: bool = False, checkpoint=None, device: str = "cpu",
+          ghost_memory: int | None = None) -> JobReport:
     """Run the saved model ``model_path`` over ``graph_path`` on every rank of ``comm`` and write
     ``out_path`` (see the module docstring); ``progress`` prints a line on rank 0 per layer;
     ``checkpoint``: a ``pregel.checkpoint.Checkpointer`` (a checkpoint per completed layer).
     ``device``: ``'cpu'``, or ``'cuda'``: features, weights, dense transforms and gathers on each
     rank's GPU (``pregel.job.run_job``; partial gather off by default there, and layers the GPU
     path does not support yet, GAT's softmax, refused with one ``InputError`` before any work).
+    ``ghost_memory``: bytes of other ranks' rows a rank may hold at once (``pregel.engine.run``'s).
     Returns the job's report (``values`` [N, C] float32 and ``stats_table`` [ranks, layers,
     fields] on rank 0)."""
     hubs = hubs or HubOptions(partial_gather=device != "cuda")
@@ -75,7 +77,7 @@ def infer(comm, graph_path, model_path, out_path, *, layer_outputs: bool = False
         return attrs, datasets
 
     return run_job(comm, graph_path, model, out_path, algorithm="gnn", partitioner=partitioner,
-                   hubs=hubs, outputs=outputs, checkpoint=checkpoint, device=device)
+                   hubs=hubs, outputs=outputs, checkpoint=checkpoint, device=device, ghost_memory=ghost_memory)
 
 
 class ProgressModel(GNNModel):
