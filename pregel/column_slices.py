@@ -6,19 +6,20 @@ until each rank's edges are fewer than the graph's vertices: at 10M vertices and
 edges a rank of P = 2 receives 4.5M rows, one of P = 3 about 6M. For a GNN layer's 64 float32 columns
 that is 1.2-1.5 GB a rank, next to the rank's own rows and the gathered rows. The combiners ``sum``,
 ``mean``, ``max`` and ``min`` reduce every column on its own, in the same order of edges whatever the
-other columns, so a superstep can exchange and gather columns ``a:b`` alone, write them into
-columns ``a:b`` of the gathered rows (``kernels.gather.gather_reduce``'s ``out``) and go on with the
-next slice: the result is the same bit for bit, and the ghost rows held at once shrink by the number
-of slices. Each slice's own rows are copied next to each other first ([n, b - a]): the gather read
-them where they lie, a few columns of every wide row, three times as slowly.
+other columns, so a superstep can exchange and gather columns ``a:b`` alone, copy them into columns
+``a:b`` of the gathered rows and go on with the next slice: the result is the same bit for bit, and
+the ghost rows held at once shrink by the number of slices. A slice's own rows are copied next to
+each other first ([n, b - a]), and its gathered rows come in an array of their own: a gather that
+read a few columns of every wide row where they lie, or wrote them there, took three to six times as
+long.
 
-Slicing costs time: every slice is another exchange and another pass over the rank's edges (on the
-100M-edge graph, two slices took the first layer's gather from about 3 to about 6.5 s; the README's
-"Ghost rows a slice of columns at a time"). So by default a superstep is sliced only where the ghost
-rows would take more than ``DEFAULT_SHARE`` of the memory available to each rank of the machine
-when the run starts (``default_ghost_memory``); ``pregel infer --ghost-memory MB`` (``run``'s
-``ghost_memory``) sets the bound itself. Every rank takes the largest count any rank asks for (one
-small ``allgather``): each slice is a collective exchange.
+Slicing costs time: every slice is another exchange and another pass over the rank's edges (the
+README's "Ghost rows a slice of columns at a time" measures it on the 100M-edge graph). So by
+default a superstep is sliced only where its ghost rows would take more than ``DEFAULT_SHARE`` of the
+memory available to each rank of the machine when the run starts (``default_ghost_memory``): where
+they would not fit, not where they merely could be smaller. ``pregel infer --ghost-memory MIB``
+(``run``'s ``ghost_memory``) sets the bound itself. Every rank takes the largest count any rank asks
+for (one small ``allgather``): each slice is a collective exchange.
 """
 
 import time
@@ -32,7 +33,7 @@ from pregel.memory import available_memory
 #: combiners that reduce every column on its own (a per-edge message or a softmax mixes them)
 COLUMNWISE = ("sum", "mean", "max", "min")
 #: by default, the ghost rows of one exchange may take this share of the memory available to a rank
-DEFAULT_SHARE = 1 / 4
+DEFAULT_SHARE = 1 / 2
 
 
 def default_ghost_memory(size: int) -> int:
@@ -102,6 +103,6 @@ class SlicedIncoming:
                 self.exchange_seconds += time.perf_counter() - started
                 self.bytes_sent += inc.bytes_sent
                 self.bytes_received += inc.bytes_received
-            _, received = superstep.gather(part, inc, into=gathered[:, columns])
+            gathered[:, columns], received = superstep.gather(part, inc)
             part = inc = None  # this slice's rows (the ghost rows: a view of the shared window) go
         return gathered, received

@@ -65,11 +65,11 @@ def test_one_rank_never_slices():
     assert column_slices(graph, SimpleNamespace(combiner="sum", per_edge=False), out, 1) is None
 
 
-def test_the_default_bound_is_a_quarter_of_the_available_memory_shared_by_the_ranks_here(monkeypatch):
+def test_the_default_bound_is_half_the_available_memory_shared_by_the_ranks_here(monkeypatch):
     assert 0 < available_memory() <= physical_memory()
     for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr("pregel.column_slices.available_memory", lambda: 64 << 30)
-    assert default_ghost_memory(4) == 4 << 30  # no launcher says: all 4 ranks on this machine
+    assert default_ghost_memory(4) == 8 << 30  # no launcher says: all 4 ranks on this machine
     monkeypatch.setenv("MPI_LOCALNRANKS", "2")
-    assert default_ghost_memory(8) == 8 << 30
+    assert default_ghost_memory(8) == 16 << 30
