@@ -90,16 +90,37 @@ def _gather_reduce_1d_cpu(indptr, indices, x, weights, addends, sent, op, out, c
             counts[r] = taken
 
 
+@njit(cache=True, inline="always")
+def _row_value(out, scratch, r, f):
+    """The running value of feature ``f`` of row ``r``: in ``out``, or in the ``scratch`` row when there
+    is one (the branch is pruned at compile time)."""
+    if scratch is None:
+        return out[r, f]
+    return scratch[f]
+
+
+@njit(cache=True, inline="always")
+def _set_row_value(out, scratch, r, f, value):
+    """Set the running value of feature ``f`` of row ``r`` (see ``_row_value``)."""
+    if scratch is None:
+        out[r, f] = value
+    else:
+        scratch[f] = value
+
+
 @njit(cache=True)
-def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, op, out, counts):
-    """CPU gather for 2-D x: edges outer, features inner (contiguous rows of x and out).
+def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, op, out, counts, scratch):
+    """CPU gather for 2-D x: edges outer, features inner (contiguous rows of x).
 
     indptr: [R + 1]; indices: [E]; x: [N, F]; ghosts: [G, F] rows N.. or None; weights, addends: [E]
     or None (as in the 1-D kernel);
-    sent: [ceil((N + G) / 64)] uint64 bits or None; out: [R, F] zeros, in place; counts: [R] int64 or None (as in the 1-D
-    kernel). Rows are indexed in two dimensions, with one loop per array read:
-    slicing out 1-D row views, or one view chosen from either array, made the two-array gather up to
-    2x slower at F = 64 (no vectorised loop).
+    sent: [ceil((N + G) / 64)] uint64 bits or None; out: [R, F]; counts: [R] int64 or None (as in the
+    1-D kernel); scratch: None, reducing in ``out`` (contiguous zeros, in place), or [F], where each
+    row is reduced before it is written to ``out`` (any rows: a slice of a wider array's columns, which
+    reduced in place took 4-6x as long, a store per edge; a scratch row for every gather made those of
+    16 columns 7 % slower). Rows are indexed in two dimensions, with one loop per array read: slicing
+    out 1-D row views, or one view chosen from either array, made the two-array gather up to 2x slower
+    at F = 64 (no vectorised loop).
     """
     sign = np.float32(-1.0) if op == MIN else np.float32(1.0)
     n, num_features = np.uint64(x.shape[0]), x.shape[1]
@@ -107,6 +128,9 @@ def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, op
         start = np.uint64(indptr[r])
         end = np.uint64(indptr[r + 1])
         taken = 0
+        if scratch is not None:
+            for f in range(num_features):
+                scratch[f] = 0
         if op == SUM or op == MEAN:
             for e in range(start, end):
                 w, i = _edge_weight(weights, e), np.uint64(indices[e])
@@ -115,13 +139,15 @@ def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, op
                 taken += 1
                 if ghosts is None or i < n:
                     for f in range(num_features):
-                        out[r, f] += w * _plus(addends, e, x[i, f])
+                        _set_row_value(out, scratch, r, f,
+                                       _row_value(out, scratch, r, f) + w * _plus(addends, e, x[i, f]))
                 else:
                     for f in range(num_features):
-                        out[r, f] += w * _plus(addends, e, ghosts[i - n, f])
+                        _set_row_value(out, scratch, r, f,
+                                       _row_value(out, scratch, r, f) + w * _plus(addends, e, ghosts[i - n, f]))
             if op == MEAN and taken:
                 for f in range(num_features):
-                    out[r, f] /= taken
+                    _set_row_value(out, scratch, r, f, _row_value(out, scratch, r, f) / taken)
         else:
             for e in range(start, end):
                 w, i, first = sign * _edge_weight(weights, e), np.uint64(indices[e]), taken == 0
@@ -131,16 +157,19 @@ def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, op
                 if ghosts is None or i < n:
                     for f in range(num_features):
                         value = w * _plus(addends, e, x[i, f])
-                        if first or value > out[r, f]:
-                            out[r, f] = value
+                        if first or value > _row_value(out, scratch, r, f):
+                            _set_row_value(out, scratch, r, f, value)
                 else:
                     for f in range(num_features):
                         value = w * _plus(addends, e, ghosts[i - n, f])
-                        if first or value > out[r, f]:
-                            out[r, f] = value
+                        if first or value > _row_value(out, scratch, r, f):
+                            _set_row_value(out, scratch, r, f, value)
             if op == MIN and taken:
                 for f in range(num_features):
-                    out[r, f] = -out[r, f]
+                    _set_row_value(out, scratch, r, f, -_row_value(out, scratch, r, f))
+        if scratch is not None:
+            for f in range(num_features):
+                out[r, f] = scratch[f]
         if counts is not None:
             counts[r] = taken
 
@@ -208,7 +237,7 @@ def _sent_positions_cpu(indices, sent, positions, start, found):
 # ---------------------------------------------------------------------------------------------
 
 def gather_reduce(indptr, indices, x, op: str, weights=None, *, weight_op: str = "mul", ghosts=None,
-                  check: bool = True):
+                  check: bool = True, out=None):
     """Reduce ``weights[e] * x[indices[e]]`` (or ``x[indices[e]] + weights[e]``) over the edges ``e``
     of each CSR row.
 
@@ -223,7 +252,10 @@ def gather_reduce(indptr, indices, x, op: str, weights=None, *, weight_op: str =
     ghosts:  [G] or [G, F] or None      rows N .. N + G - 1 (x's dtype and row shape): indices then
                                         lie in [0, N + G) and each is read from x or ghosts
                                         (host arrays only)
-    returns: [R] or [R, F] with x's dtype; rows without edges are 0 for every op.
+    out:     [R, F] or None             host arrays only: the result is written here (overwritten), a
+                                        view whose columns lie next to each other (a slice of a wider
+                                        array's columns: the rows may be strided)
+    returns: [R] or [R, F] with x's dtype (``out`` when given); rows without edges are 0 for every op.
 
     NumPy inputs run the Numba CPU kernel, device arrays (all of them) the CUDA kernel and give a
     device array back. Dtypes and shapes are always checked; ``check=True`` also checks the contents
@@ -237,19 +269,19 @@ def gather_reduce(indptr, indices, x, op: str, weights=None, *, weight_op: str =
     if on_device:
         from kernels.graph_cuda import gather_reduce_cuda
 
-        if ghosts is not None:
-            raise ValueError("ghosts: the device kernel reads one array; concatenate x and ghosts")
+        if ghosts is not None or out is not None:
+            raise ValueError("ghosts, out: the device kernel reads one array and returns its own")
         out = gather_reduce_cuda(indptr, indices, x.reshape(x.shape[0], -1), weights, code, add)
         return out.reshape(num_rows) if x.ndim == 1 else out
-    return _gather_cpu(indptr, indices, x, ghosts, weights, add, None, code)[0]
+    return _gather_cpu(indptr, indices, x, ghosts, weights, add, None, code, out)[0]
 
 
 def gather_reduce_sent(indptr, indices, x, sent, op: str, weights=None, *, weight_op: str = "mul", ghosts=None,
-                       check: bool = True):
+                       check: bool = True, out=None):
     """``gather_reduce`` over only the edges whose column sent, and how many each row reduced.
 
-    sent: [N + G] bool, whether each row of x (then of ghosts) sent; the other arguments as in
-    ``gather_reduce`` (host arrays only). Returns (out [R] / [R, F], counts [R] int64): rows whose
+    sent: [N + G] bool, whether each row of x (then of ghosts) sent; the other arguments (``out``
+    too) as in ``gather_reduce`` (host arrays only). Returns (out [R] / [R, F], counts [R] int64): rows whose
     edges all come from columns that did not send are 0, as rows without edges are, and ``mean``
     divides by the edges reduced. One pass over the edges, reading ``x`` only where the column sent:
     the receiver's gather of a superstep in which only some vertices send.
@@ -259,7 +291,7 @@ def gather_reduce_sent(indptr, indices, x, sent, op: str, weights=None, *, weigh
     if on_device:
         raise ValueError("gather_reduce_sent runs on host arrays only")
     sent = _check_sent(sent, x.shape[0] + (0 if ghosts is None else ghosts.shape[0]))
-    return _gather_cpu(indptr, indices, x, ghosts, weights, add, bit_words(sent), code)
+    return _gather_cpu(indptr, indices, x, ghosts, weights, add, bit_words(sent), code, out)
 
 
 def sent_edges(indptr, indices, sent, *, check: bool = True):
@@ -315,6 +347,15 @@ def sent_positions(indices, sent, expected: int = 1024, *, check: bool = True):
     return positions[:found]
 
 
+def _check_out(out, shape, dtype) -> None:
+    """ValueError unless ``out`` is a 2-D host array of ``shape`` and ``dtype`` with its columns next
+    to each other (rows may be strided)."""
+    if (not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != dtype or out.ndim != 2
+            or (out.size and out.shape[1] > 1 and out.strides[1] != out.itemsize)):
+        raise ValueError(f"out must be a {dtype} NumPy array of shape {shape} whose columns lie next to each "
+                         f"other; got {type(out).__name__} {getattr(out, 'dtype', '')}{tuple(getattr(out, 'shape', ()))}")
+
+
 def _check_sent(sent, num_columns):
     """``sent`` as a [num_columns] bool NumPy array (any length when ``num_columns`` is None)."""
     if not isinstance(sent, np.ndarray) or sent.dtype != np.bool_ or sent.ndim != 1:
@@ -346,16 +387,22 @@ def _checked(indptr, indices, x, weights, ghosts, check: bool):
     return on_device, indptr, indices, x, weights, ghosts
 
 
-def _gather_cpu(indptr, indices, x, ghosts, weights, add, sent, code):
+def _gather_cpu(indptr, indices, x, ghosts, weights, add, sent, code, out=None):
     """(out, counts or None) of the CPU kernels on checked host arrays; ``add``: the weights add to
-    the terms; ``sent``: ``bit_words``'s words, or None for every edge."""
+    the terms; ``sent``: ``bit_words``'s words, or None for every edge; ``out``: where to write the
+    result (2-D only; checked here), or None for a new array."""
     weights, addends = (None, weights) if add else (weights, None)
     num_rows = indptr.shape[0] - 1
-    out = np.zeros((num_rows,) + x.shape[1:], dtype=x.dtype)
+    scratch = None
+    if out is None:
+        out = np.zeros((num_rows,) + x.shape[1:], dtype=x.dtype)
+    else:
+        _check_out(out, (num_rows,) + x.shape[1:], x.dtype)
+        scratch = np.empty(x.shape[1], x.dtype)
     counts = None if sent is None else np.empty(num_rows, np.int64)
     if x.ndim == 1:  # scalar rows: joined at little cost, for a kernel 15x faster than one reading two arrays
         x = x if ghosts is None or not len(ghosts) else np.concatenate([x, ghosts])
         _gather_reduce_1d_cpu(indptr, indices, x, weights, addends, sent, code, out, counts)
     else:
-        _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, code, out, counts)
+        _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, code, out, counts, scratch)
     return out, counts

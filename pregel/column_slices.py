@@ -6,12 +6,11 @@ until each rank's edges are fewer than the graph's vertices: at 10M vertices and
 edges a rank of P = 2 receives 4.5M rows, one of P = 3 about 6M. For a GNN layer's 64 float32 columns
 that is 1.2-1.5 GB a rank, next to the rank's own rows and the gathered rows. The combiners ``sum``,
 ``mean``, ``max`` and ``min`` reduce every column on its own, in the same order of edges whatever the
-other columns, so a superstep can exchange and gather columns ``a:b`` alone, copy them into columns
-``a:b`` of the gathered rows and go on with the next slice: the result is the same bit for bit, and
-the ghost rows held at once shrink by the number of slices. A slice's own rows are copied next to
-each other first ([n, b - a]), and its gathered rows come in an array of their own: a gather that
-read a few columns of every wide row where they lie, or wrote them there, took three to six times as
-long.
+other columns, so a superstep can exchange and gather columns ``a:b`` alone, write them into columns
+``a:b`` of the gathered rows (``kernels.gather.gather_reduce``'s ``out``) and go on with the next
+slice: the result is the same bit for bit, and the ghost rows held at once shrink by the number of
+slices. A slice's own rows are copied next to each other first ([n, b - a]): a gather that read a
+few columns of every wide row where they lie took three times as long.
 
 Slicing costs time: every slice is another exchange and another pass over the rank's edges (the
 README's "Ghost rows a slice of columns at a time" measures it on the 100M-edge graph). So by
@@ -103,6 +102,6 @@ class SlicedIncoming:
                 self.exchange_seconds += time.perf_counter() - started
                 self.bytes_sent += inc.bytes_sent
                 self.bytes_received += inc.bytes_received
-            gathered[:, columns], received = superstep.gather(part, inc)
+            _, received = superstep.gather(part, inc, into=gathered[:, columns])
             part = inc = None  # this slice's rows (the ghost rows: a view of the shared window) go
         return gathered, received

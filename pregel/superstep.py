@@ -300,14 +300,15 @@ class Superstep:
             return logits, vals
         return wire(out)
 
-    def _reduce_edges(self, indptr, columns, values, sent, source_side, ghosts=None):
+    def _reduce_edges(self, indptr, columns, values, sent, source_side, ghosts=None, into=None):
         """(rows [R] / [R, F] of op over each CSR row's edges from senders (mean gives sums; divided
         later), counts [R] int64 of the edges reduced, or None when every column sent).
 
         indptr [R + 1], columns [E] rows of ``values`` (then of ``ghosts``, rows ``len(values)`` on,
         when given: only without per-edge values); sent: [len(values) (+ len(ghosts))] bool or None
-        (all sent); source_side: the edges are this rank's source-side (hub) edges. Edges from
-        columns that did not send are skipped, so a superstep in which few vertices send computes
+        (all sent); source_side: the edges are this rank's source-side (hub) edges; into: [R, F] where
+        to write the rows (``gather_reduce``'s ``out``; only without per-edge values), or None. Edges
+        from columns that did not send are skipped, so a superstep in which few vertices send computes
         per-edge messages for their edges only.
         """
         op = "sum" if self.combiner == "mean" else self.combiner
@@ -326,14 +327,16 @@ class Superstep:
         weight_op = self.program.weight_op
         if sent is None:
             return gather_reduce(indptr, columns, values, op, weights, weight_op=weight_op, ghosts=ghosts,
-                                 check=False), None
+                                 check=False, out=into), None
         return gather_reduce_sent(indptr, columns, values, sent, op, weights, weight_op=weight_op, ghosts=ghosts,
-                                  check=False)
+                                  check=False, out=into)
 
     # ------------------------------------------------------------------ receiver side
 
-    def gather(self, out: Outgoing, inc):
-        """(gathered [n] / [n, F], ``Messages`` or ``SoftmaxParts``; received [n] bool)."""
+    def gather(self, out: Outgoing, inc, into=None):
+        """(gathered [n] / [n, F], ``Messages`` or ``SoftmaxParts``; received [n] bool). ``into``: [n, F]
+        where a combiner's rows are written (``gathered`` is then ``into``: a slice of a wider array's
+        columns, ``pregel.column_slices``), or None for a new array."""
         g, n = self.graph, self.graph.num_local
         dtype = inc.dtype or np.dtype(np.float64)
         own = out.values if out.values is not None else np.zeros((n,) + inc.row_shape, dtype)
@@ -351,13 +354,14 @@ class Superstep:
             # every in-edge sent and nothing else arrives: the kernel divides by the row's edge count
             weights = g.in_weights if self.program.weighted else None
             gathered = gather_reduce(g.in_indptr, g.in_indices, own, "mean", weights,
-                                     weight_op=self.program.weight_op, ghosts=inc.ghost_values, check=False)
+                                     weight_op=self.program.weight_op, ghosts=inc.ghost_values, check=False,
+                                     out=into)
             return gathered, self.edges.in_counts > 0
         if self.per_edge:
             gathered, count = self._reduce_edges(g.in_indptr, g.in_indices, inc.extended(own), sent_ext, False)
         else:  # the owned and ghost rows read where they lie
             gathered, count = self._reduce_edges(g.in_indptr, g.in_indices, own, sent_ext, False,
-                                                 ghosts=inc.ghost_values)
+                                                 ghosts=inc.ghost_values, into=into)
         count = self.edges.in_counts if count is None else count
         op = self.combiner
         if len(inc.direct_ids):  # partial aggregates and direct messages touch only their rows

@@ -236,6 +236,46 @@ def test_gather_reduce_sent_reduces_only_the_senders_edges(rng, op, num_features
     assert np.all(out[counts == 0] == 0) and not np.signbit(out[counts == 0]).any()
 
 
+@pytest.mark.parametrize("sent_share", [None, 0.4], ids=["all", "some"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_gather_reduce_writes_a_slice_of_columns_where_it_lies(rng, op, dtype, sent_share):
+    """x a slice of a wider array's columns and ``out`` one too (written where it lies): the slice of
+    the whole-width result bit for bit (the twin on the whole width as an oracle), and the other
+    columns of ``out``'s array untouched."""
+    indptr, indices = random_csr(rng)
+    full = rng.standard_normal((NUM_COLS, 7)).astype(dtype)
+    weights = rng.uniform(-2, 2, len(indices)).astype(dtype)
+    k = NUM_COLS // 3
+    columns = slice(2, 5)
+    wide = np.full((NUM_ROWS, 7), 9.0, dtype)
+    x, ghosts = full[:k, columns], np.ascontiguousarray(full[k:, columns])
+    assert not x.flags.c_contiguous and not wide[:, columns].flags.c_contiguous
+    if sent_share is None:
+        whole = gather_reduce(indptr, indices, full[:k], op, weights, ghosts=full[k:])
+        result = gather_reduce(indptr, indices, x, op, weights, ghosts=ghosts, out=wide[:, columns])
+        oracle = _gather_reduce(indptr, indices, full, op, weights)
+    else:
+        sent = rng.random(NUM_COLS) < sent_share
+        whole, _ = gather_reduce_sent(indptr, indices, full[:k], sent, op, weights, ghosts=full[k:])
+        result, _ = gather_reduce_sent(indptr, indices, x, sent, op, weights, ghosts=ghosts, out=wide[:, columns])
+        oracle, _ = _gather_reduce_sent(indptr, indices, full, sent, op, weights)
+
+    assert np.shares_memory(result, wide)
+    assert np.array_equal(wide[:, columns], whole[:, columns])
+    assert_close(wide[:, columns], oracle[:, columns], dtype)
+    assert np.all(wide[:, :2] == 9) and np.all(wide[:, 5:] == 9)
+
+
+def test_gather_reduce_rejects_an_out_unlike_its_result(rng):
+    indptr, indices = random_csr(rng)
+    x = rng.standard_normal((NUM_COLS, 3)).astype(np.float32)
+    for bad in (np.zeros((NUM_ROWS, 4), np.float32), np.zeros((NUM_ROWS, 3)), np.zeros((NUM_ROWS, 6), np.float32)[:, ::2],
+                np.zeros(NUM_ROWS, np.float32)):
+        with pytest.raises(ValueError, match="out must be a float32 NumPy array of shape"):
+            gather_reduce(indptr, indices, x, "sum", out=bad)
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_gather_reduce_sent_with_every_column_sending_reduces_every_edge(rng, op):
     """Against the NumPy twin of the unmasked gather and torch, every row counting all its edges."""
