@@ -3,7 +3,7 @@ holds more ghost rows than its memory allows.
 
 The ghost rows a rank receives (one row per remote in-neighbour) do not shrink as ranks are added
 until each rank's edges are fewer than the graph's vertices: at 10M vertices and 100M power-law
-edges a rank of P = 2 receives 4.5M rows, one of P = 3 about 6M. For a GNN layer's 64 float32 columns
+edges a rank of P = 2 receives 4.6M rows, one of P = 3 5.6M. For a GNN layer's 64 float32 columns
 that is 1.2-1.5 GB a rank, next to the rank's own rows and the gathered rows. The combiners ``sum``,
 ``mean``, ``max`` and ``min`` reduce every column on its own, in the same order of edges whatever the
 other columns, so a superstep can exchange and gather columns ``a:b`` alone, write them into columns
