@@ -194,15 +194,16 @@ def prepare(config: TrainConfig, outputs=(), lazy_images: bool = False, owned_ro
     if init_ply is not None:  # its SH coefficients kept, padded with zeros up to sh_degree
         ply = GaussianPly(init_ply, keep_rows=not owned_rows)
 
-        def initial_rows(index=None):
+        def read_rows(index=None):
             gaussians = ply.rows(index)
             gaussians.update(fitted_sh(gaussians.pop("sh"), sh_degree, init_ply))
             return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in gaussians.items()}
 
         if owned_rows:  # the cut needs the means, the image order the means and scales; rows are read later
             initial = {"means": torch.from_numpy(ply.means), "scales": torch.from_numpy(ply.scales)}
+            initial_rows = read_rows
         else:
-            initial, initial_rows = initial_rows(), None
+            initial = read_rows()
     elif scene.init_means is None:
         raise InputError.at(scene_path, "/init", "no initial point cloud to train from "
                             "(make the scene with `pregel generate-scene`, or give TrainConfig.init_ply)")
