@@ -117,8 +117,8 @@ def _gather_reduce_2d_cpu(indptr, indices, x, ghosts, weights, addends, sent, op
     sent: [ceil((N + G) / 64)] uint64 bits or None; out: [R, F]; counts: [R] int64 or None (as in the
     1-D kernel); scratch: None, reducing in ``out`` (contiguous zeros, in place), or [F], where each
     row is reduced before it is written to ``out`` (any rows: a slice of a wider array's columns, which
-    reduced in place took 4-6x as long, a store per edge; a scratch row for every gather made those of
-    16 columns 7 % slower). Rows are indexed in two dimensions, with one loop per array read: slicing
+    reduced in place took 2-3x as long, a store per edge; a scratch row for every gather made those of
+    16 columns 7-12 % slower). Rows are indexed in two dimensions, with one loop per array read: slicing
     out 1-D row views, or one view chosen from either array, made the two-array gather up to 2x slower
     at F = 64 (no vectorised loop).
     """
