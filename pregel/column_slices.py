@@ -14,9 +14,9 @@ few columns of every wide row where they lie took three times as long.
 
 Slicing costs time: every slice is another exchange and another pass over the rank's edges (the
 README's "Ghost rows a slice of columns at a time" measures it on the 100M-edge graph). So by
-default a superstep is sliced only where its ghost rows would take more than ``DEFAULT_SHARE`` of the
-memory available to each rank of the machine when the run starts (``default_ghost_memory``): where
-they would not fit, not where they merely could be smaller. ``pregel infer --ghost-memory MIB``
+default a superstep is sliced only where its ghost rows would not fit, not where they merely could be
+smaller: where with its gathered rows they would take more than ``DEFAULT_SHARE`` of the memory
+available to each rank of the machine as the superstep starts (``default_ghost_memory``). ``pregel infer --ghost-memory MIB``
 (``run``'s ``ghost_memory``) sets the bound itself. Every rank takes the largest count any rank asks
 for (one small ``allgather``): each slice is a collective exchange.
 """
@@ -31,32 +31,39 @@ from pregel.memory import available_memory
 
 #: combiners that reduce every column on its own (a per-edge message or a softmax mixes them)
 COLUMNWISE = ("sum", "mean", "max", "min")
-#: by default, the ghost rows of one exchange may take this share of the memory available to a rank
-DEFAULT_SHARE = 1 / 2
+#: by default, a superstep's ghost rows and gathered rows may take this share of the memory available
+#: to a rank (the rest: the layer's other arrays)
+DEFAULT_SHARE = 0.9
 
 
-def default_ghost_memory(size: int) -> int:
+def default_ghost_memory(size: int, gathered_bytes: int) -> int:
     """Bytes of ghost rows a rank may hold at once by default: ``DEFAULT_SHARE`` of the memory available
     now, shared by the ranks the launcher started on this machine (all ``size`` ranks when it does not
-    say)."""
-    return int(available_memory() * DEFAULT_SHARE / (local_ranks() or size))
+    say), less the ``gathered_bytes`` that the superstep's gathered rows will take whatever the slices
+    (at most 0: one column at a time)."""
+    return int(available_memory() * DEFAULT_SHARE / (local_ranks() or size)) - gathered_bytes
 
 
-def column_slices(graph, program, out: Outgoing, ghost_memory: int) -> list | None:
+def column_slices(graph, program, out: Outgoing, ghost_memory: int | None = None) -> list | None:
     """The column slices (``slice`` objects, in order) in which this superstep's messages go, or None to
     send them whole (collective: every rank gets the same answer; ``out``: this rank's ``Outgoing``).
 
     Sliced when ``program``'s combiner is in ``COLUMNWISE``, its messages are not per edge, and some
-    rank's ghost rows ([g, F] of the messages' dtype) are over ``ghost_memory`` bytes: then into as
-    many slices of nearly equal width as that rank needs to stay under it (at most F, one column
-    each). The caller leaves out programs whose supersteps may run on their fronts
-    (``pregel.superstep.runs_on_fronts``): a rank takes that path on its own."""
+    rank's ghost rows ([g, F] of the messages' dtype) are over ``ghost_memory`` bytes (None:
+    ``default_ghost_memory``, read now): then into as many slices of nearly equal width as that rank
+    needs to stay under it (at most F, one column each). The caller leaves out programs whose
+    supersteps may run on their fronts (``pregel.superstep.runs_on_fronts``): a rank takes that path on
+    its own."""
     if program.combiner not in COLUMNWISE or program.per_edge or graph.comm.size == 1:
         return None
     values = out.values
     width = values.shape[1] if values is not None and values.ndim == 2 else 0
-    ghost_bytes = graph.num_ghosts * width * (0 if values is None else values.dtype.itemsize)
-    wanted = min(-(-ghost_bytes // ghost_memory), width) if ghost_memory > 0 else width
+    row_bytes = width * (0 if values is None else values.dtype.itemsize)
+    ghost_bytes, wanted = graph.num_ghosts * row_bytes, 0
+    if ghost_bytes:
+        if ghost_memory is None:
+            ghost_memory = default_ghost_memory(graph.comm.size, graph.num_local * row_bytes)
+        wanted = min(-(-ghost_bytes // ghost_memory), width) if ghost_memory > 0 else width
     votes = graph.comm.allgather((wanted, width))
     count, width = max(v[0] for v in votes), max(v[1] for v in votes)
     if count <= 1:

@@ -49,7 +49,8 @@ def run(graph, program: VertexProgram, max_supersteps: int | None = None,
     ``pregel.device_path.Gpu`` that holds the state, messages and gather on this rank's GPU.
     ``ghost_memory``: on the host, the bytes of other ranks' message rows a rank may hold at once; a
     superstep whose rows would take more goes a slice of columns at a time, with the same result
-    (``pregel.column_slices``; default: half the memory available to each rank)."""
+    (``pregel.column_slices``; default: what would not fit, with the gathered rows, in nine tenths of
+    the memory available to each rank)."""
     comm = graph.comm
     limit = max_supersteps if max_supersteps is not None else program.max_supersteps
     ctx = Context(graph) if device is None else device.context(graph)

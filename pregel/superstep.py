@@ -17,7 +17,7 @@ from kernels.by_column import column_edges, rows_of_positions
 from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges, sent_positions
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
-from pregel.column_slices import COLUMNWISE, SlicedIncoming, column_slices, default_ghost_memory
+from pregel.column_slices import COLUMNWISE, SlicedIncoming, column_slices
 from pregel.edge_order import row_ids, stable_order
 from pregel.exchange import Outgoing, exchange
 from pregel.hooks import check_rows
@@ -472,7 +472,7 @@ class HostPath:
 
     def __init__(self, graph, program: VertexProgram, ctx, state, ghost_memory: int | None = None):
         """``ghost_memory``: bytes of ghost rows a rank may hold at once (``pregel.column_slices``;
-        None: ``default_ghost_memory``, found at the first superstep that may be sliced)."""
+        None: ``default_ghost_memory``, found by each superstep that may be sliced)."""
         self.graph, self.program, self.ctx, self.edges = graph, program, ctx, EdgeIds(graph)
         self.buffers = FrontBuffers(graph.num_local)
         self.superstep = None
@@ -509,8 +509,6 @@ class HostPath:
         slice of columns when the ghost rows are to come a slice at a time (``pregel.column_slices``)."""
         columns = None
         if self.program.combiner in COLUMNWISE and not runs_on_fronts(self.program):
-            if self.ghost_memory is None:
-                self.ghost_memory = default_ghost_memory(self.graph.comm.size)
             columns = column_slices(self.graph, self.program, out, self.ghost_memory)
         if columns is not None:
             return SlicedIncoming(self.graph, out, columns, self.superstep.with_counts)

@@ -28,7 +28,7 @@ class VotingComm:
 
 
 def plan(ghosts, width, ghost_memory, other=(0, 0), combiner="sum", per_edge=False, dtype=np.float32):
-    graph = SimpleNamespace(comm=VotingComm(other), num_ghosts=ghosts)
+    graph = SimpleNamespace(comm=VotingComm(other), num_ghosts=ghosts, num_local=3)
     program = SimpleNamespace(combiner=combiner, per_edge=per_edge)
     values = np.zeros((3, width), dtype)
     out = Outgoing(values, None, np.zeros(0, np.int64), values[:0], None)
@@ -65,11 +65,19 @@ def test_one_rank_never_slices():
     assert column_slices(graph, SimpleNamespace(combiner="sum", per_edge=False), out, 1) is None
 
 
-def test_the_default_bound_is_half_the_available_memory_shared_by_the_ranks_here(monkeypatch):
+def test_the_default_bound_is_what_nine_tenths_of_the_available_memory_leaves_after_the_gathered_rows(
+        monkeypatch):
     assert 0 < available_memory() <= physical_memory()
     for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr("pregel.column_slices.available_memory", lambda: 64 << 30)
-    assert default_ghost_memory(4) == 8 << 30  # no launcher says: all 4 ranks on this machine
+    monkeypatch.setattr("pregel.column_slices.available_memory", lambda: 40_000)
+    assert default_ghost_memory(4, 1_000) == 8_000  # no launcher says: all 4 ranks on this machine
     monkeypatch.setenv("MPI_LOCALNRANKS", "2")
-    assert default_ghost_memory(8) == 16 << 30
+    assert default_ghost_memory(8, 1_000) == 17_000
+    # 2 ranks here with 18,000 bytes each: 3 rows of 10 float32 columns gathered (120 bytes) leave 17,880
+    # for 1000 ghost rows (40,000 bytes): 3 slices
+    assert plan(1000, 10, None) == [(0, 4), (4, 7), (7, 10)]
+    monkeypatch.setattr("pregel.column_slices.available_memory", lambda: 1_000)
+    assert plan(1000, 10, None) == [(c, c + 1) for c in range(10)]  # nothing left: a column at a time
+    monkeypatch.setattr("pregel.column_slices.available_memory", lambda: 1 / 0)
+    assert plan(0, 10, None) is None  # no ghost rows: the memory is not read

@@ -10,8 +10,9 @@ def add_ghost_memory_flag(p) -> None:
     p.add_argument("--ghost-memory", type=float, default=None, metavar="MIB",
                    help="the other ranks' message rows a rank may hold at once: a superstep whose rows would "
                         "take more (a sum, mean, max or min of rows of several columns) exchanges and gathers "
-                        "them a slice of columns at a time, with the same result, more slowly (default: "
-                        "half the memory available to each rank)")
+                        "them a slice of columns at a time, with the same result, more slowly (default: rows "
+                        "that would not fit, with the gathered rows, in nine tenths of the memory available "
+                        "to each rank)")
 
 
 def ghost_memory(args) -> int | None:
