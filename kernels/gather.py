@@ -352,8 +352,9 @@ def _check_out(out, shape, dtype) -> None:
     to each other (rows may be strided)."""
     if (not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != dtype or out.ndim != 2
             or (out.size and out.shape[1] > 1 and out.strides[1] != out.itemsize)):
+        got = f"{type(out).__name__} {getattr(out, 'dtype', '')}{tuple(getattr(out, 'shape', ()))}"
         raise ValueError(f"out must be a {dtype} NumPy array of shape {shape} whose columns lie next to each "
-                         f"other; got {type(out).__name__} {getattr(out, 'dtype', '')}{tuple(getattr(out, 'shape', ()))}")
+                         f"other; got {got}")
 
 
 def _check_sent(sent, num_columns):

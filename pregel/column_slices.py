@@ -16,9 +16,10 @@ Slicing costs time: every slice is another exchange and another pass over the ra
 README's "Ghost rows a slice of columns at a time" measures it on the 100M-edge graph). So by
 default a superstep is sliced only where its ghost rows would not fit, not where they merely could be
 smaller: where with its gathered rows they would take more than ``DEFAULT_SHARE`` of the memory
-available to each rank of the machine as the superstep starts (``default_ghost_memory``). ``pregel infer --ghost-memory MIB``
-(``run``'s ``ghost_memory``) sets the bound itself. Every rank takes the largest count any rank asks
-for (one small ``allgather``): each slice is a collective exchange.
+available to each rank of the machine as the superstep starts (``default_ghost_memory``).
+``pregel infer --ghost-memory MIB`` (``run``'s ``ghost_memory``) sets the bound itself. Every rank
+takes the largest count any rank asks for (one small ``allgather``): each slice is a collective
+exchange.
 """
 
 import time
