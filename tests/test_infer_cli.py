@@ -179,9 +179,10 @@ def test_bad_input_is_one_line_and_exit_2(case, problem):
     assert not out.exists() and not (folder / "ran").exists()
 
 
-def test_ghost_memory_slices_the_layers_with_the_same_values_and_refuses_a_bound_of_nothing(case):
+def test_ghost_memory_slices_the_layers_with_the_same_values_and_refuses_what_it_cannot_bound(case):
     """``--ghost-memory`` small enough that every layer goes a column at a time (its ghost rows are a
-    few kB): the values and hidden layers of the whole-row run bit for bit; 0 is one line, exit 2."""
+    few kB): the values and hidden layers of the whole-row run bit for bit; 0, and a GPU run, are one
+    line, exit 2."""
     folder = case[0]
     args = ("--graph", folder / "g.h5", "--model", folder / "m.pt", "--layer-outputs", "--partition", "hash",
             "--hub-threshold", HUB_THRESHOLD, "--quiet")
@@ -194,6 +195,9 @@ def test_ghost_memory_slices_the_layers_with_the_same_values_and_refuses_a_bound
     done = _infer(*args, "--out", refused, "--ghost-memory", "0", ranks=2)
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
     assert "--ghost-memory must be a positive number of MiB, got 0" in done.stderr and not refused.exists()
+    done = _infer(*args, "--out", refused, "--ghost-memory", "64", "--device", "cuda", ranks=2)
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "--ghost-memory applies to --device cpu" in done.stderr and not refused.exists()
 
 
 def test_infer_does_not_import_torch(case, tmp_path):

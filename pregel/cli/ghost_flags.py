@@ -16,9 +16,11 @@ def add_ghost_memory_flag(p) -> None:
 
 
 def ghost_memory(args) -> int | None:
-    """The flag's bound in bytes (None: the engine's default); ``InputError`` unless it is positive."""
+    """The flag's bound in bytes (None: the engine's default); ``InputError`` unless it is positive and the
+    run is on the host (the GPU path exchanges whole rows)."""
     if args.ghost_memory is None:
         return None
     require(0 < args.ghost_memory and math.isfinite(args.ghost_memory),
             f"--ghost-memory must be a positive number of MiB, got {args.ghost_memory:g}")
+    require(args.device == "cpu", "--ghost-memory applies to --device cpu: on GPUs the ghost rows go whole")
     return max(1, int(args.ghost_memory * 2**20))
