@@ -176,7 +176,7 @@ def _slot_blocks(graph, out: Outgoing, header) -> list:
 
 
 def _split_exchange(graph, out, row_bytes, direct, direct_bytes, recv_header, with_counts,
-                    ghost_kind, direct_kind, window, keep_pages=True) -> Incoming:
+                    ghost_kind, direct_kind, window, keep_pages) -> Incoming:
     """The rows, then the direct messages by ``Alltoallv`` (empty ones too: every rank takes part).
     The rows go through the shared ``window`` (``pregel.shared_rows.SharedRows``) when there is one,
     else by ``Alltoallv`` straight into the ghost part of a [n + g] buffer whose owned part is

@@ -17,7 +17,7 @@ from kernels.by_column import column_edges, rows_of_positions
 from kernels.gather import gather_reduce, gather_reduce_sent, sent_edges, sent_positions
 from kernels.scatter import scatter_reduce
 from pregel.arrays import wire
-from pregel.column_slices import COLUMNWISE, SlicedIncoming, column_slices
+from pregel.column_slices import SlicedIncoming, column_slices
 from pregel.edge_order import row_ids, stable_order
 from pregel.exchange import Outgoing, exchange
 from pregel.hooks import check_rows
@@ -507,9 +507,8 @@ class HostPath:
     def exchange(self, out: Outgoing):
         """``pregel.exchange.exchange`` of ``out`` (with counts for the ``mean`` combiner), or its first
         slice of columns when the ghost rows are to come a slice at a time (``pregel.column_slices``)."""
-        columns = None
-        if self.program.combiner in COLUMNWISE and not runs_on_fronts(self.program):
-            columns = column_slices(self.graph, self.program, out, self.ghost_memory)
+        columns = None if runs_on_fronts(self.program) else column_slices(self.graph, self.program, out,
+                                                                              self.ghost_memory)
         if columns is not None:
             return SlicedIncoming(self.graph, out, columns, self.superstep.with_counts)
         return exchange(self.graph, out, with_counts=self.superstep.with_counts)

@@ -181,15 +181,16 @@ def test_bad_input_is_one_line_and_exit_2(case, problem):
 
 def test_ghost_memory_slices_the_layers_with_the_same_values_and_refuses_what_it_cannot_bound(case):
     """``--ghost-memory`` small enough that every layer goes a column at a time (its ghost rows are a
-    few kB): the values and hidden layers of the whole-row run bit for bit; 0, and a GPU run, are one
-    line, exit 2."""
-    folder = case[0]
+    few kB): the values and hidden layers of PyG's forward, and of the whole-row run bit for bit; 0, and a
+    GPU run, are one line, exit 2."""
+    folder, expected = case[0], case[1]
     args = ("--graph", folder / "g.h5", "--model", folder / "m.pt", "--layer-outputs", "--partition", "hash",
             "--hub-threshold", HUB_THRESHOLD, "--quiet")
     done = _infer(*args, "--out", folder / "sliced.h5", "--ghost-memory", "0.0001", ranks=2)
     assert done.returncode == 0, done.stderr
     with h5py.File(folder / "on.h5") as whole, h5py.File(folder / "sliced.h5") as sliced:
-        for name in ("values", "layers/0", "layers/1"):
+        for name, want in zip(("layers/0", "layers/1", "values"), expected):
+            assert np.abs(sliced[name][:] - want).max() <= 1e-4, name  # PyG's forward
             assert np.array_equal(sliced[name][:], whole[name][:]), name
     refused = folder / "refused.h5"
     done = _infer(*args, "--out", refused, "--ghost-memory", "0", ranks=2)
